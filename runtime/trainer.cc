@@ -102,7 +102,10 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
                             Engine::Create(model.layout(), comm, EngineOptionsFrom(config), initial));
   if (rank == 0) {
     MemoryStats m = engine->memory();
-    print("model gpt: " + std::to_string(model.layout().numel()) + " parameters; per rank: parameters " +
+    char flops[64];
+    std::snprintf(flops, sizeof(flops), "%.4g", model.FlopsPerToken(seq_len));
+    print("model gpt: " + std::to_string(model.layout().numel()) + " parameters, " + flops +
+          " FLOPs per token (forward + backward); per rank: parameters " +
           FormatBytes(m.parameters) + ", gradients " + FormatBytes(m.gradients) + ", optimizer state " +
           FormatBytes(m.optimizer_state) + " (ZeRO stage " + std::to_string(config.zero.stage) + ", world " +
           std::to_string(world) + ")");
