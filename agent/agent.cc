@@ -126,7 +126,8 @@ class AgentSession {
     ProcessLaunch launch{spec.argv,
                          CompleteWorkerEnvironment(config_.environment, spec.env,
                                                    NodeFacts{config_.cores, static_cast<int>(assignment_.workers.size()),
-                                                             secret_file_, config_.endpoint}),
+                                                             secret_file_, config_.endpoint,
+                                                             std::filesystem::absolute(assignment_.log_dir).string()}),
                          assignment_.working_dir};
     DSLAUNCH_ASSIGN_OR_RETURN(SpawnedProcess p, SpawnInOwnProcessGroup(launch));
     w->index = workers_.Add(spec.rank, p.pid);

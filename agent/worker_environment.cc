@@ -23,6 +23,7 @@ std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, s
   }
   if (!node.store_address.empty()) env[env::kStore] = node.store_address;
   env[env::kStoreSecretFile] = node.secret_file;
+  if (!node.job_dir.empty()) env[env::kJobDir] = node.job_dir;
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);

@@ -21,6 +21,7 @@ struct NodeFacts {
   int local_workers = 1;   // workers on this node
   std::string secret_file;    // DSLAUNCH_STORE_SECRET_FILE
   std::string store_address;  // the endpoint as this node reaches it (the agent's --endpoint)
+  std::string job_dir;        // DSLAUNCH_JOB_DIR: the job's log directory on this node
 };
 
 // "NAME=VALUE" strings, sorted by name: `base` (the agent's environment), overlaid with `planned`

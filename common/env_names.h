@@ -24,6 +24,8 @@ inline constexpr char kRestartCount[] = "DSLAUNCH_RESTART_COUNT";
 inline constexpr char kTorchElasticRestartCount[] = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
 // Path of a 0600 file holding the job's store secret; set by the agent, never the secret itself.
+// The job's directory on this node: per-rank logs, and the runtime's metrics.jsonl (rank 0).
+inline constexpr char kJobDir[] = "DSLAUNCH_JOB_DIR";
 inline constexpr char kStoreSecretFile[] = "DSLAUNCH_STORE_SECRET_FILE";
 
 }  // namespace dslaunch::env

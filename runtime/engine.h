@@ -1,25 +1,44 @@
 // Engine: one rank's share of data-parallel training: parameters, gradients, optimizer state,
 // the gradient reduction and the optimizer step, reached by the model through ParameterAccess.
+// Design, buffers and memory formulas: docs/engine.md.
 //
-// Built so far, with fp32 storage: ZeRO stage 0 (every rank holds all parameters, gradients are
-// all-reduced once per step, every rank applies the same update) and stage 1 (gradients
-// reduce-scattered, each rank updates its partition with its partition of the optimizer state,
-// parameters all-gathered). Create() refuses stages 2-3 and 16-bit precision with
-// kFailedPrecondition naming what is missing, never a silent fallback; they slot in as other
-// ParameterAccess implementations and step paths (docs/engine.md).
+// One implementation covers ZeRO stages 0-3 with fp32, fp16 or bf16 storage of the model's
+// parameters and gradients (compute is fp32; the master weights the optimizer updates are fp32 in
+// every case):
+//   stage 0: parameters, gradients, master weights and optimizer state whole on every rank;
+//            the gradient is all-reduced at the step.
+//   stage 1: master weights and optimizer state partitioned (ShardFor); the gradient is
+//            reduce-scattered at the step, each rank updates its partition, the updated 16-bit
+//            (or fp32) parameters are all-gathered.
+//   stage 2: as 1, and only the owned partition of the gradient is kept: a group's gradient is
+//            reduce-scattered in buckets of reduce_bucket_size as soon as the backward pass
+//            reports it ready, every micro-step.
+//   stage 3: as 2, and the parameters are partitioned too: Acquire all-gathers a group (with the
+//            next groups in the direction of travel fetched in the same collective, up to
+//            stage3_prefetch_bucket_size), Release frees it; groups of at most
+//            stage3_param_persistence_threshold elements stay whole on every rank.
 //
-// A step: BeginStep() zeroes the gradients; the caller runs forward/backward for each micro-step
-// with loss scale 1/accumulation; Step() averages the gradients over ranks, clips them to
-// gradient_clipping (global L2 norm, DeepSpeed's rule max_norm / (norm + 1e-6)), and applies the
-// optimizer with the scheduled learning rate. Not thread-safe.
+// A step: BeginStep() zeroes the gradients; for each micro-step the caller runs forward and
+// backward with loss scale loss_scale() / accumulation; Step() finishes the reduction, computes
+// the global gradient norm, and with fp16 skips the step on every rank when any gradient
+// overflowed (the dynamic loss scaler decides the next scale), else unscales, clips to
+// gradient_clipping (DeepSpeed's max_norm / (norm + 1e-6)) and applies the optimizer with the
+// scheduled learning rate.
+//
+// Collective calls happen inside Acquire (stage 3), GradientReady (stages 2-3) and Step, in the
+// same order on every rank because every rank runs the same model calls. A failed collective in
+// Acquire or GradientReady, which cannot return a Status, is kept and returned by the next Step()
+// or status(); the communicator fails fast after its first error, so nothing hangs meanwhile.
+// Not thread-safe.
 #pragma once
 
 #include <memory>
 #include <span>
-#include <vector>
+#include <string>
 
 #include "common/status.h"
 #include "runtime/communicator.h"
+#include "runtime/loss_scaler.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
 #include "runtime/param_layout.h"
@@ -29,8 +48,9 @@
 namespace dslaunch::runtime {
 
 struct EngineOptions {
-  int zero_stage = 0;
+  ZeroConfig zero;  // stage and bucket sizes (elements)
   Precision precision = Precision::kFp32;
+  LossScalerConfig loss_scaler;  // used with fp16 only
   OptimizerParams optimizer;
   LrSchedule schedule;
   double gradient_clipping = 0.0;  // 0: off
@@ -40,32 +60,41 @@ struct EngineOptions {
 EngineOptions EngineOptionsFrom(const TrainConfig& config);
 
 struct StepStats {
-  double grad_norm = 0.0;  // before clipping
-  double lr = 0.0;
-  bool skipped = false;
+  double grad_norm = 0.0;   // unscaled, before clipping
+  double lr = 0.0;          // the rate applied (of the skipped step's schedule position if skipped)
+  double loss_scale = 1.0;  // the scale this step's backward used
+  bool skipped = false;     // fp16 overflow: no update on any rank
+  std::string scale_event;  // the loss scaler's line when it skipped or changed the scale, else empty
 };
 
-// Bytes the engine itself holds per rank, by kind (docs/benchmarks.md compares them with the ZeRO
-// paper's formulas).
+// Bytes the engine holds per rank, from its own allocations (docs/engine.md compares them with
+// the ZeRO paper's formulas; docs/benchmarks.md has the table).
 struct MemoryStats {
-  size_t parameters = 0;
-  size_t gradients = 0;
-  size_t optimizer_state = 0;
+  size_t parameters = 0;       // model parameters in their storage type (whole or partition)
+  size_t gradients = 0;        // gradient storage (whole or partition)
+  size_t optimizer_state = 0;  // fp32 master weights (16-bit storage only) + optimizer moments
+  size_t working = 0;          // transient fp32 buffers (acquired groups, buckets, step gradient):
+                               // their high-water mark so far
 };
 
 class Engine {
  public:
   // `initial` (layout.numel() values, the same on every rank) becomes the parameters. `comm` and
-  // `layout` must outlive the engine.
+  // `layout` must outlive the engine. Fails with kInvalidArgument for options that cannot work
+  // (a stage outside 0-3, an fp16 section out of range, a wrong initial size).
   static Result<std::unique_ptr<Engine>> Create(const ParameterLayout& layout, Communicator& comm,
                                                 const EngineOptions& options, std::span<const float> initial);
   virtual ~Engine() = default;
 
   virtual ParameterAccess& access() = 0;
+  // What the backward pass multiplies the loss by (the fp16 loss scale; 1 otherwise).
+  virtual double loss_scale() const = 0;
   virtual void BeginStep() = 0;
   virtual Result<StepStats> Step() = 0;
-  // The full fp32 parameters, for sampling and export.
-  virtual std::span<const float> parameters() const = 0;
+  // OK, or the first failure of a collective made inside access() (also returned by Step()).
+  virtual Status status() const = 0;
+  // Collective: every rank receives the full fp32 master weights (layout.numel() values).
+  virtual Status GatherParameters(std::span<float> out) = 0;
   virtual MemoryStats memory() const = 0;
   virtual int64_t applied_steps() const = 0;
 };

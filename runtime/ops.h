@@ -52,4 +52,9 @@ void CrossEntropyForward(float* losses, float* probs, const float* logits, const
 // dlogits += (probs - onehot(target)) * dloss (dloss per row, e.g. 1/N for a mean loss).
 void CrossEntropyBackward(float* dlogits, const float* probs, const int* targets, float dloss, int n, int v);
 
+// ReLU: out = max(x, 0). The backward passes dout where the saved input was > 0 (the subgradient
+// at exactly 0 is taken as 0, as PyTorch does).
+void ReluForward(float* out, const float* in, long count);
+void ReluBackward(float* din, const float* dout, const float* in, long count);
+
 }  // namespace dslaunch::runtime::ops

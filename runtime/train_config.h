@@ -107,7 +107,7 @@ struct GptModelConfig {
   int vocab_size = 256;  // byte-level tokenizer
 };
 
-// A stack of linear layers with GELU between them; widths include input and output.
+// A stack of linear layers with ReLU between them; widths include input and output.
 struct MlpModelConfig {
   std::vector<int> layers;
 };

@@ -65,6 +65,14 @@ std::string Sample(GptModel& model, ParameterAccess& access, const std::string& 
   return out;
 }
 
+// A JSON number; null for inf/NaN, which JSON cannot hold.
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
 std::string FormatBytes(size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f MB", static_cast<double>(bytes) / 1e6);
@@ -74,7 +82,11 @@ std::string FormatBytes(size_t bytes) {
 }  // namespace
 
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
-                          const std::function<void(const std::string&)>& print) {
+                          const std::function<void(const std::string&)>& print,
+                          const std::function<void(const std::string&)>& metrics) {
+  auto record = [&](const std::string& json) {
+    if (metrics && comm.rank() == 0) metrics(json);
+  };
   const auto* gpt = std::get_if<GptModelConfig>(&config.model);
   if (gpt == nullptr) return FailedPreconditionError("model.type \"mlp\" cannot be trained by this build yet; use \"gpt\"");
   const int rank = comm.rank(), world = comm.world_size();
@@ -100,15 +112,21 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   model.InitParameters(initial, config.seed);
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                             Engine::Create(model.layout(), comm, EngineOptionsFrom(config), initial));
+  const MemoryStats m = engine->memory();
+  record("{\"event\":\"start\",\"model\":\"gpt\",\"parameters\":" + std::to_string(model.layout().numel()) +
+         ",\"flops_per_token\":" + JsonNumber(model.FlopsPerToken(seq_len)) + ",\"world_size\":" +
+         std::to_string(world) + ",\"zero_stage\":" + std::to_string(config.zero.stage) + ",\"precision\":\"" +
+         std::string(PrecisionName(config.precision)) + "\",\"bytes_per_rank\":{\"parameters\":" +
+         std::to_string(m.parameters) + ",\"gradients\":" + std::to_string(m.gradients) +
+         ",\"optimizer_state\":" + std::to_string(m.optimizer_state) + "}}");
   if (rank == 0) {
-    MemoryStats m = engine->memory();
     char flops[64];
     std::snprintf(flops, sizeof(flops), "%.4g", model.FlopsPerToken(seq_len));
     print("model gpt: " + std::to_string(model.layout().numel()) + " parameters, " + flops +
           " FLOPs per token (forward + backward); per rank: parameters " +
           FormatBytes(m.parameters) + ", gradients " + FormatBytes(m.gradients) + ", optimizer state " +
-          FormatBytes(m.optimizer_state) + " (ZeRO stage " + std::to_string(config.zero.stage) + ", world " +
-          std::to_string(world) + ")");
+          FormatBytes(m.optimizer_state) + " (ZeRO stage " + std::to_string(config.zero.stage) + ", " +
+          std::string(PrecisionName(config.precision)) + ", world " + std::to_string(world) + ")");
   }
 
   TrainResult result;
@@ -123,6 +141,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
       FillBatch(data.val, WindowsForMicroStep(config.seed, val_geometry, i, 0, rank), seq_len, inputs, targets);
       sum += model.Forward(engine->access(), inputs.data(), targets.data(), micro, seq_len);
     }
+    DSLAUNCH_RETURN_IF_ERROR(engine->status());
     float val = static_cast<float>(sum / static_cast<double>(batches));
     DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(&val, 1), ReduceOp::kAvg).WithContext("validation all-reduce"));
     if (rank == 0) {
@@ -131,30 +150,43 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
                     static_cast<long long>(after_step), val, static_cast<long long>(batches));
       print(line);
     }
+    record("{\"event\":\"validation\",\"step\":" + std::to_string(after_step) + ",\"val_loss\":" +
+           JsonNumber(val) + "}");
     return static_cast<double>(val);
   };
   auto last_print = Clock::now();
   int64_t tokens_since_print = 0;
   for (int64_t step = 0; step < config.train.steps; ++step) {
+    const auto step_start = Clock::now();
     engine->BeginStep();
+    const float backward_scale = static_cast<float>(engine->loss_scale() / accumulation);
     double loss_sum = 0.0;
     for (int m = 0; m < accumulation; ++m) {
       FillBatch(data.train, WindowsForMicroStep(config.seed, train_geometry, step, m, rank), seq_len, inputs, targets);
       loss_sum += model.Forward(engine->access(), inputs.data(), targets.data(), micro, seq_len);
-      model.Backward(engine->access(), 1.0f / static_cast<float>(accumulation));
+      model.Backward(engine->access(), backward_scale);
     }
     DSLAUNCH_ASSIGN_OR_RETURN(StepStats stats, engine->Step());
     float loss = static_cast<float>(loss_sum / accumulation);
     DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(&loss, 1), ReduceOp::kAvg).WithContext("loss all-reduce"));
     result.losses.push_back(loss);
-    tokens_since_print += train_geometry.global_batch() * seq_len;
+    const int64_t step_tokens = train_geometry.global_batch() * seq_len;
+    tokens_since_print += step_tokens;
+    const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+    record("{\"event\":\"step\",\"step\":" + std::to_string(step + 1) + ",\"loss\":" + JsonNumber(loss) +
+           ",\"lr\":" + JsonNumber(stats.lr) + ",\"loss_scale\":" + JsonNumber(stats.loss_scale) +
+           ",\"grad_norm\":" + JsonNumber(stats.grad_norm) + ",\"skipped\":" + (stats.skipped ? "true" : "false") +
+           ",\"tokens_per_s\":" + JsonNumber(static_cast<double>(step_tokens) / step_seconds) +
+           ",\"ms_per_step\":" + JsonNumber(1e3 * step_seconds) + "}");
+    if (rank == 0 && !stats.scale_event.empty()) print("step " + std::to_string(step + 1) + " | " + stats.scale_event);
     if (rank == 0 && ((step + 1) % config.steps_per_print == 0 || step + 1 == config.train.steps)) {
       const double seconds = std::chrono::duration<double>(Clock::now() - last_print).count();
       const int64_t steps_done = (step + 1) % config.steps_per_print == 0 ? config.steps_per_print
                                                                             : (step + 1) % config.steps_per_print;
       char line[256];
-      std::snprintf(line, sizeof(line), "step %lld | loss %.6f | lr %.3e | grad norm %.4f | %.0f tokens/s | %.1f ms/step",
-                    static_cast<long long>(step + 1), loss, stats.lr, stats.grad_norm,
+      std::snprintf(line, sizeof(line),
+                    "step %lld | loss %.6f | lr %.3e | loss scale %g | grad norm %.4f | %.0f tokens/s | %.1f ms/step",
+                    static_cast<long long>(step + 1), loss, stats.lr, stats.loss_scale, stats.grad_norm,
                     static_cast<double>(tokens_since_print) / seconds, 1e3 * seconds / static_cast<double>(steps_done));
       print(line);
       last_print = Clock::now();
@@ -170,9 +202,13 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   if (config.train.eval_interval <= 0 || config.train.steps % config.train.eval_interval != 0) {
     DSLAUNCH_ASSIGN_OR_RETURN(result.val_loss, Validate(config.train.steps));
   }
-  if (rank == 0 && config.train.sample_tokens > 0) {
-    print("sample:\n" + Sample(model, engine->access(), config.train.sample_prompt, config.train.sample_tokens,
-                                config.seed));
+  if (config.train.sample_tokens > 0) {
+    // Every rank samples (the same tokens): at ZeRO stage 3 each forward pass gathers parameters
+    // from all ranks.
+    std::string text =
+        Sample(model, engine->access(), config.train.sample_prompt, config.train.sample_tokens, config.seed);
+    DSLAUNCH_RETURN_IF_ERROR(engine->status());
+    if (rank == 0) print("sample:\n" + text);
   }
   return result;
 }

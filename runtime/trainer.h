@@ -29,7 +29,10 @@ struct TrainResult {
 // tokens. `print` receives rank 0's progress lines (without newline); other ranks print nothing. Fails with the first error: a collective
 // that failed (naming the peer), a model type or setting this build cannot train yet, data too
 // short for one sequence.
+// `metrics`, when set, receives rank 0's metrics as JSON objects, one per call (docs/engine.md,
+// "Metrics"): a start record, one per step, one per validation.
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
-                          const std::function<void(const std::string&)>& print);
+                          const std::function<void(const std::string&)>& print,
+                          const std::function<void(const std::string&)>& metrics = {});
 
 }  // namespace dslaunch::runtime

@@ -6,9 +6,13 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <map>
 
+#include "common/env_names.h"
 #include "common/secret.h"
 #include "common/store_client.h"
 #include "common/text.h"
@@ -66,10 +70,25 @@ int RunTrain(const std::string& config_path) {
   auto comm = GlooCommunicator::Create(**store, id->rank, id->world_size, options);
   if (!comm.ok()) return Fail(comm.status());
 
-  auto result = Train(*config, data, **comm, [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  });
+  // Rank 0's metrics, one JSON object per line, in the job's directory on its node.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics(nullptr, &std::fclose);
+  const std::map<std::string, std::string> env = EnvironmentMap(environ);
+  if (auto dir = env.find(env::kJobDir); id->rank == 0 && dir != env.end() && !dir->second.empty()) {
+    const std::string path = dir->second + "/metrics.jsonl";
+    metrics.reset(std::fopen(path.c_str(), "w"));
+    if (!metrics) return Fail(InternalError("cannot write " + path + ": " + std::strerror(errno)));
+  }
+  auto result = Train(
+      *config, data, **comm,
+      [](const std::string& line) {
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+      },
+      [&](const std::string& json) {
+        if (!metrics) return;
+        std::fprintf(metrics.get(), "%s\n", json.c_str());
+        std::fflush(metrics.get());
+      });
   if (!result.ok()) return Fail(result.status().WithContext("rank " + std::to_string(id->rank)));
   return 0;
 }

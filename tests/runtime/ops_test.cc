@@ -157,5 +157,26 @@ TEST_CASE("Cross-entropy backward matches finite differences of the summed loss"
   CHECK(l[0] == doctest::Approx(std::log(5.0)));
 }
 
+TEST_CASE("ReLU backward matches finite differences and passes nothing where the input was <= 0") {
+  std::mt19937 rng(7);
+  auto x = Random(16, rng, 3.0f), r = Random(16, rng);
+  // Keep every input off the kink, where the central difference would straddle it.
+  for (auto& v : x) v += v >= 0.0f ? 0.01f : -0.01f;
+  std::vector<float> y(16);
+  auto loss = [&] {
+    ReluForward(y.data(), x.data(), 16);
+    return Dot(y, r);
+  };
+  std::vector<float> dx(16, 0.25f);
+  ReluBackward(dx.data(), r.data(), x.data(), 16);
+  for (auto& g : dx) g -= 0.25f;  // backward adds to what was there
+  CheckGradient(x, dx, loss, "dx");
+  std::vector<float> in = {-2.0f, 0.0f, 3.0f}, out(3), din(3, 0.0f), dout = {1.0f, 1.0f, 1.0f};
+  ReluForward(out.data(), in.data(), 3);
+  CHECK(out == std::vector<float>{0.0f, 0.0f, 3.0f});
+  ReluBackward(din.data(), dout.data(), in.data(), 3);
+  CHECK(din == std::vector<float>{0.0f, 0.0f, 1.0f});
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime::ops

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include "runtime/engine.h"
@@ -44,9 +45,11 @@ TrainData TinyData() {
   return d;
 }
 
-std::vector<TrainResult> RunWorld(int world, int micro, int stage = 0) {
+using Mutator = std::function<void(TrainConfig&)>;
+
+std::vector<TrainResult> RunWorld(int world, int micro, const Mutator& mutate = {}, std::vector<std::string>* lines = nullptr) {
   TrainConfig config = TinyConfig(world, micro, 8);
-  config.zero.stage = stage;
+  if (mutate) mutate(config);
   TrainData data = TinyData();
   testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
   std::vector<TrainResult> results(world);
@@ -54,7 +57,9 @@ std::vector<TrainResult> RunWorld(int world, int micro, int stage = 0) {
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto result = Train(config, data, group.Get(r), [](const std::string&) {});
+      auto result = Train(config, data, group.Get(r), [&](const std::string& l) {
+        if (lines != nullptr) lines->push_back(l);
+      });
       statuses[r] = result.status();
       if (result.ok()) results[r] = *result;
     });
@@ -62,6 +67,33 @@ std::vector<TrainResult> RunWorld(int world, int micro, int stage = 0) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < world; ++r) REQUIRE_MESSAGE(statuses[r].ok(), statuses[r].ToString());
   return results;
+}
+
+std::vector<TrainResult> RunWorld(int world, int micro, int stage) {
+  return RunWorld(world, micro, [stage](TrainConfig& c) { c.zero.stage = stage; });
+}
+
+// Small buckets, so that every path runs several collectives per step: reduce-scatter buckets of
+// about one block, all-gathers in pieces, stage 3 fetching a block ahead, ln_f persistent.
+Mutator Stage(int stage, Precision precision = Precision::kFp32) {
+  return [=](TrainConfig& c) {
+    c.zero.stage = stage;
+    c.zero.reduce_bucket_size = 4000;
+    c.zero.allgather_bucket_size = 2500;
+    c.zero.stage3_prefetch_bucket_size = 7000;
+    c.zero.stage3_param_persistence_threshold = 100;
+    c.precision = precision;
+    c.fp16.enabled = precision == Precision::kFp16;
+    c.bf16.enabled = precision == Precision::kBf16;
+  };
+}
+
+// max_i |a_i - b_i| / |b_i|
+double MaxRelativeDifference(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  return worst;
 }
 
 TEST_CASE("ZeRO stage 0 in fp32 gives the same losses at world size 1, 2 and 4 with the same global batch") {
@@ -84,18 +116,81 @@ TEST_CASE("ZeRO stage 0 in fp32 gives the same losses at world size 1, 2 and 4 w
   CHECK(one[0].val_loss > 0);
 }
 
-TEST_CASE("ZeRO stage 1 gives the losses of stage 0 at world size 1, 2 and 4") {
+TEST_CASE("ZeRO stages 1, 2 and 3 give the losses of stage 0 at world size 1, 2, 3 and 4") {
   const auto ref = RunWorld(1, 2, 0)[0].losses;
-  for (int world : {1, 2, 4}) {
-    CAPTURE(world);
-    auto results = RunWorld(world, 2, 1);
-    for (const auto& r : results) {
-      REQUIRE(r.losses.size() == ref.size());
-      for (size_t i = 0; i < ref.size(); ++i) {
-        CAPTURE(i);
-        CHECK(std::abs(r.losses[i] - ref[i]) <= 1e-5 * std::abs(ref[i]));
+  for (int stage : {1, 2, 3}) {
+    for (int world : {1, 2, 3, 4}) {
+      CAPTURE(stage);
+      CAPTURE(world);
+      // The global batch of 8 does not divide by 3: world 3 runs a global batch of 6 against a
+      // one-rank stage-0 run of the same batch (and 7232 parameters do not divide by 3 either).
+      if (world == 3) {
+        auto mutate = [stage](TrainConfig& c) {
+          Stage(stage)(c);
+          c.batch.train_batch_size = 6;
+          c.batch.gradient_accumulation_steps = 1;
+        };
+        auto base = RunWorld(1, 6, [](TrainConfig& c) {
+          c.batch.train_batch_size = 6;
+          c.batch.gradient_accumulation_steps = 1;
+        })[0].losses;
+        for (const auto& r : RunWorld(3, 2, mutate)) CHECK(MaxRelativeDifference(r.losses, base) <= 1e-5);
+        continue;
+      }
+      for (const auto& r : RunWorld(world, 2, Stage(stage))) {
+        // fp32: only the order of the gradient sums differs; the issue's bound is 1e-5 relative.
+        CHECK(MaxRelativeDifference(r.losses, ref) <= 1e-5);
       }
     }
+  }
+}
+
+TEST_CASE("fp16 and bf16 storage give the fp32 losses within their stated tolerance at every stage and world size") {
+  // Tolerances (docs/engine.md, "Mixed precision"): the model reads its parameters rounded to
+  // 11 (fp16) or 8 (bf16) significant bits, a relative error of at most 2^-11 = 4.9e-4 or
+  // 2^-8 = 3.9e-3 per weight, and gradients are stored with the same precision. The errors are
+  // independent and largely cancel in the loss; we allow a quarter of the per-weight bound:
+  // 1e-4 for fp16 and 1e-3 for bf16 (measured maxima on this test: 9.8e-6 and 1.3e-4).
+  const auto ref = RunWorld(1, 2, 0)[0].losses;
+  for (auto [precision, tolerance] : {std::pair{Precision::kFp16, 1e-4}, {Precision::kBf16, 1e-3}}) {
+    for (int stage : {0, 1, 2, 3}) {
+      for (int world : {1, 2, 4}) {
+        CAPTURE(PrecisionName(precision));
+        CAPTURE(stage);
+        CAPTURE(world);
+        const auto results = RunWorld(world, 2, Stage(stage, precision));
+        for (const auto& r : results) CHECK(MaxRelativeDifference(r.losses, ref) <= tolerance);
+        // 16-bit storage changes the numbers: equal losses would mean the precision was ignored.
+        CHECK(MaxRelativeDifference(results[0].losses, ref) > 0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("Training in fp16 from a scale that overflows logs each skipped step, halves the scale and then learns") {
+  for (int stage : {0, 1, 2, 3}) {
+    CAPTURE(stage);
+    std::vector<std::string> lines;
+    const auto losses = RunWorld(2, 2, [stage](TrainConfig& c) {
+      Stage(stage, Precision::kFp16)(c);
+      c.fp16.initial_scale_power = 28;  // gradients of this model overflow fp16 above about 2^18
+      c.fp16.hysteresis = 1;
+      c.train.steps = 30;
+    }, &lines)[0].losses;
+    double expected = std::ldexp(1.0, 28);
+    int skipped = 0;
+    for (const auto& l : lines) {
+      if (l.find("overflow: skipping step") == std::string::npos) continue;
+      CAPTURE(l);
+      ++skipped;
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "loss scale %.0f -> %.0f", expected, expected / 2);
+      CHECK(l.find(buf) != std::string::npos);
+      expected /= 2;
+    }
+    CHECK(skipped >= 10);
+    CHECK(skipped <= 14);
+    CHECK(losses.back() < losses.front() - 0.3);
   }
 }
 
@@ -105,7 +200,7 @@ TEST_CASE("At ZeRO stage 1 each rank keeps only its partition of the Adam state"
   std::vector<float> initial(numel, 0.1f);
   testing::ThreadCommunicatorGroup group(4);
   EngineOptions o;
-  o.zero_stage = 1;
+  o.zero.stage = 1;
   size_t total = 0;
   for (int r = 0; r < 4; ++r) {
     auto engine = Engine::Create(model.layout(), group.Get(r), o, initial);
@@ -116,7 +211,7 @@ TEST_CASE("At ZeRO stage 1 each rank keeps only its partition of the Adam state"
     total += state;
   }
   CHECK(total == 8 * numel);
-  o.zero_stage = 0;
+  o.zero.stage = 0;
   auto full = Engine::Create(model.layout(), group.Get(0), o, initial);
   REQUIRE(full.ok());
   CHECK((*full)->memory().optimizer_state == 8 * numel);
@@ -149,10 +244,10 @@ TEST_CASE("Train refuses what this build cannot train, naming it") {
   TrainData data = TinyData();
   testing::ThreadCommunicatorGroup group(1);
   TrainConfig c = TinyConfig(1, 2, 2);
-  c.zero.stage = 2;
+  c.zero.stage = 4;
   auto r = Train(c, data, group.Get(0), [](const std::string&) {});
-  CHECK(r.status().code() == StatusCode::kFailedPrecondition);
-  CHECK(r.status().message().find("stage 2") != std::string::npos);
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().message().find("stage 4") != std::string::npos);
   c = TinyConfig(1, 2, 2);
   data.train.push_back(40);  // outside vocab_size 32
   r = Train(c, data, group.Get(0), [](const std::string&) {});
