@@ -3,12 +3,15 @@
 //
 //   dslaunch-worker train CONFIG.json                 (under dslaunch: the rank environment is set)
 //   dslaunch-worker prepare-text IN... OUT.bin [--val VAL.bin] [--val_fraction 0.1]
+//   dslaunch-worker make-digits OUT_DIR [--train N] [--val N]   (synthetic IDX images for `mlp`)
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <tuple>
 #include <memory>
 #include <map>
 
@@ -19,6 +22,7 @@
 #include "common/worker_identity.h"
 #include "dslaunch/config.h"
 #include "runtime/gloo_communicator.h"
+#include "runtime/idx_synthetic.h"
 #include "runtime/prepare_text.h"
 #include "runtime/token_shard.h"
 #include "runtime/train_config.h"
@@ -48,15 +52,8 @@ int RunTrain(const std::string& config_path) {
   if (id->rank == 0 && !config->unimplemented_keys.empty()) {
     std::fprintf(stderr, "dslaunch-worker: warning: %s\n", UnimplementedWarning(*config).c_str());
   }
-  TrainData data;
-  auto train = ReadTokenShard(config->data.train);
-  if (!train.ok()) return Fail(train.status());
-  data.train = std::move(*train);
-  if (!config->data.val.empty()) {
-    auto val = ReadTokenShard(config->data.val);
-    if (!val.ok()) return Fail(val.status());
-    data.val = std::move(*val);
-  }
+  auto data = ReadTrainData(*config);
+  if (!data.ok()) return Fail(data.status());
 
   auto secret = ReadSecretFile(id->store_secret_file);
   if (!secret.ok()) return Fail(secret.status());
@@ -79,7 +76,7 @@ int RunTrain(const std::string& config_path) {
     if (!metrics) return Fail(InternalError("cannot write " + path + ": " + std::strerror(errno)));
   }
   auto result = Train(
-      *config, data, **comm,
+      *config, *data, **comm,
       [](const std::string& line) {
         std::printf("%s\n", line.c_str());
         std::fflush(stdout);
@@ -105,6 +102,22 @@ int RunPrepareText(PrepareTextOptions prep, std::vector<std::string> files) {
   return 0;
 }
 
+// Writes OUT_DIR/{train,val}-{images,labels}.idx (docs/data.md, "Synthetic digits").
+int RunMakeDigits(const std::string& dir, int train_count, int val_count) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Fail(InternalError("cannot create " + dir + ": " + ec.message()));
+  // Different seeds: the validation images are not the training images.
+  for (auto [split, count, seed] : {std::tuple{"train", train_count, 1ull}, {"val", val_count, 2ull}}) {
+    const IdxDataset set = MakeSyntheticDigits(count, seed);
+    const std::string base = dir + "/" + split;
+    if (Status s = WriteIdxImages(base + "-images.idx", set.images); !s.ok()) return Fail(s);
+    if (Status s = WriteIdxLabels(base + "-labels.idx", set.labels); !s.ok()) return Fail(s);
+    std::printf("wrote %d images to %s-images.idx and %s-labels.idx\n", count, base.c_str(), base.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
 
@@ -122,11 +135,18 @@ int main(int argc, char** argv) {
   prepare->add_option("--val", prep.val_output, "also write a validation shard here");
   prepare->add_option("--val_fraction", prep.val_fraction, "share of the tokens (from the end) for validation")
       ->capture_default_str();
+  std::string digits_dir;
+  int digits_train = 60000, digits_val = 10000;
+  CLI::App* digits = app.add_subcommand("make-digits", "synthetic 28x28 digit images in IDX format, for the mlp model");
+  digits->add_option("dir", digits_dir, "output directory")->required();
+  digits->add_option("--train", digits_train, "training images")->capture_default_str()->check(CLI::Range(1, 1000000));
+  digits->add_option("--val", digits_val, "validation images")->capture_default_str()->check(CLI::Range(1, 1000000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   if (train->parsed()) return dslaunch::runtime::RunTrain(config_path);
+  if (digits->parsed()) return dslaunch::runtime::RunMakeDigits(digits_dir, digits_train, digits_val);
   return dslaunch::runtime::RunPrepareText(prep, files);
 }

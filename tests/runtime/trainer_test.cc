@@ -10,6 +10,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/gpt_model.h"
+#include "runtime/idx_synthetic.h"
 #include "tests/fakes/thread_communicator.h"
 
 namespace dslaunch::runtime {
@@ -192,6 +193,71 @@ TEST_CASE("Training in fp16 from a scale that overflows logs each skipped step, 
     CHECK(skipped <= 14);
     CHECK(losses.back() < losses.front() - 0.3);
   }
+}
+
+TEST_CASE("The mlp model trains on IDX images with the same losses at world size 1 and 2, stage 0 and 3") {
+  TrainData data;
+  data.train_images = MakeSyntheticDigits(2000, 1);
+  data.val_images = MakeSyntheticDigits(256, 2);
+  auto config = [](int world, int stage) {
+    TrainConfig c;
+    c.batch.train_batch_size = 32;
+    c.batch.micro_batch_per_gpu = 16;
+    c.batch.gradient_accumulation_steps = 32 / (16 * world);
+    c.optimizer.type = OptimizerKind::kAdam;
+    c.optimizer.lr = 2e-3;
+    c.model = MlpModelConfig{{784, 64, 10}};
+    c.data.format = DataFormat::kIdx;
+    c.train.steps = 120;
+    c.train.eval_steps = 8;
+    c.steps_per_print = 20;
+    c.zero.stage = stage;
+    return c;
+  };
+  auto run = [&](int world, int stage, std::vector<std::string>* lines) {
+    testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
+    std::vector<TrainResult> results(world);
+    std::vector<std::thread> threads;
+    const TrainConfig c = config(world, stage);
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        auto result = Train(c, data, group.Get(r), [&](const std::string& l) {
+          if (r == 0 && lines != nullptr) lines->push_back(l);
+        });
+        REQUIRE_MESSAGE(result.ok(), result.status().ToString());
+        results[r] = *result;
+      });
+    }
+    for (auto& t : threads) t.join();
+    return results[0];
+  };
+  std::vector<std::string> lines;
+  const TrainResult one = run(1, 0, &lines);
+  for (int stage : {0, 3}) {
+    CAPTURE(stage);
+    CHECK(MaxRelativeDifference(run(2, stage, nullptr).losses, one.losses) <= 1e-5);
+  }
+  // From ln 10 = 2.30 to well below; and the validation line reports an accuracy.
+  CHECK(one.losses.front() > 2.0);
+  CHECK(one.val_loss < 1.0);
+  REQUIRE(!lines.empty());
+  CHECK(lines.front().rfind("model mlp: 50890 parameters", 0) == 0);
+  CHECK(lines.back().find("accuracy") != std::string::npos);
+}
+
+TEST_CASE("An mlp config without images, or images that do not fit the model, is refused with the reason") {
+  testing::ThreadCommunicatorGroup group(1);
+  TrainConfig c = TinyConfig(1, 2, 2);
+  c.model = MlpModelConfig{{784, 10}};
+  auto r = Train(c, TinyData(), group.Get(0), [](const std::string&) {});
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().message().find("data.format") != std::string::npos);
+  TrainData data;
+  data.train_images = MakeSyntheticDigits(20, 1);
+  c.model = MlpModelConfig{{100, 10}};
+  r = Train(c, data, group.Get(0), [](const std::string&) {});
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().message().find("data.train") != std::string::npos);
 }
 
 TEST_CASE("At ZeRO stage 1 each rank keeps only its partition of the Adam state") {
