@@ -62,43 +62,24 @@ double SumOfSquares(std::span<const float> v) {
   return sum;
 }
 
-// Transient fp32 buffers, reused. bytes() is the capacity of every buffer it has created and not
-// discarded: the high-water mark of what was out at once, give or take reuse of a larger buffer.
-class ScratchPool {
+// Transient fp32 buffers (acquired groups, micro-step gradients, the step's gradient), allocated
+// when needed and freed after use, with the high-water mark of the bytes out at once.
+class ScratchBuffers {
  public:
   std::vector<float> Take(size_t n) {
-    auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->capacity() >= n && (best == free_.end() || it->capacity() < best->capacity())) best = it;
-    }
-    std::vector<float> v;
-    if (best != free_.end()) {
-      v = std::move(*best);
-      free_.erase(best);
-    } else if (!free_.empty()) {
-      // Grow the largest free buffer rather than keep it and add another.
-      auto largest = std::max_element(free_.begin(), free_.end(),
-                                      [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
-      bytes_ -= largest->capacity() * sizeof(float);
-      free_.erase(largest);
-    }
-    if (v.capacity() < n) {
-      bytes_ -= v.capacity() * sizeof(float);
-      v = std::vector<float>();
-      v.reserve(n);
-      bytes_ += n * sizeof(float);
-    }
-    v.resize(n);
-    return v;
+    current_ += n * sizeof(float);
+    peak_ = std::max(peak_, current_);
+    return std::vector<float>(n);
   }
   void Give(std::vector<float>&& v) {
-    if (v.capacity() > 0) free_.push_back(std::move(v));
+    current_ -= v.size() * sizeof(float);
+    v = std::vector<float>();
   }
-  size_t bytes() const { return bytes_; }
+  size_t peak() const { return peak_; }
 
  private:
-  std::vector<std::vector<float>> free_;
-  size_t bytes_ = 0;
+  size_t current_ = 0;
+  size_t peak_ = 0;
 };
 
 // ---- The engine. ----
@@ -191,7 +172,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
       }
       if (decision.skip_step) {
         stats.skipped = true;
-        pool_.Give(std::move(owned_grads));
+        scratch_.Give(std::move(owned_grads));
         return stats;
       }
     } else if (overflow) {
@@ -208,7 +189,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
       for (float& g : grads) g *= c;
     }
     OptimizerStep(options_.optimizer, stats.lr, Master(), grads, segments_, state_);
-    pool_.Give(std::move(owned_grads));
+    scratch_.Give(std::move(owned_grads));
     DSLAUNCH_RETURN_IF_ERROR(PublishParameters());
     ++applied_;
     return stats;
@@ -230,7 +211,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     for (const auto& g : groups_) m.parameters += g.persistent.size() * sizeof(S);
     m.gradients = grads_.size() * sizeof(S);
     m.optimizer_state = state_.bytes() + master_.size() * sizeof(float);
-    m.working = pool_.bytes() + bucket_.capacity() * sizeof(float) + staging_.capacity() * sizeof(S);
+    m.working = scratch_.peak() + bucket_.capacity() * sizeof(float) + staging_.capacity() * sizeof(S);
     return m;
   }
 
@@ -302,8 +283,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     }
     GroupState& st = groups_[static_cast<size_t>(g)];
     if (!st.grad_active) {
-      st.grad = pool_.Take(group.numel);
-      std::fill(st.grad.begin(), st.grad.end(), 0.0f);
+      st.grad = scratch_.Take(group.numel);  // zeroed
       st.grad_active = true;
     }
     return st.grad;
@@ -318,8 +298,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
       } else {
         AppendToBucket(group, st.grad);
       }
-      pool_.Give(std::move(st.grad));
-      st.grad = {};
+      scratch_.Give(std::move(st.grad));
       st.grad_active = false;
     }
     if (stage_ >= 2 && ++ready_count_ == static_cast<int>(groups_.size())) {
@@ -332,8 +311,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
 
   void FreeLive(GroupState& st) {
     live_elements_ -= st.live.size();
-    pool_.Give(std::move(st.live));
-    st.live = {};
+    scratch_.Give(std::move(st.live));
     st.fetched = false;
   }
 
@@ -350,7 +328,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     const ParameterGroup& group = Group(g);
     GroupState& st = groups_[static_cast<size_t>(g)];
     if (stage_ < 3 || !st.persistent.empty()) {
-      st.live = pool_.Take(group.numel);
+      st.live = scratch_.Take(group.numel);
       live_elements_ += group.numel;
       const S* from = stage_ < 3 ? params_.data() + group.offset : st.persistent.data();
       ToFloat(std::span<const S>(from, group.numel), std::span<float>(st.live));
@@ -374,18 +352,18 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     const size_t lo = Group(first).offset, hi = Group(last).offset + Group(last).numel;
     const ShardRange own = OwnPart(lo, hi);
     if constexpr (kFp32) {
-      std::vector<float> gathered = pool_.Take(hi - lo);
+      std::vector<float> gathered = scratch_.Take(hi - lo);
       Defer(comm_.AllGather(ConstView<S>(params_.data() + (own.begin - shard_.begin), own.size()),
                             MutableView<S>(gathered.data(), gathered.size()), RangeCounts(lo, hi))
                 .WithContext("parameter all-gather of groups " + Group(first).name + ".." + Group(last).name));
       for (int h = first; h <= last; ++h) {
         GroupState& hs = groups_[static_cast<size_t>(h)];
-        hs.live = pool_.Take(Group(h).numel);
+        hs.live = scratch_.Take(Group(h).numel);
         std::copy_n(gathered.begin() + static_cast<std::ptrdiff_t>(Group(h).offset - lo), Group(h).numel, hs.live.begin());
         hs.fetched = true;
         live_elements_ += Group(h).numel;
       }
-      pool_.Give(std::move(gathered));
+      scratch_.Give(std::move(gathered));
     } else {
       if (staging_.size() < hi - lo) staging_.resize(hi - lo);
       Defer(comm_.AllGather(ConstView<S>(params_.data() + (own.begin - shard_.begin), own.size()),
@@ -393,7 +371,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
                 .WithContext("parameter all-gather of groups " + Group(first).name + ".." + Group(last).name));
       for (int h = first; h <= last; ++h) {
         GroupState& hs = groups_[static_cast<size_t>(h)];
-        hs.live = pool_.Take(Group(h).numel);
+        hs.live = scratch_.Take(Group(h).numel);
         ToFloat(std::span<const S>(staging_.data() + (Group(h).offset - lo), Group(h).numel), std::span<float>(hs.live));
         hs.fetched = true;
         live_elements_ += Group(h).numel;
@@ -424,12 +402,12 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     bucket_lo_ = bucket_hi_ = 0;
     if (hi == lo) return;
     const ShardRange own = OwnPart(lo, hi);
-    std::vector<float> reduced = pool_.Take(own.size());
+    std::vector<float> reduced = scratch_.Take(own.size());
     Defer(comm_.ReduceScatter(std::span<const float>(bucket_.data() + (bucket_capacity_ - (hi - lo)), hi - lo),
                               std::span<float>(reduced), RangeCounts(lo, hi), ReduceOp::kAvg)
               .WithContext("gradient reduce-scatter"));
     AddInto<S>(reduced, std::span<S>(grads_.data() + (own.begin - shard_.begin), own.size()));
-    pool_.Give(std::move(reduced));
+    scratch_.Give(std::move(reduced));
   }
 
   // ---- The step ----
@@ -441,7 +419,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
       if constexpr (kFp32) {
         grads = grads_;
       } else {
-        buffer = pool_.Take(grads_.size());
+        buffer = scratch_.Take(grads_.size());
         ToFloat(std::span<const S>(grads_), std::span<float>(buffer));
         grads = buffer;
       }
@@ -456,10 +434,11 @@ class ZeroEngine final : public Engine, private ParameterAccess {
       }
     }
     if (!in_place) {
-      buffer = pool_.Take(shard_.size());
+      buffer = scratch_.Take(shard_.size());
       grads = buffer;
     }
-    std::vector<float> staging;
+    std::vector<float> staging;  // 16-bit storage at stage 1: one chunk converted to fp32
+    if (!kFp32 && stage_ == 1) staging = scratch_.Take(std::min(numel_, bucket_capacity_));
     for (size_t lo = 0; lo < numel_; lo += bucket_capacity_) {
       const size_t hi = std::min(numel_, lo + bucket_capacity_);
       if (stage_ == 0) {
@@ -472,16 +451,16 @@ class ZeroEngine final : public Engine, private ParameterAccess {
       if constexpr (kFp32) {
         input = std::span<const float>(grads_.data() + lo, hi - lo);
       } else {
-        staging = pool_.Take(hi - lo);
-        ToFloat(std::span<const S>(grads_.data() + lo, hi - lo), std::span<float>(staging));
-        input = staging;
+        std::span<float> chunk(staging.data(), hi - lo);
+        ToFloat(std::span<const S>(grads_.data() + lo, hi - lo), chunk);
+        input = chunk;
       }
       const ShardRange own = OwnPart(lo, hi);
       DSLAUNCH_RETURN_IF_ERROR(comm_.ReduceScatter(input, grads.subspan(own.begin - shard_.begin, own.size()),
                                                    RangeCounts(lo, hi), ReduceOp::kAvg)
                                    .WithContext("gradient reduce-scatter"));
     }
-    pool_.Give(std::move(staging));
+    scratch_.Give(std::move(staging));
     return Status::Ok();
   }
 
@@ -529,7 +508,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   LossScaler scaler_;
   std::vector<GroupState> groups_;
   std::vector<DecaySegment> segments_;  // relative to shard_
-  ScratchPool pool_;
+  ScratchBuffers scratch_;
   std::vector<float> bucket_;
   size_t bucket_capacity_ = 0;
   size_t bucket_lo_ = 0, bucket_hi_ = 0;
