@@ -2,7 +2,9 @@
 // The same run on 1 and 2 ranks (same global batch) prints the same losses.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
@@ -80,6 +82,66 @@ TEST_CASE("A train.json with a wrong type stops the job with its JSON path") {
                       std::chrono::seconds(60));
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("$.zero_optimization.stage") != std::string::npos);
+}
+
+// Reads a whole file.
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_CASE("The demo config on 2 ranks lowers the validation loss on the fortunes text by more than 2 nats in 60 steps") {
+  // The demo's model, optimizer and schedule (configs/gpt-demo.json) on the fortunes data, cut to
+  // 60 steps without the sample. The model starts at the uniform predictor's loss, ln 256 = 5.55
+  // (step 1's training loss); after 60 steps the full demo run measured a validation loss of
+  // about 2.8 (2.81 at step 50). Margin stated in docs/engine.md: at least 2.0 below step 1's loss.
+  const std::string fortunes = "/usr/share/games/fortunes";
+  REQUIRE_MESSAGE(std::filesystem::is_directory(fortunes), (fortunes + " missing: run scripts/setup.sh"));
+  TempDir dir;
+  std::vector<std::string> prepare = {std::string(DSLAUNCH_BIN_DIR) + "/dslaunch-worker", "prepare-text"};
+  for (const auto& e : std::filesystem::directory_iterator(fortunes)) {
+    if (e.is_regular_file() && e.path().extension().empty()) prepare.push_back(e.path().string());
+  }
+  std::sort(prepare.begin() + 2, prepare.end());
+  prepare.insert(prepare.end(), {dir.path() + "/fortunes.train.bin", "--val", dir.path() + "/fortunes.val.bin"});
+  auto prepared = RunProcess(prepare, std::chrono::seconds(60));
+  REQUIRE_MESSAGE(prepared.exit_code == 0, prepared.err);
+
+  std::string config = Slurp(std::string(DSLAUNCH_SOURCE_DIR) + "/configs/gpt-demo.json");
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = config.find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, from);
+    config.replace(at, from.size(), to);
+  };
+  replace(R"("../data/fortunes.train.bin")", "\"" + dir.path() + "/fortunes.train.bin\"");
+  replace(R"("../data/fortunes.val.bin")", "\"" + dir.path() + "/fortunes.val.bin\"");
+  replace(R"("steps": 200)", R"("steps": 60)");
+  replace(R"("eval_interval": 50)", R"("eval_interval": 60)");
+  replace(R"("sample_tokens": 200)", R"("sample_tokens": 0)");
+  replace(R"("steps_per_print": 10)", R"("steps_per_print": 1)");
+  std::ofstream(dir.path() + "/demo.json") << config;
+
+  auto r = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--job_id", "demo", "--nproc_per_node", "2",
+                       dir.path() + "/demo.json"},
+                      std::chrono::seconds(300));
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto losses = Losses(r.out);
+  REQUIRE(losses.size() == 60);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex(R"(step 60 \| validation loss ([0-9.]+))")));
+  const double val = std::stod(m[1]);
+  CHECK(losses.front() > 5.3);
+  CHECK(val < losses.front() - 2.0);
+  // Rank 0 wrote the metrics: a start record, 60 steps, the validation, an end record.
+  const std::string metrics = Slurp(dir.path() + "/logs/demo/metrics.jsonl");
+  CHECK(metrics.rfind("{\"event\":\"start\",\"model\":\"gpt\"", 0) == 0);
+  size_t steps = 0;
+  for (size_t at = 0; (at = metrics.find("\"event\":\"step\"", at)) != std::string::npos; ++at) ++steps;
+  CHECK(steps == 60);
+  CHECK(metrics.find("\"event\":\"validation\",\"step\":60") != std::string::npos);
+  CHECK(metrics.find("\"event\":\"end\"") != std::string::npos);
 }
 
 }  // namespace
