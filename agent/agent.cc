@@ -168,6 +168,7 @@ class AgentSession {
     if (lines.empty()) return;
     std::string block;
     for (const auto& l : lines) {
+      if (control::IsTransientLine(l)) continue;  // progress redraws go to the console, not into the record
       block += l;
       block += '\n';
     }
@@ -178,7 +179,9 @@ class AgentSession {
       off += static_cast<size_t>(n);
     }
     if (stream == control::Stream::kStderr) {
-      for (const auto& l : lines) w.err_tail.Add(l);
+      for (const auto& l : lines) {
+        if (!control::IsTransientLine(l)) w.err_tail.Add(l);
+      }
     }
     if (assignment_.tee) {
       Send(control::Output{assignment_.generation, w.rank, stream, std::move(lines)});

@@ -1,29 +1,45 @@
 #include "agent/line_splitter.h"
 
+#include <algorithm>
+
 namespace dslaunch::agent {
 
 std::vector<std::string> LineSplitter::Feed(std::string_view chunk) {
   std::vector<std::string> lines;
   while (!chunk.empty()) {
-    size_t nl = chunk.find('\n');
-    size_t room = kMaxLineBytes - partial_.size();
-    if (nl != std::string_view::npos && nl <= room) {
-      partial_.append(chunk.substr(0, nl));
-      lines.push_back(std::move(partial_));
-      partial_.clear();
-      chunk.remove_prefix(nl + 1);
-    } else if (chunk.size() < room || (nl == std::string_view::npos && chunk.size() == room)) {
-      partial_.append(chunk);
-      if (partial_.size() == kMaxLineBytes) {
+    const size_t room = kMaxLineBytes - partial_.size();
+    const size_t end = chunk.find_first_of("\r\n");
+    if (end == std::string_view::npos || end > room) {
+      // No terminator within the limit: keep what fits, cut a piece when it is full.
+      const size_t take = std::min(chunk.size(), room);
+      partial_.append(chunk.substr(0, take));
+      chunk.remove_prefix(take);
+      if (take > 0) after_cr_ = false;
+      // A full piece is cut once more bytes follow that do not end it (a line of exactly the
+      // limit followed by its terminator stays one line).
+      if (partial_.size() == kMaxLineBytes && !chunk.empty() && chunk[0] != '\n' && chunk[0] != '\r') {
         lines.push_back(std::move(partial_));
         partial_.clear();
       }
-      chunk = {};
-    } else {
-      partial_.append(chunk.substr(0, room));
-      lines.push_back(std::move(partial_));
+      continue;
+    }
+    partial_.append(chunk.substr(0, end));
+    const char terminator = chunk[end];
+    chunk.remove_prefix(end + 1);
+    if (terminator == '\n') {
+      if (after_cr_ && partial_.empty()) {
+        lines.push_back(std::move(last_transient_));  // "text\r\n": the text stays
+      } else {
+        lines.push_back(std::move(partial_));
+      }
       partial_.clear();
-      chunk.remove_prefix(room);
+      last_transient_.clear();
+      after_cr_ = false;
+    } else if (!partial_.empty()) {
+      last_transient_ = partial_;
+      lines.push_back(std::move(partial_) + '\r');
+      partial_.clear();
+      after_cr_ = true;
     }
   }
   return lines;
@@ -33,6 +49,8 @@ std::vector<std::string> LineSplitter::Finish() {
   std::vector<std::string> lines;
   if (!partial_.empty()) lines.push_back(std::move(partial_));
   partial_.clear();
+  last_transient_.clear();
+  after_cr_ = false;
   return lines;
 }
 

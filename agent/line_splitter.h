@@ -1,9 +1,13 @@
 // LineSplitter: turns the byte chunks read from a worker's pipe into whole lines.
 //
-// Lines end at '\n' (a trailing '\r' is kept: it is the program's output). A line longer than
-// kMaxLineBytes is cut into pieces of that size so a program that never prints a newline cannot
-// make the agent buffer without bound. Finish() returns the unterminated rest at end of stream.
-// Pure; not thread-safe.
+// Lines end at '\n'. A carriage return ends a *transient* line, the way a progress bar (ours, or
+// tqdm's) redraws itself: the piece before a '\r' is returned with the '\r' kept as its last byte
+// (control::IsTransientLine), as soon as the '\r' arrives. When a '\n' follows the '\r' directly ("text\r\n",
+// or a bar's final state), the piece is returned again as an ordinary line, so that it stays, as
+// it does on a terminal. Empty transient pieces (tqdm's leading '\r') are not returned. A line
+// longer than kMaxLineBytes is cut into pieces of that size so a program that never prints a
+// newline cannot make the agent buffer without bound. Finish() returns the unterminated rest at
+// end of stream. Pure; not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +30,8 @@ class LineSplitter {
 
  private:
   std::string partial_;
+  std::string last_transient_;  // without its '\r'
+  bool after_cr_ = false;       // the last byte ended a transient piece
 };
 
 // TailBuffer keeps the last `capacity` lines it was given (the stderr tail of the root-cause

@@ -84,8 +84,12 @@ struct Output {
   int32_t generation = 0;
   int32_t rank = 0;
   Stream stream = Stream::kStdout;
-  std::vector<std::string> lines;  // whole lines, without their newline
+  std::vector<std::string> lines;  // whole lines, without their newline; see IsTransientLine
 };
+
+// A line that ends in '\r' is transient: a progress bar's redraw, shown on a terminal until the
+// next one replaces it, and kept out of logs (agent/line_splitter.h makes them).
+inline bool IsTransientLine(const std::string& line) { return !line.empty() && line.back() == '\r'; }
 
 struct Stop {
   int32_t generation = 0;

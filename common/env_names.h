@@ -26,6 +26,8 @@ inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
 // Path of a 0600 file holding the job's store secret; set by the agent, never the secret itself.
 // The job's directory on this node: per-rank logs, and the runtime's metrics.jsonl (rank 0).
 inline constexpr char kJobDir[] = "DSLAUNCH_JOB_DIR";
+// "1" when the launcher's console is a terminal: the bundled runtime then draws a progress bar.
+inline constexpr char kProgress[] = "DSLAUNCH_PROGRESS";
 inline constexpr char kStoreSecretFile[] = "DSLAUNCH_STORE_SECRET_FILE";
 
 }  // namespace dslaunch::env

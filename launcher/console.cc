@@ -56,11 +56,46 @@ void Console::WriteAll(int fd, const std::string& text) {
   }
 }
 
-void Console::PrintOutput(const control::Output& output, const std::string& host) {
-  WriteAll(output.stream == control::Stream::kStderr ? err_fd_ : out_fd_,
-           FormatOutputLines(output.rank, host, output.lines));
+void Console::ClearStatus() {
+  if (status_.empty()) return;
+  WriteAll(out_fd_, "\r\x1b[K");  // carriage return, erase to the end of the line
+  status_.clear();
 }
 
-void Console::PrintError(const std::string& text) { WriteAll(err_fd_, text); }
+void Console::PrintOutput(const control::Output& output, const std::string& host) {
+  std::vector<std::string> lines;
+  const std::string* transient = nullptr;
+  for (const auto& l : output.lines) {
+    if (control::IsTransientLine(l)) {
+      transient = &l;
+    } else {
+      lines.push_back(l);
+    }
+  }
+  if (!interactive_) {
+    if (!lines.empty()) WriteAll(output.stream == control::Stream::kStderr ? err_fd_ : out_fd_,
+                                 FormatOutputLines(output.rank, host, lines));
+    return;
+  }
+  std::string status = status_;
+  ClearStatus();
+  if (!lines.empty()) {
+    WriteAll(output.stream == control::Stream::kStderr ? err_fd_ : out_fd_, FormatOutputLines(output.rank, host, lines));
+  }
+  if (transient != nullptr) {
+    status = FormatOutputLines(output.rank, host, {transient->substr(0, transient->size() - 1)});
+    status.pop_back();  // its newline
+    if (width_ > 1 && status.size() >= static_cast<size_t>(width_)) status.resize(static_cast<size_t>(width_) - 1);
+  }
+  if (!status.empty()) {
+    WriteAll(out_fd_, status);
+    status_ = std::move(status);
+  }
+}
+
+void Console::PrintError(const std::string& text) {
+  ClearStatus();
+  WriteAll(err_fd_, text);
+}
 
 }  // namespace dslaunch::launcher

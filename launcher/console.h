@@ -19,16 +19,26 @@ std::string FormatOutputLines(int rank, const std::string& host, const std::vect
 // signal name), the last lines of its stderr, and where its full log is. Empty for success.
 std::string FormatSummary(const std::string& job_id, const JobTracker& tracker);
 
+// Transient lines (a worker's progress bar: text ended by '\r', agent/line_splitter.h) are drawn
+// as one status line under the output when the console is interactive (stdout and stderr are a
+// terminal): each new one replaces it, ordinary lines are printed above it, and it is cleared at
+// the end. A non-interactive console drops them; ordinary lines are never affected.
 class Console {
  public:
-  Console(int stdout_fd, int stderr_fd) : out_fd_(stdout_fd), err_fd_(stderr_fd) {}
+  Console(int stdout_fd, int stderr_fd, bool interactive = false, int width = 80)
+      : out_fd_(stdout_fd), err_fd_(stderr_fd), interactive_(interactive), width_(width) {}
+  ~Console() { ClearStatus(); }
   void PrintOutput(const control::Output& output, const std::string& host);
   void PrintError(const std::string& text);
 
  private:
   static void WriteAll(int fd, const std::string& text);
+  void ClearStatus();
   int out_fd_;
   int err_fd_;
+  bool interactive_;
+  int width_;           // terminal columns: a longer status line is cut, or it would wrap
+  std::string status_;  // the status line on screen, empty when none
 };
 
 }  // namespace dslaunch::launcher

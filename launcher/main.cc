@@ -1,6 +1,7 @@
 // dslaunch: the launcher. Reads the process's edges once (argv, environment, clock, pid, hostname,
 // its own path) into typed options, wires the pieces together, and returns the job's exit code.
 #include <pwd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "common/env_names.h"
 #include "common/secret.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
@@ -180,6 +182,13 @@ int Main(int argc, char** argv) {
     return Fail(ExecNodeAgent(ac, *secret), kLauncherError);
   }
 
+  // On a terminal, transient lines (progress bars) are drawn in place, and the bundled runtime
+  // is asked to draw one; a user's own DSLAUNCH_PROGRESS (--export) wins.
+  const bool interactive = ::isatty(STDOUT_FILENO) == 1 && ::isatty(STDERR_FILENO) == 1;
+  int columns = 80;
+  if (winsize ws{}; interactive && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) columns = ws.ws_col;
+  if (interactive) po.extra_env.emplace(env::kProgress, "1");
+
   std::signal(SIGPIPE, SIG_IGN);  // a closed console or a dead agent's pipe must not kill the launcher
   std::string pid_file;
   if (cli.save_pid) {
@@ -208,7 +217,7 @@ int Main(int argc, char** argv) {
   } else {
     starter = std::make_unique<SshAgentStarter>(SshOptionsFrom(cli, edges));
   }
-  Console console(STDOUT_FILENO, STDERR_FILENO);
+  Console console(STDOUT_FILENO, STDERR_FILENO, interactive, columns);
   int code = kLauncherError;
   {
     JobRunner runner(ro, po.job_id, *secret, *starter, console);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "runtime/engine.h"
+#include "runtime/progress_bar.h"
 #include "runtime/train_task.h"
 
 namespace dslaunch::runtime {
@@ -39,9 +40,17 @@ std::string MemoryJson(const MemoryStats& m) {
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
                           const std::function<void(const std::string&)>& print,
                           const std::function<void(const std::string&)>& metrics) {
+  return Train(config, data, comm, TrainOutput{print, metrics, {}});
+}
+
+Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
+                          const TrainOutput& output) {
   const int rank = comm.rank(), world = comm.world_size();
+  auto print = [&](const std::string& line) {
+    if (output.print) output.print(line);
+  };
   auto record = [&](const std::string& json) {
-    if (metrics && rank == 0) metrics(json);
+    if (output.metrics && rank == 0) output.metrics(json);
   };
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<TrainTask> task, TrainTask::Create(config, data, rank, world));
@@ -98,8 +107,10 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     return val;
   };
 
-  auto last_print = Clock::now();
+  const auto train_start = Clock::now();
+  auto last_print = train_start;
   int64_t tokens_since_print = 0;
+  const std::string unit = task->TokensPerSample() > 1 ? "tokens" : "samples";
   const int64_t step_tokens = task->GlobalBatch() * task->TokensPerSample();
   for (int64_t step = 0; step < config.train.steps; ++step) {
     const auto step_start = Clock::now();
@@ -122,6 +133,11 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
            ",\"tokens_per_s\":" + JsonNumber(static_cast<double>(step_tokens) / step_seconds) +
            ",\"ms_per_step\":" + JsonNumber(1e3 * step_seconds) + "}");
     if (rank == 0 && !stats.scale_event.empty()) print("step " + std::to_string(step + 1) + " | " + stats.scale_event);
+    if (rank == 0 && output.progress) {
+      output.progress(FormatProgressBar(step + 1, config.train.steps, loss,
+                                        static_cast<double>(step_tokens) / step_seconds, unit,
+                                        std::chrono::duration<double>(Clock::now() - train_start).count()));
+    }
     if (rank == 0 && ((step + 1) % config.steps_per_print == 0 || step + 1 == config.train.steps)) {
       const double seconds = std::chrono::duration<double>(Clock::now() - last_print).count();
       const int64_t steps_done = (step + 1) % config.steps_per_print == 0 ? config.steps_per_print
@@ -130,8 +146,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
       std::snprintf(line, sizeof(line),
                     "step %lld | loss %.6f | lr %.3e | loss scale %g | grad norm %.4f | %.0f %s/s | %.1f ms/step",
                     static_cast<long long>(step + 1), loss, stats.lr, stats.loss_scale, stats.grad_norm,
-                    static_cast<double>(tokens_since_print) / seconds,
-                    task->TokensPerSample() > 1 ? "tokens" : "samples",
+                    static_cast<double>(tokens_since_print) / seconds, unit.c_str(),
                     1e3 * seconds / static_cast<double>(steps_done));
       print(line);
       last_print = Clock::now();

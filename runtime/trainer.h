@@ -20,14 +20,23 @@ struct TrainResult {
   double val_loss = -1.0;      // after the last step; -1 without validation data
 };
 
+// Where rank 0's output goes; other ranks call none of these.
+struct TrainOutput {
+  std::function<void(const std::string&)> print;     // progress lines, without newline
+  std::function<void(const std::string&)> metrics;   // one JSON object per call (docs/engine.md, "Metrics"); optional
+  std::function<void(const std::string&)> progress;  // the progress bar after each step (runtime/progress_bar.h); optional
+};
+
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train_task.h)
 // with a validation pass every train.eval_interval steps and after the last, then for gpt a
-// sample of train.sample_tokens tokens. `print` receives rank 0's progress lines (without
-// newline); other ranks print nothing. `metrics`, when set, receives rank 0's metrics as JSON
-// objects, one per call (docs/engine.md, "Metrics"): a start record, one per step, one per
-// validation, an end record. Fails with the first error: a collective that failed (naming the
-// peer), data that does not fit the model, fp16 overflowing at the minimum loss scale, a
-// diverged fp32/bf16 run.
+// sample of train.sample_tokens tokens. Rank 0 reports through `output`: progress lines (the
+// start, every steps_per_print steps, validations, loss-scale events, the sample), metrics
+// records (start, each step, each validation, end) and the progress bar. Fails with the first
+// error: a collective that failed (naming the peer), data that does not fit the model, fp16
+// overflowing at the minimum loss scale, a diverged fp32/bf16 run.
+Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
+                          const TrainOutput& output);
+// The same with progress lines only (and metrics when given).
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
                           const std::function<void(const std::string&)>& print,
                           const std::function<void(const std::string&)>& metrics = {});

@@ -75,17 +75,24 @@ int RunTrain(const std::string& config_path) {
     metrics.reset(std::fopen(path.c_str(), "w"));
     if (!metrics) return Fail(InternalError("cannot write " + path + ": " + std::strerror(errno)));
   }
-  auto result = Train(
-      *config, *data, **comm,
-      [](const std::string& line) {
-        std::printf("%s\n", line.c_str());
-        std::fflush(stdout);
-      },
-      [&](const std::string& json) {
-        if (!metrics) return;
-        std::fprintf(metrics.get(), "%s\n", json.c_str());
-        std::fflush(metrics.get());
-      });
+  TrainOutput output;
+  output.print = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  output.metrics = [&](const std::string& json) {
+    if (!metrics) return;
+    std::fprintf(metrics.get(), "%s\n", json.c_str());
+    std::fflush(metrics.get());
+  };
+  if (auto progress = env.find(env::kProgress); progress != env.end() && progress->second == "1") {
+    // Ended by '\r': the launcher's console redraws it in place and keeps it out of the logs.
+    output.progress = [](const std::string& bar) {
+      std::printf("%s\r", bar.c_str());
+      std::fflush(stdout);
+    };
+  }
+  auto result = Train(*config, *data, **comm, output);
   if (!result.ok()) return Fail(result.status().WithContext("rank " + std::to_string(id->rank)));
   return 0;
 }

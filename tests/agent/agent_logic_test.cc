@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "agent/line_splitter.h"
+#include "common/control_messages.h"
 #include "agent/node_workers.h"
 #include "agent/worker_environment.h"
 
@@ -31,6 +32,22 @@ TEST_CASE("LineSplitter cuts a line longer than the limit into pieces") {
   REQUIRE(exact.size() >= 2);
   CHECK(exact[0].size() == kMaxLineBytes);
   CHECK(exact.back() == "z");
+}
+
+TEST_CASE("LineSplitter returns carriage-return pieces as transient lines, at once") {
+  LineSplitter s;
+  // Our progress bar: "bar\r" per step, then ordinary lines.
+  CHECK(s.Feed("[#   ] 1/4\r") == std::vector<std::string>{"[#   ] 1/4\r"});
+  CHECK(control::IsTransientLine("[#   ] 1/4\r"));
+  CHECK(s.Feed("[##  ] 2/4\rstep 2 | loss 1\n") == std::vector<std::string>{"[##  ] 2/4\r", "step 2 | loss 1"});
+  CHECK_FALSE(control::IsTransientLine("step 2 | loss 1"));
+  // tqdm: a leading '\r' (no empty piece), and the final state kept by its newline, even when the
+  // '\r' and the '\n' arrive in different chunks.
+  CHECK(s.Feed("\r 50%|#\r100%|##\r") == std::vector<std::string>{" 50%|#\r", "100%|##\r"});
+  CHECK(s.Feed("\n") == std::vector<std::string>{"100%|##"});
+  // Windows line endings: each line once as transient, then as an ordinary line.
+  CHECK(s.Feed("a\r\nb\r\n") == std::vector<std::string>{"a\r", "a", "b\r", "b"});
+  CHECK(s.Finish().empty());
 }
 
 TEST_CASE("TailBuffer keeps the last lines in order") {
