@@ -4,17 +4,10 @@
 #include <utility>
 
 #include "common/check.h"
+#include "runtime/random.h"
 
 namespace dslaunch::runtime {
 namespace {
-
-// splitmix64: a small, well-mixed generator, enough for shuffling sample order.
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Fisher-Yates permutation of [0, n) for (seed, epoch). Recomputed per call: shards here are
 // small (the bundled data has tens of thousands of windows); a caller with huge shards would cache.

@@ -1,14 +1,12 @@
 #include "runtime/idx_data.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "common/atomic_file.h"
 #include "common/check.h"
 
 namespace dslaunch::runtime {
@@ -104,39 +102,6 @@ Result<std::string> ReadWholeFile(const std::string& path, const char* kind) {
   buffer << in.rdbuf();
   if (in.bad()) return InternalError(std::string("read IDX ") + kind + " file '" + path + "'");
   return buffer.str();
-}
-
-// Temporary file, fsync, rename: a reader never sees a half-written file.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create " + tmp, errno);
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoError("write " + tmp, e);
-    }
-    off += static_cast<size_t>(n);
-  }
-  int synced = ::fsync(fd);
-  int sync_errno = errno;
-  int closed = ::close(fd);
-  if (synced != 0 || closed != 0) {
-    int e = synced != 0 ? sync_errno : errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError("fsync/close " + tmp, e);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError("rename " + tmp + " to " + path, e);
-  }
-  return Status::Ok();
 }
 
 }  // namespace

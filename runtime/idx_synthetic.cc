@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/check.h"
+#include "runtime/random.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -50,17 +51,9 @@ constexpr float kStrayLengthMin = 3.0f, kStrayLengthMax = 7.0f;
 constexpr float kStrayInkMin = 0.25f, kStrayInkMax = 0.55f;
 constexpr float kNoise = 0.08f;                           // uniform background noise amplitude
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // Uniform in [lo, hi), platform-independent (24 bits, exact in a float).
 float Uniform(uint64_t& state, float lo, float hi) {
-  const float u = static_cast<float>(SplitMix64(state) >> 40) * (1.0f / 16777216.0f);
-  return lo + (hi - lo) * u;
+  return lo + (hi - lo) * UniformFloat(state);
 }
 
 struct Point {

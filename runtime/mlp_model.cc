@@ -7,25 +7,15 @@
 
 #include "common/check.h"
 #include "runtime/ops.h"
+#include "runtime/random.h"
 
 namespace dslaunch::runtime {
 namespace {
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // Uniform in [-bound, bound): 24 random bits are exactly what a float's significand holds, so
 // every value is representable and the result is platform-independent.
 void FillUniform(float* out, size_t n, float bound, uint64_t& state) {
-  constexpr float kInv2To24 = 1.0f / 16777216.0f;
-  for (size_t i = 0; i < n; ++i) {
-    const float u = static_cast<float>(SplitMix64(state) >> 40) * kInv2To24;
-    out[i] = (2.0f * u - 1.0f) * bound;
-  }
+  for (size_t i = 0; i < n; ++i) out[i] = (2.0f * UniformFloat(state) - 1.0f) * bound;
 }
 
 }  // namespace

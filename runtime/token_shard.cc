@@ -1,13 +1,12 @@
 #include "runtime/token_shard.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "common/atomic_file.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -69,36 +68,7 @@ Result<std::vector<uint16_t>> ReadTokenShard(const std::string& path) {
 }
 
 Status WriteTokenShard(const std::string& path, std::span<const uint16_t> tokens) {
-  std::string bytes = EncodeTokenShard(tokens);
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create " + tmp, errno);
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoError("write " + tmp, e);
-    }
-    off += static_cast<size_t>(n);
-  }
-  int synced = ::fsync(fd);
-  int sync_errno = errno;
-  int closed = ::close(fd);
-  if (synced != 0 || closed != 0) {
-    int e = synced != 0 ? sync_errno : errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError("fsync/close " + tmp, e);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError("rename " + tmp + " to " + path, e);
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, EncodeTokenShard(tokens));
 }
 
 }  // namespace dslaunch::runtime
