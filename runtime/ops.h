@@ -7,9 +7,10 @@
 //    gradient accumulation over micro-steps and branches (residuals, tied embeddings) needs no
 //    extra buffers. Callers zero gradients at the start of a step.
 //  - Weights follow PyTorch's nn.Linear layout: weight[out][in].
-// Matrix products use OpenBLAS sgemm; elementwise loops are written for GCC's vectorizer and
-// parallelised with OpenMP where rows are independent. Every backward is checked against finite
-// differences in tests/runtime/ops_test.cc. Formulas: docs/model.md.
+// Matrix products use OpenBLAS sgemm; elementwise loops are written for GCC's vectorizer (exp and
+// tanh through SimdExp, runtime/simd_exp.h) and parallelised with OpenMP where rows are
+// independent. Every backward is checked against finite differences in tests/runtime/ops_test.cc.
+// Formulas: docs/model.md.
 #pragma once
 
 namespace dslaunch::runtime::ops {
@@ -43,6 +44,8 @@ void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int* t
 
 // Causal multi-head self-attention. qkv[N][3C] holds q, k, v (C each, heads of C/NH); out[N][C].
 // att[B][NH][T][T] saves the softmax probabilities for the backward (entries above the diagonal 0).
+// Both directions are sgemm calls per (batch, head) on blocks of 64 query rows that skip the
+// masked upper triangle, sequential over (batch, head); the backward allocates one [T][T] scratch.
 void AttentionForward(float* out, float* att, const float* qkv, int b, int t, int c, int nh);
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int b, int t,
                        int c, int nh);

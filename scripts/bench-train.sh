@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Training speed: tokens/s and model-FLOPs utilisation (MFU) of `dslaunch-worker train` for
+# configs/gpt-bench.json and configs/gpt-demo.json on 1 and 2 local ranks, one thread per rank,
+# against this machine's single-thread sgemm FLOP/s measured in the same run
+# (build/bin/dslaunch-gemm-bench, on the GPT step's shapes). Prints a Markdown table for
+# docs/benchmarks.md.
+#
+#   scripts/bench-train.sh [steps] [repeats]   (defaults 30 and 2; the first print interval is warm-up)
+#
+# Every measurement (the sgemm rate, each config x ranks) runs `repeats` times and the best counts:
+# on a shared VM other tenants only ever slow a run down. The load average before and after is
+# printed with the table.
+# Each run uses a temporary copy of the config with `train.steps` set, one validation batch at
+# the end and no sample, so that only training steps are timed. MFU = tokens/s x FLOPs per token
+# / (ranks x sgemm FLOP/s), FLOPs per token as the worker's start line states it (docs/model.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --bench >/dev/null
+scripts/build.sh >/dev/null
+scripts/prepare-data.sh >/dev/null
+
+steps="${1:-30}"
+repeats="${2:-2}"
+build_dir="${DSLAUNCH_BUILD_DIR:-build}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+python3 - "$steps" "$repeats" "$build_dir" "$work" <<'PY'
+import json, os, re, subprocess, sys, time
+steps, repeats, build_dir, work = int(sys.argv[1]), int(sys.argv[2]), os.path.abspath(sys.argv[3]), sys.argv[4]
+env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+
+def run(cmd):
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work)
+    if p.returncode != 0:
+        sys.exit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    return p.stdout
+
+def sgemm_gflops(out):
+    m = re.search(r"sgemm GFLOP/s \(model mix\): ([0-9.]+)", out)
+    if not m:
+        sys.exit("dslaunch-gemm-bench printed no 'sgemm GFLOP/s (model mix)' line:\n" + out)
+    return float(m.group(1))
+
+gemm = [os.path.join(build_dir, "bin", "dslaunch-gemm-bench"), "--seconds", "1"]
+load_before = open("/proc/loadavg").read().split()[0]
+gemm_out = max((run(gemm) for _ in range(repeats)), key=sgemm_gflops)
+sgemm = sgemm_gflops(gemm_out) * 1e9
+# The same on both cores at once (two processes): what each core gives when both are busy.
+def both_cores():
+    procs = [subprocess.Popen(gemm, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    return [sgemm_gflops(p.communicate()[0]) for p in procs]
+sgemm_both = max((both_cores() for _ in range(repeats)), key=sum)
+
+def measure(config_path, ranks):
+    with open(config_path) as f:
+        config = json.load(f)
+    base = os.path.dirname(os.path.abspath(config_path))
+    config["data"] = {k: os.path.normpath(os.path.join(base, v)) for k, v in config["data"].items()}
+    train = config.setdefault("train", {})
+    train.update({"steps": steps, "eval_interval": 0, "eval_steps": 1, "sample_tokens": 0})
+    tmp = os.path.join(work, os.path.basename(config_path))
+    with open(tmp, "w") as f:
+        json.dump(config, f)
+    out = run([os.path.join(build_dir, "bin", "dslaunch"), "--log_dir", os.path.join(work, "logs"),
+               "--nproc_per_node", str(ranks), tmp])
+    flops = re.search(r"\[rank 0\] model gpt: .*?([0-9.e+]+) FLOPs per token", out)
+    lines = re.findall(r"\[rank 0\] step (\d+) \| .*\| ([0-9.]+) tokens/s \| ([0-9.]+) ms/step", out)
+    if not flops or len(lines) < 2:
+        sys.exit(f"unexpected worker output for {config_path} x {ranks}:\n{out}")
+    # Skip the first print interval (start-up, page faults); weight the rest by their time.
+    tokens = seconds = 0.0
+    prev = int(lines[0][0])
+    for step, tps, ms in lines[1:]:
+        n = int(step) - prev
+        prev = int(step)
+        dt = n * float(ms) / 1e3
+        tokens += float(tps) * dt
+        seconds += dt
+    return tokens / seconds, seconds * 1e3 / (prev - int(lines[0][0])), float(flops.group(1))
+
+rows = []
+for config in ("configs/gpt-bench.json", "configs/gpt-demo.json"):
+    for ranks in (1, 2):
+        tps, ms, fpt = max((measure(config, ranks) for _ in range(repeats)), key=lambda r: r[0])
+        per_rank = tps * fpt / ranks
+        rows.append((config, ranks, tps, ms, fpt, per_rank, per_rank / sgemm))
+
+cpu = "?"
+with open("/proc/cpuinfo") as f:
+    for line in f:
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+print(f"machine: {os.cpu_count()} cores, {cpu}; date: {time.strftime('%Y-%m-%d')}; "
+      f"load average (1 min) before: {load_before}, after: {open('/proc/loadavg').read().split()[0]}")
+print(gemm_out.rstrip())
+print(f"sgemm on both cores at once (two processes): {sgemm_both[0]:.1f} + {sgemm_both[1]:.1f} GFLOP/s\n")
+print(f"{steps} steps per run, best of {repeats}, the first print interval skipped; OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1; "
+      f"MFU against {sgemm / 1e9:.1f} GFLOP/s per rank (single-thread sgemm, model mix)\n")
+print("| config | ranks | tokens/s | ms/step | FLOPs/token | model GFLOP/s per rank | MFU |")
+print("|---|---|---|---|---|---|---|")
+for config, ranks, tps, ms, fpt, per_rank, mfu in rows:
+    print(f"| {config} | {ranks} | {tps:.0f} | {ms:.0f} | {fpt:.4g} | {per_rank / 1e9:.1f} | {100 * mfu:.1f}% |")
+PY
