@@ -6,6 +6,7 @@
 
 #include "common/check.h"
 #include "runtime/ops.h"
+#include "runtime/random.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -13,13 +14,6 @@ namespace {
 // GPT-2's initialisation scales.
 constexpr float kInitStd = 0.02f;
 constexpr float kPositionInitStd = 0.01f;
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Standard normal samples by Box-Muller on splitmix64: the same values on every platform and
 // library version (std::normal_distribution is implementation-defined).
