@@ -39,4 +39,14 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
   return Status::Ok();
 }
 
+Status FsyncDirectory(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open directory " + path, errno);
+  const int synced = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  if (synced != 0) return ErrnoError("fsync directory " + path, e);
+  return Status::Ok();
+}
+
 }  // namespace dslaunch

@@ -205,6 +205,37 @@ class ZeroEngine final : public Engine, private ParameterAccess {
         .WithContext("parameter gather");
   }
 
+  EngineSnapshot Snapshot() const override {
+    EngineSnapshot snap;
+    snap.range = ShardFor(numel_, comm_.world_size(), comm_.rank());
+    // Offset of the saved slice inside the held state: 0 at stages 1-3 (the shard is the slice).
+    const size_t at = snap.range.begin - shard_.begin;
+    const std::vector<std::string> names = StateTensorNames(options_.optimizer);
+    const std::vector<const std::vector<float>*> buffers = {nullptr, &state_.m, &state_.v};
+    for (size_t i = 0; i < names.size(); ++i) {
+      const float* base = i == 0 ? MasterData() : buffers[i]->data();
+      snap.tensors.emplace_back(names[i], std::span<const float>(base + at, snap.range.size()));
+    }
+    snap.optimizer_step = state_.step;
+    snap.applied_steps = applied_;
+    snap.loss_scaler = scaler_.state();
+    return snap;
+  }
+
+  Status Restore(const StateReader& read, int64_t optimizer_step, int64_t applied_steps,
+                 const LossScaler::State& loss_scaler) override {
+    const std::vector<std::string> names = StateTensorNames(options_.optimizer);
+    std::vector<float*> targets = {Master().data(), state_.m.data(), state_.v.data()};
+    for (size_t i = 0; i < names.size(); ++i) {
+      DSLAUNCH_RETURN_IF_ERROR(read(names[i], shard_.begin, shard_.end, targets[i]));
+    }
+    state_.step = optimizer_step;
+    applied_ = applied_steps;
+    if (options_.precision == Precision::kFp16) scaler_.Restore(loss_scaler);
+    DropPrefetched();
+    return PublishParameters();
+  }
+
   MemoryStats memory() const override {
     MemoryStats m;
     m.parameters = params_.size() * sizeof(S);
@@ -226,6 +257,8 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   };
 
   const ParameterGroup& Group(int g) const { return layout_.groups()[static_cast<size_t>(g)]; }
+
+  const float* MasterData() const { return const_cast<ZeroEngine*>(this)->Master().data(); }
 
   // The fp32 master weights this rank updates.
   std::span<float> Master() {
@@ -527,6 +560,14 @@ std::unique_ptr<Engine> MakeEngine(const ParameterLayout& layout, Communicator& 
 }
 
 }  // namespace
+
+std::vector<std::string> StateTensorNames(const OptimizerParams& optimizer) {
+  if (optimizer.kind == OptimizerKind::kSgd) {
+    if (optimizer.momentum != 0.0) return {"master", "momentum_buffer"};
+    return {"master"};
+  }
+  return {"master", "exp_avg", "exp_avg_sq"};
+}
 
 EngineOptions EngineOptionsFrom(const TrainConfig& config) {
   EngineOptions o;

@@ -32,6 +32,7 @@
 // Not thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,6 +43,7 @@
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
 #include "runtime/param_layout.h"
+#include "runtime/partition.h"
 #include "runtime/parameter_access.h"
 #include "runtime/train_config.h"
 
@@ -77,6 +79,27 @@ struct MemoryStats {
                                // their high-water mark so far
 };
 
+// The optimizer's fp32 state, by checkpoint tensor name: "master" (the fp32 master weights),
+// then the optimizer's buffers ("exp_avg", "exp_avg_sq" for Adam/AdamW; "momentum_buffer" for
+// SGD with momentum; none for plain SGD).
+std::vector<std::string> StateTensorNames(const OptimizerParams& optimizer);
+
+// What a checkpoint saves of one rank (docs/checkpoint.md): the slice `range` =
+// ShardFor(numel, world, rank) of every state tensor, whatever the ZeRO stage (at stage 0 every
+// rank holds everything and saves its slice), and the counters. The spans point into the engine
+// and are valid until its next Step().
+struct EngineSnapshot {
+  ShardRange range;
+  std::vector<std::pair<std::string, std::span<const float>>> tensors;  // StateTensorNames order
+  int64_t optimizer_step = 0;  // updates applied by the optimizer (Adam's t)
+  int64_t applied_steps = 0;   // = optimizer_step; kept apart for the LR schedule
+  LossScaler::State loss_scaler;
+};
+
+// Fills out[0 .. end-begin) with elements [begin, end) of the saved state tensor `name`
+// (flat indices of the model), from whatever shards hold them.
+using StateReader = std::function<Status(const std::string& name, size_t begin, size_t end, float* out)>;
+
 class Engine {
  public:
   // `initial` (layout.numel() values, the same on every rank) becomes the parameters. `comm` and
@@ -97,6 +120,15 @@ class Engine {
   virtual Status GatherParameters(std::span<float> out) = 0;
   virtual MemoryStats memory() const = 0;
   virtual int64_t applied_steps() const = 0;
+
+  // This rank's part of a checkpoint (no collective).
+  virtual EngineSnapshot Snapshot() const = 0;
+  // Collective: restores the state from a checkpoint of any world size and ZeRO stage. Each rank
+  // reads the ranges it holds through `read`, takes the counters given, and the parameters in
+  // their storage type are rebuilt from the master weights (all-gathered where the stage needs
+  // them whole). After a failure the engine's state is unspecified: do not train on.
+  virtual Status Restore(const StateReader& read, int64_t optimizer_step, int64_t applied_steps,
+                         const LossScaler::State& loss_scaler) = 0;
 };
 
 }  // namespace dslaunch::runtime

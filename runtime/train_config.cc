@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/sha256.h"
 #include "runtime/train_config_sections.h"
 
 namespace dslaunch::runtime {
@@ -175,8 +176,17 @@ Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size) {
     if (in.bad()) return ErrnoError(file, errno);
     return text.str();
   };
-  DSLAUNCH_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  return ParseTrainConfig(text, path, world_size, read_file);
+  // Every file the config is read from goes into its hash (the checkpoint records it).
+  Sha256 hash;
+  ConfigLoader hashing_read = [&](const std::string& file) -> Result<std::string> {
+    DSLAUNCH_ASSIGN_OR_RETURN(std::string text, read_file(file));
+    hash.Update(text);
+    return text;
+  };
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string text, hashing_read(path));
+  DSLAUNCH_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(text, path, world_size, hashing_read));
+  config.source_sha256 = HexEncode(DigestBytes(hash.Finish()));
+  return config;
 }
 
 std::string UnimplementedWarning(const TrainConfig& config) {

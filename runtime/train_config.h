@@ -164,6 +164,7 @@ struct TrainConfig {
   TrainLoopConfig train;
   CheckpointConfig checkpoint;
   std::string deepspeed_config_path;  // resolved "deepspeed_config", empty when inline
+  std::string source_sha256;          // hex SHA-256 of the files read (ReadTrainConfig; checkpoints record it)
   // DeepSpeed keys this runtime recognises but does not implement, as JSON paths
   // ("$.zero_optimization.offload_optimizer"), in the order the parser visits them.
   std::vector<std::string> unimplemented_keys;

@@ -129,9 +129,9 @@ Status ParseCheckpoint(Section& root, const std::string& base_dir, CheckpointCon
   // DeepSpeed's own "checkpoint" section shares this name.
   c->Unimplemented({"tag_validation", "load_universal", "use_node_local_storage", "parallel_write"});
   DSLAUNCH_RETURN_IF_ERROR(c->Finish());
-  if (load == "latest") {
+  if (load == "auto" || load == "latest") {  // "auto": the newest complete checkpoint in dir, if any
     out->load = CheckpointLoad::kLatest;
-    if (out->dir.empty()) return c->Error("load", "\"latest\" needs \"dir\"");
+    if (out->dir.empty()) return c->Error("load", "\"" + load + "\" needs \"dir\"");
   } else if (!load.empty()) {
     out->load = CheckpointLoad::kPath;
     out->load_path = ResolvePath(base_dir, load);

@@ -40,17 +40,20 @@ std::string MemoryJson(const MemoryStats& m) {
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
                           const std::function<void(const std::string&)>& print,
                           const std::function<void(const std::string&)>& metrics) {
-  return Train(config, data, comm, TrainOutput{print, metrics, {}});
+  TrainHooks hooks;
+  hooks.print = print;
+  hooks.metrics = metrics;
+  return Train(config, data, comm, hooks);
 }
 
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
-                          const TrainOutput& output) {
+                          const TrainHooks& hooks) {
   const int rank = comm.rank(), world = comm.world_size();
   auto print = [&](const std::string& line) {
-    if (output.print) output.print(line);
+    if (hooks.print) hooks.print(line);
   };
   auto record = [&](const std::string& json) {
-    if (output.metrics && rank == 0) output.metrics(json);
+    if (hooks.metrics && rank == 0) hooks.metrics(json);
   };
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<TrainTask> task, TrainTask::Create(config, data, rank, world));
@@ -78,6 +81,50 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   }
 
   TrainResult result;
+  const CheckpointConfig& ckpt = config.checkpoint;
+  CheckpointRun run;
+  run.model = std::string(task->name());
+  run.layout = &task->layout();
+  run.global_batch = task->GlobalBatch();
+  run.seed = config.seed;
+  run.zero_stage = config.zero.stage;
+  run.precision = std::string(PrecisionName(config.precision));
+  run.optimizer = std::string(OptimizerTypeName(config.optimizer.type));
+  run.config_sha256 = config.source_sha256;
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> resume, ResolveCheckpoint(ckpt));
+  if (resume) {
+    DSLAUNCH_ASSIGN_OR_RETURN(LoadResult loaded, LoadCheckpoint(*resume, *engine, comm, run));
+    result.first_step = loaded.meta.step;
+    if (rank == 0) {
+      print("resumed from " + *resume + " at step " + std::to_string(loaded.meta.step) + " (saved by " +
+            std::to_string(loaded.meta.world_size) + " ranks at ZeRO stage " + std::to_string(loaded.meta.zero_stage) +
+            ", " + loaded.meta.precision + ")" + (loaded.warning.empty() ? "" : "; warning: " + loaded.warning));
+    }
+    record("{\"event\":\"resume\",\"step\":" + std::to_string(loaded.meta.step) + ",\"saved_world_size\":" +
+           std::to_string(loaded.meta.world_size) + ",\"saved_zero_stage\":" + std::to_string(loaded.meta.zero_stage) + "}");
+  } else if (ckpt.load == CheckpointLoad::kLatest && rank == 0) {
+    print("no checkpoint in " + ckpt.dir + " yet: starting at step 0");
+  }
+  int64_t last_saved = result.first_step;
+  auto Save = [&](int64_t after_step, const char* why) -> Status {
+    SaveOptions options;
+    options.keep_last = ckpt.keep_last;
+    options.fault = hooks.checkpoint_fault;
+    DSLAUNCH_ASSIGN_OR_RETURN(SaveResult saved, SaveCheckpoint(ckpt.dir, after_step, *engine, comm, run, options));
+    last_saved = after_step;
+    result.checkpoints.push_back(saved.path);
+    if (rank == 0) {
+      char line[256];
+      std::snprintf(line, sizeof(line), "step %lld | checkpoint (%s) %s: %.1f MB in %.2f s",
+                    static_cast<long long>(after_step), why, saved.path.c_str(), static_cast<double>(saved.bytes) / 1e6,
+                    saved.seconds);
+      print(line);
+    }
+    record("{\"event\":\"checkpoint\",\"step\":" + std::to_string(after_step) + ",\"bytes\":" +
+           std::to_string(saved.bytes) + ",\"seconds\":" + JsonNumber(saved.seconds) + "}");
+    return Status::Ok();
+  };
+
   // Mean loss over eval_steps validation batches per rank, averaged over ranks; -1 without data.
   auto Validate = [&](int64_t after_step) -> Result<double> {
     if (!task->HasValidation()) return -1.0;
@@ -112,7 +159,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   int64_t tokens_since_print = 0;
   const std::string unit = task->TokensPerSample() > 1 ? "tokens" : "samples";
   const int64_t step_tokens = task->GlobalBatch() * task->TokensPerSample();
-  for (int64_t step = 0; step < config.train.steps; ++step) {
+  for (int64_t step = result.first_step; step < config.train.steps; ++step) {
     const auto step_start = Clock::now();
     engine->BeginStep();
     const float backward_scale = static_cast<float>(engine->loss_scale() / accumulation);
@@ -122,8 +169,12 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
       task->Backward(engine->access(), backward_scale);
     }
     DSLAUNCH_ASSIGN_OR_RETURN(StepStats stats, engine->Step());
-    float loss = static_cast<float>(loss_sum / accumulation);
-    DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(&loss, 1), ReduceOp::kAvg).WithContext("loss all-reduce"));
+    // The step's loss, averaged over ranks, and whether any rank was told to stop.
+    float reduced[2] = {static_cast<float>(loss_sum / accumulation),
+                        hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f};
+    DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(reduced, 2), ReduceOp::kSum).WithContext("loss all-reduce"));
+    const float loss = reduced[0] / static_cast<float>(world);
+    const bool stop = reduced[1] > 0;
     result.losses.push_back(loss);
     tokens_since_print += step_tokens;
     const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
@@ -133,8 +184,8 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
            ",\"tokens_per_s\":" + JsonNumber(static_cast<double>(step_tokens) / step_seconds) +
            ",\"ms_per_step\":" + JsonNumber(1e3 * step_seconds) + "}");
     if (rank == 0 && !stats.scale_event.empty()) print("step " + std::to_string(step + 1) + " | " + stats.scale_event);
-    if (rank == 0 && output.progress) {
-      output.progress(FormatProgressBar(step + 1, config.train.steps, loss,
+    if (rank == 0 && hooks.progress) {
+      hooks.progress(FormatProgressBar(step + 1, config.train.steps, loss,
                                         static_cast<double>(step_tokens) / step_seconds, unit,
                                         std::chrono::duration<double>(Clock::now() - train_start).count()));
     }
@@ -152,6 +203,17 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
       last_print = Clock::now();
       tokens_since_print = 0;
     }
+    if (!ckpt.dir.empty() && ckpt.interval > 0 && (step + 1) % ckpt.interval == 0) {
+      DSLAUNCH_RETURN_IF_ERROR(Save(step + 1, "interval"));
+    }
+    if (stop) {
+      if (!ckpt.dir.empty() && ckpt.save_on_stop && last_saved != step + 1) {
+        DSLAUNCH_RETURN_IF_ERROR(Save(step + 1, "stop"));
+      }
+      if (rank == 0) print("step " + std::to_string(step + 1) + " | stopped on request");
+      result.stopped = true;
+      return result;
+    }
     if (config.train.eval_interval > 0 && (step + 1) % config.train.eval_interval == 0) {
       const auto validation_start = Clock::now();
       DSLAUNCH_ASSIGN_OR_RETURN(result.val_loss, Validate(step + 1));
@@ -159,6 +221,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     }
   }
 
+  if (!ckpt.dir.empty() && last_saved != config.train.steps) DSLAUNCH_RETURN_IF_ERROR(Save(config.train.steps, "end"));
   if (config.train.eval_interval <= 0 || config.train.steps % config.train.eval_interval != 0) {
     DSLAUNCH_ASSIGN_OR_RETURN(result.val_loss, Validate(config.train.steps));
   }

@@ -3,12 +3,14 @@
 // functions), so tests run it with the in-process communicator.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/train_config.h"
 #include "runtime/train_task.h"
@@ -16,15 +18,23 @@
 namespace dslaunch::runtime {
 
 struct TrainResult {
-  std::vector<double> losses;  // mean training loss of each step, averaged over ranks
+  int64_t first_step = 0;      // steps done before this run (from a checkpoint)
+  std::vector<double> losses;  // mean training loss of each step run, averaged over ranks
   double val_loss = -1.0;      // after the last step; -1 without validation data
+  bool stopped = false;        // ended early by TrainHooks::stop
+  std::vector<std::string> checkpoints;  // saved, in order
 };
 
-// Where rank 0's output goes; other ranks call none of these.
-struct TrainOutput {
+// The loop's connections to the process: where rank 0's output goes (other ranks call none of
+// the output functions), the stop request, and the checkpoint crash-test hook.
+struct TrainHooks {
   std::function<void(const std::string&)> print;     // progress lines, without newline
   std::function<void(const std::string&)> metrics;   // one JSON object per call (docs/engine.md, "Metrics"); optional
   std::function<void(const std::string&)> progress;  // the progress bar after each step (runtime/progress_bar.h); optional
+  // Set (by a SIGTERM handler) when the job is told to stop: after the current step every rank
+  // saves a checkpoint (with checkpoint.save_on_stop) and Train returns with `stopped`.
+  const std::atomic<bool>* stop = nullptr;
+  CheckpointFaultHook checkpoint_fault;  // tests only
 };
 
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train_task.h)
@@ -35,7 +45,7 @@ struct TrainOutput {
 // error: a collective that failed (naming the peer), data that does not fit the model, fp16
 // overflowing at the minimum loss scale, a diverged fp32/bf16 run.
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
-                          const TrainOutput& output);
+                          const TrainHooks& hooks);
 // The same with progress lines only (and metrics when given).
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
                           const std::function<void(const std::string&)>& print,

@@ -5,15 +5,17 @@
 //   dslaunch-worker prepare-text IN... OUT.bin [--val VAL.bin] [--val_fraction 0.1]
 //   dslaunch-worker make-digits OUT_DIR [--train N] [--val N]   (synthetic IDX images for `mlp`)
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <tuple>
-#include <memory>
 #include <map>
+#include <memory>
+#include <tuple>
 
 #include "common/env_names.h"
 #include "common/secret.h"
@@ -36,6 +38,36 @@ namespace {
 // How long a worker waits for the store and its peers at start-up: the launcher starts every rank
 // within milliseconds, but a busy node may be slow to schedule them.
 constexpr std::chrono::seconds kStartupTimeout{60};
+
+std::atomic<bool> g_stop_requested{false};
+
+// The checkpoint crash tests' hook (docs/checkpoint.md, "Crash safety"):
+// DSLAUNCH_CHECKPOINT_FAULT=POINT@RANK@STEP kills rank RANK with SIGKILL when the save of step
+// STEP reaches POINT ("before_shard", "mid_shard", "before_meta", "before_latest"); at
+// "mid_shard" it first cuts the shard just written to half its size, which is what a crash in the
+// middle of writing leaves.
+constexpr char kCheckpointFaultEnv[] = "DSLAUNCH_CHECKPOINT_FAULT";
+
+CheckpointFaultHook CheckpointFault(const std::string& spec, int rank) {
+  int target_rank = -1;
+  long long target_step = -1;
+  char point_buf[32] = {};
+  if (std::sscanf(spec.c_str(), "%31[a-z_]@%d@%lld", point_buf, &target_rank, &target_step) != 3 ||
+      target_rank != rank) {
+    return {};
+  }
+  const std::string point = point_buf;
+  return [point, target_step](std::string_view reached, int64_t step, const std::string& file) {
+    if (reached != point || step != target_step) return;
+    if (reached == "mid_shard") {
+      std::error_code ec;
+      std::filesystem::resize_file(file, std::filesystem::file_size(file, ec) / 2, ec);
+    }
+    std::fprintf(stderr, "dslaunch-worker: %s=%s: killed at %s\n", kCheckpointFaultEnv, point.c_str(), file.c_str());
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  };
+}
 
 int Fail(const Status& status) {
   std::fprintf(stderr, "dslaunch-worker: %s\n", status.ToString().c_str());
@@ -75,7 +107,7 @@ int RunTrain(const std::string& config_path) {
     metrics.reset(std::fopen(path.c_str(), "w"));
     if (!metrics) return Fail(InternalError("cannot write " + path + ": " + std::strerror(errno)));
   }
-  TrainOutput output;
+  TrainHooks output;
   output.print = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -92,9 +124,16 @@ int RunTrain(const std::string& config_path) {
       std::fflush(stdout);
     };
   }
+  // SIGTERM (the agent stopping the job) ends training after the current step, with a
+  // checkpoint when checkpoint.save_on_stop is set; the worker then exits 143 as if killed by it.
+  std::signal(SIGTERM, [](int) { g_stop_requested.store(true); });
+  output.stop = &g_stop_requested;
+  if (auto fault = env.find(kCheckpointFaultEnv); fault != env.end()) {
+    output.checkpoint_fault = CheckpointFault(fault->second, id->rank);
+  }
   auto result = Train(*config, *data, **comm, output);
   if (!result.ok()) return Fail(result.status().WithContext("rank " + std::to_string(id->rank)));
-  return 0;
+  return result->stopped ? 128 + SIGTERM : 0;
 }
 
 int RunPrepareText(PrepareTextOptions prep, std::vector<std::string> files) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <csignal>
 #include <regex>
 
 #include "runtime/token_shard.h"
@@ -155,6 +156,86 @@ TEST_CASE("The demo config on 2 ranks lowers the validation loss on the fortunes
   CHECK(steps == 60);
   CHECK(metrics.find("\"event\":\"validation\",\"step\":60") != std::string::npos);
   CHECK(metrics.find("\"event\":\"end\"") != std::string::npos);
+}
+
+// The tiny run of the first test with checkpoints every `interval` steps into DIR/ckpt, resuming
+// from the newest complete one when there is one.
+std::string WriteCheckpointConfig(const TempDir& dir, int steps, int interval = 2) {
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 3000; ++i) tokens.push_back(static_cast<uint16_t>((i * 7 + i / 13) % 32));
+  REQUIRE(runtime::WriteTokenShard(dir.path() + "/train.bin", tokens).ok());
+  const std::string path = dir.path() + "/ckpt" + std::to_string(steps) + ".json";
+  std::ofstream(path) << R"({
+    "train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.01}},
+    "zero_optimization": {"stage": 2}, "steps_per_print": 1, "seed": 3,
+    "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 8, "vocab_size": 32},
+    "data": {"train": "train.bin"},
+    "checkpoint": {"dir": "ckpt", "interval": )" << interval << R"(, "load": "auto"},
+    "train": {"steps": )" << steps << "}}";
+  return path;
+}
+
+TEST_CASE("Killing a rank at any point of a save leaves the previous checkpoint, and the run resumes from it exactly") {
+  TempDir base;
+  const std::string reference_config = WriteCheckpointConfig(base, 6);
+  auto reference = RunProcess({kLauncher, "--log_dir", base.path() + "/logs", "--nproc_per_node", "2", reference_config},
+                              std::chrono::seconds(120));
+  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
+  const auto expected = Losses(reference.out);
+  REQUIRE(expected.size() == 6);
+
+  for (const char* fault : {"before_shard@1@4", "mid_shard@1@4", "before_meta@0@4", "before_latest@0@4"}) {
+    CAPTURE(fault);
+    TempDir dir;
+    const std::string config = WriteCheckpointConfig(dir, 6);
+    auto crashed = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", config},
+                              std::chrono::seconds(120), {std::string("DSLAUNCH_CHECKPOINT_FAULT=") + fault});
+    INFO(crashed.err);
+    CHECK(crashed.exit_code == 137);  // the rank killed with SIGKILL
+    CHECK(Slurp(dir.path() + "/ckpt/latest") == "global_step2\n");
+    CHECK(std::filesystem::exists(dir.path() + "/ckpt/global_step2/meta.json"));
+    if (std::string(fault).rfind("before_latest", 0) != 0) {
+      CHECK_FALSE(std::filesystem::exists(dir.path() + "/ckpt/global_step4/meta.json"));
+    }
+
+    auto resumed = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", config},
+                              std::chrono::seconds(120));
+    INFO(resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(resumed.out.find("resumed from " + dir.path() + "/ckpt/global_step2 at step 2") != std::string::npos);
+    const auto losses = Losses(resumed.out);
+    REQUIRE(losses.size() == 4);
+    for (size_t i = 0; i < 4; ++i) CHECK(losses[i] == expected[2 + i]);  // same printed digits
+    CHECK(Slurp(dir.path() + "/ckpt/latest") == "global_step6\n");
+  }
+}
+
+TEST_CASE("SIGTERM to the launcher saves a checkpoint at the next step boundary, from which the run resumes") {
+  TempDir dir;
+  const std::string config = WriteCheckpointConfig(dir, 1000000, /*interval=*/1000000);
+  Subprocess job({kLauncher, "--log_dir", dir.path() + "/logs", "--job_id", "stop", "--nproc_per_node", "2", config});
+  const std::string metrics = dir.path() + "/logs/stop/metrics.jsonl";
+  REQUIRE(WaitFor([&] { return Slurp(metrics).find("\"step\":3,") != std::string::npos; }, std::chrono::seconds(60)));
+  job.Signal(SIGTERM);
+  auto stopped = job.Wait(std::chrono::seconds(60));
+  INFO(stopped.out);
+  INFO(stopped.err);
+  CHECK(stopped.exit_code == 143);
+  std::smatch m;
+  const std::string out = stopped.out;
+  REQUIRE(std::regex_search(out, m, std::regex(R"(step (\d+) \| checkpoint \(stop\))")));
+  const std::string step = m[1];
+  CHECK(out.find("step " + step + " | stopped on request") != std::string::npos);
+  CHECK(Slurp(dir.path() + "/ckpt/latest") == "global_step" + step + "\n");
+  // Resume to two steps past the stop.
+  const std::string more = WriteCheckpointConfig(dir, std::stoi(step) + 2);
+  auto resumed = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", more},
+                            std::chrono::seconds(120));
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.out.find("at step " + step) != std::string::npos);
+  CHECK(Losses(resumed.out).size() == 2);
 }
 
 }  // namespace

@@ -1,0 +1,85 @@
+// Checkpoints (docs/checkpoint.md): sharded, atomic, resumable at another world size or ZeRO stage.
+//
+//   DIR/global_step<N>/rank<r>.safetensors   rank r's slice ShardFor(numel, world, r) of the fp32
+//                                            state tensors ("master", "exp_avg", ...)
+//   DIR/global_step<N>/meta.json             CheckpointMeta: written last, by rank 0
+//   DIR/latest                               "global_step<N>": replaced atomically, after meta.json
+//
+// A checkpoint is complete once every rank's shard is written and fsynced and rank 0 has written
+// meta.json (temporary file, fsync, rename, directory fsync) and then replaced `latest` the same
+// way. A crash at any moment leaves `latest` naming the previous complete checkpoint. Loading
+// verifies each shard it reads against the CRC-32C in meta.json and re-partitions on the fly, so a
+// checkpoint of N ranks at any stage resumes on M ranks at any stage without a conversion step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "runtime/checkpoint_meta.h"
+#include "runtime/communicator.h"
+#include "runtime/engine.h"
+#include "runtime/param_layout.h"
+#include "runtime/train_config.h"
+
+namespace dslaunch::runtime {
+
+// What a checkpoint records about the run besides the engine's state.
+struct CheckpointRun {
+  std::string model;           // "gpt", "mlp"
+  const ParameterLayout* layout = nullptr;
+  int64_t global_batch = 0;
+  uint64_t seed = 0;
+  int zero_stage = 0;
+  std::string precision;
+  std::string optimizer;
+  std::string config_sha256;
+};
+
+// Called at each point of a save with its name ("before_shard", "mid_shard" with the shard just
+// written, "before_meta", "before_latest"), the step being saved and the file concerned: the
+// crash tests kill the process there. Empty: no hook.
+using CheckpointFaultHook = std::function<void(std::string_view point, int64_t step, const std::string& file)>;
+
+struct SaveOptions {
+  int keep_last = 0;  // > 0: afterwards delete complete checkpoints older than the newest keep_last
+  CheckpointFaultHook fault;
+};
+
+struct SaveResult {
+  std::string path;       // DIR/global_step<N>
+  uint64_t bytes = 0;     // all shards together
+  double seconds = 0.0;   // this rank's wall time for the whole save
+};
+
+// The directory name of step N's checkpoint: "global_step<N>".
+std::string CheckpointName(int64_t step);
+
+// Collective: saves the engine's state after `step` training steps into DIR/global_step<step>.
+// Fails (on every rank) when a rank cannot write its shard, naming the rank and the file; the
+// previous checkpoint and `latest` are then untouched.
+Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,
+                                  const CheckpointRun& run, const SaveOptions& options);
+
+// The checkpoint `config.load` names: with `auto`, DIR/latest's target (nullopt when DIR has no
+// `latest` yet: a fresh start); with a path, that global_step directory, or the one its `latest`
+// names when it is a checkpoint directory. A `latest` naming a missing or incomplete checkpoint
+// is an error.
+Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& config);
+
+struct LoadResult {
+  CheckpointMeta meta;
+  std::string warning;  // e.g. the config changed since the save; empty when none
+};
+
+// Collective: restores `engine` from the checkpoint at `path`, whatever world size and ZeRO stage
+// saved it. Checks that it fits the run (model, parameter names, shapes and offsets, optimizer
+// state, global batch: the error says what differs and what to do) and that every shard this rank
+// reads matches its CRC-32C (the error names the file).
+Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Communicator& comm,
+                                  const CheckpointRun& run);
+
+}  // namespace dslaunch::runtime
