@@ -1,12 +1,14 @@
 #include "runtime/checkpoint.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/atomic_file.h"
 #include "runtime/safetensors.h"
@@ -99,18 +101,15 @@ std::string OptimizerMismatch(const std::vector<std::string>& saved, const std::
 
 std::string CheckpointName(int64_t step) { return "global_step" + std::to_string(step); }
 
-Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,
-                                  const CheckpointRun& run, const SaveOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  const int rank = comm.rank(), world = comm.world_size();
-  const std::string step_dir = (fs::path(dir) / CheckpointName(step)).string();
-  auto fault = [&](std::string_view point, const std::string& file) {
-    if (options.fault) options.fault(point, step, file);
-  };
+namespace {
 
-  // Rank 0 clears what a crashed earlier attempt at this step may have left, then everyone writes.
+// The phases of a save, shared by SaveCheckpoint and AsyncCheckpoint.
+
+// Collective: rank 0 clears what a crashed earlier attempt at this step may have left and creates
+// the directory; every rank learns whether that worked.
+Status PrepareStepDirectory(const std::string& dir, const std::string& step_dir, Communicator& comm) {
   Status prepared;
-  if (rank == 0) {
+  if (comm.rank() == 0) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (!ec) fs::remove_all(step_dir, ec);
@@ -119,43 +118,68 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
   }
   DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !prepared.ok()));
   if (failed >= 0) return prepared.ok() ? AbortedError("checkpoint: rank 0 could not create " + step_dir) : prepared;
+  return Status::Ok();
+}
 
-  // Every rank: its slice of the state tensors, fsynced.
-  fault("before_shard", step_dir);
-  const EngineSnapshot snap = engine.Snapshot();
-  const std::string file = ShardFileName(rank);
-  const std::string shard_path = (fs::path(step_dir) / file).string();
+// Local: this rank's shard, fsynced.
+Result<WriteResult> WriteShard(const std::string& step_dir, int64_t step, int rank, int world, ShardRange range,
+                               const std::vector<std::pair<std::string, std::span<const float>>>& state,
+                               const CheckpointFaultHook& fault) {
+  if (fault) fault("before_shard", step, step_dir);
+  const std::string shard_path = (fs::path(step_dir) / ShardFileName(rank)).string();
   std::vector<TensorData> tensors;
-  for (const auto& [name, data] : snap.tensors) {
+  for (const auto& [name, data] : state) {
     tensors.push_back({name, "F32", {static_cast<int64_t>(data.size())}, data.data(), data.size_bytes()});
   }
   const std::map<std::string, std::string> metadata = {{"format", kCheckpointFormatName},
                                                        {"step", std::to_string(step)},
                                                        {"rank", std::to_string(rank)},
                                                        {"world_size", std::to_string(world)},
-                                                       {"begin", std::to_string(snap.range.begin)},
-                                                       {"end", std::to_string(snap.range.end)}};
+                                                       {"begin", std::to_string(range.begin)},
+                                                       {"end", std::to_string(range.end)}};
   WriteOptions write_options;
   write_options.fsync = true;
   Result<WriteResult> written = WriteSafetensors(shard_path, tensors, metadata, write_options);
-  if (written.ok()) fault("mid_shard", shard_path);
+  if (written.ok() && fault) fault("mid_shard", step, shard_path);
+  return written;
+}
+
+// What meta.json records of the engine, taken with the snapshot.
+struct SnapshotCounters {
+  int64_t optimizer_step = 0;
+  int64_t applied_steps = 0;
+  LossScaler::State loss_scaler;
+  std::vector<std::string> state_tensors;
+};
+
+SnapshotCounters CountersOf(const EngineSnapshot& snap) {
+  SnapshotCounters c{snap.optimizer_step, snap.applied_steps, snap.loss_scaler, {}};
+  for (const auto& [name, data] : snap.tensors) c.state_tensors.push_back(name);
+  return c;
+}
+
+// Collective: gathers the shards' reports; rank 0 writes meta.json, then `latest`, then applies
+// retention; every rank learns the outcome.
+Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string& step_dir, int64_t step,
+                                      const Result<WriteResult>& written, const SnapshotCounters& counters,
+                                      Communicator& comm, const CheckpointRun& run, const SaveOptions& options) {
+  const int rank = comm.rank(), world = comm.world_size();
   ShardReport mine{written.ok(), written.ok() ? written->crc32c : 0u, written.ok() ? written->bytes : 0u};
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<ShardReport> reports, GatherReports(comm, mine));
   for (int r = 0; r < world; ++r) {
     if (reports[static_cast<size_t>(r)].ok) continue;
     if (r == rank) return written.status().WithContext("checkpoint of step " + std::to_string(step));
     return AbortedError("checkpoint of step " + std::to_string(step) + ": rank " + std::to_string(r) +
-                        " could not write its shard; " + (fs::path(dir) / kLatest).string() + " still names the previous checkpoint");
+                        " could not write its shard; " + (fs::path(dir) / kLatest).string() +
+                        " still names the previous checkpoint");
   }
-
-  // Rank 0: meta.json, then `latest`.
   Status finished;
   if (rank == 0) {
-    fault("before_meta", step_dir);
+    if (options.fault) options.fault("before_meta", step, step_dir);
     CheckpointMeta meta;
     meta.step = step;
-    meta.applied_steps = snap.applied_steps;
-    meta.optimizer_step = snap.optimizer_step;
+    meta.applied_steps = counters.applied_steps;
+    meta.optimizer_step = counters.optimizer_step;
     meta.world_size = world;
     meta.zero_stage = run.zero_stage;
     meta.precision = run.precision;
@@ -164,7 +188,7 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
     meta.numel = run.layout->numel();
     meta.global_batch = run.global_batch;
     meta.seed = run.seed;
-    for (const auto& [name, data] : snap.tensors) meta.state_tensors.push_back(name);
+    meta.state_tensors = counters.state_tensors;
     for (const auto& g : run.layout->groups()) {
       for (const auto& t : g.tensors) {
         meta.parameters.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), t.offset, t.numel});
@@ -172,19 +196,19 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
     }
     for (int r = 0; r < world; ++r) {
       const ShardRange range = ShardFor(run.layout->numel(), world, r);
-      meta.partitions.push_back(
-          {r, range.begin, range.end, ShardFileName(r), reports[static_cast<size_t>(r)].bytes, reports[static_cast<size_t>(r)].crc32c});
+      const ShardReport& report = reports[static_cast<size_t>(r)];
+      meta.partitions.push_back({r, range.begin, range.end, ShardFileName(r), report.bytes, report.crc32c});
     }
-    meta.loss_scaler = snap.loss_scaler;
+    meta.loss_scaler = counters.loss_scaler;
     meta.config_sha256 = run.config_sha256;
     finished = WriteDurably((fs::path(step_dir) / kMeta).string(), CheckpointMetaToJson(meta));
     if (finished.ok()) {
-      fault("before_latest", (fs::path(dir) / kLatest).string());
+      if (options.fault) options.fault("before_latest", step, (fs::path(dir) / kLatest).string());
       finished = WriteDurably((fs::path(dir) / kLatest).string(), CheckpointName(step) + "\n");
     }
     if (finished.ok() && options.keep_last > 0) ApplyRetention(dir, options.keep_last);
   }
-  DSLAUNCH_ASSIGN_OR_RETURN(failed, FirstFailedRank(comm, !finished.ok()));
+  DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !finished.ok()));
   if (failed >= 0) {
     if (!finished.ok()) return finished.WithContext("checkpoint of step " + std::to_string(step));
     return AbortedError("checkpoint of step " + std::to_string(step) + ": rank 0 could not complete it");
@@ -192,7 +216,85 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
   SaveResult result;
   result.path = step_dir;
   for (const auto& r : reports) result.bytes += r.bytes;
+  return result;
+}
+
+}  // namespace
+
+Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,
+                                  const CheckpointRun& run, const SaveOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string step_dir = (fs::path(dir) / CheckpointName(step)).string();
+  DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(dir, step_dir, comm));
+  const EngineSnapshot snap = engine.Snapshot();
+  Result<WriteResult> written =
+      WriteShard(step_dir, step, comm.rank(), comm.world_size(), snap.range, snap.tensors, options.fault);
+  DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result,
+                            CompleteCheckpoint(dir, step_dir, step, written, CountersOf(snap), comm, run, options));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.stall_seconds = result.seconds;
+  return result;
+}
+
+struct AsyncCheckpoint::State {
+  std::string dir, step_dir;
+  int64_t step = 0;
+  CheckpointRun run;
+  SaveOptions options;
+  SnapshotCounters counters;
+  std::vector<std::pair<std::string, std::vector<float>>> copies;  // host copies of the state slices
+  std::optional<Result<WriteResult>> written;                       // set by the writer thread
+  std::atomic<bool> done{false};
+  std::thread writer;
+  std::chrono::steady_clock::time_point start;
+  double stall_seconds = 0.0;
+};
+
+Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::string& dir, int64_t step,
+                                                                const Engine& engine, Communicator& comm,
+                                                                const CheckpointRun& run, const SaveOptions& options) {
+  auto state = std::make_unique<State>();
+  state->start = std::chrono::steady_clock::now();
+  state->dir = dir;
+  state->step_dir = (fs::path(dir) / CheckpointName(step)).string();
+  state->step = step;
+  state->run = run;
+  state->options = options;
+  DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(dir, state->step_dir, comm));
+  const EngineSnapshot snap = engine.Snapshot();
+  state->counters = CountersOf(snap);
+  for (const auto& [name, data] : snap.tensors) state->copies.emplace_back(name, std::vector<float>(data.begin(), data.end()));
+  state->stall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - state->start).count();
+  State* s = state.get();
+  const int rank = comm.rank(), world = comm.world_size();
+  const ShardRange range = snap.range;
+  s->writer = std::thread([s, rank, world, range] {
+    std::vector<std::pair<std::string, std::span<const float>>> views;
+    for (const auto& [name, data] : s->copies) views.emplace_back(name, std::span<const float>(data));
+    s->written = WriteShard(s->step_dir, s->step, rank, world, range, views, s->options.fault);
+    s->copies.clear();  // the host memory goes as soon as the shard is on disk
+    s->done.store(true);
+  });
+  return std::unique_ptr<AsyncCheckpoint>(new AsyncCheckpoint(std::move(state)));
+}
+
+AsyncCheckpoint::AsyncCheckpoint(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+AsyncCheckpoint::~AsyncCheckpoint() {
+  if (state_ && state_->writer.joinable()) state_->writer.join();
+}
+
+int64_t AsyncCheckpoint::step() const { return state_->step; }
+bool AsyncCheckpoint::written() const { return state_->done.load(); }
+double AsyncCheckpoint::stall_seconds() const { return state_->stall_seconds; }
+
+Result<SaveResult> AsyncCheckpoint::Finish(Communicator& comm) {
+  if (state_->writer.joinable()) state_->writer.join();
+  DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result, CompleteCheckpoint(state_->dir, state_->step_dir, state_->step,
+                                                                   *state_->written, state_->counters, comm,
+                                                                   state_->run, state_->options));
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - state_->start).count();
+  result.stall_seconds = state_->stall_seconds;
   return result;
 }
 

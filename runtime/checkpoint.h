@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,9 +51,10 @@ struct SaveOptions {
 };
 
 struct SaveResult {
-  std::string path;       // DIR/global_step<N>
-  uint64_t bytes = 0;     // all shards together
-  double seconds = 0.0;   // this rank's wall time for the whole save
+  std::string path;            // DIR/global_step<N>
+  uint64_t bytes = 0;          // all shards together
+  double seconds = 0.0;        // this rank's wall time from the start of the save to its completion
+  double stall_seconds = 0.0;  // of which training waited (all of it for a synchronous save)
 };
 
 // The directory name of step N's checkpoint: "global_step<N>".
@@ -63,6 +65,35 @@ std::string CheckpointName(int64_t step);
 // previous checkpoint and `latest` are then untouched.
 Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,
                                   const CheckpointRun& run, const SaveOptions& options);
+
+// An asynchronous save (checkpoint.async): Start copies this rank's state to host memory and
+// writes its shard on a background thread while training goes on; Finish completes the checkpoint
+// (meta.json, `latest`) once every rank's shard is written. One save in flight at a time: the
+// owner finishes one before starting the next. A failed save leaves the previous checkpoint and
+// `latest` as they were.
+class AsyncCheckpoint {
+ public:
+  // Collective (prepares the directory): the same step on every rank.
+  static Result<std::unique_ptr<AsyncCheckpoint>> Start(const std::string& dir, int64_t step, const Engine& engine,
+                                                        Communicator& comm, const CheckpointRun& run,
+                                                        const SaveOptions& options);
+  ~AsyncCheckpoint();  // waits for the writer thread
+  AsyncCheckpoint(const AsyncCheckpoint&) = delete;
+  AsyncCheckpoint& operator=(const AsyncCheckpoint&) = delete;
+
+  int64_t step() const;
+  // This rank's shard is written (or failed): Finish will not wait for the disk.
+  bool written() const;
+  // Time Start took: what training waited for this save.
+  double stall_seconds() const;
+  // Collective: waits for this rank's shard, then completes the checkpoint as SaveCheckpoint does.
+  Result<SaveResult> Finish(Communicator& comm);
+
+ private:
+  struct State;
+  explicit AsyncCheckpoint(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
 
 // The checkpoint `config.load` names: with `auto`, DIR/latest's target (nullopt when DIR has no
 // `latest` yet: a fresh start); with a path, that global_step directory, or the one its `latest`

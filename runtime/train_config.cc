@@ -78,7 +78,7 @@ Status ParseRoot(Section& root, int world_size, const std::string& base_dir, Tra
   config.seed = static_cast<uint64_t>(seed);
   internal::CollectUnimplementedTopLevel(root);
 
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseModel(root, &config.model));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseModel(root, base_dir, &config.model, &config.model_init_from));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseData(root, config.model, base_dir, &config.data));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseTrainLoop(root, config.model, &config.train));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseCheckpoint(root, base_dir, &config.checkpoint));

@@ -160,6 +160,10 @@ struct TrainConfig {
   int64_t steps_per_print = 10;
   uint64_t seed = 42;
   ModelConfig model;
+  // model.init_from, resolved like the data paths: a safetensors file of parameters (read with
+  // ImportParameters, runtime/model_export.h) that replaces the model's own initialisation when
+  // training starts from scratch; a resumed checkpoint takes precedence. Empty: not given.
+  std::string model_init_from;
   DataConfig data;
   TrainLoopConfig train;
   CheckpointConfig checkpoint;

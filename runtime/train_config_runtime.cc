@@ -48,9 +48,13 @@ std::string ResolvePath(const std::string& base_dir, const std::string& path) {
   return (std::filesystem::path(base_dir) / path).lexically_normal().string();
 }
 
-Status ParseModel(Section& root, ModelConfig* out) {
+Status ParseModel(Section& root, const std::string& base_dir, ModelConfig* out, std::string* init_from) {
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> m, root.Child("model"));
   if (!m) return root.Error("model", "required");
+  init_from->clear();
+  DSLAUNCH_RETURN_IF_ERROR(m->String("init_from", init_from));
+  if (m->Has("init_from") && init_from->empty()) return m->Error("init_from", "expected a safetensors file, got \"\"");
+  *init_from = ResolvePath(base_dir, *init_from);
   if (!m->Has("type")) return m->Error("type", "required: \"gpt\" or \"mlp\"");
   size_t type = 0;
   DSLAUNCH_RETURN_IF_ERROR(m->Choice("type", {"gpt", "mlp"}, /*ignore_case=*/false, &type));

@@ -20,7 +20,8 @@ Status ParseZero(Section& root, ZeroConfig* out);
 void CollectUnimplementedTopLevel(Section& root);
 
 // Runtime sections. `base_dir` is the directory relative paths resolve against ("" = as given).
-Status ParseModel(Section& root, ModelConfig* out);
+// `init_from` receives model.init_from, resolved ("" when absent).
+Status ParseModel(Section& root, const std::string& base_dir, ModelConfig* out, std::string* init_from);
 Status ParseData(Section& root, const ModelConfig& model, const std::string& base_dir, DataConfig* out);
 Status ParseTrainLoop(Section& root, const ModelConfig& model, TrainLoopConfig* out);
 Status ParseCheckpoint(Section& root, const std::string& base_dir, CheckpointConfig* out);

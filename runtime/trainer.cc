@@ -106,22 +106,48 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     print("no checkpoint in " + ckpt.dir + " yet: starting at step 0");
   }
   int64_t last_saved = result.first_step;
-  auto Save = [&](int64_t after_step, const char* why) -> Status {
-    SaveOptions options;
-    options.keep_last = ckpt.keep_last;
-    options.fault = hooks.checkpoint_fault;
-    DSLAUNCH_ASSIGN_OR_RETURN(SaveResult saved, SaveCheckpoint(ckpt.dir, after_step, *engine, comm, run, options));
-    last_saved = after_step;
+  SaveOptions save_options;
+  save_options.keep_last = ckpt.keep_last;
+  save_options.fault = hooks.checkpoint_fault;
+  std::unique_ptr<AsyncCheckpoint> pending;  // checkpoint.async: the save in flight
+  auto Report = [&](int64_t after_step, const std::string& why, const SaveResult& saved) {
     result.checkpoints.push_back(saved.path);
     if (rank == 0) {
-      char line[256];
-      std::snprintf(line, sizeof(line), "step %lld | checkpoint (%s) %s: %.1f MB in %.2f s",
-                    static_cast<long long>(after_step), why, saved.path.c_str(), static_cast<double>(saved.bytes) / 1e6,
-                    saved.seconds);
+      char line[320];
+      std::snprintf(line, sizeof(line), "step %lld | checkpoint (%s) %s: %.1f MB in %.2f s, training stalled %.3f s",
+                    static_cast<long long>(after_step), why.c_str(), saved.path.c_str(),
+                    static_cast<double>(saved.bytes) / 1e6, saved.seconds, saved.stall_seconds);
       print(line);
     }
     record("{\"event\":\"checkpoint\",\"step\":" + std::to_string(after_step) + ",\"bytes\":" +
-           std::to_string(saved.bytes) + ",\"seconds\":" + JsonNumber(saved.seconds) + "}");
+           std::to_string(saved.bytes) + ",\"seconds\":" + JsonNumber(saved.seconds) +
+           ",\"stall_seconds\":" + JsonNumber(saved.stall_seconds) + "}");
+  };
+  // Completes the asynchronous save in flight (collective). A save that fails is reported and
+  // training goes on: the previous checkpoint and `latest` are intact.
+  auto FinishPending = [&]() -> Status {
+    if (!pending) return Status::Ok();
+    const int64_t saved_step = pending->step();
+    Result<SaveResult> saved = pending->Finish(comm);
+    pending.reset();
+    if (!saved.ok()) {
+      if (!comm.health().ok()) return saved.status();
+      if (rank == 0) print("step " + std::to_string(saved_step) + " | checkpoint FAILED: " + saved.status().ToString());
+      record("{\"event\":\"checkpoint_failed\",\"step\":" + std::to_string(saved_step) + "}");
+      return Status::Ok();
+    }
+    Report(saved_step, "async", *saved);
+    return Status::Ok();
+  };
+  auto Save = [&](int64_t after_step, const char* why) -> Status {
+    last_saved = after_step;
+    if (ckpt.async) {
+      DSLAUNCH_RETURN_IF_ERROR(FinishPending());  // one save in flight at a time
+      DSLAUNCH_ASSIGN_OR_RETURN(pending, AsyncCheckpoint::Start(ckpt.dir, after_step, *engine, comm, run, save_options));
+      return Status::Ok();
+    }
+    DSLAUNCH_ASSIGN_OR_RETURN(SaveResult saved, SaveCheckpoint(ckpt.dir, after_step, *engine, comm, run, save_options));
+    Report(after_step, why, saved);
     return Status::Ok();
   };
 
@@ -170,11 +196,15 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     }
     DSLAUNCH_ASSIGN_OR_RETURN(StepStats stats, engine->Step());
     // The step's loss, averaged over ranks, and whether any rank was told to stop.
-    float reduced[2] = {static_cast<float>(loss_sum / accumulation),
-                        hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f};
-    DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(reduced, 2), ReduceOp::kSum).WithContext("loss all-reduce"));
+    // The step's loss, averaged over ranks; whether any rank was told to stop; how many ranks have
+    // written their shard of the asynchronous save in flight.
+    float reduced[3] = {static_cast<float>(loss_sum / accumulation),
+                        hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f,
+                        pending && pending->written() ? 1.0f : 0.0f};
+    DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(reduced, 3), ReduceOp::kSum).WithContext("loss all-reduce"));
     const float loss = reduced[0] / static_cast<float>(world);
     const bool stop = reduced[1] > 0;
+    if (pending && reduced[2] == static_cast<float>(world)) DSLAUNCH_RETURN_IF_ERROR(FinishPending());
     result.losses.push_back(loss);
     tokens_since_print += step_tokens;
     const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
@@ -210,6 +240,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
       if (!ckpt.dir.empty() && ckpt.save_on_stop && last_saved != step + 1) {
         DSLAUNCH_RETURN_IF_ERROR(Save(step + 1, "stop"));
       }
+      DSLAUNCH_RETURN_IF_ERROR(FinishPending());
       if (rank == 0) print("step " + std::to_string(step + 1) + " | stopped on request");
       result.stopped = true;
       return result;
@@ -222,6 +253,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   }
 
   if (!ckpt.dir.empty() && last_saved != config.train.steps) DSLAUNCH_RETURN_IF_ERROR(Save(config.train.steps, "end"));
+  DSLAUNCH_RETURN_IF_ERROR(FinishPending());
   if (config.train.eval_interval <= 0 || config.train.steps % config.train.eval_interval != 0) {
     DSLAUNCH_ASSIGN_OR_RETURN(result.val_loss, Validate(config.train.steps));
   }

@@ -52,14 +52,24 @@ TrainData Data() {
   return d;
 }
 
-// Runs `config` on `world` threads; returns rank 0's result.
-Result<TrainResult> Run(int world, const TrainConfig& config) {
+// Runs `config` on `world` threads; returns rank 0's result. `fault` is every rank's checkpoint hook.
+Result<TrainResult> Run(int world, const TrainConfig& config, const CheckpointFaultHook& fault = {},
+                        std::vector<std::string>* lines = nullptr) {
   const TrainData data = Data();
   testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
   std::vector<Result<TrainResult>> results(static_cast<size_t>(world), Status(StatusCode::kInternal, "not run"));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] { results[static_cast<size_t>(r)] = Train(config, data, group.Get(r), [](const std::string&) {}); });
+    threads.emplace_back([&, r] {
+      TrainHooks hooks;
+      hooks.print = [&](const std::string& l) {
+        if (lines != nullptr) lines->push_back(l);
+      };
+      if (fault) hooks.checkpoint_fault = [&, r](std::string_view point, int64_t step, const std::string& file) {
+        fault(point, step, file + "#rank" + std::to_string(r));
+      };
+      results[static_cast<size_t>(r)] = Train(config, data, group.Get(r), hooks);
+    });
   }
   for (auto& t : threads) t.join();
   return results[0];
@@ -99,6 +109,49 @@ TEST_CASE("A run resumed from a checkpoint at the same world size and stage has 
       CHECK(rest->losses[i] == full->losses[4 + i]);  // bitwise
     }
   }
+}
+
+TEST_CASE("Asynchronous saves give the same checkpoints; a failed one is reported and training goes on") {
+  dslaunch::testing::TempDir dir;
+  TrainConfig c = Config(2, 2, 8);
+  c.checkpoint.dir = dir.path() + "/sync";
+  c.checkpoint.interval = 2;
+  auto sync = Run(2, c);
+  REQUIRE(sync.ok());
+  c.checkpoint.dir = dir.path() + "/async";
+  c.checkpoint.async = true;
+  std::vector<std::string> lines;
+  auto async = Run(2, c, {}, &lines);
+  REQUIRE_MESSAGE(async.ok(), async.status().ToString());
+  CHECK(async->losses == sync->losses);  // saving in the background changes nothing
+  REQUIRE(async->checkpoints.size() == 4);
+  for (int step : {2, 4, 6, 8}) {
+    const std::string name = "global_step" + std::to_string(step);
+    CHECK(Slurp(fs::path(c.checkpoint.dir) / name / "meta.json").size() > 100);
+    // The shards are byte for byte those of the synchronous saves.
+    for (const char* shard : {"rank00000.safetensors", "rank00001.safetensors"}) {
+      CHECK(Slurp(fs::path(c.checkpoint.dir) / name / shard) == Slurp(fs::path(dir.path()) / "sync" / name / shard));
+    }
+  }
+  CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step8\n");
+
+  // Rank 1's shard of step 4 cannot be written (its directory is gone): reported, and training
+  // and the later saves go on.
+  c.checkpoint.dir = dir.path() + "/failing";
+  lines.clear();
+  auto failing = Run(2, c, [](std::string_view point, int64_t step, const std::string& file) {
+    if (point == "before_shard" && step == 4 && file.ends_with("#rank1")) {
+      fs::remove_all(file.substr(0, file.find('#')));
+    }
+  }, &lines);
+  REQUIRE_MESSAGE(failing.ok(), failing.status().ToString());
+  CHECK(failing->losses == sync->losses);
+  CHECK(failing->checkpoints.size() == 3);
+  bool reported = false;
+  for (const auto& l : lines) reported |= l.rfind("step 4 | checkpoint FAILED", 0) == 0;
+  CHECK(reported);
+  CHECK_FALSE(fs::exists(fs::path(c.checkpoint.dir) / "global_step4" / "meta.json"));
+  CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step8\n");
 }
 
 TEST_CASE("A checkpoint resumes on another world size and ZeRO stage with the losses of the uninterrupted run") {
