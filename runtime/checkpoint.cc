@@ -223,6 +223,8 @@ Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string&
 
 Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,
                                   const CheckpointRun& run, const SaveOptions& options) {
+  // The ranks start together, so that the time measured is the save's, not a peer's lateness.
+  DSLAUNCH_RETURN_IF_ERROR(comm.Barrier().WithContext("checkpoint"));
   const auto start = std::chrono::steady_clock::now();
   const std::string step_dir = (fs::path(dir) / CheckpointName(step)).string();
   DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(dir, step_dir, comm));
@@ -253,6 +255,7 @@ struct AsyncCheckpoint::State {
 Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::string& dir, int64_t step,
                                                                 const Engine& engine, Communicator& comm,
                                                                 const CheckpointRun& run, const SaveOptions& options) {
+  DSLAUNCH_RETURN_IF_ERROR(comm.Barrier().WithContext("checkpoint"));
   auto state = std::make_unique<State>();
   state->start = std::chrono::steady_clock::now();
   state->dir = dir;
@@ -289,12 +292,15 @@ bool AsyncCheckpoint::written() const { return state_->done.load(); }
 double AsyncCheckpoint::stall_seconds() const { return state_->stall_seconds; }
 
 Result<SaveResult> AsyncCheckpoint::Finish(Communicator& comm) {
+  // Training waits here too: for the writer if it is not done, and for completing the checkpoint.
+  const auto finish_start = std::chrono::steady_clock::now();
   if (state_->writer.joinable()) state_->writer.join();
   DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result, CompleteCheckpoint(state_->dir, state_->step_dir, state_->step,
                                                                    *state_->written, state_->counters, comm,
                                                                    state_->run, state_->options));
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - state_->start).count();
-  result.stall_seconds = state_->stall_seconds;
+  const auto now = std::chrono::steady_clock::now();
+  result.seconds = std::chrono::duration<double>(now - state_->start).count();
+  result.stall_seconds = state_->stall_seconds + std::chrono::duration<double>(now - finish_start).count();
   return result;
 }
 
@@ -338,6 +344,8 @@ Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& con
 Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Communicator& comm,
                                   const CheckpointRun& run) {
   // Each rank reads and checks on its own; then all agree before any collective restore.
+  DSLAUNCH_RETURN_IF_ERROR(comm.Barrier().WithContext("checkpoint load"));
+  const auto start = std::chrono::steady_clock::now();
   LoadResult result;
   std::vector<std::optional<SafetensorsFile>> files;
   const std::string meta_path = (fs::path(path) / kMeta).string();
@@ -437,6 +445,8 @@ Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Commu
     if (!read_status.ok()) return read_status;
     return AbortedError("rank " + std::to_string(failed) + " could not read checkpoint " + path + " (see its error)");
   }
+  for (const auto& p : m.partitions) result.bytes += p.bytes;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

@@ -84,7 +84,7 @@ class AsyncCheckpoint {
   int64_t step() const;
   // This rank's shard is written (or failed): Finish will not wait for the disk.
   bool written() const;
-  // Time Start took: what training waited for this save.
+  // Time Start took (training also waits in Finish: SaveResult::stall_seconds has both).
   double stall_seconds() const;
   // Collective: waits for this rank's shard, then completes the checkpoint as SaveCheckpoint does.
   Result<SaveResult> Finish(Communicator& comm);
@@ -104,6 +104,8 @@ Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& con
 struct LoadResult {
   CheckpointMeta meta;
   std::string warning;  // e.g. the config changed since the save; empty when none
+  uint64_t bytes = 0;    // the checkpoint's size (all shards)
+  double seconds = 0.0;  // this rank's wall time for the load
 };
 
 // Collective: restores `engine` from the checkpoint at `path`, whatever world size and ZeRO stage

@@ -162,7 +162,10 @@ Result<int> ResolveHeads(const ExportOptions& options, const CheckpointMeta& met
     }
     n_head = gpt->n_head;
   }
-  if (n_head <= 0) return InvalidArgumentError("config.json needs the number of heads (n_head or a train.json): meta.json does not record it");
+  if (n_head <= 0) {
+    return InvalidArgumentError("config.json needs the number of attention heads, which meta.json does not record: "
+                                "give n_head (--n_head) or the run's train.json (--config)");
+  }
   if (shape.n_embd % n_head != 0) {
     return InvalidArgumentError("n_head " + std::to_string(n_head) + " does not divide n_embd " + std::to_string(shape.n_embd));
   }
@@ -266,6 +269,10 @@ Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::
   }
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"dslaunch_step", std::to_string(meta.step)}, {"dslaunch_model", meta.model}};
+  std::error_code ec;
+  const fs::path parent = fs::absolute(out_path).parent_path();
+  fs::create_directories(parent, ec);
+  if (ec) return InternalError("cannot create " + parent.string() + ": " + ec.message());
   WriteOptions write;
   write.fsync = true;
   write.atomic = true;
@@ -277,7 +284,6 @@ Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::
   result.tensors = tensors.size();
   result.bytes = written.bytes;
   if (options.hf_config) {
-    const fs::path parent = fs::absolute(out_path).parent_path();
     result.config_json = (parent / kHfConfigFile).string();
     DSLAUNCH_RETURN_IF_ERROR(WriteFileAtomically(result.config_json, config_json));
     DSLAUNCH_RETURN_IF_ERROR(FsyncDirectory(parent.string()));

@@ -1,5 +1,6 @@
-// Model export and import (docs/checkpoint-export.md): a training checkpoint's fp32 master
-// weights as one safetensors file of named parameters, and such a file back into a flat buffer.
+// Model export and import (docs/checkpoint.md, "Export and import"): a training checkpoint's
+// fp32 master weights as one safetensors file of named parameters, and such a file back into a
+// flat buffer.
 //
 // For the gpt model the file is a Hugging Face GPT-2 checkpoint: the names of the published
 // `gpt2` model.safetensors ("wte.weight", "h.0.attn.c_attn.weight", ..., "ln_f.bias"), the four

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "runtime/engine.h"
+#include "runtime/model_export.h"
 #include "runtime/progress_bar.h"
 #include "runtime/train_task.h"
 
@@ -58,7 +59,14 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<TrainTask> task, TrainTask::Create(config, data, rank, world));
   std::vector<float> initial(task->layout().numel());
-  task->InitParameters(initial, config.seed);
+  // A checkpoint being resumed wins over model.init_from, which only starts a fresh run.
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> resume, ResolveCheckpoint(config.checkpoint));
+  if (!resume && !config.model_init_from.empty()) {
+    DSLAUNCH_ASSIGN_OR_RETURN(initial, ImportParameters(config.model_init_from, task->layout(), task->name()));
+    if (rank == 0) print("model initialised from " + config.model_init_from);
+  } else {
+    task->InitParameters(initial, config.seed);
+  }
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                             Engine::Create(task->layout(), comm, EngineOptionsFrom(config), initial));
   initial = {};
@@ -91,14 +99,15 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   run.precision = std::string(PrecisionName(config.precision));
   run.optimizer = std::string(OptimizerTypeName(config.optimizer.type));
   run.config_sha256 = config.source_sha256;
-  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> resume, ResolveCheckpoint(ckpt));
   if (resume) {
     DSLAUNCH_ASSIGN_OR_RETURN(LoadResult loaded, LoadCheckpoint(*resume, *engine, comm, run));
     result.first_step = loaded.meta.step;
     if (rank == 0) {
+      char size[96];
+      std::snprintf(size, sizeof(size), "; %.1f MB in %.2f s", static_cast<double>(loaded.bytes) / 1e6, loaded.seconds);
       print("resumed from " + *resume + " at step " + std::to_string(loaded.meta.step) + " (saved by " +
             std::to_string(loaded.meta.world_size) + " ranks at ZeRO stage " + std::to_string(loaded.meta.zero_stage) +
-            ", " + loaded.meta.precision + ")" + (loaded.warning.empty() ? "" : "; warning: " + loaded.warning));
+            ", " + loaded.meta.precision + size + ")" + (loaded.warning.empty() ? "" : "; warning: " + loaded.warning));
     }
     record("{\"event\":\"resume\",\"step\":" + std::to_string(loaded.meta.step) + ",\"saved_world_size\":" +
            std::to_string(loaded.meta.world_size) + ",\"saved_zero_stage\":" + std::to_string(loaded.meta.zero_stage) + "}");

@@ -4,6 +4,7 @@
 //   dslaunch-worker train CONFIG.json                 (under dslaunch: the rank environment is set)
 //   dslaunch-worker prepare-text IN... OUT.bin [--val VAL.bin] [--val_fraction 0.1]
 //   dslaunch-worker make-digits OUT_DIR [--train N] [--val N]   (synthetic IDX images for `mlp`)
+//   dslaunch-worker export CKPT OUT.safetensors [--dtype fp32|bf16|fp16] [--hf_config --n_head N | --config train.json]
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cerrno>
@@ -25,6 +26,7 @@
 #include "dslaunch/config.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/idx_synthetic.h"
+#include "runtime/model_export.h"
 #include "runtime/prepare_text.h"
 #include "runtime/token_shard.h"
 #include "runtime/train_config.h"
@@ -164,6 +166,17 @@ int RunMakeDigits(const std::string& dir, int train_count, int val_count) {
   return 0;
 }
 
+// Writes one safetensors file of the checkpoint's weights (docs/checkpoint.md, "Export and import").
+int RunExport(const std::string& checkpoint, const std::string& out, const ExportOptions& options) {
+  auto result = ExportCheckpoint(checkpoint, out, options);
+  if (!result.ok()) return Fail(result.status());
+  std::printf("exported step %lld of %s: %zu tensors (%s), %llu bytes to %s\n", static_cast<long long>(result->step),
+              result->checkpoint.c_str(), result->tensors, std::string(DTypeName(options.dtype)).c_str(),
+              static_cast<unsigned long long>(result->bytes), out.c_str());
+  if (!result->config_json.empty()) std::printf("wrote %s\n", result->config_json.c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
 
@@ -187,6 +200,19 @@ int main(int argc, char** argv) {
   digits->add_option("dir", digits_dir, "output directory")->required();
   digits->add_option("--train", digits_train, "training images")->capture_default_str()->check(CLI::Range(1, 1000000));
   digits->add_option("--val", digits_val, "validation images")->capture_default_str()->check(CLI::Range(1, 1000000));
+  std::string export_checkpoint, export_out;
+  dslaunch::runtime::ExportOptions export_options;
+  CLI::App* exp = app.add_subcommand("export", "a checkpoint's weights -> one safetensors file (Hugging Face GPT-2 layout for gpt)");
+  exp->add_option("checkpoint", export_checkpoint, "global_stepN directory, or a checkpoint directory with `latest`")->required();
+  exp->add_option("out", export_out, "OUT.safetensors")->required();
+  std::string export_dtype = "fp32";
+  exp->add_option("--dtype", export_dtype, "tensor type in the file")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  exp->add_flag("--hf_config", export_options.hf_config, "gpt: also write config.json next to OUT (needs --n_head or --config)");
+  exp->add_option("--n_head", export_options.n_head, "attention heads of the gpt model (not recorded in the checkpoint)")
+      ->check(CLI::PositiveNumber);
+  exp->add_option("--config", export_options.train_config, "the run's train.json: gives n_head, checked against the checkpoint");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -194,5 +220,11 @@ int main(int argc, char** argv) {
   }
   if (train->parsed()) return dslaunch::runtime::RunTrain(config_path);
   if (digits->parsed()) return dslaunch::runtime::RunMakeDigits(digits_dir, digits_train, digits_val);
+  if (exp->parsed()) {
+    export_options.dtype = export_dtype == "bf16"   ? dslaunch::runtime::DType::kBFloat16
+                           : export_dtype == "fp16" ? dslaunch::runtime::DType::kFloat16
+                                                    : dslaunch::runtime::DType::kFloat32;
+    return dslaunch::runtime::RunExport(export_checkpoint, export_out, export_options);
+  }
   return dslaunch::runtime::RunPrepareText(prep, files);
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "runtime/model_export.h"
 #include "runtime/trainer.h"
 #include "tests/fakes/thread_communicator.h"
 #include "tests/support/subprocess.h"
@@ -135,13 +136,13 @@ TEST_CASE("Asynchronous saves give the same checkpoints; a failed one is reporte
   }
   CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step8\n");
 
-  // Rank 1's shard of step 4 cannot be written (its directory is gone): reported, and training
-  // and the later saves go on.
+  // Rank 1's shard of step 4 cannot be written (a directory stands where the file goes): reported,
+  // and training and the later saves go on.
   c.checkpoint.dir = dir.path() + "/failing";
   lines.clear();
   auto failing = Run(2, c, [](std::string_view point, int64_t step, const std::string& file) {
     if (point == "before_shard" && step == 4 && file.ends_with("#rank1")) {
-      fs::remove_all(file.substr(0, file.find('#')));
+      fs::create_directories(fs::path(file.substr(0, file.find('#'))) / "rank00001.safetensors");
     }
   }, &lines);
   REQUIRE_MESSAGE(failing.ok(), failing.status().ToString());
@@ -183,6 +184,37 @@ TEST_CASE("A checkpoint resumes on another world size and ZeRO stage with the lo
       CHECK(std::abs(rest->losses[i] - full->losses[6 + i]) <= 1e-5 * std::abs(full->losses[6 + i]));
     }
   }
+}
+
+TEST_CASE("model.init_from starts a fresh run from exported weights; a checkpoint being resumed wins") {
+  dslaunch::testing::TempDir dir;
+  TrainConfig c = Config(2, 1, 8);
+  c.checkpoint.dir = dir.path() + "/ckpt";
+  auto trained = Run(2, c);
+  REQUIRE(trained.ok());
+  const std::string exported = dir.path() + "/model.safetensors";
+  REQUIRE(ExportCheckpoint(c.checkpoint.dir, exported, DType::kFloat32).ok());
+
+  TrainConfig fresh = Config(2, 1, 2);
+  auto scratch = Run(2, fresh);
+  REQUIRE(scratch.ok());
+  fresh.model_init_from = exported;
+  std::vector<std::string> lines;
+  auto from_export = Run(2, fresh, {}, &lines);
+  REQUIRE_MESSAGE(from_export.ok(), from_export.status().ToString());
+  CHECK(from_export->first_step == 0);
+  CHECK(std::find(lines.begin(), lines.end(), "model initialised from " + exported) != lines.end());
+  // The trained weights are in use: the first loss is well below the untrained model's.
+  CHECK(from_export->losses[0] < scratch->losses[0] - 0.1);
+
+  fresh.checkpoint.dir = c.checkpoint.dir;
+  fresh.checkpoint.load = CheckpointLoad::kLatest;
+  fresh.train.steps = 9;
+  lines.clear();
+  auto resumed = Run(2, fresh, {}, &lines);
+  REQUIRE(resumed.ok());
+  CHECK(resumed->first_step == 8);
+  CHECK(std::find(lines.begin(), lines.end(), "model initialised from " + exported) == lines.end());
 }
 
 TEST_CASE("A corrupt or truncated shard is detected by its checksum and named") {
@@ -250,7 +282,7 @@ TEST_CASE("A checkpoint that does not fit the run is refused with what differs")
   CHECK(r.status().message().find("optimizer state") != std::string::npos);
 }
 
-TEST_CASE("keep_last deletes only older complete checkpoints; load auto starts fresh without one") {
+TEST_CASE("keep_last deletes only older complete checkpoints, and load auto starts fresh without one") {
   dslaunch::testing::TempDir dir;
   TrainConfig c = Config(2, 2, 10);
   c.checkpoint.dir = dir.path() + "/ckpt";
