@@ -244,7 +244,7 @@ struct AsyncCheckpoint::State {
   CheckpointRun run;
   SaveOptions options;
   SnapshotCounters counters;
-  std::vector<std::pair<std::string, std::vector<float>>> copies;  // host copies of the state slices
+  std::vector<std::pair<std::string, std::span<const float>>> copies;  // in the caller's buffers
   std::optional<Result<WriteResult>> written;                       // set by the writer thread
   std::atomic<bool> done{false};
   std::thread writer;
@@ -254,7 +254,8 @@ struct AsyncCheckpoint::State {
 
 Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::string& dir, int64_t step,
                                                                 const Engine& engine, Communicator& comm,
-                                                                const CheckpointRun& run, const SaveOptions& options) {
+                                                                const CheckpointRun& run, const SaveOptions& options,
+                                                                AsyncCheckpointBuffers& buffers) {
   DSLAUNCH_RETURN_IF_ERROR(comm.Barrier().WithContext("checkpoint"));
   auto state = std::make_unique<State>();
   state->start = std::chrono::steady_clock::now();
@@ -266,16 +267,20 @@ Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::strin
   DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(dir, state->step_dir, comm));
   const EngineSnapshot snap = engine.Snapshot();
   state->counters = CountersOf(snap);
-  for (const auto& [name, data] : snap.tensors) state->copies.emplace_back(name, std::vector<float>(data.begin(), data.end()));
+  buffers.tensors.resize(snap.tensors.size());
+  for (size_t i = 0; i < snap.tensors.size(); ++i) {
+    const auto& [name, data] = snap.tensors[i];
+    std::vector<float>& copy = buffers.tensors[i];
+    copy.resize(data.size());  // the same size every time: no new pages after the first save
+    std::copy(data.begin(), data.end(), copy.begin());
+    state->copies.emplace_back(name, std::span<const float>(copy));
+  }
   state->stall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - state->start).count();
   State* s = state.get();
   const int rank = comm.rank(), world = comm.world_size();
   const ShardRange range = snap.range;
   s->writer = std::thread([s, rank, world, range] {
-    std::vector<std::pair<std::string, std::span<const float>>> views;
-    for (const auto& [name, data] : s->copies) views.emplace_back(name, std::span<const float>(data));
-    s->written = WriteShard(s->step_dir, s->step, rank, world, range, views, s->options.fault);
-    s->copies.clear();  // the host memory goes as soon as the shard is on disk
+    s->written = WriteShard(s->step_dir, s->step, rank, world, range, s->copies, s->options.fault);
     s->done.store(true);
   });
   return std::unique_ptr<AsyncCheckpoint>(new AsyncCheckpoint(std::move(state)));

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "runtime/checkpoint_meta.h"
@@ -71,12 +72,24 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
 // (meta.json, `latest`) once every rank's shard is written. One save in flight at a time: the
 // owner finishes one before starting the next. A failed save leaves the previous checkpoint and
 // `latest` as they were.
+// The host memory an asynchronous save copies the state into: kept by the caller from one save
+// to the next (like DeepSpeed's pinned buffers), so that only the first save pays for fresh pages.
+struct AsyncCheckpointBuffers {
+  std::vector<std::vector<float>> tensors;
+  size_t bytes() const {
+    size_t n = 0;
+    for (const auto& t : tensors) n += t.capacity() * sizeof(float);
+    return n;
+  }
+};
+
 class AsyncCheckpoint {
  public:
-  // Collective (prepares the directory): the same step on every rank.
+  // Collective (prepares the directory): the same step on every rank. `buffers` must outlive the
+  // save (until Finish or destruction) and not be shared by two saves.
   static Result<std::unique_ptr<AsyncCheckpoint>> Start(const std::string& dir, int64_t step, const Engine& engine,
                                                         Communicator& comm, const CheckpointRun& run,
-                                                        const SaveOptions& options);
+                                                        const SaveOptions& options, AsyncCheckpointBuffers& buffers);
   ~AsyncCheckpoint();  // waits for the writer thread
   AsyncCheckpoint(const AsyncCheckpoint&) = delete;
   AsyncCheckpoint& operator=(const AsyncCheckpoint&) = delete;

@@ -118,6 +118,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   SaveOptions save_options;
   save_options.keep_last = ckpt.keep_last;
   save_options.fault = hooks.checkpoint_fault;
+  AsyncCheckpointBuffers async_buffers;       // checkpoint.async: host copies, reused
   std::unique_ptr<AsyncCheckpoint> pending;  // checkpoint.async: the save in flight
   auto Report = [&](int64_t after_step, const std::string& why, const SaveResult& saved) {
     result.checkpoints.push_back(saved.path);
@@ -152,7 +153,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     last_saved = after_step;
     if (ckpt.async) {
       DSLAUNCH_RETURN_IF_ERROR(FinishPending());  // one save in flight at a time
-      DSLAUNCH_ASSIGN_OR_RETURN(pending, AsyncCheckpoint::Start(ckpt.dir, after_step, *engine, comm, run, save_options));
+      DSLAUNCH_ASSIGN_OR_RETURN(pending, AsyncCheckpoint::Start(ckpt.dir, after_step, *engine, comm, run, save_options, async_buffers));
       return Status::Ok();
     }
     DSLAUNCH_ASSIGN_OR_RETURN(SaveResult saved, SaveCheckpoint(ckpt.dir, after_step, *engine, comm, run, save_options));
