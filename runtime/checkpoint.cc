@@ -346,6 +346,12 @@ Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& con
   return std::optional<std::string>();
 }
 
+Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
+  const std::string meta_path = (fs::path(path) / kMeta).string();
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(meta_path));
+  return CheckpointMetaFromJson(text, meta_path);
+}
+
 Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Communicator& comm,
                                   const CheckpointRun& run) {
   // Each rank reads and checks on its own; then all agree before any collective restore.
@@ -353,10 +359,8 @@ Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Commu
   const auto start = std::chrono::steady_clock::now();
   LoadResult result;
   std::vector<std::optional<SafetensorsFile>> files;
-  const std::string meta_path = (fs::path(path) / kMeta).string();
   auto prepare = [&]() -> Status {
-    DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(meta_path));
-    DSLAUNCH_ASSIGN_OR_RETURN(result.meta, CheckpointMetaFromJson(text, meta_path));
+    DSLAUNCH_ASSIGN_OR_RETURN(result.meta, ReadCheckpointMeta(path));
     const CheckpointMeta& m = result.meta;
     const std::string where = "checkpoint " + path + ": ";
     if (m.model != run.model) return FailedPreconditionError(where + "saved from model \"" + m.model + "\", this run trains \"" + run.model + "\"");

@@ -114,6 +114,9 @@ class AsyncCheckpoint {
 // is an error.
 Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& config);
 
+// meta.json of the checkpoint directory `path` (a global_stepN), read and checked.
+Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
+
 struct LoadResult {
   CheckpointMeta meta;
   std::string warning;  // e.g. the config changed since the save; empty when none

@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
-#include <sstream>
 
 #include "common/atomic_file.h"
 #include "common/check.h"
@@ -66,14 +64,6 @@ void Transpose(const float* in, size_t rows, size_t cols, float* out) {
   for (size_t r = 0; r < rows; ++r) {
     for (size_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
   }
-}
-
-Result<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(path + ": cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // Shapes and offsets from meta.json are data: check them before they index the buffer.
@@ -232,8 +222,7 @@ Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> dir, ResolveCheckpoint(where));
   if (!dir) return NotFoundError(checkpoint + ": no checkpoint");
   const std::string meta_path = (fs::path(*dir) / kMetaFile).string();
-  DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(meta_path));
-  DSLAUNCH_ASSIGN_OR_RETURN(CheckpointMeta meta, CheckpointMetaFromJson(text, meta_path));
+  DSLAUNCH_ASSIGN_OR_RETURN(CheckpointMeta meta, ReadCheckpointMeta(*dir));
   DSLAUNCH_RETURN_IF_ERROR(CheckParameters(meta, meta_path));
   if (std::find(meta.state_tensors.begin(), meta.state_tensors.end(), "master") == meta.state_tensors.end()) {
     return DataLossError(meta_path + ": no \"master\" state tensor");
