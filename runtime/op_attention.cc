@@ -31,22 +31,6 @@ HeadView Head(const float* qkv, int bi, int h, int t, int c, int hs) {
   return HeadView{base, base + c, base + 2L * c, ld};
 }
 
-// p[0..len) = softmax(p[0..len)) in place.
-void SoftmaxRow(float* p, int len) {
-  float mx = p[0];
-#pragma omp simd reduction(max : mx)
-  for (int j = 0; j < len; ++j) mx = std::max(mx, p[j]);
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < len; ++j) {
-    p[j] = SimdExp(p[j] - mx);
-    sum += p[j];
-  }
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int j = 0; j < len; ++j) p[j] *= inv;
-}
-
 }  // namespace
 
 void AttentionForward(float* out, float* att, const float* qkv, int b, int t, int c, int nh) {
@@ -66,7 +50,7 @@ void AttentionForward(float* out, float* att, const float* qkv, int b, int t, in
         for (int i = 0; i < rows; ++i) {
           float* row = pb + static_cast<long>(i) * t;
           const int len = r0 + i + 1;
-          SoftmaxRow(row, len);
+          SoftmaxRow(row, row, len);
           std::fill(row + len, row + t, 0.0f);
         }
         // Y = P V over the same keys (the zeros above the diagonal add nothing).

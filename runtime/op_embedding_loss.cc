@@ -37,17 +37,7 @@ void CrossEntropyForward(float* losses, float* probs, const float* logits, const
   for (int r = 0; r < n; ++r) {
     const float* z = logits + static_cast<long>(r) * v;
     float* p = probs + static_cast<long>(r) * v;
-    float mx = z[0];
-#pragma omp simd reduction(max : mx)
-    for (int k = 0; k < v; ++k) mx = std::max(mx, z[k]);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int k = 0; k < v; ++k) {
-      p[k] = SimdExp(z[k] - mx);
-      sum += p[k];
-    }
-    float inv = 1.0f / sum;
-    for (int k = 0; k < v; ++k) p[k] *= inv;
+    SoftmaxRow(z, p, v);
     losses[r] = -std::log(std::max(p[targets[r]], kMinProbability));
   }
 }
