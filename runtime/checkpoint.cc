@@ -6,11 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
-#include "common/atomic_file.h"
+#include "common/file_io.h"
 #include "runtime/safetensors.h"
 
 namespace dslaunch::runtime {
@@ -24,14 +22,6 @@ std::string ShardFileName(int rank) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "rank%05d.safetensors", rank);
   return buf;
-}
-
-Result<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(path + ": cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // Every rank's (ok, crc32c, bytes) after writing its shard, moved bit for bit through an fp32
@@ -317,7 +307,7 @@ Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& con
       if (required) return NotFoundError(dir.string() + " has neither meta.json nor a `latest` file: not a checkpoint");
       return std::optional<std::string>();
     }
-    DSLAUNCH_ASSIGN_OR_RETURN(std::string name, ReadSmallFile(latest.string()));
+    DSLAUNCH_ASSIGN_OR_RETURN(std::string name, ReadFile(latest.string()));
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
     if (name.empty() || name.find('/') != std::string::npos) {
       return DataLossError(latest.string() + ": does not name a checkpoint directory");
@@ -348,7 +338,7 @@ Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& con
 
 Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   const std::string meta_path = (fs::path(path) / kMeta).string();
-  DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(meta_path));
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadFile(meta_path));
   return CheckpointMetaFromJson(text, meta_path);
 }
 

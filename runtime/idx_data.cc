@@ -1,13 +1,9 @@
 #include "runtime/idx_data.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
-#include "common/atomic_file.h"
 #include "common/check.h"
+#include "common/file_io.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -95,15 +91,6 @@ Result<size_t> ParseIdxHeader(std::string_view bytes, std::string_view path, uin
   return header;
 }
 
-Result<std::string> ReadWholeFile(const std::string& path, const char* kind) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(std::string("IDX ") + kind + " file '" + path + "': " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return InternalError(std::string("read IDX ") + kind + " file '" + path + "'");
-  return buffer.str();
-}
-
 }  // namespace
 
 std::string EncodeIdxImages(const IdxImages& images) {
@@ -152,12 +139,12 @@ Result<std::vector<uint8_t>> DecodeIdxLabels(std::string_view bytes, std::string
 }
 
 Result<IdxImages> ReadIdxImages(const std::string& path) {
-  DSLAUNCH_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path, "images"));
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   return DecodeIdxImages(bytes, path);
 }
 
 Result<std::vector<uint8_t>> ReadIdxLabels(const std::string& path) {
-  DSLAUNCH_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path, "labels"));
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   return DecodeIdxLabels(bytes, path);
 }
 

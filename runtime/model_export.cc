@@ -8,7 +8,7 @@
 #include <optional>
 #include <span>
 
-#include "common/atomic_file.h"
+#include "common/file_io.h"
 #include "common/check.h"
 #include "runtime/checkpoint.h"
 #include "runtime/half.h"

@@ -1,10 +1,6 @@
 #include "runtime/prepare_text.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
+#include "common/file_io.h"
 #include "runtime/byte_tokenizer.h"
 #include "runtime/token_shard.h"
 
@@ -26,11 +22,8 @@ Result<TextSplit> PrepareText(const PrepareTextOptions& options) {
   }
   std::string text;
   for (const auto& path : options.inputs) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return NotFoundError("prepare-text: cannot read '" + path + "': " + std::strerror(errno));
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    text += buffer.str();
+    DSLAUNCH_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+    text += bytes;
   }
   TextSplit split = SplitTokens(EncodeBytes(text), options.val_output.empty() ? 0.0 : options.val_fraction);
   DSLAUNCH_RETURN_IF_ERROR(WriteTokenShard(options.output, split.train));

@@ -1,12 +1,9 @@
 #include "runtime/token_shard.h"
 
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
-#include "common/atomic_file.h"
+#include "common/file_io.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -60,11 +57,8 @@ Result<std::vector<uint16_t>> DecodeTokenShard(std::string_view bytes, std::stri
 }
 
 Result<std::vector<uint16_t>> ReadTokenShard(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("token shard '" + path + "': " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return DecodeTokenShard(buffer.str(), path);
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  return DecodeTokenShard(bytes, path);
 }
 
 Status WriteTokenShard(const std::string& path, std::span<const uint16_t> tokens) {

@@ -2,12 +2,10 @@
 // this file and the train_config_*.cc sections; its exceptions are caught here.
 #include "runtime/train_config.h"
 
-#include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
+#include "common/file_io.h"
 #include "common/sha256.h"
 #include "runtime/train_config_sections.h"
 
@@ -168,18 +166,10 @@ Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_vie
 }
 
 Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size) {
-  ConfigLoader read_file = [](const std::string& file) -> Result<std::string> {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return NotFoundError(file + ": cannot open");
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) return ErrnoError(file, errno);
-    return text.str();
-  };
   // Every file the config is read from goes into its hash (the checkpoint records it).
   Sha256 hash;
   ConfigLoader hashing_read = [&](const std::string& file) -> Result<std::string> {
-    DSLAUNCH_ASSIGN_OR_RETURN(std::string text, read_file(file));
+    DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
     hash.Update(text);
     return text;
   };

@@ -1,4 +1,4 @@
-#include "common/atomic_file.h"
+#include "common/file_io.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,6 +6,26 @@
 #include <cerrno>
 
 namespace dslaunch {
+
+Result<std::string> ReadFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(path, errno);
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      return ErrnoError("read " + path, e);
+    }
+    if (n == 0) break;
+    bytes.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return bytes;
+}
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp";
