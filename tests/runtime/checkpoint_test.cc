@@ -4,16 +4,15 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <algorithm>
-#include <thread>
 
 #include "runtime/model_export.h"
 #include "runtime/trainer.h"
-#include "tests/fakes/thread_communicator.h"
+#include "tests/fakes/train_on_threads.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -43,37 +42,20 @@ TrainConfig Config(int world, int stage, int64_t steps) {
   return c;
 }
 
-TrainData Data() {
-  TrainData d;
-  uint32_t x = 12345;
-  for (int i = 0; i < 4000; ++i) {
-    x = x * 1664525u + 1013904223u;
-    d.train.push_back(static_cast<uint16_t>((i % 7) * 4 + (x >> 30)));
-  }
-  return d;
-}
-
-// Runs `config` on `world` threads; returns rank 0's result. `fault` is every rank's checkpoint hook.
+// Runs `config` on `world` threads; returns rank 0's result. `fault` is every rank's checkpoint
+// hook (the file it is given ends in "#rank<r>").
 Result<TrainResult> Run(int world, const TrainConfig& config, const CheckpointFaultHook& fault = {},
                         std::vector<std::string>* lines = nullptr) {
-  const TrainData data = Data();
-  testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
-  std::vector<Result<TrainResult>> results(static_cast<size_t>(world), Status(StatusCode::kInternal, "not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      TrainHooks hooks;
-      hooks.print = [&](const std::string& l) {
-        if (lines != nullptr) lines->push_back(l);
-      };
-      if (fault) hooks.checkpoint_fault = [&, r](std::string_view point, int64_t step, const std::string& file) {
-        fault(point, step, file + "#rank" + std::to_string(r));
-      };
-      results[static_cast<size_t>(r)] = Train(config, data, group.Get(r), hooks);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results[0];
+  return testing::TrainOnThreads(world, config, testing::PatternTokens(/*validation=*/false), [&](int r) {
+    TrainHooks hooks;
+    hooks.print = [lines](const std::string& l) {
+      if (lines != nullptr) lines->push_back(l);
+    };
+    if (fault) hooks.checkpoint_fault = [&fault, r](std::string_view point, int64_t step, const std::string& file) {
+      fault(point, step, file + "#rank" + std::to_string(r));
+    };
+    return hooks;
+  })[0];
 }
 
 std::string Slurp(const fs::path& path) {

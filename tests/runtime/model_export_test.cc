@@ -10,7 +10,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 
 #include "runtime/gpt_model.h"
 #include "runtime/half.h"
@@ -18,7 +17,7 @@
 #include "runtime/mlp_model.h"
 #include "runtime/safetensors.h"
 #include "runtime/trainer.h"
-#include "tests/fakes/thread_communicator.h"
+#include "tests/fakes/train_on_threads.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -46,26 +45,11 @@ TrainConfig GptTrainConfig(int world, int64_t steps) {
   return c;
 }
 
-TrainData TokenData() {
-  TrainData d;
-  uint32_t x = 12345;
-  for (int i = 0; i < 4000; ++i) {
-    x = x * 1664525u + 1013904223u;
-    d.train.push_back(static_cast<uint16_t>((i % 7) * 4 + (x >> 30)));
-  }
-  return d;
-}
+TrainData TokenData() { return testing::PatternTokens(/*validation=*/false); }
 
 // Runs `config` on `world` threads; returns rank 0's result.
 Result<TrainResult> Run(int world, const TrainConfig& config, const TrainData& data) {
-  testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
-  std::vector<Result<TrainResult>> results(static_cast<size_t>(world), Status(StatusCode::kInternal, "not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] { results[static_cast<size_t>(r)] = Train(config, data, group.Get(r), [](const std::string&) {}); });
-  }
-  for (auto& t : threads) t.join();
-  return results[0];
+  return testing::TrainOnThreads(world, config, data)[0];
 }
 
 std::string Slurp(const fs::path& path) {

@@ -6,12 +6,12 @@
 
 #include <cmath>
 #include <functional>
-#include <thread>
 
 #include "runtime/engine.h"
 #include "runtime/gpt_model.h"
 #include "runtime/idx_synthetic.h"
 #include "tests/fakes/thread_communicator.h"
+#include "tests/fakes/train_on_threads.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -35,38 +35,25 @@ TrainConfig TinyConfig(int world, int micro, int global_batch) {
 }
 
 // Text with structure (a repeating pattern with noise) so the model has something to learn.
-TrainData TinyData() {
-  TrainData d;
-  uint32_t x = 12345;
-  for (int i = 0; i < 4000; ++i) {
-    x = x * 1664525u + 1013904223u;
-    d.train.push_back(static_cast<uint16_t>((i % 7) * 4 + (x >> 30)));
-  }
-  for (int i = 0; i < 600; ++i) d.val.push_back(static_cast<uint16_t>((i % 7) * 4));
-  return d;
-}
+TrainData TinyData() { return testing::PatternTokens(/*validation=*/true); }
 
 using Mutator = std::function<void(TrainConfig&)>;
 
 std::vector<TrainResult> RunWorld(int world, int micro, const Mutator& mutate = {}, std::vector<std::string>* lines = nullptr) {
   TrainConfig config = TinyConfig(world, micro, 8);
   if (mutate) mutate(config);
-  TrainData data = TinyData();
-  testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
-  std::vector<TrainResult> results(world);
-  std::vector<Status> statuses(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto result = Train(config, data, group.Get(r), [&](const std::string& l) {
-        if (lines != nullptr) lines->push_back(l);
-      });
-      statuses[r] = result.status();
-      if (result.ok()) results[r] = *result;
-    });
+  auto outcomes = testing::TrainOnThreads(world, config, TinyData(), [&](int) {
+    TrainHooks hooks;
+    hooks.print = [&](const std::string& l) {
+      if (lines != nullptr) lines->push_back(l);
+    };
+    return hooks;
+  });
+  std::vector<TrainResult> results;
+  for (auto& r : outcomes) {
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    results.push_back(*r);
   }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) REQUIRE_MESSAGE(statuses[r].ok(), statuses[r].ToString());
   return results;
 }
 
@@ -215,21 +202,15 @@ TEST_CASE("The mlp model trains on IDX images with the same losses at world size
     return c;
   };
   auto run = [&](int world, int stage, std::vector<std::string>* lines) {
-    testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
-    std::vector<TrainResult> results(world);
-    std::vector<std::thread> threads;
-    const TrainConfig c = config(world, stage);
-    for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        auto result = Train(c, data, group.Get(r), [&](const std::string& l) {
-          if (r == 0 && lines != nullptr) lines->push_back(l);
-        });
-        REQUIRE_MESSAGE(result.ok(), result.status().ToString());
-        results[r] = *result;
-      });
-    }
-    for (auto& t : threads) t.join();
-    return results[0];
+    auto results = testing::TrainOnThreads(world, config(world, stage), data, [&](int r) {
+      TrainHooks hooks;
+      hooks.print = [&, r](const std::string& l) {
+        if (r == 0 && lines != nullptr) lines->push_back(l);
+      };
+      return hooks;
+    });
+    for (const auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    return *results[0];
   };
   std::vector<std::string> lines;
   const TrainResult one = run(1, 0, &lines);
