@@ -213,7 +213,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     const std::vector<std::string> names = StateTensorNames(options_.optimizer);
     const std::vector<const std::vector<float>*> buffers = {nullptr, &state_.m, &state_.v};
     for (size_t i = 0; i < names.size(); ++i) {
-      const float* base = i == 0 ? MasterData() : buffers[i]->data();
+      const float* base = i == 0 ? Master().data() : buffers[i]->data();
       snap.tensors.emplace_back(names[i], std::span<const float>(base + at, snap.range.size()));
     }
     snap.optimizer_step = state_.step;
@@ -258,16 +258,18 @@ class ZeroEngine final : public Engine, private ParameterAccess {
 
   const ParameterGroup& Group(int g) const { return layout_.groups()[static_cast<size_t>(g)]; }
 
-  const float* MasterData() const { return const_cast<ZeroEngine*>(this)->Master().data(); }
-
-  // The fp32 master weights this rank updates.
-  std::span<float> Master() {
+  // The fp32 master weights this rank updates: with fp32 storage its shard of the parameters
+  // themselves (all of them at stage 3 are the shard), else the separate fp32 copy.
+  template <class Self>
+  static auto MasterOf(Self& self) {
     if constexpr (kFp32) {
-      return stage_ == 3 ? std::span<float>(params_) : std::span<float>(params_.data() + shard_.begin, shard_.size());
+      return std::span(self.params_.data() + (self.stage_ == 3 ? 0 : self.shard_.begin), self.shard_.size());
     } else {
-      return master_;
+      return std::span(self.master_.data(), self.master_.size());
     }
   }
+  std::span<float> Master() { return MasterOf(*this); }
+  std::span<const float> Master() const { return MasterOf(*this); }
 
   // Elements of [lo, hi) in each rank's shard: the counts of a collective over that range.
   std::vector<size_t> RangeCounts(size_t lo, size_t hi) const {

@@ -53,8 +53,9 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   auto print = [&](const std::string& line) {
     if (hooks.print) hooks.print(line);
   };
+  const bool recording = hooks.metrics && rank == 0;  // rank 0 writes the metrics
   auto record = [&](const std::string& json) {
-    if (hooks.metrics && rank == 0) hooks.metrics(json);
+    if (recording) hooks.metrics(json);
   };
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<TrainTask> task, TrainTask::Create(config, data, rank, world));
@@ -218,11 +219,13 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     result.losses.push_back(loss);
     tokens_since_print += step_tokens;
     const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
-    record("{\"event\":\"step\",\"step\":" + std::to_string(step + 1) + ",\"loss\":" + JsonNumber(loss) +
-           ",\"lr\":" + JsonNumber(stats.lr) + ",\"loss_scale\":" + JsonNumber(stats.loss_scale) +
-           ",\"grad_norm\":" + JsonNumber(stats.grad_norm) + ",\"skipped\":" + (stats.skipped ? "true" : "false") +
-           ",\"tokens_per_s\":" + JsonNumber(static_cast<double>(step_tokens) / step_seconds) +
-           ",\"ms_per_step\":" + JsonNumber(1e3 * step_seconds) + "}");
+    if (recording) {  // built only where it is written: this runs every step
+      record("{\"event\":\"step\",\"step\":" + std::to_string(step + 1) + ",\"loss\":" + JsonNumber(loss) +
+             ",\"lr\":" + JsonNumber(stats.lr) + ",\"loss_scale\":" + JsonNumber(stats.loss_scale) +
+             ",\"grad_norm\":" + JsonNumber(stats.grad_norm) + ",\"skipped\":" + (stats.skipped ? "true" : "false") +
+             ",\"tokens_per_s\":" + JsonNumber(static_cast<double>(step_tokens) / step_seconds) +
+             ",\"ms_per_step\":" + JsonNumber(1e3 * step_seconds) + "}");
+    }
     if (rank == 0 && !stats.scale_event.empty()) print("step " + std::to_string(step + 1) + " | " + stats.scale_event);
     if (rank == 0 && hooks.progress) {
       hooks.progress(FormatProgressBar(step + 1, config.train.steps, loss,
