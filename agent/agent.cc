@@ -16,13 +16,16 @@
 
 #include "agent/line_splitter.h"
 #include "agent/node_workers.h"
+#include "agent/secret_dir.h"
 #include "agent/worker_environment.h"
 #include "agent/worker_process.h"
 #include "common/asio.h"
 #include "common/control_messages.h"
 #include "common/endpoint_client.h"
 #include "common/heartbeat.h"
+#include "common/process_tree.h"
 #include "common/secret.h"
+#include "common/text.h"
 #include "dslaunch/config.h"
 
 namespace dslaunch::agent {
@@ -54,8 +57,17 @@ class AgentSession {
   }
 
   ~AgentSession() {
-    // Final sweep: no process of this node's workers outlives the agent.
+    // Final sweep: no process of this node's workers outlives the agent, whether the job failed
+    // or succeeded: their process groups, then every descendant that left them (the agent is a
+    // child subreaper, so an orphan that called setsid() is still in its tree).
     for (pid_t pgid : workers_.AllGroups()) SignalProcessGroup(pgid, SIGKILL).IgnoreError();
+    auto swept = KillAllDescendants();
+    if (!swept.ok()) {
+      std::cerr << Prefix() << "final sweep: " << swept.status().ToString() << "\n";
+    } else if (*swept > 0) {
+      std::cerr << Prefix() << "killed " << *swept << " leftover process" << (*swept == 1 ? "" : "es")
+                << " of the job's workers\n";
+    }
     if (!secret_dir_.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(secret_dir_, ec);
@@ -63,6 +75,9 @@ class AgentSession {
   }
 
   Status Start() {
+    // Orphaned descendants of the workers are re-parented to the agent, so they can be found
+    // and stopped with the job (common/process_tree.h).
+    DSLAUNCH_RETURN_IF_ERROR(BecomeChildSubreaper());
     DSLAUNCH_RETURN_IF_ERROR(PrepareSecretFile());
     std::error_code ec;
     std::filesystem::create_directories(assignment_.log_dir, ec);
@@ -98,8 +113,9 @@ class AgentSession {
   std::string Prefix() const { return "dslaunch-agent[node " + std::to_string(config_.node_rank) + "]: "; }
 
   Status PrepareSecretFile() {
-    secret_dir_ = config_.runtime_dir + "/dslaunch-" + config_.job_id + "-n" +
-                  std::to_string(config_.node_rank) + "-" + std::to_string(::getpid());
+    // Directories of agents killed before they could clean up (SIGKILL) go first.
+    RemoveStaleSecretDirs(config_.runtime_dir);
+    secret_dir_ = config_.runtime_dir + "/" + SecretDirName(config_.job_id, config_.node_rank, ::getpid());
     if (::mkdir(secret_dir_.c_str(), 0700) != 0) {
       std::string dir = secret_dir_;
       secret_dir_.clear();
@@ -194,8 +210,7 @@ class AgentSession {
       if (sig == SIGCHLD) {
         Reap();
       } else {
-        std::cerr << Prefix() << "received " << SignalName(sig) << ", stopping workers\n";
-        BeginStop(std::chrono::milliseconds(assignment_.grace_period_ms));
+        StopOnOwn("the agent received " + SignalName(sig), sig);
       }
       WaitForSignal();
     });
@@ -237,16 +252,29 @@ class AgentSession {
     if (workers_.AllReported()) Finish();
   }
 
+  // Stops the workers for a reason of the agent's own, telling the launcher first (AGENT_STOPPING)
+  // so that the reason, not the workers' SIGTERM exits, becomes the job's root cause.
+  void StopOnOwn(std::string reason, int signal = 0) {
+    if (workers_.stopping()) return;
+    std::cerr << Prefix() << reason << ", stopping workers\n";
+    Send(control::AgentStopping{assignment_.generation, std::move(reason), signal});
+    BeginStop(std::chrono::milliseconds(assignment_.grace_period_ms));
+  }
+
   void BeginStop(std::chrono::milliseconds grace) {
     if (workers_.stopping()) return;
     workers_.BeginStop();
     for (pid_t pgid : workers_.RunningGroups()) SignalProcessGroup(pgid, SIGTERM).IgnoreError();
+    // Processes that left the workers' groups are part of the job too: they get the same SIGTERM
+    // (once: members of a worker's group were signalled through it).
+    SignalDescendants(SIGTERM, workers_.AllGroups()).status().IgnoreError();
     kill_timer_.expires_after(grace);
     kill_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
       for (pid_t pgid : workers_.AllGroups()) {
         if (ProcessGroupExists(pgid)) SignalProcessGroup(pgid, SIGKILL).IgnoreError();
       }
+      SignalDescendants(SIGKILL).status().IgnoreError();
     });
     if (running_.empty() || workers_.AllReported()) Finish();
   }
@@ -255,10 +283,8 @@ class AgentSession {
     control_.async_read_some(asio::buffer(control_buf_), [this](boost::system::error_code ec, size_t n) {
       if (ec) {
         if (!finishing_) {
-          std::cerr << Prefix() << "lost the connection to the launcher (" << ec.message()
-                    << "), stopping workers\n";
           lost_launcher_ = true;
-          BeginStop(std::chrono::milliseconds(assignment_.grace_period_ms));
+          StopOnOwn("lost the connection to the launcher (" + ec.message() + ")");
         }
         return;
       }
@@ -267,9 +293,8 @@ class AgentSession {
         auto frame = decoder_.Next();
         if (!frame.ok() || !frame->has_value()) {
           if (!frame.ok()) {
-            std::cerr << Prefix() << frame.status().ToString() << "\n";
             lost_launcher_ = true;
-            BeginStop(std::chrono::milliseconds(assignment_.grace_period_ms));
+            StopOnOwn("unreadable control stream from the launcher: " + frame.status().ToString());
             return;
           }
           break;
@@ -288,11 +313,17 @@ class AgentSession {
     heartbeat_timer_.expires_after(std::chrono::milliseconds(assignment_.heartbeat_interval_ms));
     heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec || finishing_) return;
-      if (assignment_.heartbeat_timeout_ms > 0 && !lost_launcher_ && launcher_heartbeat_.Expired(Clock::now())) {
-        std::cerr << Prefix() << "no heartbeat from the launcher for "
-                  << launcher_heartbeat_.Silence(Clock::now()).count() << " ms, stopping workers\n";
+      const auto now = Clock::now();
+      const std::chrono::milliseconds timeout(assignment_.heartbeat_timeout_ms);
+      if (CheckerWasSuspended(last_heartbeat_check_, now, timeout)) {
+        // The agent itself was not running (stopped, frozen): the launcher's silence is not its fault.
+        launcher_heartbeat_.OnHeard(now);
+      }
+      last_heartbeat_check_ = now;
+      if (assignment_.heartbeat_timeout_ms > 0 && !lost_launcher_ && launcher_heartbeat_.Expired(now)) {
         lost_launcher_ = true;
-        BeginStop(std::chrono::milliseconds(assignment_.grace_period_ms));
+        StopOnOwn("no heartbeat from the launcher for " +
+                  FormatSeconds(launcher_heartbeat_.Silence(now)) + " (was it stopped or cut off?)");
       }
       Send(control::Heartbeat{assignment_.generation, ++heartbeat_sequence_});
       ScheduleHeartbeat();
@@ -360,6 +391,7 @@ class AgentSession {
   asio::steady_timer kill_timer_;
   asio::steady_timer heartbeat_timer_;
   HeartbeatMonitor launcher_heartbeat_;
+  Clock::time_point last_heartbeat_check_ = Clock::now();
   uint64_t heartbeat_sequence_ = 0;
   std::array<char, kReadChunkBytes> control_buf_{};
   wire::FrameDecoder decoder_;

@@ -18,6 +18,9 @@ std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, s
                                                    const NodeFacts& node) {
   std::map<std::string, std::string> env = base;
   for (const auto& [k, v] : planned) env[k] = v;
+  // The secret itself never reaches a worker, whoever exported it: workers read it from the
+  // 0600 file named by DSLAUNCH_STORE_SECRET_FILE (docs/security.md).
+  env.erase(env::kJobSecret);
   if (!env.count(env::kOmpNumThreads)) {
     env[env::kOmpNumThreads] = std::to_string(DefaultOmpThreads(node.cores, std::max(1, node.local_workers)));
   }

@@ -28,6 +28,7 @@ struct NodeFacts {
 // (the plan's variables, which win), then OMP_NUM_THREADS = DefaultOmpThreads(...) if neither set
 // it, then DSLAUNCH_STORE (the address this node reached the launcher at: the plan cannot know
 // which of the launcher's addresses each node can reach) and DSLAUNCH_STORE_SECRET_FILE.
+// DSLAUNCH_JOB_SECRET is removed, wherever it came from: a worker never sees the secret itself.
 std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, std::string>& base,
                                                    const std::map<std::string, std::string>& planned,
                                                    const NodeFacts& node);

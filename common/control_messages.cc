@@ -97,6 +97,11 @@ bool Get(ByteReader& r, AgentDone& m) { return r.I32(m.generation); }
 void Put(ByteWriter& w, const Heartbeat& m) { w.I32(m.generation).U64(m.sequence); }
 bool Get(ByteReader& r, Heartbeat& m) { return r.I32(m.generation) && r.U64(m.sequence); }
 
+void Put(ByteWriter& w, const AgentStopping& m) { w.I32(m.generation).String(m.reason).I32(m.signal); }
+bool Get(ByteReader& r, AgentStopping& m) {
+  return r.I32(m.generation) && r.String(m.reason) && r.I32(m.signal) && m.signal >= 0 && m.signal < 128;
+}
+
 template <typename T>
 constexpr MessageType TypeOf();
 template <> constexpr MessageType TypeOf<Register>() { return MessageType::kRegister; }
@@ -107,6 +112,7 @@ template <> constexpr MessageType TypeOf<Output>() { return MessageType::kOutput
 template <> constexpr MessageType TypeOf<Stop>() { return MessageType::kStop; }
 template <> constexpr MessageType TypeOf<AgentDone>() { return MessageType::kAgentDone; }
 template <> constexpr MessageType TypeOf<Heartbeat>() { return MessageType::kHeartbeat; }
+template <> constexpr MessageType TypeOf<AgentStopping>() { return MessageType::kAgentStopping; }
 
 template <typename T>
 Result<Message> DecodeAs(const wire::Frame& frame) {
@@ -143,6 +149,7 @@ Result<Message> Decode(const wire::Frame& frame) {
     case MessageType::kStop: return DecodeAs<Stop>(frame);
     case MessageType::kAgentDone: return DecodeAs<AgentDone>(frame);
     case MessageType::kHeartbeat: return DecodeAs<Heartbeat>(frame);
+    case MessageType::kAgentStopping: return DecodeAs<AgentStopping>(frame);
   }
   return InvalidArgumentError("unknown control message type " + std::to_string(frame.type));
 }

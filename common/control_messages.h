@@ -31,6 +31,7 @@ enum class MessageType : uint8_t {
   kStop = 69,           // launcher -> agent
   kAgentDone = 70,      // agent -> launcher, last message
   kHeartbeat = 71,      // both ways
+  kAgentStopping = 72,  // agent -> launcher: it stops its workers on its own, and why
 };
 
 struct Register {
@@ -106,8 +107,17 @@ struct Heartbeat {
   uint64_t sequence = 0;
 };
 
+// Sent once, before the agent stops its workers for a reason of its own (it received a signal,
+// it heard nothing from the launcher for the heartbeat timeout, it could not start a worker), so
+// that the launcher names that reason as the root cause rather than the workers' SIGTERM exits.
+struct AgentStopping {
+  int32_t generation = 0;
+  std::string reason;  // e.g. "no heartbeat from the launcher for 10.4 s"
+  int32_t signal = 0;  // the signal the agent received, 0 for other reasons
+};
+
 using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, Output, Stop,
-                             AgentDone, Heartbeat>;
+                             AgentDone, Heartbeat, AgentStopping>;
 
 // Encodes a message as a frame's type and payload.
 wire::Frame Encode(const Message& message);

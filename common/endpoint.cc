@@ -1,5 +1,7 @@
 #include "common/endpoint.h"
 
+#include <fcntl.h>
+
 #include <array>
 #include <iostream>
 #include <map>
@@ -287,6 +289,9 @@ Status Endpoint::Impl::Open() {
   std::string where = FormatPeer(ep);
   acceptor_.open(ep.protocol(), ec);
   if (ec) return InternalError("open listening socket for " + where + ": " + ec.message());
+  // Asio opens sockets without SOCK_CLOEXEC; a child that inherited this one would keep the port
+  // bound after the launcher exits (SpawnProcess also marks every inherited fd close-on-exec).
+  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
   acceptor_.bind(ep, ec);
   if (ec) return UnavailableError("bind " + where + ": " + ec.message());

@@ -23,6 +23,9 @@ inline constexpr char kJobId[] = "DSLAUNCH_JOB_ID";
 inline constexpr char kRestartCount[] = "DSLAUNCH_RESTART_COUNT";
 inline constexpr char kTorchElasticRestartCount[] = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
+// The job secret given by hand to every node's launcher with --no_ssh. Read by the launcher only;
+// the agent removes it from every worker's environment (workers get kStoreSecretFile instead).
+inline constexpr char kJobSecret[] = "DSLAUNCH_JOB_SECRET";
 // Path of a 0600 file holding the job's store secret; set by the agent, never the secret itself.
 // The job's directory on this node: per-rank logs, and the runtime's metrics.jsonl (rank 0).
 inline constexpr char kJobDir[] = "DSLAUNCH_JOB_DIR";

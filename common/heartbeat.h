@@ -13,6 +13,15 @@ inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
 // healthy, loaded node shows, short next to the NCCL timeout (10-30 min) it replaces.
 inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{10000};
 
+// True when a periodic check ran at `now` although the previous one ran at `previous_check`, a
+// whole `timeout` or more ago: the checking process itself was not running in between (SIGSTOP,
+// a frozen VM, a machine under swap). A peer's silence over such a gap is not evidence against the
+// peer; the caller gives every peer a fresh timeout instead of declaring it lost.
+inline bool CheckerWasSuspended(std::chrono::steady_clock::time_point previous_check,
+                                std::chrono::steady_clock::time_point now, std::chrono::milliseconds timeout) {
+  return now - previous_check >= timeout;
+}
+
 class HeartbeatMonitor {
  public:
   using Clock = std::chrono::steady_clock;

@@ -1,7 +1,10 @@
 #include "common/spawn.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +27,20 @@ void WriteAll(int fd, const char* data, size_t size) {
 }
 
 void WriteString(int fd, const char* s) { WriteAll(fd, s, std::strlen(s)); }
+
+// Marks every descriptor above stderr close-on-exec, so the child keeps only stdin, stdout and
+// stderr whatever the parent or a library (Asio's sockets, libssh, Gloo) opened without
+// O_CLOEXEC: a worker must never inherit the launcher's listening socket or another worker's pipe.
+// close_range(2) does it in one call (Linux 5.11); older kernels get a loop of fcntl over the
+// descriptor limit. Only system calls: this runs in the vfork child.
+void CloseOnExecAboveStderr() {
+  if (::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return;
+  struct rlimit lim {};
+  long max_fd = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
+                    ? static_cast<long>(lim.rlim_cur)
+                    : 65536;
+  for (long fd = 3; fd < max_fd; ++fd) ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+}
 
 // Everything the child needs, prepared before vfork: the child must not allocate.
 struct ChildPlan {
@@ -56,6 +73,7 @@ struct ChildPlan {
   if (in >= 0 && in != STDIN_FILENO) ::dup2(in, STDIN_FILENO);
   if (o.stdout_fd >= 0) ::dup2(o.stdout_fd, STDOUT_FILENO);
   if (o.stderr_fd >= 0) ::dup2(o.stderr_fd, STDERR_FILENO);
+  CloseOnExecAboveStderr();
 
   if (!o.working_dir.empty() && ::chdir(o.working_dir.c_str()) != 0) {
     const char* reason = std::strerror(errno);

@@ -5,6 +5,9 @@
 // (docs/benchmarks.md). The child runs only system calls between vfork and exec; signals are
 // blocked around vfork so that no handler of the parent runs in the child.
 //
+// The child inherits only stdin, stdout and stderr: every other descriptor is made close-on-exec
+// in the child before exec, whatever flags the parent opened it with.
+//
 // If exec fails, the child writes "<exec_error_prefix>cannot execute 'PROG': REASON" to its
 // stderr and exits 127, as a shell does; the caller sees an ordinary exit.
 #pragma once

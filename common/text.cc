@@ -1,6 +1,7 @@
 #include "common/text.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 namespace dslaunch {
@@ -26,6 +27,12 @@ std::map<std::string, std::string> EnvironmentMap(const char* const* entries) {
     if (eq != std::string_view::npos) env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
   }
   return env;
+}
+
+std::string FormatSeconds(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
 }
 
 }  // namespace dslaunch

@@ -1,6 +1,7 @@
 // Small pure helpers on text shared by the command-line and config parsers and the programs' edges.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -14,5 +15,8 @@ size_t EditDistance(std::string_view a, std::string_view b);
 // "NAME=VALUE" entries of a NUL-terminated array (a process's `environ`) as a map. Entries without
 // '=' are skipped; of duplicate names the first wins, as with getenv. Read the environment once, at a program's edge, and pass the map on.
 std::map<std::string, std::string> EnvironmentMap(const char* const* entries);
+
+// A duration for people, in seconds with one decimal: 10400 ms -> "10.4 s".
+std::string FormatSeconds(std::chrono::milliseconds d);
 
 }  // namespace dslaunch

@@ -168,8 +168,9 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   if (o.ssh_port < 1 || o.ssh_port > 65535) {
     return InvalidArgumentError("--ssh_port " + std::to_string(o.ssh_port) + " is not a TCP port (1-65535)");
   }
-  if (o.rdzv_port < 1 || o.rdzv_port > 65535) {
-    return InvalidArgumentError("--rdzv_port " + std::to_string(o.rdzv_port) + " is not a TCP port (1-65535)");
+  if (o.rdzv_port < 0 || o.rdzv_port > 65535) {
+    return InvalidArgumentError("--rdzv_port " + std::to_string(o.rdzv_port) +
+                                " is not a TCP port (1-65535, or 0 for any free port on a one-node job)");
   }
   if (node_rank != -1) o.node_rank = node_rank;
   if (o.no_ssh) {

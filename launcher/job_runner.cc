@@ -7,6 +7,7 @@
 #include "common/endpoint.h"
 #include "common/heartbeat.h"
 #include "common/store_service.h"
+#include "common/text.h"
 #include "dslaunch/config.h"
 #include "launcher/job_tracker.h"
 
@@ -73,6 +74,7 @@ class JobRunner::Impl {
       Apply(tracker_->OnStartupFailed("not every agent registered within " +
                                       std::to_string(kRegistrationTimeout.count()) + " s"));
     });
+    last_heartbeat_check_ = Clock::now();
     ScheduleHeartbeat();
     for (const auto& node : plan.nodes) StartAgent(node);
     // If the job already finished (no agent could start), Apply() has stopped io_ and run()
@@ -197,6 +199,8 @@ class JobRunner::Impl {
               Apply(tracker_->OnWorkerExited(node_rank, m));
             } else if constexpr (std::is_same_v<T, control::AgentDone>) {
               Apply(tracker_->OnAgentDone(node_rank));
+            } else if constexpr (std::is_same_v<T, control::AgentStopping>) {
+              Apply(tracker_->OnAgentStopping(node_rank, m));
             }
             // WORKER_STARTED and HEARTBEAT: being heard is all they say to the launcher (no
             // decision depends on a worker having started; its exit is what counts).
@@ -236,6 +240,17 @@ class JobRunner::Impl {
     heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec || finishing_) return;
       auto now = Clock::now();
+      if (CheckerWasSuspended(last_heartbeat_check_, now, options_.heartbeat_timeout)) {
+        // The launcher itself was not running (SIGSTOP, a frozen VM): the agents' silence over
+        // that time proves nothing. They get a fresh timeout; an agent that gave up on the
+        // launcher meanwhile says so with AGENT_STOPPING, which names the real cause.
+        console_.PrintError("dslaunch: the launcher was suspended for " +
+                            FormatSeconds(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                now - last_heartbeat_check_)) +
+                            "\n");
+        for (auto& h : heartbeats_) h.OnHeard(now);
+      }
+      last_heartbeat_check_ = now;
       for (size_t node = 0; node < sessions_.size(); ++node) {
         AgentSession* s = sessions_[node];
         if (s == nullptr || tracker_->agent_done(static_cast<int>(node))) continue;
@@ -327,6 +342,7 @@ class JobRunner::Impl {
   std::vector<bool> agent_exited_;                      // by node rank
   std::vector<HeartbeatMonitor> heartbeats_;            // by node rank
   uint64_t heartbeat_sequence_ = 0;
+  Clock::time_point last_heartbeat_check_ = Clock::now();
   bool finishing_ = false;
 };
 

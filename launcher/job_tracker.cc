@@ -88,6 +88,17 @@ Action JobTracker::OnAgentLost(int node_rank, std::string reason, std::optional<
   return f == Action::kFinish ? f : a;
 }
 
+Action JobTracker::OnAgentStopping(int node_rank, const control::AgentStopping& stopping) {
+  if (state_ == JobState::kStopping || state_ == JobState::kFinished) return Action::kNone;
+  RootCause cause;
+  cause.kind = RootCause::Kind::kAgentStopped;
+  cause.node_rank = node_rank;
+  cause.host = nodes_[node_rank].host;
+  if (stopping.signal > 0) cause.status = ExitStatus::Signaled(stopping.signal);
+  cause.message = stopping.reason;
+  return Fail(std::move(cause));
+}
+
 Action JobTracker::OnSignal(int signal) {
   if (state_ == JobState::kStopping || state_ == JobState::kFinished) return Action::kNone;
   RootCause cause;
@@ -137,7 +148,8 @@ int JobTracker::ExitCode() const {
     case RootCause::Kind::kWorkerFailed:
     case RootCause::Kind::kSignal:
       return ShellExitCode(root_cause_->status);
-    case RootCause::Kind::kAgentLost: {
+    case RootCause::Kind::kAgentLost:
+    case RootCause::Kind::kAgentStopped: {
       int code = ShellExitCode(root_cause_->status);
       return code != 0 ? code : kGenericFailure;
     }

@@ -28,16 +28,18 @@ std::string_view JobStateName(JobState state);
 
 // Why the job stopped early. Only the first one is kept.
 struct RootCause {
-  enum class Kind { kWorkerFailed, kAgentLost, kSignal, kStartupFailed };
+  enum class Kind { kWorkerFailed, kAgentLost, kAgentStopped, kSignal, kStartupFailed };
   Kind kind = Kind::kWorkerFailed;
   int node_rank = -1;
   std::string host;
   int rank = -1;  // kWorkerFailed
   int64_t pid = 0;
-  ExitStatus status;  // worker's (kWorkerFailed), agent's (kAgentLost, if known) or signal
+  // worker's (kWorkerFailed), agent's (kAgentLost, if known), the signal the launcher
+  // (kSignal) or the agent (kAgentStopped, if any) received
+  ExitStatus status;
   std::vector<std::string> stderr_tail;
   std::string log_path;
-  std::string message;  // what happened, for kinds other than kWorkerFailed
+  std::string message;  // what happened, for kinds other than kWorkerFailed (kAgentStopped: the agent's reason)
 };
 
 // What the shell must do after an event.
@@ -57,6 +59,9 @@ class JobTracker {
   // The agent's connection broke before AgentDone, or it never connected. `status` is the agent
   // process's exit, when the launcher started it and saw it end.
   Action OnAgentLost(int node_rank, std::string reason, std::optional<ExitStatus> status);
+  // The agent is stopping its workers for a reason of its own (AGENT_STOPPING): that reason, not
+  // the exits that follow, is the root cause.
+  Action OnAgentStopping(int node_rank, const control::AgentStopping& stopping);
   Action OnSignal(int signal);
   Action OnStartupFailed(std::string message);
   // The agents did not all report within the stop deadline.

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "common/env_names.h"
+#include "common/process_tree.h"
 #include "common/secret.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
@@ -89,7 +90,7 @@ bool IsThisMachine(const std::string& host, const std::string& hostname) {
 Result<std::string> JobSecret(const CliOptions& cli, const Edges& edges) {
   if (!cli.no_ssh) return GenerateSecret();
   if (!cli.secret_file.empty()) return ReadSecretFile(cli.secret_file);
-  auto it = edges.env.find("DSLAUNCH_JOB_SECRET");
+  auto it = edges.env.find(env::kJobSecret);
   if (it != edges.env.end() && !it->second.empty()) return it->second;
   return InvalidArgumentError(
       "--no_ssh needs the job secret on every node: --secret_file FILE (mode 0600) or the "
@@ -169,6 +170,12 @@ int Main(int argc, char** argv) {
     return 0;
   }
 
+  if (cli.no_ssh && cli.rdzv_port == 0 && resources->size() > 1) {
+    return Fail(InvalidArgumentError("--rdzv_port 0 (any free port) works only for a one-node job: the other " +
+                                     std::to_string(resources->size() - 1) +
+                                     " nodes must know the port in advance; give every node the same --rdzv_port"),
+                kUsageError);
+  }
   auto secret = JobSecret(cli, edges);
   if (!secret.ok()) return Fail(secret.status(), kUsageError);
   const std::string agent_path = cli.agent_path.empty() ? edges.self_dir + "/dslaunch-agent" : cli.agent_path;
@@ -217,6 +224,13 @@ int Main(int argc, char** argv) {
   } else {
     starter = std::make_unique<SshAgentStarter>(SshOptionsFrom(cli, edges));
   }
+  // An agent started here that dies (SIGKILL, a crash) takes its workers with it
+  // (PR_SET_PDEATHSIG), but not processes they moved into a session of their own: as a child
+  // subreaper the launcher inherits those, and sweeps them once every agent is gone.
+  const bool own_agents = local || cli.no_ssh;
+  if (own_agents) {
+    if (Status s = BecomeChildSubreaper(); !s.ok()) return Fail(s, kLauncherError);
+  }
   Console console(STDOUT_FILENO, STDERR_FILENO, interactive, columns);
   int code = kLauncherError;
   {
@@ -228,6 +242,15 @@ int Main(int argc, char** argv) {
       po.store_address = JoinHostPort(ro.advertise_host, runner.port());
       auto plan = PlanLaunch(*resources, po);
       code = plan.ok() ? runner.Run(*plan) : Fail(plan.status(), kUsageError);
+    }
+  }  // the runner has reaped or killed every agent it started
+  if (own_agents) {
+    auto swept = KillAllDescendants();
+    if (!swept.ok()) {
+      std::cerr << "dslaunch: " << swept.status().ToString() << "\n";
+    } else if (*swept > 0) {
+      std::cerr << "dslaunch: killed " << *swept << " leftover process" << (*swept == 1 ? "" : "es")
+                << " of a lost agent's workers\n";
     }
   }
   if (!pid_file.empty()) std::remove(pid_file.c_str());

@@ -5,6 +5,7 @@
 #include "agent/line_splitter.h"
 #include "common/control_messages.h"
 #include "agent/node_workers.h"
+#include "agent/secret_dir.h"
 #include "agent/worker_environment.h"
 
 namespace dslaunch::agent {
@@ -112,6 +113,31 @@ TEST_CASE("CompleteWorkerEnvironment layers the plan over the node and adds node
   base["OMP_NUM_THREADS"] = "7";
   env = CompleteWorkerEnvironment(base, planned, node);
   CHECK(std::find(env.begin(), env.end(), "OMP_NUM_THREADS=7") != env.end());
+}
+
+TEST_CASE("CompleteWorkerEnvironment never passes the job secret on, from the node or from the plan") {
+  NodeFacts node{2, 1, "/tmp/x/store.secret", "", ""};
+  auto env = CompleteWorkerEnvironment({{"DSLAUNCH_JOB_SECRET", "s3cret"}, {"PATH", "/bin"}},
+                                       {{"DSLAUNCH_JOB_SECRET", "planned"}}, node);
+  CHECK(env == std::vector<std::string>{"DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret", "OMP_NUM_THREADS=2",
+                                        "PATH=/bin"});
+}
+
+TEST_CASE("Secret directory names carry the agent's pid and parse back from the end") {
+  CHECK(SecretDirName("20261122-185501-56270e", 3, 4242) == "dslaunch-20261122-185501-56270e-n3-4242");
+  struct Row {
+    const char* name;
+    std::optional<pid_t> pid;
+  };
+  for (const Row& row : {Row{"dslaunch-20261122-185501-56270e-n3-4242", 4242}, Row{"dslaunch-j-n0-1", 1},
+                         Row{"dslaunch-a-n1-b-n2-77", 77}, Row{"dslaunch-j-n0-", std::nullopt},
+                         Row{"dslaunch-j-n-5", std::nullopt}, Row{"dslaunch-j-nx-5", std::nullopt},
+                         Row{"dslaunch-n0-5", std::nullopt}, Row{"dslaunch-j-n0-12a", std::nullopt},
+                         Row{"dslaunch-j-n0-1234567890", std::nullopt}, Row{"other-j-n0-5", std::nullopt},
+                         Row{"dslaunch", std::nullopt}}) {
+    CAPTURE(row.name);
+    CHECK(SecretDirAgentPid(row.name) == row.pid);
+  }
 }
 
 }  // namespace

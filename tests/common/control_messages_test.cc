@@ -60,6 +60,24 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(RoundTrip(Stop{4, 30000, "job is stopping"}).reason == "job is stopping");
   CHECK(RoundTrip(AgentDone{6}).generation == 6);
   CHECK(RoundTrip(Heartbeat{1, 99}).sequence == 99);
+
+  AgentStopping st = RoundTrip(AgentStopping{3, "the agent received SIGTERM", 15});
+  CHECK(st.generation == 3);
+  CHECK(st.reason == "the agent received SIGTERM");
+  CHECK(st.signal == 15);
+}
+
+TEST_CASE("AGENT_STOPPING with a signal number outside 0..127 is malformed") {
+  for (int32_t sig : {-1, 128, 1 << 20}) {
+    CAPTURE(sig);
+    wire::Frame f = Encode(AgentStopping{0, "x", 1});
+    // The signal is the payload's last 4 bytes (little-endian i32).
+    for (int i = 0; i < 4; ++i) f.payload[f.payload.size() - 4 + i] = static_cast<char>((sig >> (8 * i)) & 0xff);
+    auto m = Decode(f);
+    REQUIRE_FALSE(m.ok());
+    CHECK(m.status().message() == "malformed control message of type 72 (" + std::to_string(f.payload.size()) +
+                                      " bytes)");
+  }
 }
 
 TEST_CASE("Decoding rejects unknown types, truncated payloads and trailing bytes") {

@@ -23,5 +23,12 @@ TEST_CASE("EnvironmentMap splits at the first '=' and skips entries without one"
   CHECK(EnvironmentMap(nullptr).empty());
 }
 
+TEST_CASE("FormatSeconds prints seconds with one decimal") {
+  CHECK(FormatSeconds(std::chrono::milliseconds(10400)) == "10.4 s");
+  CHECK(FormatSeconds(std::chrono::milliseconds(0)) == "0.0 s");
+  CHECK(FormatSeconds(std::chrono::milliseconds(1250)) == "1.2 s");  // round half to even, as printf
+  CHECK(FormatSeconds(std::chrono::milliseconds(123456)) == "123.5 s");
+}
+
 }  // namespace
 }  // namespace dslaunch

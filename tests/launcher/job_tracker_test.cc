@@ -96,6 +96,38 @@ TEST_CASE("JobTracker treats a lost agent as a failure of the job") {
   CHECK(t.root_cause()->kind == RootCause::Kind::kAgentLost);
 }
 
+TEST_CASE("JobTracker names an agent's own reason to stop, not the SIGTERM exits that follow it") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnAgentStopping(1, control::AgentStopping{0, "no heartbeat from the launcher for 10.4 s", 0}) ==
+        Action::kStopAll);
+  control::WorkerExited stopped = Exit(2, ExitStatus::Signaled(SIGTERM));
+  stopped.stopped = true;
+  CHECK(t.OnWorkerExited(1, stopped) == Action::kNone);
+  CHECK(t.OnAgentDone(1) == Action::kNone);
+  CHECK(t.OnAgentDone(0) == Action::kFinish);
+  REQUIRE(t.root_cause().has_value());
+  CHECK(t.root_cause()->kind == RootCause::Kind::kAgentStopped);
+  CHECK(t.root_cause()->node_rank == 1);
+  CHECK(t.ExitCode() == 1);
+  CHECK(FormatSummary("j", t) ==
+        "dslaunch: job j failed: the agent of node 1 on host b stopped its workers: no heartbeat from the "
+        "launcher for 10.4 s\n"
+        "dslaunch: stopped all workers; exit code 1\n");
+}
+
+TEST_CASE("JobTracker exits 128+N when an agent stops its workers because it received signal N") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnAgentStopping(0, control::AgentStopping{0, "the agent received SIGHUP", SIGHUP}) == Action::kStopAll);
+  // Once the job is stopping, a second agent's reason does not replace the first.
+  CHECK(t.OnAgentStopping(1, control::AgentStopping{0, "the agent received SIGTERM", SIGTERM}) == Action::kNone);
+  CHECK(t.root_cause()->message == "the agent received SIGHUP");
+  CHECK(t.ExitCode() == 128 + SIGHUP);
+}
+
 TEST_CASE("JobTracker reports a startup failure with a generic exit code") {
   JobTracker t(TwoNodePlan());
   CHECK(t.OnStartupFailed("not every agent registered") == Action::kStopAll);

@@ -4,9 +4,13 @@
 //
 //   env_check --pid_dir D [--expect_world N] [--expect_local_world N] [--fail_rank R --exit_code C]
 //             [--kill_rank R] [--hang] [--ignore_sigterm] [--no_barrier] [--expect_nodes N]
-//             [--expect_env NAME=VALUE] [--death_file F]
+//             [--expect_env NAME=VALUE] [--death_file F] [--escape_dir D] [--check_fds]
 // --death_file: the killed rank writes the wall-clock time (ns since the epoch) it dies at, so a
 // benchmark can time the teardown that follows.
+// --escape_dir: before anything else, start a child that leaves the worker's process group and
+// session (setsid) and sleeps until killed; its pid goes to D/escapeeRANK.pid.
+// --check_fds: fail if any descriptor other than stdin, stdout and stderr was inherited.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +40,45 @@ int Die(const std::string& what) {
   return 99;
 }
 
+// Starts a process in a session of its own, as a daemon would, and returns once its pid is
+// written to `pid_file`.
+std::string StartEscapee(const std::string& pid_file) {
+  int ready[2];
+  if (::pipe(ready) != 0) return "pipe failed";
+  pid_t child = ::fork();
+  if (child < 0) return "fork failed";
+  if (child == 0) {
+    ::close(ready[0]);
+    ::setsid();
+    std::ofstream(pid_file) << ::getpid() << "\n";
+    (void)!::write(ready[1], "x", 1);
+    ::close(ready[1]);
+    while (true) ::pause();
+  }
+  ::close(ready[1]);
+  char c;
+  bool ok = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  return ok ? "" : "the escapee did not start";
+}
+
+// Descriptors above stderr, other than the one listing them, as "N -> target" lines.
+std::string InheritedDescriptors() {
+  std::string found;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return "cannot list /proc/self/fd";
+  while (dirent* e = ::readdir(d)) {
+    int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd <= 2 || fd == ::dirfd(d)) continue;
+    char target[256] = {};
+    std::string link = std::string("/proc/self/fd/") + e->d_name;
+    (void)!::readlink(link.c_str(), target, sizeof(target) - 1);
+    found += std::string(found.empty() ? "" : ", ") + e->d_name + " -> " + target;
+  }
+  ::closedir(d);
+  return found;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,7 +87,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) != 0) return Die("unexpected argument " + a);
-    if (a == "--hang" || a == "--ignore_sigterm" || a == "--no_barrier") {
+    if (a == "--hang" || a == "--ignore_sigterm" || a == "--no_barrier" || a == "--check_fds") {
       args[a] = "1";
     } else if (i + 1 < argc) {
       args[a] = argv[++i];
@@ -93,7 +136,17 @@ int main(int argc, char** argv) {
   std::string cvd = env[env::kCudaVisibleDevices];
   int slots = cvd.empty() ? 0 : 1 + static_cast<int>(std::count(cvd.begin(), cvd.end(), ','));
   if (slots != id->local_world_size) return Die("CUDA_VISIBLE_DEVICES=" + cvd + " does not list every local slot");
-  if (env.count("DSLAUNCH_SECRET") || env.count("DSLAUNCH_STORE_SECRET")) return Die("the secret is in the environment");
+  for (const char* name : {env::kJobSecret, "DSLAUNCH_SECRET", "DSLAUNCH_STORE_SECRET"}) {
+    if (env.count(name)) return Die(std::string("the secret is in the environment (") + name + ")");
+  }
+  if (args.count("--check_fds")) {
+    std::string inherited = InheritedDescriptors();
+    if (!inherited.empty()) return Die("inherited descriptors: " + inherited);
+  }
+  if (args.count("--escape_dir")) {
+    std::string err = StartEscapee(args["--escape_dir"] + "/escapee" + std::to_string(id->rank) + ".pid");
+    if (!err.empty()) return Die(err);
+  }
 
   if (args.count("--pid_dir")) {
     std::ofstream(args["--pid_dir"] + "/rank" + std::to_string(id->rank) + ".pid") << ::getpid() << "\n";

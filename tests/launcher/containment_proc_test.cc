@@ -1,0 +1,146 @@
+// Proc tests of containment: what a job leaves behind on this machine (processes that escaped
+// the workers' process groups, inherited descriptors, the secret in the environment, secret
+// directories of killed agents) and what the summary blames when the launcher is suspended.
+// The real dslaunch, dslaunch-agent and env_check binaries.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::testing {
+namespace {
+
+const std::string kBin = DSLAUNCH_BIN_DIR;
+const std::string kLauncher = kBin + "/dslaunch";
+const std::string kEnvCheck = kBin + "/env_check";
+// Hang guard for one launcher run; the jobs themselves take about a second.
+constexpr std::chrono::seconds kRunTimeout{60};
+
+bool Contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+std::vector<std::string> EnvCheckJob(const TempDir& dir, const std::vector<std::string>& options,
+                                     const std::vector<std::string>& worker_args) {
+  std::vector<std::string> argv = {kLauncher, "--log_dir", dir.path() + "/logs", "--grace_period", "2"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.insert(argv.end(), {"--no_python", kEnvCheck, "--pid_dir", dir.path()});
+  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+  return argv;
+}
+
+TEST_CASE("A process a worker moved into a session of its own is stopped with the job, whether it succeeds or fails") {
+  struct Case {
+    std::string name;
+    std::vector<std::string> worker_args;
+    int exit_code;
+    // On success the escapees are found by the agent's final sweep; on failure they get SIGTERM
+    // with the other workers when the job stops, and nothing is left to sweep.
+    bool swept;
+  };
+  for (const Case& c : {Case{"success", {}, 0, true}, Case{"failure", {"--fail_rank", "1", "--exit_code", "5"}, 5, false}}) {
+    CAPTURE(c.name);
+    TempDir dir;
+    const std::string escape_dir = dir.path() + "/escape";
+    std::filesystem::create_directory(escape_dir);
+    std::vector<std::string> args = {"--escape_dir", escape_dir};
+    args.insert(args.end(), c.worker_args.begin(), c.worker_args.end());
+    auto r = RunProcess(EnvCheckJob(dir, {"--nproc_per_node", "2"}, args), kRunTimeout);
+    INFO(r.err);
+    CHECK(r.exit_code == c.exit_code);
+    std::vector<pid_t> escapees = ReadPidFiles(escape_dir);
+    REQUIRE(escapees.size() == 2);
+    // The agent swept them before it exited: no waiting here.
+    for (pid_t pid : escapees) {
+      CAPTURE(pid);
+      CHECK_FALSE(ProcessAlive(pid));
+    }
+    CHECK(Contains(r.err, "killed 2 leftover processes of the job's workers") == c.swept);
+  }
+}
+
+TEST_CASE("Workers inherit no descriptor but stdin, stdout and stderr") {
+  // Before the fix the launcher's listening socket (Asio opens sockets without SOCK_CLOEXEC) was
+  // descriptor 8 of every agent and worker, so a process that outlived the job kept the port.
+  TempDir dir;
+  auto r = RunProcess(EnvCheckJob(dir, {"--nproc_per_node", "2"}, {"--check_fds"}), kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.out, "[rank 1] rank 1 of 2: environment ok"));
+}
+
+TEST_CASE("--no_ssh: the job secret given to the launcher never reaches a worker's environment") {
+  TempDir dir;
+  std::string hosts = dir.path() + "/hosts";
+  std::ofstream(hosts) << "localhost slots=2\n";
+  // One node: the launcher binds port 0 and gives its own agent the real one.
+  auto r = RunProcess(EnvCheckJob(dir, {"--no_ssh", "--node_rank", "0", "--master_addr", "127.0.0.1", "--rdzv_port",
+                                        "0", "--job_id", "nossh-secret", "-H", hosts},
+                                  {}),
+                      kRunTimeout, {"DSLAUNCH_JOB_SECRET=0123456789abcdef0123456789abcdef"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(Contains(r.err, "the secret is in the environment"));
+  CHECK(Contains(r.out, "rank 0 of 2: environment ok"));
+}
+
+TEST_CASE("An agent removes the secret directories of agents that were killed before cleaning up") {
+  TempDir dir;
+  const std::string tmp = dir.path() + "/tmp";
+  std::filesystem::create_directory(tmp);
+  // A pid that no longer runs: a child that has exited and been reaped.
+  Subprocess gone({"/bin/true"});
+  pid_t dead = gone.pid();
+  gone.Wait(kRunTimeout);
+  const std::string stale = tmp + "/dslaunch-oldjob-n0-" + std::to_string(dead);
+  std::filesystem::create_directory(stale);
+  ::chmod(stale.c_str(), 0700);
+  std::ofstream(stale + "/store.secret") << "old secret\n";
+  // A directory named for a pid that now runs another program (this test): stale as well.
+  const std::string live = tmp + "/dslaunch-otherjob-n0-" + std::to_string(::getpid());
+  std::filesystem::create_directory(live);
+  const std::string unrelated = tmp + "/dslaunch-notes";
+  std::filesystem::create_directory(unrelated);
+
+  auto r = RunProcess(EnvCheckJob(dir, {"--nproc_per_node", "1"}, {}), kRunTimeout, {"TMPDIR=" + tmp});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(stale));
+  // A pid that runs another program counts as gone (pids are recycled); names that are not the
+  // agent's are never touched.
+  CHECK_FALSE(std::filesystem::exists(live));
+  CHECK(std::filesystem::exists(unrelated));
+}
+
+TEST_CASE("A launcher stopped past the heartbeat timeout is not blamed on a worker's SIGTERM") {
+  TempDir dir;
+  auto launcher = std::make_unique<Subprocess>(
+      EnvCheckJob(dir, {"--nproc_per_node", "2", "--heartbeat_timeout", "2"}, {"--hang"}));
+  REQUIRE(WaitFor([&] { return ReadPidFiles(dir.path()).size() == 2; }, std::chrono::seconds(30)));
+  launcher->Signal(SIGSTOP);
+  // The agent gives up on the launcher after 2 s of silence and stops its workers; wait until it
+  // has (both workers gone) before letting the launcher run again.
+  std::vector<pid_t> workers = ReadPidFiles(dir.path());
+  bool stopped = WaitFor([&] {
+    for (pid_t p : workers) {
+      if (ProcessAlive(p)) return false;
+    }
+    return true;
+  }, std::chrono::seconds(20));
+  launcher->Signal(SIGCONT);
+  REQUIRE(stopped);
+  auto r = launcher->Wait(kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(Contains(r.err, "failed: the agent of node 0 on host localhost stopped its workers: no heartbeat from "
+                        "the launcher for "));
+  CHECK_FALSE(Contains(r.err, "SIGTERM"));
+}
+
+}  // namespace
+}  // namespace dslaunch::testing
