@@ -9,7 +9,8 @@
 //  - Weights follow PyTorch's nn.Linear layout: weight[out][in].
 // Matrix products use OpenBLAS sgemm; elementwise loops are written for GCC's vectorizer (exp and
 // tanh through SimdExp, runtime/simd_exp.h) and parallelised with OpenMP where rows are
-// independent. Every backward is checked against finite differences in tests/runtime/ops_test.cc.
+// independent. Every backward is checked against finite differences in tests/runtime/ops_test.cc,
+// the forwards against double references in tests/runtime/ops_reference_test.cc.
 // Formulas: docs/model.md.
 #pragma once
 

@@ -5,10 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <thread>
 
 #include "runtime/gpt_model.h"
-#include "tests/fakes/thread_communicator.h"
+#include "tests/fakes/engine_on_threads.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -24,22 +23,6 @@ ParameterLayout OddLayout() {
   layout.BeginGroup("c");
   layout.Add("c.w", {5}, true);
   return layout;
-}
-
-// Runs `body(rank, engine)` on `world` threads, one engine each.
-template <class Body>
-void OnEveryRank(int world, const ParameterLayout& layout, const EngineOptions& options,
-                 const std::vector<float>& initial, Body body) {
-  testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(10));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto engine = Engine::Create(layout, group.Get(r), options, initial);
-      REQUIRE(engine.ok());
-      body(r, **engine);
-    });
-  }
-  for (auto& t : threads) t.join();
 }
 
 // One micro-step as a model makes it: every group acquired and released in order, then the
@@ -75,7 +58,7 @@ TEST_CASE("An fp16 overflow on one rank skips the step on every rank and leaves 
     o.precision = Precision::kFp16;
     o.loss_scaler.hysteresis = 1;
     o.optimizer.lr = 0.1;
-    OnEveryRank(3, layout, o, initial, [&](int rank, Engine& engine) {
+    testing::OnEveryRank(3, layout, o, initial, [&](int rank, Engine& engine) {
       std::vector<float> before(layout.numel()), after(layout.numel());
       REQUIRE(engine.GatherParameters(before).ok());
       CHECK(engine.loss_scale() == 65536.0);
@@ -122,7 +105,7 @@ TEST_CASE("Per-rank memory with 16-bit storage and Adam follows the ZeRO formula
                                 : stage == 1 ? 4 * psi + 12 * psi / n
                                 : stage == 2 ? 2 * psi + 14 * psi / n
                                              : 16 * psi / n;
-        OnEveryRank(world, model.layout(), o, initial, [&](int, Engine& engine) {
+        testing::OnEveryRank(world, model.layout(), o, initial, [&](int, Engine& engine) {
           const MemoryStats m = engine.memory();
           const double total = static_cast<double>(m.parameters + m.gradients + m.optimizer_state);
           // Partitions differ by at most one element between ranks: 16 bytes of slack each way.
