@@ -22,6 +22,8 @@
 #include "common/asio.h"
 #include "common/control_messages.h"
 #include "common/endpoint_client.h"
+#include "common/env_names.h"
+#include "common/error_record.h"
 #include "common/heartbeat.h"
 #include "common/process_tree.h"
 #include "common/secret.h"
@@ -105,6 +107,7 @@ class AgentSession {
     size_t index = 0;
     int rank = 0;
     std::string err_log_path;
+    std::string error_file;  // TORCHELASTIC_ERROR_FILE
     Pipe out, err;
     TailBuffer err_tail{kStderrTailLines};
     std::unique_ptr<asio::steady_timer> drain_timer;
@@ -125,6 +128,22 @@ class AgentSession {
     return WriteSecretFile(secret_file_, config_.secret);
   }
 
+  // The first kMaxErrorRecordBytes of a worker's error file; empty if it wrote none.
+  static std::string ReadErrorFile(const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) return "";
+    std::string text(kMaxErrorRecordBytes, '\0');
+    size_t got = 0;
+    while (got < text.size()) {
+      ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    text.resize(got);
+    return text;
+  }
+
   Result<UniqueFd> OpenLog(const std::string& path) {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
     if (fd < 0) return ErrnoError("open log " + path, errno);
@@ -139,8 +158,14 @@ class AgentSession {
     DSLAUNCH_ASSIGN_OR_RETURN(w->out.log, OpenLog(base + ".stdout.log"));
     DSLAUNCH_ASSIGN_OR_RETURN(w->err.log, OpenLog(w->err_log_path));
 
+    // The worker's error record (common/error_record.h): a file left by an earlier run under the
+    // same name must not be taken for this worker's.
+    w->error_file = std::filesystem::absolute(base + ".error.json").string();
+    ::unlink(w->error_file.c_str());
+    std::map<std::string, std::string> env = spec.env;
+    env[env::kErrorFile] = w->error_file;
     ProcessLaunch launch{spec.argv,
-                         CompleteWorkerEnvironment(config_.environment, spec.env,
+                         CompleteWorkerEnvironment(config_.environment, env,
                                                    NodeFacts{config_.cores, static_cast<int>(assignment_.workers.size()),
                                                              secret_file_, config_.endpoint,
                                                              std::filesystem::absolute(assignment_.log_dir).string()}),
@@ -247,6 +272,7 @@ class AgentSession {
     m.stopped = workers_.stopped(w.index);
     m.stderr_tail = w.err_tail.Lines();
     m.log_path = w.err_log_path;
+    m.error_record = ReadErrorFile(w.error_file);
     Send(m);
     workers_.MarkReported(w.index);
     if (workers_.AllReported()) Finish();

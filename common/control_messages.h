@@ -77,6 +77,9 @@ struct WorkerExited {
   bool stopped = false;  // it ended because the agent was told to stop it
   std::vector<std::string> stderr_tail;
   std::string log_path;  // the worker's stderr log, on the agent's node
+  // The text of the worker's error file (TORCHELASTIC_ERROR_FILE, common/error_record.h), at most
+  // kMaxErrorRecordBytes; empty when it wrote none.
+  std::string error_record;
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };

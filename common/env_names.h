@@ -23,6 +23,8 @@ inline constexpr char kJobId[] = "DSLAUNCH_JOB_ID";
 inline constexpr char kRestartCount[] = "DSLAUNCH_RESTART_COUNT";
 inline constexpr char kTorchElasticRestartCount[] = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
+// Where a worker writes its error record when it fails (common/error_record.h); torchrun's name.
+inline constexpr char kErrorFile[] = "TORCHELASTIC_ERROR_FILE";
 // The job secret given by hand to every node's launcher with --no_ssh. Read by the launcher only;
 // the agent removes it from every worker's environment (workers get kStoreSecretFile instead).
 inline constexpr char kJobSecret[] = "DSLAUNCH_JOB_SECRET";

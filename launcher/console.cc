@@ -41,6 +41,9 @@ std::string FormatSummary(const std::string& job_id, const JobTracker& tracker) 
       s += cause->message + "\n";
       break;
   }
+  if (cause->error && !cause->error->message.empty()) {
+    s += "dslaunch: its error: " + cause->error->message + "\n";
+  }
   if (!cause->stderr_tail.empty()) {
     s += "dslaunch: last lines of its stderr:\n";
     for (const auto& l : cause->stderr_tail) s += "dslaunch:   | " + l + "\n";

@@ -48,12 +48,33 @@ Action JobTracker::OnAgentRegistered(int node_rank) {
   return Action::kNone;
 }
 
+namespace {
+
+// True when `later`, a failure seen after `current` became the root cause, is the original
+// failure that `current` only reacted to.
+bool IsOriginalOf(const std::optional<ErrorRecord>& later, const std::optional<ErrorRecord>& current) {
+  if (!later || later->caused_by_peer || !current || !current->caused_by_peer) return false;
+  return later->time_ns == 0 || current->time_ns == 0 || later->time_ns <= current->time_ns;
+}
+
+}  // namespace
+
 Action JobTracker::OnWorkerExited(int node_rank, const control::WorkerExited& exited) {
+  if (exited.status.success() || state_ == JobState::kFinished) return Action::kNone;
+  std::optional<ErrorRecord> record;
+  if (!exited.error_record.empty()) {
+    // A record that cannot be read is no evidence either way.
+    if (auto parsed = ParseErrorRecord(exited.error_record); parsed.ok()) record = std::move(*parsed);
+  }
+  if (state_ == JobState::kStopping) {
+    if (root_cause_ && root_cause_->kind == RootCause::Kind::kWorkerFailed && IsOriginalOf(record, root_cause_->error)) {
+      root_cause_.reset();  // Fail() keeps the first cause it is given
+    } else {
+      return Action::kNone;
+    }
+  }
   // A failure while the job is not already stopping is a root cause even if the agent stopped
   // the worker on its own (the agent was signalled): the job cannot complete without it.
-  if (exited.status.success() || state_ == JobState::kStopping || state_ == JobState::kFinished) {
-    return Action::kNone;
-  }
   RootCause cause;
   cause.kind = RootCause::Kind::kWorkerFailed;
   cause.node_rank = node_rank;
@@ -63,6 +84,7 @@ Action JobTracker::OnWorkerExited(int node_rank, const control::WorkerExited& ex
   cause.status = exited.status;
   cause.stderr_tail = exited.stderr_tail;
   cause.log_path = exited.log_path;
+  cause.error = std::move(record);
   return Fail(std::move(cause));
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/control_messages.h"
+#include "common/error_record.h"
 #include "common/exit_status.h"
 #include "launcher/launch_plan.h"
 
@@ -40,6 +41,9 @@ struct RootCause {
   std::vector<std::string> stderr_tail;
   std::string log_path;
   std::string message;  // what happened, for kinds other than kWorkerFailed (kAgentStopped: the agent's reason)
+  // kWorkerFailed with an error record (common/error_record.h): what the worker said, when, and
+  // whether it failed only because a peer did.
+  std::optional<ErrorRecord> error;
 };
 
 // What the shell must do after an event.
@@ -54,6 +58,10 @@ class JobTracker {
   explicit JobTracker(const LaunchPlan& plan);
 
   Action OnAgentRegistered(int node_rank);
+  // A failed worker becomes the root cause if it is the first failure. While the job is stopping,
+  // a later one replaces a root cause whose error record says it was caused by a peer, when its
+  // own record says it was not, and happened no later (docs/launcher.md, "Which failure is the
+  // root cause").
   Action OnWorkerExited(int node_rank, const control::WorkerExited& exited);
   Action OnAgentDone(int node_rank);
   // The agent's connection broke before AgentDone, or it never connected. `status` is the agent

@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "common/env_names.h"
+#include "common/error_record.h"
 #include "common/secret.h"
 #include "common/store_client.h"
 #include "common/text.h"
@@ -76,6 +77,23 @@ int Fail(const Status& status) {
   return 1;
 }
 
+// Fails training, first leaving an error record for the launcher (common/error_record.h). An
+// aborted status is what a rank sees when a peer failed (a broken collective, a checkpoint another
+// rank could not write): collateral, so that the peer's own failure is named as the root cause.
+int FailTraining(const Status& status, const std::map<std::string, std::string>& env) {
+  if (auto file = env.find(env::kErrorFile); file != env.end()) {
+    ErrorRecord record;
+    record.message = status.ToString();
+    record.time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+    record.caused_by_peer = status.code() == StatusCode::kAborted;
+    if (Status w = WriteErrorRecord(file->second, record); !w.ok()) {
+      std::fprintf(stderr, "dslaunch-worker: cannot write the error record: %s\n", w.ToString().c_str());
+    }
+  }
+  return Fail(status);
+}
+
 int RunTrain(const std::string& config_path) {
   // Gloo writes to sockets without MSG_NOSIGNAL: a dead peer must be an error, not SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
@@ -98,12 +116,12 @@ int RunTrain(const std::string& config_path) {
   if (!address.ok()) return Fail(address.status());
   GlooOptions options;
   options.address = *address;
+  const std::map<std::string, std::string> env = EnvironmentMap(environ);
   auto comm = GlooCommunicator::Create(**store, id->rank, id->world_size, options);
-  if (!comm.ok()) return Fail(comm.status());
+  if (!comm.ok()) return FailTraining(comm.status(), env);
 
   // Rank 0's metrics, one JSON object per line, in the job's directory on its node.
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics(nullptr, &std::fclose);
-  const std::map<std::string, std::string> env = EnvironmentMap(environ);
   if (auto dir = env.find(env::kJobDir); id->rank == 0 && dir != env.end() && !dir->second.empty()) {
     const std::string path = dir->second + "/metrics.jsonl";
     metrics.reset(std::fopen(path.c_str(), "w"));
@@ -134,7 +152,7 @@ int RunTrain(const std::string& config_path) {
     output.checkpoint_fault = CheckpointFault(fault->second, id->rank);
   }
   auto result = Train(*config, *data, **comm, output);
-  if (!result.ok()) return Fail(result.status().WithContext("rank " + std::to_string(id->rank)));
+  if (!result.ok()) return FailTraining(result.status().WithContext("rank " + std::to_string(id->rank)), env);
   return result->stopped ? 128 + SIGTERM : 0;
 }
 

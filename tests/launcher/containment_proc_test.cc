@@ -142,5 +142,21 @@ TEST_CASE("A launcher stopped past the heartbeat timeout is not blamed on a work
   CHECK_FALSE(Contains(r.err, "SIGTERM"));
 }
 
+TEST_CASE("The root cause is the rank that failed first on its own, not a collateral rank that exited before it") {
+  // Rank 0 hits its own error (a full disk) and takes 500 ms to exit; rank 1 fails 100 ms later
+  // only because rank 0 did, and exits at once. Exit order alone would blame rank 1.
+  TempDir dir;
+  auto r = RunProcess(EnvCheckJob(dir, {"--nproc_per_node", "3"},
+                                  {"--own_error_rank", "0", "--exit_code", "28", "--peer_error_rank", "1",
+                                   "--ignore_sigterm"}),
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 28);
+  CHECK(Contains(r.err, "failed: rank 0 on host localhost"));
+  CHECK(Contains(r.err, "exited with exit code 28\n"));
+  CHECK(Contains(r.err, "dslaunch: its error: rank 0: No space left on device (on purpose)\n"));
+  CHECK_FALSE(Contains(r.err, "failed: rank 1"));
+}
+
 }  // namespace
 }  // namespace dslaunch::testing

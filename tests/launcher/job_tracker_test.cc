@@ -128,6 +128,53 @@ TEST_CASE("JobTracker exits 128+N when an agent stops its workers because it rec
   CHECK(t.ExitCode() == 128 + SIGHUP);
 }
 
+control::WorkerExited WithRecord(control::WorkerExited e, const std::string& message, int64_t time_ns,
+                                  bool caused_by_peer) {
+  e.error_record = FormatErrorRecord({message, time_ns, caused_by_peer});
+  return e;
+}
+
+TEST_CASE("JobTracker prefers a rank's own earlier failure to a collateral failure that was reported first") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnWorkerExited(1, WithRecord(Exit(3, ExitStatus::Exited(1)), "allreduce failed", 2000, true)) ==
+        Action::kStopAll);
+  CHECK(t.root_cause()->rank == 3);
+  // A stopped rank without a record, and one whose own failure came after the collateral one
+  // (it failed while stopping), do not replace it.
+  CHECK(t.OnWorkerExited(1, Exit(2, ExitStatus::Signaled(SIGTERM))) == Action::kNone);
+  CHECK(t.OnWorkerExited(0, WithRecord(Exit(1, ExitStatus::Exited(2)), "save on stop failed", 3000, false)) ==
+        Action::kNone);
+  CHECK(t.root_cause()->rank == 3);
+  // Rank 0's own failure happened first: it is the root cause, with its exit status and message.
+  CHECK(t.OnWorkerExited(0, WithRecord(Exit(0, ExitStatus::Exited(28)), "No space left on device", 1000, false)) ==
+        Action::kNone);
+  CHECK(t.state() == JobState::kStopping);
+  REQUIRE(t.root_cause().has_value());
+  CHECK(t.root_cause()->rank == 0);
+  CHECK(t.root_cause()->node_rank == 0);
+  CHECK(t.root_cause()->host == "a");
+  CHECK(t.root_cause()->error->message == "No space left on device");
+  CHECK(t.ExitCode() == 28);
+  // Once an original failure is the root cause, nothing replaces it.
+  CHECK(t.OnWorkerExited(1, WithRecord(Exit(2, ExitStatus::Exited(5)), "other", 500, false)) == Action::kNone);
+  CHECK(t.root_cause()->rank == 0);
+}
+
+TEST_CASE("JobTracker keeps a first failure that was not collateral, and ignores unreadable records") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  control::WorkerExited garbled = Exit(1, ExitStatus::Exited(4));
+  garbled.error_record = "{not json";
+  CHECK(t.OnWorkerExited(0, garbled) == Action::kStopAll);
+  CHECK_FALSE(t.root_cause()->error.has_value());
+  CHECK(t.OnWorkerExited(1, WithRecord(Exit(2, ExitStatus::Exited(9)), "own", 1, false)) == Action::kNone);
+  CHECK(t.root_cause()->rank == 1);
+  CHECK(t.ExitCode() == 4);
+}
+
 TEST_CASE("JobTracker reports a startup failure with a generic exit code") {
   JobTracker t(TwoNodePlan());
   CHECK(t.OnStartupFailed("not every agent registered") == Action::kStopAll);

@@ -10,6 +10,9 @@
 // --escape_dir: before anything else, start a child that leaves the worker's process group and
 // session (setsid) and sleeps until killed; its pid goes to D/escapeeRANK.pid.
 // --check_fds: fail if any descriptor other than stdin, stdout and stderr was inherited.
+// --own_error_rank R: rank R writes an error record of its own failure, waits 500 ms, and exits
+// with --exit_code. --peer_error_rank Q: rank Q waits 100 ms, writes a record saying a peer caused
+// its failure, and exits 1 at once (the collateral exit that reaches the launcher first).
 #include <dirent.h>
 #include <unistd.h>
 
@@ -25,6 +28,7 @@
 #include <thread>
 
 #include "common/env_names.h"
+#include "common/error_record.h"
 #include "common/secret.h"
 #include "common/store_client.h"
 #include "common/worker_identity.h"
@@ -165,6 +169,26 @@ int main(int argc, char** argv) {
   std::printf("rank %d of %d: environment ok\n", id->rank, id->world_size);
   std::fflush(stdout);
 
+  auto write_record = [&](const std::string& message, bool caused_by_peer) {
+    ErrorRecord record{message,
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count(),
+                       caused_by_peer};
+    return WriteErrorRecord(env[env::kErrorFile], record);
+  };
+  if (args.count("--own_error_rank") && std::to_string(id->rank) == args["--own_error_rank"]) {
+    if (env[env::kErrorFile].empty()) return Die("TORCHELASTIC_ERROR_FILE unset");
+    Status s = write_record("rank " + std::to_string(id->rank) + ": No space left on device (on purpose)", false);
+    if (!s.ok()) return Die(s.ToString());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return std::atoi(args["--exit_code"].c_str());
+  }
+  if (args.count("--peer_error_rank") && std::to_string(id->rank) == args["--peer_error_rank"]) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Status s = write_record("rank " + std::to_string(id->rank) + ": allreduce failed: peer closed the connection", true);
+    if (!s.ok()) return Die(s.ToString());
+    return 1;
+  }
   if (args.count("--fail_rank") && std::to_string(id->rank) == args["--fail_rank"]) {
     std::fprintf(stderr, "env_check: rank %d failing on purpose with exit code %s\n", id->rank,
                  args["--exit_code"].c_str());
@@ -180,7 +204,8 @@ int main(int argc, char** argv) {
     }
     ::raise(SIGKILL);
   }
-  if (args.count("--hang") || args.count("--fail_rank") || args.count("--kill_rank")) {
+  if (args.count("--hang") || args.count("--fail_rank") || args.count("--kill_rank") ||
+      args.count("--own_error_rank") || args.count("--peer_error_rank")) {
     // Ranks that do not fail wait to be stopped by the launcher.
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
