@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -32,12 +34,14 @@ struct ChildPlan {
   const SpawnOptions* options;
   pid_t parent;
   sigset_t parent_mask;
+  std::optional<rlimit> open_files;  // SpawnOptions::soft_open_files_limit, with the hard limit
 };
 
 // Runs in the vfork child. Only system calls and writes of prepared strings; never returns.
 [[noreturn]] void RunChild(const ChildPlan& plan) {
   const SpawnOptions& o = *plan.options;
   if (o.new_process_group) ::setpgid(0, 0);
+  if (plan.open_files) ::setrlimit(RLIMIT_NOFILE, &*plan.open_files);
   if (o.kill_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != plan.parent) _exit(127);  // the parent died before prctl took effect
@@ -100,6 +104,10 @@ Result<pid_t> SpawnProcess(const SpawnOptions& options) {
   }
   plan.options = &options;
   plan.parent = ::getpid();
+  if (rlimit now{}; options.soft_open_files_limit && ::getrlimit(RLIMIT_NOFILE, &now) == 0) {
+    now.rlim_cur = std::min<rlim_t>(*options.soft_open_files_limit, now.rlim_max);
+    plan.open_files = now;
+  }
 
   sigset_t all;
   sigfillset(&all);
