@@ -70,8 +70,8 @@ Message RandomMessage(std::mt19937_64& rng) {
       m.rank = RandomI32(rng);
       m.pid = static_cast<int64_t>(rng());
       m.status = RandomBelow(rng, 2) == 0
-                     ? ExitStatus::Exited(static_cast<int>(RandomBelow(rng, 256)))
-                     : ExitStatus::Signaled(1 + static_cast<int>(RandomBelow(rng, 64)));
+                     ? ExitStatus::Exited(static_cast<int>(RandomBelow(rng, kMaxExitCode + 1)))
+                     : ExitStatus::Signaled(1 + static_cast<int>(RandomBelow(rng, kMaxSignalNumber)));
       m.stopped = RandomBelow(rng, 2) == 1;
       m.stderr_tail = RandomList(rng);
       m.log_path = RandomBytes(rng, 16);

@@ -221,6 +221,31 @@ TEST_CASE("At the total bound every address is refused, and a refused client get
                                     "connections are in their handshake already"));
 }
 
+TEST_CASE("More clients than the per-address bound connecting at once all get in, refused ones "
+          "by retrying") {
+  EndpointOptions options;
+  options.handshake_limits = HandshakeLimits{.total = 1024, .per_address = 1};
+  options.refusal_report_interval = kNoInterval;
+  TestEndpoint ep(options);
+  constexpr int kClients = 24;
+  std::vector<std::future<Status>> done;
+  for (int i = 0; i < kClients; ++i) {
+    done.push_back(std::async(std::launch::async, [&, i] {
+      auto c = StoreClient::Connect(ep.Config(), Clock::now() + seconds(20));
+      if (!c.ok()) return c.status();
+      return (*c)->Set("client/" + std::to_string(i), "in");
+    }));
+  }
+  for (auto& d : done) {
+    Status st = d.get();
+    CHECK_MESSAGE(st.ok(), st.ToString());
+  }
+  auto c = ep.Client();
+  CHECK(*c->NumKeys() == kClients);
+  REQUIRE(ep.Stop());
+  MESSAGE(LinesMentioning(ep.Log(), "from 127.0.0.1").size() << " log lines about refusals");
+}
+
 TEST_CASE("Authenticated requests are answered while peers keep connecting and sending garbage") {
   if (!CanUseSecondLoopbackAddress()) return;
   EndpointOptions options;
