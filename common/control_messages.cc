@@ -6,11 +6,22 @@ namespace {
 using wire::ByteReader;
 using wire::ByteWriter;
 
+// A name from the wire, fit for an error message: at most 64 bytes, bytes outside printable
+// ASCII as '?'.
+std::string PrintableName(const std::string& name) {
+  constexpr size_t kMaxShown = 64;
+  std::string out = name.substr(0, kMaxShown);
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return name.size() > kMaxShown ? out + "..." : out;
+}
+
 void Put(ByteWriter& w, const Register& m) {
   w.String(m.job_id).I32(m.generation).I32(m.node_rank).U32(m.protocol_version).String(m.version)
       .String(m.host).I64(m.pid);
 }
-bool Get(ByteReader& r, Register& m) {
+bool Get(ByteReader& r, Register& m, std::string& why) {
   return r.String(m.job_id) && r.I32(m.generation) && r.I32(m.node_rank) &&
          r.U32(m.protocol_version) && r.String(m.version) && r.String(m.host) && r.I64(m.pid);
 }
@@ -25,7 +36,7 @@ void Put(ByteWriter& w, const Assignment& m) {
     for (const auto& [k, v] : worker.env) w.String(k).String(v);
   }
 }
-bool Get(ByteReader& r, Assignment& m) {
+bool Get(ByteReader& r, Assignment& m, std::string& why) {
   uint32_t n = 0;
   if (!(r.I32(m.generation) && r.I32(m.node_rank) && r.String(m.log_dir) &&
         r.String(m.working_dir) && r.I64(m.grace_period_ms) && r.Bool(m.tee) &&
@@ -42,7 +53,11 @@ bool Get(ByteReader& r, Assignment& m) {
     for (uint32_t j = 0; j < env_count; ++j) {
       std::string k, v;
       if (!(r.String(k) && r.String(v))) return false;
-      worker.env[k] = v;
+      if (!worker.env.try_emplace(k, std::move(v)).second) {
+        why = "rank " + std::to_string(worker.rank) + " has environment variable '" +
+              PrintableName(k) + "' twice";
+        return false;
+      }
     }
     m.workers.push_back(std::move(worker));
   }
@@ -50,7 +65,7 @@ bool Get(ByteReader& r, Assignment& m) {
 }
 
 void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid); }
-bool Get(ByteReader& r, WorkerStarted& m) {
+bool Get(ByteReader& r, WorkerStarted& m, std::string& why) {
   return r.I32(m.generation) && r.I32(m.rank) && r.I64(m.pid);
 }
 
@@ -59,7 +74,7 @@ void Put(ByteWriter& w, const WorkerExited& m) {
       .U8(m.status.kind == ExitStatus::Kind::kSignaled ? 1 : 0).I32(m.status.value)
       .Bool(m.stopped).StringList(m.stderr_tail).String(m.log_path).String(m.error_record);
 }
-bool Get(ByteReader& r, WorkerExited& m) {
+bool Get(ByteReader& r, WorkerExited& m, std::string& why) {
   uint8_t kind = 0;
   int32_t value = 0;
   if (!(r.I32(m.generation) && r.I32(m.rank) && r.I64(m.pid) && r.U8(kind) && r.I32(value) &&
@@ -68,13 +83,18 @@ bool Get(ByteReader& r, WorkerExited& m) {
   }
   if (kind > 1) return false;
   m.status = kind == 1 ? ExitStatus::Signaled(value) : ExitStatus::Exited(value);
+  if (!IsReportableExitStatus(m.status)) {
+    why = "rank " + std::to_string(m.rank) + " " + DescribeExitStatus(m.status) +
+          " is no status a process can end with";
+    return false;
+  }
   return true;
 }
 
 void Put(ByteWriter& w, const Output& m) {
   w.I32(m.generation).I32(m.rank).U8(static_cast<uint8_t>(m.stream)).StringList(m.lines);
 }
-bool Get(ByteReader& r, Output& m) {
+bool Get(ByteReader& r, Output& m, std::string& why) {
   uint8_t stream = 0;
   if (!(r.I32(m.generation) && r.I32(m.rank) && r.U8(stream) && r.StringList(m.lines))) {
     return false;
@@ -87,15 +107,15 @@ bool Get(ByteReader& r, Output& m) {
 void Put(ByteWriter& w, const Stop& m) {
   w.I32(m.generation).I64(m.grace_period_ms).String(m.reason);
 }
-bool Get(ByteReader& r, Stop& m) {
+bool Get(ByteReader& r, Stop& m, std::string& why) {
   return r.I32(m.generation) && r.I64(m.grace_period_ms) && r.String(m.reason);
 }
 
 void Put(ByteWriter& w, const AgentDone& m) { w.I32(m.generation); }
-bool Get(ByteReader& r, AgentDone& m) { return r.I32(m.generation); }
+bool Get(ByteReader& r, AgentDone& m, std::string& why) { return r.I32(m.generation); }
 
 void Put(ByteWriter& w, const Heartbeat& m) { w.I32(m.generation).U64(m.sequence); }
-bool Get(ByteReader& r, Heartbeat& m) { return r.I32(m.generation) && r.U64(m.sequence); }
+bool Get(ByteReader& r, Heartbeat& m, std::string& why) { return r.I32(m.generation) && r.U64(m.sequence); }
 
 void Put(ByteWriter& w, const AgentStopping& m) { w.I32(m.generation).String(m.reason).I32(m.signal); }
 bool Get(ByteReader& r, AgentStopping& m) {
@@ -118,15 +138,24 @@ template <typename T>
 Result<Message> DecodeAs(const wire::Frame& frame) {
   T m;
   ByteReader r(frame.payload);
-  if (!Get(r, m) || !r.Finished()) {
+  std::string why;
+  if (!Get(r, m, why) || !r.Finished()) {
     return InvalidArgumentError("malformed control message of type " +
                                 std::to_string(frame.type) + " (" +
-                                std::to_string(frame.payload.size()) + " bytes)");
+                                std::to_string(frame.payload.size()) + " bytes)" +
+                                (why.empty() ? "" : ": " + why));
   }
   return Message(std::move(m));
 }
 
 }  // namespace
+
+bool IsReportableExitStatus(const ExitStatus& status) {
+  if (status.kind == ExitStatus::Kind::kSignaled) {
+    return status.value >= 1 && status.value <= kMaxSignalNumber;
+  }
+  return status.value >= 0 && status.value <= kMaxExitCode;
+}
 
 wire::Frame Encode(const Message& message) {
   return std::visit(

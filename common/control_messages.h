@@ -69,6 +69,14 @@ struct WorkerStarted {
   int64_t pid = 0;
 };
 
+// What waitpid() can report, and so all WORKER_EXITED may carry: the launcher exits with the
+// root cause's code (ShellExitCode), which must stay a valid exit code.
+inline constexpr int kMaxExitCode = 255;      // WEXITSTATUS is 8 bits
+inline constexpr int kMaxSignalNumber = 64;   // SIGRTMAX on Linux; 128 + 64 is still an exit code
+
+// True for an exit code 0..kMaxExitCode or a signal 1..kMaxSignalNumber.
+bool IsReportableExitStatus(const ExitStatus& status);
+
 struct WorkerExited {
   int32_t generation = 0;
   int32_t rank = 0;
@@ -125,7 +133,11 @@ using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, 
 // Encodes a message as a frame's type and payload.
 wire::Frame Encode(const Message& message);
 
-// Decodes a frame. Unknown types and malformed payloads are kInvalidArgument naming the type.
+// Decodes a frame. Unknown types and malformed payloads are kInvalidArgument naming the type:
+// truncated or trailing bytes, a bool other than 0/1, an unknown stream or exit kind, a
+// WORKER_EXITED status that IsReportableExitStatus refuses, or an environment variable given
+// twice for one worker (entries may come in any order). Allocates at most a small multiple of
+// the payload's size: counts are checked against the bytes present.
 Result<Message> Decode(const wire::Frame& frame);
 
 }  // namespace dslaunch::control

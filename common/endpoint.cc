@@ -3,9 +3,10 @@
 #include <fcntl.h>
 
 #include <array>
+#include <cstdio>
+#include <deque>
 #include <iostream>
 #include <map>
-#include <unordered_set>
 
 #include "common/asio.h"
 #include "common/message_types.h"
@@ -16,6 +17,7 @@ namespace {
 
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
 
 // Bytes read from a socket per read call: one syscall takes a burst of small store requests,
 // and thousands of connections do not cost much memory.
@@ -39,7 +41,13 @@ class Connection;
 class Endpoint::Impl : public std::enable_shared_from_this<Endpoint::Impl> {
  public:
   Impl(asio::io_context& io, EndpointOptions options)
-      : io_(io), acceptor_(io), retry_timer_(io), options_(std::move(options)) {
+      : io_(io),
+        acceptor_(io),
+        retry_timer_(io),
+        report_timer_(io),
+        options_(std::move(options)),
+        admission_(options_.handshake_limits),
+        refusals_(options_.refusal_report_interval) {
     if (!options_.log) options_.log = DefaultLog;
   }
 
@@ -49,29 +57,56 @@ class Endpoint::Impl : public std::enable_shared_from_this<Endpoint::Impl> {
   void Remove(Connection* c);
   void Log(std::string_view line) const { options_.log(line); }
 
+  // Closes a just-accepted socket at once (with a reset, so a flood leaves no TIME_WAIT behind)
+  // and counts the refusal.
+  void Refuse(tcp::socket& socket, const std::string& address, std::string_view reason);
+  // Counts a refused or failed unauthenticated connection; logs the line RefusalReport says to.
+  void RecordRefusal(const std::string& address, std::string_view reason);
+  void RecordAcceptError(const error_code& ec);
+  // Queues a handshake step (see kHandshakeStepsPerTurn).
+  void DeferHandshakeStep(std::function<void()> step);
+
   asio::io_context& io_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
+  asio::steady_timer report_timer_;
   EndpointOptions options_;
   uint16_t port_ = 0;
   bool stopped_ = false;
   std::map<PeerRole, SessionFactory> factories_;
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
+  HandshakeAdmission admission_;
+
+ private:
+  void RunHandshakeSteps();
+  void ScheduleReport();
+  void Report(bool final);
+
+  RefusalReport refusals_;
+  bool report_scheduled_ = false;
+  // Accept failures (out of descriptors, mostly): the first is logged, the rest are counted
+  // and reported with the refusals.
+  uint64_t accept_errors_ = 0;
+  std::optional<Clock::time_point> accept_errors_since_;
+  std::string latest_accept_error_;
+  std::deque<std::function<void()>> handshake_steps_;
+  bool steps_posted_ = false;
 };
 
 class Connection : public EndpointConnection, public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::shared_ptr<Endpoint::Impl> endpoint, tcp::socket socket, std::string peer)
+  // `address` is the peer's IP address, admitted by the endpoint's HandshakeAdmission; the
+  // connection releases it when it authenticates or closes.
+  Connection(std::shared_ptr<Endpoint::Impl> endpoint, tcp::socket socket, std::string peer,
+             std::string address)
       : endpoint_(std::move(endpoint)),
         socket_(std::move(socket)),
         timer_(endpoint_->io_),
-        peer_(std::move(peer)) {}
+        peer_(std::move(peer)),
+        address_(std::move(address)) {}
 
-  void Start() {
-    error_code ec;
-    socket_.set_option(tcp::no_delay(true), ec);  // requests are small and latency-bound
-    challenge_.server_nonce = RandomBytes(kNonceBytes);
-    Send(msg::kChallenge, EncodeChallenge(challenge_));
+  // Starts the handshake deadline, which runs from the accept.
+  void ArmHandshakeDeadline() {
     auto timeout = endpoint_->options_.handshake_timeout;
     timer_.expires_after(timeout);
     timer_.async_wait([self = shared_from_this(), timeout](const error_code& ec) {
@@ -80,7 +115,16 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
                                           std::to_string(timeout.count()) + " ms"));
       }
     });
-    StartRead();
+  }
+
+  // Sends the CHALLENGE and starts reading (a handshake step).
+  void Start() {
+    if (state_ != State::kHandshake) return;
+    error_code ec;
+    socket_.set_option(tcp::no_delay(true), ec);  // requests are small and latency-bound
+    challenge_.server_nonce = RandomBytes(kNonceBytes);
+    Send(msg::kChallenge, EncodeChallenge(challenge_));
+    if (state_ == State::kHandshake) StartRead();
   }
 
   void Send(uint8_t type, std::string payload) override {
@@ -144,6 +188,17 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
       }
       return;
     }
+    if (state_ == State::kHandshake) {
+      // Authenticated work first: read_buffer_ stays untouched until the step runs, since the
+      // next read starts only after it.
+      endpoint_->DeferHandshakeStep([self = shared_from_this(), n] { self->Process(n); });
+      return;
+    }
+    Process(n);
+  }
+
+  void Process(size_t n) {
+    if (state_ == State::kClosing || state_ == State::kClosed) return;
     decoder_.Feed(read_buffer_.data(), n);
     while (state_ == State::kHandshake || state_ == State::kOpen) {
       if (state_ == State::kHandshake && decoder_.buffered() > kMaxHandshakeBytes) {
@@ -197,6 +252,7 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
     Send(msg::kAuthOk, EncodeAuthOk(ServerProof(endpoint_->options_.secret, challenge_, *auth)));
     state_ = State::kOpen;
     timer_.cancel();
+    LeaveHandshakeSlot();
     handler_ = (*factory)(shared_from_this());
     if (!handler_) return FailedPreconditionError("session factory declined the connection");
     return Status::Ok();
@@ -238,12 +294,17 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
     if (state_ == State::kClosed) return;
     bool was_authenticated = handler_ != nullptr;
     state_ = State::kClosed;
+    LeaveHandshakeSlot();
     // Log before closing, so that whoever sees the close can already see why. Closes caused by
-    // Stop() (kAborted) are the owner's decision and not logged.
+    // Stop() (kAborted) are the owner's decision and not logged. A connection that never
+    // authenticated is counted in the refusal report instead of a line each.
     if (!close_reason_.ok() && close_reason_.code() != StatusCode::kAborted && log_close_) {
-      endpoint_->Log("connection from " + peer_ +
-                     (was_authenticated ? " (" + PeerRoleName(role_) + ")" : "") +
-                     " closed: " + close_reason_.ToString());
+      if (was_authenticated) {
+        endpoint_->Log("connection from " + peer_ + " (" + PeerRoleName(role_) +
+                       ") closed: " + close_reason_.ToString());
+      } else {
+        endpoint_->RecordRefusal(address_, close_reason_.ToString());
+      }
     }
     error_code ignored;
     timer_.cancel();
@@ -255,10 +316,18 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
     endpoint_->Remove(this);
   }
 
+  void LeaveHandshakeSlot() {
+    if (!in_handshake_slot_) return;
+    in_handshake_slot_ = false;
+    endpoint_->admission_.Release(address_);
+  }
+
   std::shared_ptr<Endpoint::Impl> endpoint_;
   tcp::socket socket_;
   asio::steady_timer timer_;  // handshake deadline, then the close-flush deadline
   std::string peer_;
+  std::string address_;            // the peer's IP address, the key of HandshakeAdmission
+  bool in_handshake_slot_ = true;  // counted by HandshakeAdmission
   State state_ = State::kHandshake;
   PeerRole role_ = PeerRole::kStoreClient;
   Challenge challenge_;
@@ -307,7 +376,7 @@ void Endpoint::Impl::StartAccept() {
     if (self->stopped_) return;
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
-      self->Log("accept: " + ec.message());
+      self->RecordAcceptError(ec);
       // Out of descriptors or buffers: give closing connections time to free some.
       self->retry_timer_.expires_after(kAcceptRetryDelay);
       self->retry_timer_.async_wait([self](const error_code& tec) {
@@ -318,18 +387,103 @@ void Endpoint::Impl::StartAccept() {
     error_code pec;
     tcp::endpoint remote = socket.remote_endpoint(pec);
     std::string peer = pec ? std::string("unknown peer") : FormatPeer(remote);
+    std::string address = pec ? std::string("unknown address") : remote.address().to_string();
     if (self->connections_.size() >= kMaxEndpointConnections) {
-      self->Log("refusing " + peer + ": " + std::to_string(kMaxEndpointConnections) +
-                " connections already open");
-      error_code ignored;
-      socket.close(ignored);
+      self->Refuse(socket, address,
+                   std::to_string(kMaxEndpointConnections) + " connections are open already");
+    } else if (Admission a = self->admission_.Admit(address); a != Admission::kAdmitted) {
+      self->Refuse(socket, address, DescribeRefusal(a, self->admission_.limits()));
     } else {
-      auto c = std::make_shared<Connection>(self, std::move(socket), std::move(peer));
+      auto c = std::make_shared<Connection>(self, std::move(socket), std::move(peer),
+                                            std::move(address));
       self->connections_.emplace(c.get(), c);
-      c->Start();
+      c->ArmHandshakeDeadline();
+      self->DeferHandshakeStep([c] { c->Start(); });
     }
     self->StartAccept();
   });
+}
+
+void Endpoint::Impl::Refuse(tcp::socket& socket, const std::string& address,
+                            std::string_view reason) {
+  error_code ignored;
+  socket.set_option(asio::socket_base::linger(true, 0), ignored);
+  socket.close(ignored);
+  RecordRefusal(address, reason);
+}
+
+void Endpoint::Impl::RecordRefusal(const std::string& address, std::string_view reason) {
+  if (auto line = refusals_.Record(address, reason, Clock::now())) Log(*line);
+  ScheduleReport();
+}
+
+void Endpoint::Impl::RecordAcceptError(const error_code& ec) {
+  latest_accept_error_ = ec.message();
+  if (!accept_errors_since_) {
+    accept_errors_since_ = Clock::now();
+    Log("accept: " + latest_accept_error_ + " (further accept failures are counted and reported every " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                           options_.refusal_report_interval).count()) + " s)");
+  }
+  ++accept_errors_;
+  ScheduleReport();
+}
+
+void Endpoint::Impl::ScheduleReport() {
+  if (report_scheduled_ || stopped_) return;
+  std::optional<Clock::time_point> due = refusals_.due();
+  if (accept_errors_since_) {
+    Clock::time_point accept_due = *accept_errors_since_ + options_.refusal_report_interval;
+    due = due ? std::min(*due, accept_due) : accept_due;
+  }
+  if (!due) return;
+  report_scheduled_ = true;
+  report_timer_.expires_at(*due);
+  report_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    self->report_scheduled_ = false;
+    if (ec || self->stopped_) return;
+    self->Report(/*final=*/false);
+    self->ScheduleReport();
+  });
+}
+
+void Endpoint::Impl::Report(bool final) {
+  const Clock::time_point now = Clock::now();
+  for (const std::string& line : refusals_.Flush(now, final)) Log(line);
+  if (accept_errors_since_ &&
+      (final || now >= *accept_errors_since_ + options_.refusal_report_interval)) {
+    if (accept_errors_ > 1) {
+      char elapsed[32];
+      std::snprintf(elapsed, sizeof(elapsed), "%.1f",
+                    std::chrono::duration<double>(now - *accept_errors_since_).count());
+      Log("accept failed " + std::to_string(accept_errors_) + " times in the last " + elapsed +
+          " s; latest: " + latest_accept_error_);
+    }
+    accept_errors_ = 0;
+    accept_errors_since_.reset();
+  }
+}
+
+void Endpoint::Impl::DeferHandshakeStep(std::function<void()> step) {
+  handshake_steps_.push_back(std::move(step));
+  if (steps_posted_) return;
+  steps_posted_ = true;
+  asio::post(io_, [self = shared_from_this()] { self->RunHandshakeSteps(); });
+}
+
+// Runs from its own post, so it queues behind every handler that was ready before it; when work
+// is left it posts itself again, behind the completions the next poll of the sockets brings.
+void Endpoint::Impl::RunHandshakeSteps() {
+  for (size_t i = 0; i < kHandshakeStepsPerTurn && !handshake_steps_.empty(); ++i) {
+    std::function<void()> step = std::move(handshake_steps_.front());
+    handshake_steps_.pop_front();
+    step();
+  }
+  if (handshake_steps_.empty() || stopped_) {
+    steps_posted_ = false;
+    return;
+  }
+  asio::post(io_, [self = shared_from_this()] { self->RunHandshakeSteps(); });
 }
 
 void Endpoint::Impl::StopNow() {
@@ -338,11 +492,14 @@ void Endpoint::Impl::StopNow() {
   error_code ignored;
   acceptor_.close(ignored);
   retry_timer_.cancel();
+  report_timer_.cancel();
+  handshake_steps_.clear();
   // Abort only schedules the close, so iterating over a copy is not needed; take one anyway
   // because Remove() runs later and the map must not change under the loop.
   std::vector<std::shared_ptr<Connection>> open;
   for (auto& [ptr, c] : connections_) open.push_back(c);
   for (auto& c : open) c->Abort(AbortedError("endpoint stopped"));
+  Report(/*final=*/true);
 }
 
 void Endpoint::Impl::Remove(Connection* c) { connections_.erase(c); }

@@ -10,6 +10,15 @@
 // Failure isolation: a malformed, oversized (wire::kMaxFrameBytes) or unauthenticated frame, a
 // handshake that does not finish within kHandshakeTimeout (EndpointOptions), or a handler returning
 // an error closes that one connection and nothing else.
+//
+// Before authentication (docs/protocol.md, "Connections before authentication"): at most
+// HandshakeLimits connections are in their handshake, in total and per source address
+// (common/handshake_admission.h); a connection over a bound is closed at once, before the
+// CHALLENGE, and its client retries. Refusals and failed handshakes are logged through a
+// RefusalReport (common/refusal_report.h): an address's first at once, then one summary line per
+// address every refusal_report_interval. Handshake work runs at most kHandshakeStepsPerTurn steps
+// per turn of the event loop, behind the authenticated connections' ready work, so no number of
+// connecting peers can starve the store or the agents.
 #pragma once
 
 #include <chrono>
@@ -21,6 +30,8 @@
 #include <string_view>
 
 #include "common/handshake.h"
+#include "common/handshake_admission.h"
+#include "common/refusal_report.h"
 #include "common/status.h"
 #include "common/wire.h"
 
@@ -31,11 +42,17 @@ class io_context;
 namespace dslaunch {
 
 // A peer that has not finished the handshake by then is closed: a legitimate client answers the
-// challenge within one round trip, and a silent peer must not hold a connection slot.
-inline constexpr std::chrono::seconds kHandshakeTimeout{10};
+// challenge within one round trip (3 s leaves room for a loaded node), and a silent peer must not
+// hold one of the HandshakeLimits slots for longer.
+inline constexpr std::chrono::seconds kHandshakeTimeout{3};
 // Connections beyond this are closed on accept: enough for every rank of a few hundred 8-GPU nodes
-// plus their agents, and well below the launcher's file-descriptor limit.
+// plus their agents. The launcher raises its soft descriptor limit to the hard one at start, so
+// that this bound, not the descriptor limit, is what a flood meets.
 inline constexpr size_t kMaxEndpointConnections = 8192;
+// Handshake steps (a new connection's CHALLENGE, reading and checking its AUTH) run at most this
+// many per turn of the event loop, after the authenticated connections' ready work: an
+// authenticated request waits behind at most this many, however many peers are connecting.
+inline constexpr size_t kHandshakeStepsPerTurn = 16;
 // Before authentication a peer may send only this much: an AUTH is under 400 bytes, so an
 // anonymous peer cannot make the launcher buffer a 16 MiB frame.
 inline constexpr size_t kMaxHandshakeBytes = 4096;
@@ -79,8 +96,10 @@ class SessionHandler {
 using SessionFactory =
     std::function<std::unique_ptr<SessionHandler>(std::shared_ptr<EndpointConnection>)>;
 
-// Receives the endpoint's log lines (accepts, rejections, closes with errors). Never contains the
-// secret. The default writes "dslaunch endpoint: <line>" to stderr.
+// Receives the endpoint's log lines: closes of authenticated connections with errors, accept
+// failures, and refused or failed handshakes (bounded by a RefusalReport). Called on the
+// io_context thread. Never contains the secret. The default writes "dslaunch endpoint: <line>" to
+// stderr.
 using EndpointLogger = std::function<void(std::string_view)>;
 
 struct EndpointOptions {
@@ -89,8 +108,10 @@ struct EndpointOptions {
   std::string job_id;                      // required
   std::string secret;                      // required; never logged
   EndpointLogger log;                      // optional
-  // Tests shorten this; production keeps the default.
+  // Tests change these; production keeps the defaults.
   std::chrono::milliseconds handshake_timeout = kHandshakeTimeout;
+  HandshakeLimits handshake_limits;
+  std::chrono::milliseconds refusal_report_interval = kRefusalReportInterval;
 };
 
 class Endpoint {
@@ -111,8 +132,9 @@ class Endpoint {
   // declaring a role with no factory is rejected (AUTH_REJECTED, unknown role). Call on the
   // io_context thread, or before the io_context runs.
   void SetSessionFactory(PeerRole role, SessionFactory factory);
-  // Closes the acceptor and every connection (their handlers see OnClose(kAborted)). Thread-safe;
-  // carried out on the io_context thread (at once when called there). Idempotent.
+  // Closes the acceptor and every connection (their handlers see OnClose(kAborted)) and logs the
+  // summary of refusals not yet reported. Thread-safe; carried out on the io_context thread (at
+  // once when called there). Idempotent.
   void Stop();
 
   class Impl;

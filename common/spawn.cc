@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -36,8 +37,9 @@ void WriteString(int fd, const char* s) { WriteAll(fd, s, std::strlen(s)); }
 void CloseOnExecAboveStderr() {
   if (::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return;
   struct rlimit lim {};
-  long max_fd = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
-                    ? static_cast<long>(lim.rlim_cur)
+  // The hard limit: the soft one may just have been lowered for this child.
+  long max_fd = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_max != RLIM_INFINITY
+                    ? static_cast<long>(lim.rlim_max)
                     : 65536;
   for (long fd = 3; fd < max_fd; ++fd) ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
 }
@@ -49,12 +51,14 @@ struct ChildPlan {
   const SpawnOptions* options;
   pid_t parent;
   sigset_t parent_mask;
+  std::optional<rlimit> open_files;  // SpawnOptions::soft_open_files_limit, with the hard limit
 };
 
 // Runs in the vfork child. Only system calls and writes of prepared strings; never returns.
 [[noreturn]] void RunChild(const ChildPlan& plan) {
   const SpawnOptions& o = *plan.options;
   if (o.new_process_group) ::setpgid(0, 0);
+  if (plan.open_files) ::setrlimit(RLIMIT_NOFILE, &*plan.open_files);
   if (o.kill_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != plan.parent) _exit(127);  // the parent died before prctl took effect
@@ -118,6 +122,10 @@ Result<pid_t> SpawnProcess(const SpawnOptions& options) {
   }
   plan.options = &options;
   plan.parent = ::getpid();
+  if (rlimit now{}; options.soft_open_files_limit && ::getrlimit(RLIMIT_NOFILE, &now) == 0) {
+    now.rlim_cur = std::min<rlim_t>(*options.soft_open_files_limit, now.rlim_max);
+    plan.open_files = now;
+  }
 
   sigset_t all;
   sigfillset(&all);

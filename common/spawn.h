@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct SpawnOptions {
   int stdout_fd = -1;               // -1: inherit
   int stderr_fd = -1;               // -1: inherit
   std::string exec_error_prefix;    // e.g. "dslaunch-agent: "
+  // Sets the child's soft RLIMIT_NOFILE before exec (at most the hard limit): the launcher raises
+  // its own for its endpoint and gives its children back the limit it started with.
+  std::optional<uint64_t> soft_open_files_limit;
 };
 
 // Starts the process and returns its pid. Fails (kInvalidArgument) for an empty argv and

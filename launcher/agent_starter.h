@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,9 +81,16 @@ class AgentStarter {
 // and the working directory locally.
 class LocalAgentStarter : public AgentStarter {
  public:
+  // `agent_open_files_limit`: the soft RLIMIT_NOFILE agents (and so their workers) start with;
+  // nullopt keeps the launcher's own (launcher/open_files_limit.h).
+  explicit LocalAgentStarter(std::optional<uint64_t> agent_open_files_limit = std::nullopt)
+      : agent_open_files_limit_(agent_open_files_limit) {}
   Status Preflight(const std::vector<NodePlan>& nodes, const PreflightChecks& checks) override;
   Result<std::unique_ptr<AgentHandle>> Start(const NodePlan& node, const AgentCommand& command,
                                              std::string_view secret, AgentCallbacks callbacks) override;
+
+ private:
+  std::optional<uint64_t> agent_open_files_limit_;
 };
 
 }  // namespace dslaunch::launcher

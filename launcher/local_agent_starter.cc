@@ -64,6 +64,7 @@ Result<std::unique_ptr<AgentHandle>> LocalAgentStarter::Start(const NodePlan& no
   options.argv = AgentArgv(command, command.endpoint_host);
   options.stdin_fd = read_end.get();
   options.exec_error_prefix = "dslaunch: ";
+  options.soft_open_files_limit = agent_open_files_limit_;
   DSLAUNCH_ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(options));
   read_end.Reset();
   // The secret is small (well under PIPE_BUF), so this write completes at once. If the agent

@@ -25,6 +25,7 @@
 #include "launcher/job_runner.h"
 #include "launcher/launch_plan.h"
 #include "launcher/no_ssh.h"
+#include "launcher/open_files_limit.h"
 #include "launcher/plan_format.h"
 #include "launcher/resource_filter.h"
 #include "launcher/ssh_agent_starter.h"
@@ -216,11 +217,19 @@ int Main(int argc, char** argv) {
   ro.tee = cli.tee;
   ro.show_host = resources->size() > 1;
 
+  // The endpoint's own bounds, not the descriptor limit, must be what a flood of connections
+  // meets; agents and workers get the limit the launcher started with.
+  std::optional<uint64_t> agent_open_files;
+  if (auto limit = RaiseOpenFilesLimit(); limit.ok()) {
+    agent_open_files = limit->soft;
+  } else {
+    std::cerr << "dslaunch: warning: " << limit.status().message() << "\n";
+  }
   std::unique_ptr<AgentStarter> starter;
   if (local) {
-    starter = std::make_unique<LocalAgentStarter>();
+    starter = std::make_unique<LocalAgentStarter>(agent_open_files);
   } else if (cli.no_ssh) {
-    starter = std::make_unique<SelfStartedAgentStarter>(0);
+    starter = std::make_unique<SelfStartedAgentStarter>(0, agent_open_files);
   } else {
     starter = std::make_unique<SshAgentStarter>(SshOptionsFrom(cli, edges));
   }

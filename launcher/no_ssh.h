@@ -18,7 +18,10 @@ namespace dslaunch::launcher {
 // catches one that never comes). Pre-flight checks only this machine.
 class SelfStartedAgentStarter : public AgentStarter {
  public:
-  explicit SelfStartedAgentStarter(int own_node_rank) : own_node_rank_(own_node_rank) {}
+  // `agent_open_files_limit`: as for LocalAgentStarter, for the agent this node starts itself.
+  explicit SelfStartedAgentStarter(int own_node_rank,
+                                   std::optional<uint64_t> agent_open_files_limit = std::nullopt)
+      : own_node_rank_(own_node_rank), local_(agent_open_files_limit) {}
   Status Preflight(const std::vector<NodePlan>& nodes, const PreflightChecks& checks) override;
   Result<std::unique_ptr<AgentHandle>> Start(const NodePlan& node, const AgentCommand& command,
                                              std::string_view secret, AgentCallbacks callbacks) override;

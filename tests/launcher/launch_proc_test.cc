@@ -1,5 +1,6 @@
 // Proc tests: the real dslaunch, dslaunch-agent and worker binaries, real processes and sockets.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
 
 #include <csignal>
 #include <filesystem>
@@ -153,6 +154,29 @@ TEST_CASE("Arguments after PROGRAM reach the workers untouched") {
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(r.out == "[rank 0] --hostfile x --num_gpus 3 --\n");
+}
+
+TEST_CASE("The launcher raises its soft descriptor limit to the hard one; workers keep the user's") {
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  constexpr int kUserSoftLimit = 512;
+  if (limit.rlim_max <= static_cast<rlim_t>(kUserSoftLimit)) {
+    MESSAGE("hard RLIMIT_NOFILE is " << limit.rlim_max << ": nothing to raise, skipped");
+    return;
+  }
+  TempDir dir;
+  // The worker prints its own soft limit, then the launcher's: its parent is the agent, whose
+  // parent is the launcher.
+  const std::string show =
+      "echo worker=$(ulimit -Sn); "
+      "echo launcher=$(awk '/^Max open files/ {print $4}' /proc/$(cut -d' ' -f4 /proc/$PPID/stat)/limits)";
+  auto r = RunProcess({"/bin/sh", "-c", "ulimit -Sn " + std::to_string(kUserSoftLimit) + " && exec \"$0\" \"$@\"",
+                       kLauncher, "--log_dir", dir.path(), "--no_python", "/bin/sh", "-c", show},
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "[rank 0] worker=" + std::to_string(kUserSoftLimit) + "\n[rank 0] launcher=" +
+                     std::to_string(limit.rlim_max) + "\n");
 }
 
 TEST_CASE("A Python script runs under python3 -u with --local_rank before its arguments") {
