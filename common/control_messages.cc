@@ -118,8 +118,13 @@ void Put(ByteWriter& w, const Heartbeat& m) { w.I32(m.generation).U64(m.sequence
 bool Get(ByteReader& r, Heartbeat& m, std::string& why) { return r.I32(m.generation) && r.U64(m.sequence); }
 
 void Put(ByteWriter& w, const AgentStopping& m) { w.I32(m.generation).String(m.reason).I32(m.signal); }
-bool Get(ByteReader& r, AgentStopping& m) {
-  return r.I32(m.generation) && r.String(m.reason) && r.I32(m.signal) && m.signal >= 0 && m.signal < 128;
+bool Get(ByteReader& r, AgentStopping& m, std::string& why) {
+  if (!(r.I32(m.generation) && r.String(m.reason) && r.I32(m.signal))) return false;
+  if (m.signal < 0 || m.signal > kMaxSignalNumber) {
+    why = "signal " + std::to_string(m.signal) + " is not a signal number (0 for none)";
+    return false;
+  }
+  return true;
 }
 
 template <typename T>
