@@ -71,8 +71,8 @@ TEST_CASE("AGENT_STOPPING with a signal number outside 0..64 is malformed") {
   for (int32_t sig : {-1, 65, 1 << 20}) {
     CAPTURE(sig);
     wire::Frame f = Encode(AgentStopping{0, "x", 1});
-    // The signal is the payload's last 4 bytes (little-endian i32).
-    for (int i = 0; i < 4; ++i) f.payload[f.payload.size() - 4 + i] = static_cast<char>((sig >> (8 * i)) & 0xff);
+    // The signal is the payload's last 4 bytes (big-endian i32, docs/protocol.md).
+    for (int i = 0; i < 4; ++i) f.payload[f.payload.size() - 4 + i] = static_cast<char>((sig >> (8 * (3 - i))) & 0xff);
     auto m = Decode(f);
     REQUIRE_FALSE(m.ok());
     CHECK(m.status().message() == "malformed control message of type 72 (" + std::to_string(f.payload.size()) +
