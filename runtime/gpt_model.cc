@@ -50,6 +50,48 @@ GptModel::GptModel(const GptConfig& config, int max_batch) : config_(config), ma
       dfch_.resize(n * 4 * c), dfch_gelu_.resize(n * 4 * c), dlnf_.resize(n * c), dlogits_.resize(n * v);
 }
 
+std::vector<double> GptModel::GroupSizes(const GptConfig& config) {
+  const double c = config.n_embd;
+  // Per block: ln_1 and ln_2 (2c each), c_attn (3c x c + 3c), attn c_proj (c x c + c),
+  // mlp c_fc (4c x c + 4c), mlp c_proj (c x 4c + c): 12c^2 + 13c.
+  std::vector<double> sizes = {(static_cast<double>(config.vocab_size) + config.block_size) * c};
+  sizes.insert(sizes.end(), static_cast<size_t>(std::max(config.n_layer, 0)), 12.0 * c * c + 13.0 * c);
+  sizes.push_back(2.0 * c);  // ln_f
+  return sizes;
+}
+
+double GptModel::NumParameters(const GptConfig& config) {
+  const double c = config.n_embd;
+  return (static_cast<double>(config.vocab_size) + config.block_size) * c +
+         static_cast<double>(config.n_layer) * (12.0 * c * c + 13.0 * c) + 2.0 * c;
+}
+
+double GptModel::ActivationBytes(const GptConfig& config, int max_batch) {
+  // Element counts of the constructor's buffers, in its order.
+  const double n = static_cast<double>(max_batch) * config.block_size;
+  const double c = config.n_embd, l = config.n_layer, v = config.vocab_size, nh = config.n_head;
+  const double tt = static_cast<double>(config.block_size) * config.block_size;
+  const double ints = 2 * n;  // tokens, targets
+  const double floats = (l + 1) * n * c                                 // x
+                        + l * n * c + 2 * l * n                          // ln1, mean, rstd
+                        + l * n * 3 * c + l * max_batch * nh * tt + l * n * c  // qkv, att, atty
+                        + 2 * l * n * c + 2 * l * n                      // res2, ln2, mean, rstd
+                        + 2 * l * n * 4 * c                              // fch, fch_gelu
+                        + n * c + 2 * n + 2 * n * v + n                  // lnf, mean, rstd, logits, probs, losses
+                        + 4 * n * c + n * 3 * c + 2 * n * 4 * c + n * c + n * v;  // backward scratch
+  return ints * sizeof(int) + floats * sizeof(float);
+}
+
+size_t GptModel::activation_bytes() const {
+  size_t floats = 0;
+  for (const auto* b : {&x_, &ln1_, &ln1_mean_, &ln1_rstd_, &qkv_, &att_, &atty_, &res2_, &ln2_, &ln2_mean_,
+                        &ln2_rstd_, &fch_, &fch_gelu_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &probs_, &losses_,
+                        &dx_, &dres_, &dtmp_c_, &dtmp_c2_, &dqkv_, &dfch_, &dfch_gelu_, &dlnf_, &dlogits_}) {
+    floats += b->size();
+  }
+  return floats * sizeof(float) + (tokens_.size() + targets_.size()) * sizeof(int);
+}
+
 void GptModel::BuildLayout() {
   const int c = config_.n_embd;
   layout_.BeginGroup("embeddings");

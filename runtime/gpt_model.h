@@ -31,6 +31,16 @@ class GptModel {
  public:
   GptModel(const GptConfig& config, int max_batch);
 
+  // What a model of `config` holds, computed without building it (the memory check before
+  // allocating, runtime/memory_estimate.h). Doubles: a hostile config's products pass 2^64.
+  // Parameters: layout().numel(). Groups: the elements of each parameter group, in layout order.
+  static double NumParameters(const GptConfig& config);
+  static std::vector<double> GroupSizes(const GptConfig& config);
+  // Bytes of the activations and scratch gradients the constructor allocates for max_batch.
+  static double ActivationBytes(const GptConfig& config, int max_batch);
+  // The same, measured on this model's buffers.
+  size_t activation_bytes() const;
+
   const GptConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
 

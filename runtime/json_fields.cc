@@ -13,6 +13,10 @@ namespace {
 constexpr size_t kMaxDescribedChars = 40;
 // Largest edit distance still suggested for short keys; longer keys allow a third of their length.
 constexpr size_t kMinSuggestDistance = 2;
+// Longer than any key or value name of the schema (the longest has 41 characters): a longer word
+// gets no suggestion. The edit distance costs the product of the lengths, so a hostile key of
+// megabytes must not reach it.
+constexpr size_t kMaxSuggestedWord = 64;
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -55,6 +59,7 @@ std::string AutoHint(const Json& v) {
 std::string ChildPath(const std::string& path, std::string_view key) { return path + "." + std::string(key); }
 
 std::string Suggest(std::string_view word, const std::vector<std::string>& candidates) {
+  if (word.size() > kMaxSuggestedWord) return "";
   std::string best;
   size_t best_d = std::string::npos;
   std::string lower = Lower(word);
@@ -89,6 +94,17 @@ std::string Section::FileFor(const Json::json_pointer& pointer) const {
 Status Section::Error(std::string_view key, std::string_view message) const {
   return InvalidArgumentError(FileFor(pointer_ / std::string(key)) + ": " + ChildPath(path_, key) + ": " +
                               std::string(message));
+}
+
+void Section::Warn(std::string_view key, std::string_view message) const {
+  if (ctx_->warnings == nullptr) return;
+  ctx_->warnings->push_back(FileFor(pointer_ / std::string(key)) + ": " + ChildPath(path_, key) + ": " +
+                            std::string(message));
+}
+
+bool Section::HoldsBool(std::string_view key) const {
+  auto it = object_->find(std::string(key));
+  return it != object_->end() && it->is_boolean();
 }
 
 Status Section::SelfError(std::string_view message) const {
@@ -227,6 +243,11 @@ Status Section::Finish() const {
   std::vector<std::string> candidates(known_.begin(), known_.end());
   for (auto it = object_->begin(); it != object_->end(); ++it) {
     if (known_.count(it.key()) != 0) continue;
+    if (it.key().size() > kMaxSuggestedWord) {  // shown shortened: it may be megabytes long
+      return InvalidArgumentError(FileFor(pointer_ / it.key()) + ": " +
+                                  ChildPath(path_, it.key().substr(0, kMaxDescribedChars - 3) + "...") +
+                                  ": unknown key");
+    }
     std::string hint = Suggest(it.key(), candidates);
     return Error(it.key(), "unknown key" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
   }

@@ -29,11 +29,13 @@ struct ParseContext {
   std::string referenced_file;
   const Json* inline_doc = nullptr;
   std::vector<std::string>* unimplemented = nullptr;
+  std::vector<std::string>* warnings = nullptr;  // accepted with a warning (a deprecated form)
 };
 
 // "$.a.b" with `key` appended.
 std::string ChildPath(const std::string& path, std::string_view key);
-// The closest of `candidates` to `word` when it is close enough to be a likely typo, else "".
+// The closest of `candidates` to `word` when it is close enough to be a likely typo, else ""
+// (always "" for a word over 64 characters: no name of the schema is that long).
 std::string Suggest(std::string_view word, const std::vector<std::string>& candidates);
 // The value as JSON text, shortened for messages.
 std::string Describe(const Json& value);
@@ -47,6 +49,8 @@ class Section {
 
   const std::string& path() const { return path_; }
   bool Has(std::string_view key) const { return object_->contains(std::string(key)); }
+  // Whether `key` is present and holds true or false (for keys with an old boolean form).
+  bool HoldsBool(std::string_view key) const;
 
   Status Int(std::string_view key, int64_t min, int64_t max, int64_t* out);
   Status Int(std::string_view key, int64_t min, int64_t max, int* out);
@@ -72,6 +76,8 @@ class Section {
   Status Error(std::string_view key, std::string_view message) const;
   // "<file>: <path>: <message>".
   Status SelfError(std::string_view message) const;
+  // Adds "<file>: <path>.<key>: <message>" to the context's warnings.
+  void Warn(std::string_view key, std::string_view message) const;
 
  private:
   const Json* Find(std::string_view key);

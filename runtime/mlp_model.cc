@@ -47,6 +47,30 @@ MlpModel::MlpModel(std::vector<int> widths, int max_batch) : widths_(std::move(w
   din_.resize(rows * widest);
 }
 
+std::vector<double> MlpModel::GroupSizes(const std::vector<int>& widths) {
+  std::vector<double> sizes;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) sizes.push_back((static_cast<double>(widths[i]) + 1.0) * widths[i + 1]);
+  return sizes;
+}
+
+double MlpModel::ActivationBytes(const std::vector<int>& widths, int max_batch) {
+  if (widths.size() < 2) return 0.0;
+  const double rows = max_batch;
+  double floats = 0.0, widest = 0.0;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    floats += rows * widths[i] + rows * widths[i + 1];  // acts_, pre_
+    widest = std::max({widest, static_cast<double>(widths[i]), static_cast<double>(widths[i + 1])});
+  }
+  floats += rows * widths.back() + rows + 2 * rows * widest;  // probs_, losses_, dout_, din_
+  return floats * sizeof(float) + rows * sizeof(int);         // labels_
+}
+
+size_t MlpModel::activation_bytes() const {
+  size_t floats = probs_.size() + losses_.size() + dout_.size() + din_.size();
+  for (size_t i = 0; i < acts_.size(); ++i) floats += acts_[i].size() + pre_[i].size();
+  return floats * sizeof(float) + labels_.size() * sizeof(int);
+}
+
 void MlpModel::InitParameters(std::span<float> flat, uint64_t seed) const {
   DSLAUNCH_CHECK(flat.size() == layout_.numel()) << "flat buffer of " << flat.size() << " for " << layout_.numel();
   uint64_t state = seed;

@@ -27,6 +27,14 @@ class MlpModel {
   // abort through DSLAUNCH_CHECK.
   MlpModel(std::vector<int> widths, int max_batch);
 
+  // What a model of `widths` holds, computed without building it (runtime/memory_estimate.h),
+  // in doubles: the elements of each parameter group (layer) in layout order, and the bytes of
+  // the activations and scratch gradients the constructor allocates for max_batch.
+  static std::vector<double> GroupSizes(const std::vector<int>& widths);
+  static double ActivationBytes(const std::vector<int>& widths, int max_batch);
+  // The same, measured on this model's buffers.
+  size_t activation_bytes() const;
+
   const std::vector<int>& widths() const { return widths_; }
   int num_layers() const { return static_cast<int>(widths_.size()) - 1; }
   int input_width() const { return widths_.front(); }

@@ -172,23 +172,34 @@ struct TrainConfig {
   // DeepSpeed keys this runtime recognises but does not implement, as JSON paths
   // ("$.zero_optimization.offload_optimizer"), in the order the parser visits them.
   std::vector<std::string> unimplemented_keys;
+  // Other start-up warnings, each a whole line "<file>: <JSON path>: <what>" (a deprecated form
+  // that was accepted, e.g. "zero_optimization": true).
+  std::vector<std::string> warnings;
 };
 
 // Reads the file at a resolved path; returns its text or an error (kNotFound, ...).
 using ConfigLoader = std::function<Result<std::string>(const std::string& path)>;
 
+// The largest train.json or referenced DeepSpeed config read: real ones are a few kilobytes, and
+// the parsed document takes several times the text's size in memory.
+inline constexpr size_t kMaxConfigBytes = 16u << 20;
+
 // Parses a train.json. `path` names the file in messages and is the base for relative paths
 // (data, checkpoint, "deepspeed_config"); `loader` reads a referenced DeepSpeed config.
-// Returns kInvalidArgument "<file>: <JSON path>: <problem>" for syntax errors, wrong types or values,
-// unknown keys (with a did-you-mean suggestion when one is close) and batch inconsistencies; a
-// loader error is returned with context. Pure apart from the loader; never throws.
+// Returns kInvalidArgument "<file>: <JSON path>: <problem>" for syntax errors (with line and
+// column), text over kMaxConfigBytes, nesting deeper than 64 levels, duplicate keys (both
+// places), every "auto" value at once, wrong types or out-of-range values, unknown keys (with a
+// did-you-mean suggestion when one is close) and batch inconsistencies; a loader error is
+// returned with context. Pure apart from the loader; never throws, and allocates in proportion
+// to the text (no model-sized allocation: see runtime/memory_estimate.h for that check).
 Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_view path, int world_size,
                                      const ConfigLoader& loader);
 
 // Reads `path` and any referenced DeepSpeed config from disk, then ParseTrainConfig.
 Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size);
 
-// One start-up warning listing config.unimplemented_keys; empty when there are none.
+// One start-up warning listing config.unimplemented_keys, starting "warning: "; empty when there
+// are none. The caller prefixes only its program name.
 std::string UnimplementedWarning(const TrainConfig& config);
 
 // Stable lower-case names, for logs: "adamw", "warmup_cosine_lr", "bf16", ...

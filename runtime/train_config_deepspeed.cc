@@ -146,6 +146,19 @@ Status ParsePrecision(Section& root, Fp16Config* fp16, Bf16Config* bf16, Precisi
 
 Status ParseZero(Section& root, ZeroConfig* out) {
   *out = ZeroConfig{};
+  if (root.HoldsBool("zero_optimization")) {
+    // DeepSpeed's old form: true is stage 1, false stage 0, with the all-gather bucket in the
+    // top-level "allgather_size" (its read_zero_config_deprecated); accepted with its warning.
+    bool enabled = false;
+    DSLAUNCH_RETURN_IF_ERROR(root.Bool("zero_optimization", &enabled));
+    out->stage = enabled ? 1 : 0;
+    root.Known("allgather_size");  // DeepSpeed ignores it with false
+    if (enabled) DSLAUNCH_RETURN_IF_ERROR(root.Int("allgather_size", 1, kNoMax, &out->allgather_bucket_size));
+    root.Warn("zero_optimization", std::string("the boolean form is deprecated (DeepSpeed reads ") +
+                                       (enabled ? "true as stage 1" : "false as stage 0") + "); write {\"stage\": " +
+                                       (enabled ? "1" : "0") + "}");
+    return Status::Ok();
+  }
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> z, root.Child("zero_optimization"));
   if (!z) return Status::Ok();
   DSLAUNCH_RETURN_IF_ERROR(z->Int("stage", 0, 3, &out->stage));

@@ -10,6 +10,17 @@ namespace {
 constexpr int64_t kMaxVocabSize = 65536;
 // Keeps layer widths and dimensions far from int overflow in products like n_embd * block_size.
 constexpr int64_t kMaxDimension = 1 << 20;
+// The gpt model's bounds (values past them are mistakes, not models; whether a model within them
+// fits the machine is the memory check's question, runtime/memory_estimate.h):
+// 4x the deepest transformer trained (DeepNet, 1,000 layers); the layout then names ~50,000 tensors.
+constexpr int64_t kMaxLayers = 4096;
+// 2.5x the widest published GPT (25,600); one c x 4c weight is then 64 GiB.
+constexpr int64_t kMaxEmbedding = 65536;
+// This runtime keeps every head's T x T attention matrix: 16 GiB for one head of one layer of one
+// sequence at 65,536 tokens; longer contexts need another attention algorithm.
+constexpr int64_t kMaxBlockSize = 65536;
+// An mlp deeper than this does not train without residual connections.
+constexpr size_t kMaxMlpLayers = 1024;
 
 Status RequireKeys(Section& s, std::initializer_list<std::string_view> keys) {
   for (std::string_view key : keys) {
@@ -20,10 +31,10 @@ Status RequireKeys(Section& s, std::initializer_list<std::string_view> keys) {
 
 Status ParseGpt(Section& m, GptModelConfig* gpt) {
   DSLAUNCH_RETURN_IF_ERROR(RequireKeys(m, {"n_layer", "n_head", "n_embd", "block_size"}));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_layer", 1, kMaxDimension, &gpt->n_layer));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_head", 1, kMaxDimension, &gpt->n_head));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_embd", 1, kMaxDimension, &gpt->n_embd));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("block_size", 1, kMaxDimension, &gpt->block_size));
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_layer", 1, kMaxLayers, &gpt->n_layer));
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_head", 1, kMaxEmbedding, &gpt->n_head));
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_embd", 1, kMaxEmbedding, &gpt->n_embd));
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("block_size", 1, kMaxBlockSize, &gpt->block_size));
   DSLAUNCH_RETURN_IF_ERROR(m.Int("vocab_size", 1, kMaxVocabSize, &gpt->vocab_size));
   if (gpt->n_embd % gpt->n_head != 0) {
     return m.Error("n_embd", std::to_string(gpt->n_embd) + " is not divisible by n_head " +
@@ -37,6 +48,10 @@ Status ParseMlp(Section& m, MlpModelConfig* mlp) {
   std::vector<int64_t> layers;
   DSLAUNCH_RETURN_IF_ERROR(m.IntArray("layers", 1, kMaxDimension, &layers));
   if (layers.size() < 2) return m.Error("layers", "needs at least 2 widths (input and output)");
+  if (layers.size() > kMaxMlpLayers + 1) {
+    return m.Error("layers", std::to_string(layers.size()) + " widths; at most " + std::to_string(kMaxMlpLayers + 1) +
+                                 " (" + std::to_string(kMaxMlpLayers) + " layers)");
+  }
   mlp->layers.assign(layers.begin(), layers.end());
   return Status::Ok();
 }
@@ -81,10 +96,14 @@ Status ParseData(Section& root, const ModelConfig& model, const std::string& bas
   if (gpt != nullptr && out->format != DataFormat::kTokens) {
     return d->Error("format", "the gpt model reads \"tokens\"");
   }
+  if (gpt == nullptr && out->format != DataFormat::kIdx) {
+    return d->Error(d->Has("format") ? "format" : "train", "the mlp model reads images: set \"format\": \"idx\"");
+  }
   DSLAUNCH_RETURN_IF_ERROR(RequireKeys(*d, {"train"}));
   DSLAUNCH_RETURN_IF_ERROR(d->String("train", &out->train));
   DSLAUNCH_RETURN_IF_ERROR(d->String("val", &out->val));
   if (out->format == DataFormat::kIdx) {
+    if (d->Has("seq_len")) return d->Error("seq_len", "only for \"format\": \"tokens\" (an image is one sample)");
     DSLAUNCH_RETURN_IF_ERROR(RequireKeys(*d, {"train_labels"}));
     DSLAUNCH_RETURN_IF_ERROR(d->String("train_labels", &out->train_labels));
     DSLAUNCH_RETURN_IF_ERROR(d->String("val_labels", &out->val_labels));
@@ -92,10 +111,10 @@ Status ParseData(Section& root, const ModelConfig& model, const std::string& bas
       return d->Error(out->val.empty() ? "val_labels" : "val", "val and val_labels go together");
     }
   } else {
-    int max_len = gpt != nullptr ? gpt->block_size : static_cast<int>(kMaxDimension);
-    out->seq_len = gpt != nullptr ? gpt->block_size : 0;
-    DSLAUNCH_RETURN_IF_ERROR(d->Int("seq_len", 1, max_len, &out->seq_len));
-    if (out->seq_len == 0) return d->Error("seq_len", "required when the model has no block_size");
+    // A sample is seq_len tokens predicting the next seq_len; the position embeddings stop at
+    // block_size. seq_len 1 is a bigram model: it trains, and is reported in tokens like any gpt.
+    out->seq_len = gpt->block_size;
+    DSLAUNCH_RETURN_IF_ERROR(d->Int("seq_len", 1, gpt->block_size, &out->seq_len));
   }
   for (std::string* p : {&out->train, &out->val, &out->train_labels, &out->val_labels}) {
     *p = ResolvePath(base_dir, *p);

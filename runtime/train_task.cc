@@ -27,10 +27,15 @@ class GptTask final : public TrainTask {
         model_(GptConfig{gpt.n_layer, gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab_size}, micro_) {}
 
   Status Validate(const GptModelConfig& gpt) const {
-    if (train_.windows() == 0) {
-      return InvalidArgumentError(config_.data.train + ": " + std::to_string(data_.train.size()) +
-                                  " tokens hold no sequence of " + std::to_string(seq_len_) + " + 1 tokens");
-    }
+    // A sample is seq_len inputs and their seq_len next tokens: seq_len + 1 tokens of the shard.
+    auto too_short = [&](const std::string& file, size_t tokens) {
+      return InvalidArgumentError(file + ": " + std::to_string(tokens) + " tokens hold no sequence of " +
+                                  std::to_string(seq_len_) + " + 1 tokens ($.data.seq_len is " +
+                                  std::to_string(seq_len_) + ")");
+    };
+    if (train_.windows() == 0) return too_short(config_.data.train, data_.train.size());
+    // A validation file that was given but holds no sample would silently skip validation.
+    if (!config_.data.val.empty() && val_.windows() == 0) return too_short(config_.data.val, data_.val.size());
     for (const auto* shard : {&data_.train, &data_.val}) {
       for (uint16_t t : *shard) {
         if (t >= gpt.vocab_size) {
@@ -46,6 +51,7 @@ class GptTask final : public TrainTask {
   const ParameterLayout& layout() const override { return model_.layout(); }
   void InitParameters(std::span<float> flat, uint64_t seed) const override { model_.InitParameters(flat, seed); }
   std::string_view name() const override { return "gpt"; }
+  bool classifier() const override { return false; }
   int64_t TokensPerSample() const override { return seq_len_; }
   double FlopsPerToken() const override { return model_.FlopsPerToken(seq_len_); }
   int64_t GlobalBatch() const override { return train_.global_batch(); }
@@ -154,6 +160,7 @@ class MlpTask final : public TrainTask {
   const ParameterLayout& layout() const override { return model_.layout(); }
   void InitParameters(std::span<float> flat, uint64_t seed) const override { model_.InitParameters(flat, seed); }
   std::string_view name() const override { return "mlp"; }
+  bool classifier() const override { return true; }
   int64_t TokensPerSample() const override { return 1; }
   double FlopsPerToken() const override { return model_.FlopsPerSample(); }
   int64_t GlobalBatch() const override { return train_.global_batch(); }

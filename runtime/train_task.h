@@ -34,7 +34,8 @@ class TrainTask {
  public:
   // The task for config.model on `data`, for rank `rank` of `world`. Fails with
   // kInvalidArgument when the data does not fit the model (a token id past vocab_size, an image
-  // size or label that does not fit the mlp, data too short for one sample).
+  // size or label that does not fit the mlp, a training or validation shard too short for one
+  // sample of data.seq_len + 1 tokens).
   static Result<std::unique_ptr<TrainTask>> Create(const TrainConfig& config, const TrainData& data, int rank,
                                                    int world);
   virtual ~TrainTask() = default;
@@ -43,7 +44,11 @@ class TrainTask {
   virtual void InitParameters(std::span<float> flat, uint64_t seed) const = 0;
   // "gpt" or "mlp".
   virtual std::string_view name() const = 0;
-  // Tokens per sample (seq_len) for gpt, 1 (an image) for mlp: the unit of throughput.
+  // Whether the task classifies (mlp): validation then reports accuracy, and throughput is in
+  // samples (images). A language model (gpt) is not one, whatever its seq_len, even 1.
+  virtual bool classifier() const = 0;
+  // Tokens per sample (seq_len) for gpt, 1 (an image) for mlp: throughput is GlobalBatch() x this
+  // per step, in tokens or (a classifier) samples.
   virtual int64_t TokensPerSample() const = 0;
   // Model FLOPs per token (or image) for forward + backward, for MFU.
   virtual double FlopsPerToken() const = 0;

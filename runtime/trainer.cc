@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "runtime/checkpoint_saver.h"
 #include "runtime/engine.h"
 #include "runtime/model_export.h"
 #include "runtime/progress_bar.h"
@@ -82,7 +83,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     char flops[64];
     std::snprintf(flops, sizeof(flops), "%.4g", task->FlopsPerToken());
     print("model " + std::string(task->name()) + ": " + std::to_string(task->layout().numel()) + " parameters, " +
-          flops + " FLOPs per " + (task->TokensPerSample() > 1 ? "token" : "sample") +
+          flops + " FLOPs per " + (task->classifier() ? "sample" : "token") +
           " (forward + backward); per rank: parameters " + FormatBytes(start_memory.parameters) + ", gradients " +
           FormatBytes(start_memory.gradients) + ", optimizer state " + FormatBytes(start_memory.optimizer_state) +
           " (ZeRO stage " + std::to_string(config.zero.stage) + ", " + std::string(PrecisionName(config.precision)) +
@@ -115,52 +116,11 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   } else if (ckpt.load == CheckpointLoad::kLatest && rank == 0) {
     print("no checkpoint in " + ckpt.dir + " yet: starting at step 0");
   }
-  int64_t last_saved = result.first_step;
   SaveOptions save_options;
   save_options.keep_last = ckpt.keep_last;
   save_options.fault = hooks.checkpoint_fault;
-  AsyncCheckpointBuffers async_buffers;       // checkpoint.async: host copies, reused
-  std::unique_ptr<AsyncCheckpoint> pending;  // checkpoint.async: the save in flight
-  auto Report = [&](int64_t after_step, const std::string& why, const SaveResult& saved) {
-    result.checkpoints.push_back(saved.path);
-    if (rank == 0) {
-      char line[320];
-      std::snprintf(line, sizeof(line), "step %lld | checkpoint (%s) %s: %.1f MB in %.2f s, training stalled %.3f s",
-                    static_cast<long long>(after_step), why.c_str(), saved.path.c_str(),
-                    static_cast<double>(saved.bytes) / 1e6, saved.seconds, saved.stall_seconds);
-      print(line);
-    }
-    record("{\"event\":\"checkpoint\",\"step\":" + std::to_string(after_step) + ",\"bytes\":" +
-           std::to_string(saved.bytes) + ",\"seconds\":" + JsonNumber(saved.seconds) +
-           ",\"stall_seconds\":" + JsonNumber(saved.stall_seconds) + "}");
-  };
-  // Completes the asynchronous save in flight (collective). A save that fails is reported and
-  // training goes on: the previous checkpoint and `latest` are intact.
-  auto FinishPending = [&]() -> Status {
-    if (!pending) return Status::Ok();
-    const int64_t saved_step = pending->step();
-    Result<SaveResult> saved = pending->Finish(comm);
-    pending.reset();
-    if (!saved.ok()) {
-      if (!comm.health().ok()) return saved.status();
-      if (rank == 0) print("step " + std::to_string(saved_step) + " | checkpoint FAILED: " + saved.status().ToString());
-      record("{\"event\":\"checkpoint_failed\",\"step\":" + std::to_string(saved_step) + "}");
-      return Status::Ok();
-    }
-    Report(saved_step, "async", *saved);
-    return Status::Ok();
-  };
-  auto Save = [&](int64_t after_step, const char* why) -> Status {
-    last_saved = after_step;
-    if (ckpt.async) {
-      DSLAUNCH_RETURN_IF_ERROR(FinishPending());  // one save in flight at a time
-      DSLAUNCH_ASSIGN_OR_RETURN(pending, AsyncCheckpoint::Start(ckpt.dir, after_step, *engine, comm, run, save_options, async_buffers));
-      return Status::Ok();
-    }
-    DSLAUNCH_ASSIGN_OR_RETURN(SaveResult saved, SaveCheckpoint(ckpt.dir, after_step, *engine, comm, run, save_options));
-    Report(after_step, why, saved);
-    return Status::Ok();
-  };
+  CheckpointSaver saver(ckpt, *engine, comm, run, save_options, print, record, result.first_step,
+                        resume.value_or(""));
 
   // Mean loss over eval_steps validation batches per rank, averaged over ranks; -1 without data.
   auto Validate = [&](int64_t after_step) -> Result<double> {
@@ -173,7 +133,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     float reduced[2] = {static_cast<float>(sum / static_cast<double>(batches)), static_cast<float>(correct)};
     DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(reduced, 2), ReduceOp::kSum).WithContext("validation all-reduce"));
     const double val = reduced[0] / world;
-    const bool classifier = task->TokensPerSample() == 1;
+    const bool classifier = task->classifier();
     const double accuracy = reduced[1] / static_cast<double>(batches * task->ValidationRows() * world);
     if (rank == 0) {
       char line[160];
@@ -194,7 +154,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   const auto train_start = Clock::now();
   auto last_print = train_start;
   int64_t tokens_since_print = 0;
-  const std::string unit = task->TokensPerSample() > 1 ? "tokens" : "samples";
+  const std::string unit = task->classifier() ? "samples" : "tokens";
   const int64_t step_tokens = task->GlobalBatch() * task->TokensPerSample();
   for (int64_t step = result.first_step; step < config.train.steps; ++step) {
     const auto step_start = Clock::now();
@@ -211,11 +171,11 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     // written their shard of the asynchronous save in flight.
     float reduced[3] = {static_cast<float>(loss_sum / accumulation),
                         hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f,
-                        pending && pending->written() ? 1.0f : 0.0f};
+                        saver.pending_written() ? 1.0f : 0.0f};
     DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(reduced, 3), ReduceOp::kSum).WithContext("loss all-reduce"));
     const float loss = reduced[0] / static_cast<float>(world);
     const bool stop = reduced[1] > 0;
-    if (pending && reduced[2] == static_cast<float>(world)) DSLAUNCH_RETURN_IF_ERROR(FinishPending());
+    if (saver.pending() && reduced[2] == static_cast<float>(world)) DSLAUNCH_RETURN_IF_ERROR(saver.CompletePending());
     result.losses.push_back(loss);
     tokens_since_print += step_tokens;
     const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
@@ -246,16 +206,16 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
       last_print = Clock::now();
       tokens_since_print = 0;
     }
-    if (!ckpt.dir.empty() && ckpt.interval > 0 && (step + 1) % ckpt.interval == 0) {
-      DSLAUNCH_RETURN_IF_ERROR(Save(step + 1, "interval"));
-    }
+    // The save at the step where the run ends (the last step, or a stop) is the final one: it
+    // waits for its completion and its failure fails the run (runtime/checkpoint_saver.h).
+    const bool last = step + 1 == config.train.steps;
+    if (saver.IntervalDue(step + 1) && !stop && !last) DSLAUNCH_RETURN_IF_ERROR(saver.SavePeriodic(step + 1));
     if (stop) {
-      if (!ckpt.dir.empty() && ckpt.save_on_stop && last_saved != step + 1) {
-        DSLAUNCH_RETURN_IF_ERROR(Save(step + 1, "stop"));
-      }
-      DSLAUNCH_RETURN_IF_ERROR(FinishPending());
+      DSLAUNCH_RETURN_IF_ERROR(saver.SaveFinal(step + 1, "stop", ckpt.save_on_stop || saver.IntervalDue(step + 1)));
       if (rank == 0) print("step " + std::to_string(step + 1) + " | stopped on request");
       result.stopped = true;
+      result.checkpoints = saver.saved();
+      if (rank == 0 && saver.enabled()) print(saver.Summary());
       return result;
     }
     if (config.train.eval_interval > 0 && (step + 1) % config.train.eval_interval == 0) {
@@ -265,8 +225,9 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     }
   }
 
-  if (!ckpt.dir.empty() && last_saved != config.train.steps) DSLAUNCH_RETURN_IF_ERROR(Save(config.train.steps, "end"));
-  DSLAUNCH_RETURN_IF_ERROR(FinishPending());
+  DSLAUNCH_RETURN_IF_ERROR(saver.SaveFinal(config.train.steps, "end", /*save=*/true));
+  result.checkpoints = saver.saved();
+  result.failed_checkpoints = saver.failed_steps();
   if (config.train.eval_interval <= 0 || config.train.steps % config.train.eval_interval != 0) {
     DSLAUNCH_ASSIGN_OR_RETURN(result.val_loss, Validate(config.train.steps));
   }
@@ -278,8 +239,11 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     DSLAUNCH_RETURN_IF_ERROR(engine->status());
     if (rank == 0) print("sample:\n" + text);
   }
+  if (rank == 0 && saver.enabled()) print(saver.Summary());
   record("{\"event\":\"end\",\"steps\":" + std::to_string(config.train.steps) + ",\"applied_steps\":" +
-         std::to_string(engine->applied_steps()) + ",\"bytes_per_rank\":" + MemoryJson(engine->memory()) + "}");
+         std::to_string(engine->applied_steps()) + ",\"bytes_per_rank\":" + MemoryJson(engine->memory()) +
+         ",\"checkpoints_saved\":" + std::to_string(saver.saved().size()) +
+         ",\"checkpoints_failed\":" + std::to_string(saver.failed_steps().size()) + "}");
   return result;
 }
 

@@ -23,6 +23,7 @@ struct TrainResult {
   double val_loss = -1.0;      // after the last step; -1 without validation data
   bool stopped = false;        // ended early by TrainHooks::stop
   std::vector<std::string> checkpoints;  // saved, in order
+  std::vector<int64_t> failed_checkpoints;  // steps whose asynchronous periodic save failed
 };
 
 // The loop's connections to the process: where rank 0's output goes (other ranks call none of
@@ -43,7 +44,11 @@ struct TrainHooks {
 // start, every steps_per_print steps, validations, loss-scale events, the sample), metrics
 // records (start, each step, each validation, end) and the progress bar. Fails with the first
 // error: a collective that failed (naming the peer), data that does not fit the model, fp16
-// overflowing at the minimum loss scale, a diverged fp32/bf16 run.
+// overflowing at the minimum loss scale, a diverged fp32/bf16 run, a failed synchronous periodic
+// save, and a failed final save (at the end or on stop; the message names the save, its step,
+// directory and reason). A failed asynchronous periodic save is not an error: it is printed,
+// recorded, counted in `failed_checkpoints` and in the summary line at the end
+// (runtime/checkpoint_saver.h).
 Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
                           const TrainHooks& hooks);
 // The same with progress lines only (and metrics when given).

@@ -25,8 +25,10 @@
 #include "common/text.h"
 #include "common/worker_identity.h"
 #include "dslaunch/config.h"
+#include "runtime/available_memory.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/idx_synthetic.h"
+#include "runtime/memory_estimate.h"
 #include "runtime/model_export.h"
 #include "runtime/prepare_text.h"
 #include "runtime/token_shard.h"
@@ -101,8 +103,21 @@ int RunTrain(const std::string& config_path) {
   if (!id.ok()) return Fail(id.status());
   auto config = ReadTrainConfig(config_path, id->world_size);
   if (!config.ok()) return Fail(config.status());
-  if (id->rank == 0 && !config->unimplemented_keys.empty()) {
-    std::fprintf(stderr, "dslaunch-worker: warning: %s\n", UnimplementedWarning(*config).c_str());
+  if (id->rank == 0) {
+    // UnimplementedWarning carries its own "warning: " prefix.
+    if (!config->unimplemented_keys.empty()) {
+      std::fprintf(stderr, "dslaunch-worker: %s\n", UnimplementedWarning(*config).c_str());
+    }
+    for (const std::string& w : config->warnings) std::fprintf(stderr, "dslaunch-worker: warning: %s\n", w.c_str());
+  }
+  // Before anything model-sized is allocated: does the run fit this node?
+  if (auto available = ReadAvailableMemory(); available.ok()) {
+    const Status fits = CheckMemoryFits(EstimateTrainingMemory(*config, id->world_size), id->local_world_size,
+                                        *available, config_path);
+    if (!fits.ok()) return Fail(fits);
+  } else if (id->rank == 0) {
+    std::fprintf(stderr, "dslaunch-worker: warning: memory check skipped: %s\n",
+                 available.status().ToString().c_str());
   }
   auto data = ReadTrainData(*config);
   if (!data.ok()) return Fail(data.status());
@@ -236,7 +251,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (train->parsed()) return dslaunch::runtime::RunTrain(config_path);
+  if (train->parsed()) {
+    try {
+      return dslaunch::runtime::RunTrain(config_path);
+    } catch (const std::bad_alloc&) {
+      // The memory check passed but an allocation still failed (an estimate is not a guarantee):
+      // say so instead of aborting with an uncaught exception.
+      std::fprintf(stderr, "dslaunch-worker: out of memory while training with %s (std::bad_alloc); the run "
+                           "needs more memory than this node could give it\n", config_path.c_str());
+      return 1;
+    }
+  }
   if (digits->parsed()) return dslaunch::runtime::RunMakeDigits(digits_dir, digits_train, digits_val);
   if (exp->parsed()) {
     export_options.dtype = export_dtype == "bf16"   ? dslaunch::runtime::DType::kBFloat16

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -135,6 +136,79 @@ TEST_CASE("Asynchronous saves give the same checkpoints; a failed one is reporte
   CHECK(reported);
   CHECK_FALSE(fs::exists(fs::path(c.checkpoint.dir) / "global_step4" / "meta.json"));
   CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step8\n");
+  // Counted, and reported at the end (before: neither).
+  CHECK(failing->failed_checkpoints == std::vector<int64_t>{4});
+  CHECK(std::find(lines.begin(), lines.end(), "checkpoints: 3 saved, 1 failed (step 4); last complete: " +
+                                                  c.checkpoint.dir + "/global_step8") != lines.end());
+}
+
+// Runs `config` on 2 threads with rank 1's shard of step `failing_step` made unwritable (a
+// directory where the file goes), and `stop` as every rank's stop flag; returns both ranks'
+// results and rank 0's metrics records.
+std::vector<Result<TrainResult>> RunWithFailingShard(const TrainConfig& config, int64_t failing_step,
+                                                     const std::atomic<bool>* stop, std::vector<std::string>* metrics) {
+  return testing::TrainOnThreads(2, config, testing::PatternTokens(/*validation=*/false), [&](int r) {
+    TrainHooks hooks;
+    hooks.stop = stop;
+    if (r == 0) hooks.metrics = [metrics](const std::string& m) { metrics->push_back(m); };
+    hooks.checkpoint_fault = [r, failing_step](std::string_view point, int64_t step, const std::string& file) {
+      if (point == "before_shard" && step == failing_step && r == 1) {
+        fs::create_directories(fs::path(file) / "rank00001.safetensors");
+      }
+    };
+    return hooks;
+  });
+}
+
+TEST_CASE("A failed end-of-run save fails the run on every rank, naming the save, even when saves are asynchronous") {
+  // Before: with async the save at the last step was a background save, and its failure was
+  // printed while the run ended with success: steps 7-8 were lost silently.
+  for (bool async : {true, false}) {
+    CAPTURE(async);
+    dslaunch::testing::TempDir dir;
+    TrainConfig c = Config(2, 2, 8);
+    c.checkpoint.dir = dir.path() + "/ckpt";
+    c.checkpoint.interval = 2;
+    c.checkpoint.async = async;
+    std::vector<std::string> metrics;
+    auto results = RunWithFailingShard(c, 8, nullptr, &metrics);
+    const std::string kept = "; the last complete checkpoint is " + c.checkpoint.dir + "/global_step6 (step 6), so " +
+                             "steps 7-8 are not saved";
+    REQUIRE_FALSE(results[1].ok());
+    CHECK(results[1].status().message().rfind("the end-of-run checkpoint of step 8 in " + c.checkpoint.dir +
+                                                  " failed: checkpoint of step 8: ", 0) == 0);
+    CHECK(results[1].status().message().find("rank00001.safetensors") != std::string::npos);
+    CHECK(results[1].status().message().ends_with(kept));
+    REQUIRE_FALSE(results[0].ok());
+    CHECK(results[0].status().message() == "the end-of-run checkpoint of step 8 in " + c.checkpoint.dir +
+                                               " failed: checkpoint of step 8: rank 1 could not write its shard; " +
+                                               c.checkpoint.dir + "/latest still names the previous checkpoint" + kept);
+    CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step6\n");
+    CHECK(metrics.back() == "{\"event\":\"checkpoint_failed\",\"step\":8,\"final\":true}");
+  }
+}
+
+TEST_CASE("A failed save on stop fails the run, naming the save") {
+  // Before: with async the save on stop was started in the background and its failure printed;
+  // the run reported a clean stop.
+  dslaunch::testing::TempDir dir;
+  TrainConfig c = Config(2, 2, 100);
+  c.checkpoint.dir = dir.path() + "/ckpt";
+  c.checkpoint.async = true;
+  const std::atomic<bool> stop{true};  // told to stop during step 1
+  std::vector<std::string> metrics;
+  auto results = RunWithFailingShard(c, 1, &stop, &metrics);
+  REQUIRE_FALSE(results[0].ok());
+  CHECK(results[0].status().message() == "the checkpoint on stop of step 1 in " + c.checkpoint.dir +
+                                             " failed: checkpoint of step 1: rank 1 could not write its shard; " +
+                                             c.checkpoint.dir + "/latest still names the previous checkpoint" +
+                                             "; no checkpoint of this run is complete, so steps 1-1 are not saved");
+  REQUIRE_FALSE(results[1].ok());
+  // The same stop with a writable directory saves and stops cleanly.
+  auto clean = RunWithFailingShard(c, -1, &stop, &metrics);
+  REQUIRE_MESSAGE(clean[0].ok(), clean[0].status().ToString());
+  CHECK(clean[0]->stopped);
+  CHECK(clean[0]->checkpoints == std::vector<std::string>{c.checkpoint.dir + "/global_step1"});
 }
 
 TEST_CASE("A checkpoint resumes on another world size and ZeRO stage with the losses of the uninterrupted run") {

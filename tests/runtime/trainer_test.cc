@@ -301,5 +301,37 @@ TEST_CASE("Train refuses what this build cannot train, naming it") {
   CHECK(r.status().message().find("token id 40") != std::string::npos);
 }
 
+TEST_CASE("A gpt run with seq_len 1 is a language model: throughput in tokens, no accuracy") {
+  // Before: a task with one token per sample was taken for the classifier: "FLOPs per sample",
+  // "samples/s" and "accuracy 0.00%".
+  TrainConfig c = TinyConfig(1, 2, 2);
+  c.data.seq_len = 1;
+  c.train.steps = 2;
+  c.steps_per_print = 1;
+  testing::ThreadCommunicatorGroup group(1);
+  std::vector<std::string> lines, metrics;
+  auto r = Train(c, TinyData(), group.Get(0), [&](const std::string& l) { lines.push_back(l); },
+                 [&](const std::string& m) { metrics.push_back(m); });
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE(lines.size() == 4);  // model, step 1, step 2, validation
+  CHECK(lines[0].find(" FLOPs per token (forward + backward)") != std::string::npos);
+  CHECK(lines[1].find(" tokens/s | ") != std::string::npos);
+  CHECK(lines[3].find("step 2 | validation loss ") == 0);
+  CHECK(lines[3].find("accuracy") == std::string::npos);
+  for (const std::string& m : metrics) CHECK(m.find("accuracy") == std::string::npos);
+}
+
+TEST_CASE("A validation shard too short for one sample is refused, naming it and data.seq_len") {
+  // Before: validation was skipped without a word.
+  TrainData data = TinyData();
+  data.val.resize(8);  // 8 tokens: no window of 8 + 1
+  testing::ThreadCommunicatorGroup group(1);
+  TrainConfig c = TinyConfig(1, 2, 2);
+  c.data.val = "val.bin";
+  auto r = Train(c, data, group.Get(0), [](const std::string&) {});
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().message() == "val.bin: 8 tokens hold no sequence of 8 + 1 tokens ($.data.seq_len is 8)");
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
