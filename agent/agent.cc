@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "agent/line_splitter.h"
+#include "agent/log_files.h"
 #include "agent/node_workers.h"
 #include "agent/worker_environment.h"
 #include "agent/worker_process.h"
@@ -64,16 +65,40 @@ class AgentSession {
 
   Status Start() {
     DSLAUNCH_RETURN_IF_ERROR(PrepareSecretFile());
-    std::error_code ec;
-    std::filesystem::create_directories(assignment_.log_dir, ec);
-    if (ec) return InternalError("cannot create log directory '" + assignment_.log_dir + "': " + ec.message());
+    // Every log file before any worker: a log directory or job id that cannot be used stops the
+    // node with nothing started.
+    DSLAUNCH_ASSIGN_OR_RETURN(
+        JobLogDir logs,
+        JobLogDir::Open({assignment_.log_dir, config_.runtime_dir, config_.job_id, ::getuid()}));
+    job_dir_ = std::filesystem::absolute(logs.path()).string();
+    std::vector<WorkerLogs> worker_logs;
+    for (const auto& spec : assignment_.workers) {
+      const std::string base = "rank" + std::to_string(spec.rank);
+      WorkerLogs l;
+      DSLAUNCH_ASSIGN_OR_RETURN(l.out, logs.CreateFile(base + ".stdout.log"));
+      DSLAUNCH_ASSIGN_OR_RETURN(l.err, logs.CreateFile(base + ".stderr.log"));
+      l.err_path = logs.path() + "/" + base + ".stderr.log";
+      worker_logs.push_back(std::move(l));
+    }
     WaitForSignal();
     ReadControl();
     ScheduleHeartbeat();
-    for (const auto& spec : assignment_.workers) {
-      DSLAUNCH_RETURN_IF_ERROR(StartWorker(spec).WithContext("rank " + std::to_string(spec.rank)));
+    for (size_t i = 0; i < assignment_.workers.size(); ++i) {
+      const auto& spec = assignment_.workers[i];
+      Status started = StartWorker(spec, std::move(worker_logs[i]));
+      DSLAUNCH_RETURN_IF_ERROR(started.WithContext("rank " + std::to_string(spec.rank)));
     }
     return Status::Ok();
+  }
+
+  // Tells the launcher why this node cannot run its assignment (AGENT_FAILED), before the agent
+  // exits: the launcher reports this as the root cause instead of a lost agent. Blocking; used
+  // when Start() failed, with the event loop not running.
+  void ReportFailure(const Status& why) {
+    wire::Frame f = control::Encode(control::AgentFailed{assignment_.generation, why.message()});
+    std::string bytes = wire::EncodeFrame(f.type, f.payload);
+    boost::system::error_code ignored;
+    asio::write(control_, asio::buffer(bytes), ignored);  // a broken connection has no one to tell
   }
 
   int exit_code() const { return exit_code_; }
@@ -85,6 +110,11 @@ class AgentSession {
     UniqueFd log;
     std::array<char, kReadChunkBytes> buffer{};  // Worker lives on the heap, so this does too
     bool open = true;
+  };
+  // A worker's log files, created before any worker starts.
+  struct WorkerLogs {
+    UniqueFd out, err;
+    std::string err_path;
   };
   struct Worker {
     size_t index = 0;
@@ -109,25 +139,17 @@ class AgentSession {
     return WriteSecretFile(secret_file_, config_.secret);
   }
 
-  Result<UniqueFd> OpenLog(const std::string& path) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
-    if (fd < 0) return ErrnoError("open log " + path, errno);
-    return UniqueFd(fd);
-  }
-
-  Status StartWorker(const control::WorkerAssignment& spec) {
+  Status StartWorker(const control::WorkerAssignment& spec, WorkerLogs logs) {
     auto w = std::make_unique<Worker>();
     w->rank = spec.rank;
-    std::string base = assignment_.log_dir + "/rank" + std::to_string(spec.rank);
-    w->err_log_path = base + ".stderr.log";
-    DSLAUNCH_ASSIGN_OR_RETURN(w->out.log, OpenLog(base + ".stdout.log"));
-    DSLAUNCH_ASSIGN_OR_RETURN(w->err.log, OpenLog(w->err_log_path));
+    w->err_log_path = std::move(logs.err_path);
+    w->out.log = std::move(logs.out);
+    w->err.log = std::move(logs.err);
 
     ProcessLaunch launch{spec.argv,
-                         CompleteWorkerEnvironment(config_.environment, spec.env,
+                         CompleteWorkerEnvironment(config_.environment, assignment_.env, spec.env,
                                                    NodeFacts{config_.cores, static_cast<int>(assignment_.workers.size()),
-                                                             secret_file_, config_.endpoint,
-                                                             std::filesystem::absolute(assignment_.log_dir).string()}),
+                                                             secret_file_, config_.endpoint, job_dir_}),
                          assignment_.working_dir};
     DSLAUNCH_ASSIGN_OR_RETURN(SpawnedProcess p, SpawnInOwnProcessGroup(launch));
     w->index = workers_.Add(spec.rank, p.pid);
@@ -194,8 +216,11 @@ class AgentSession {
       if (sig == SIGCHLD) {
         Reap();
       } else {
-        std::cerr << Prefix() << "received " << SignalName(sig) << ", stopping workers\n";
-        BeginStop(std::chrono::milliseconds(assignment_.grace_period_ms));
+        // A second SIGINT (Ctrl-C again) kills at once, as the launcher does.
+        const bool again = sig == SIGINT && workers_.stopping();
+        std::cerr << Prefix() << "received " << SignalName(sig)
+                  << (again ? ", killing workers now\n" : ", stopping workers\n");
+        BeginStop(again ? std::chrono::milliseconds(0) : std::chrono::milliseconds(assignment_.grace_period_ms));
       }
       WaitForSignal();
     });
@@ -238,17 +263,28 @@ class AgentSession {
   }
 
   void BeginStop(std::chrono::milliseconds grace) {
-    if (workers_.stopping()) return;
+    const Clock::time_point kill_at = Clock::now() + grace;
+    if (workers_.stopping()) {
+      // A later stop with a shorter grace period (the launcher interrupted again, or a second
+      // SIGINT here) brings the SIGKILL forward; nothing postpones it.
+      if (!finishing_ && kill_at < kill_at_) ArmKill(kill_at);
+      return;
+    }
     workers_.BeginStop();
     for (pid_t pgid : workers_.RunningGroups()) SignalProcessGroup(pgid, SIGTERM).IgnoreError();
-    kill_timer_.expires_after(grace);
+    ArmKill(kill_at);
+    if (running_.empty() || workers_.AllReported()) Finish();
+  }
+
+  void ArmKill(Clock::time_point kill_at) {
+    kill_at_ = kill_at;
+    kill_timer_.expires_at(kill_at);
     kill_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
       for (pid_t pgid : workers_.AllGroups()) {
         if (ProcessGroupExists(pgid)) SignalProcessGroup(pgid, SIGKILL).IgnoreError();
       }
     });
-    if (running_.empty() || workers_.AllReported()) Finish();
   }
 
   void ReadControl() {
@@ -358,6 +394,7 @@ class AgentSession {
   asio::posix::stream_descriptor control_;
   asio::signal_set signals_;
   asio::steady_timer kill_timer_;
+  Clock::time_point kill_at_;  // when kill_timer_ sends SIGKILL, once stopping
   asio::steady_timer heartbeat_timer_;
   HeartbeatMonitor launcher_heartbeat_;
   uint64_t heartbeat_sequence_ = 0;
@@ -367,6 +404,7 @@ class AgentSession {
   NodeWorkers workers_;
   std::vector<std::unique_ptr<Worker>> running_;
   std::string secret_dir_, secret_file_;
+  std::string job_dir_;  // the job's log directory on this node (DSLAUNCH_JOB_DIR)
   bool finishing_ = false;
   bool lost_launcher_ = false;
   bool control_closed_ = false;
@@ -417,6 +455,7 @@ int RunAgent(const AgentConfig& config) {
   Status started = session.Start();
   if (!started.ok()) {
     std::cerr << prefix << "cannot start workers: " << started.ToString() << "\n";
+    session.ReportFailure(started);
     // Workers already started are stopped by the session's destructor.
     return kAgentStartupFailed;
   }

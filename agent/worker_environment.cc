@@ -14,10 +14,12 @@ int DefaultOmpThreads(int cores, int local_workers) {
 }
 
 std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, std::string>& base,
-                                                   const std::map<std::string, std::string>& planned,
+                                                   const std::map<std::string, std::string>& node_planned,
+                                                   const std::map<std::string, std::string>& worker_planned,
                                                    const NodeFacts& node) {
   std::map<std::string, std::string> env = base;
-  for (const auto& [k, v] : planned) env[k] = v;
+  for (const auto& [k, v] : node_planned) env[k] = v;
+  for (const auto& [k, v] : worker_planned) env[k] = v;
   if (!env.count(env::kOmpNumThreads)) {
     env[env::kOmpNumThreads] = std::to_string(DefaultOmpThreads(node.cores, std::max(1, node.local_workers)));
   }

@@ -6,6 +6,22 @@ namespace {
 using wire::ByteReader;
 using wire::ByteWriter;
 
+// env = u32 count, then count pairs of strings.
+void PutEnv(ByteWriter& w, const std::map<std::string, std::string>& env) {
+  w.U32(static_cast<uint32_t>(env.size()));
+  for (const auto& [k, v] : env) w.String(k).String(v);
+}
+bool GetEnv(ByteReader& r, std::map<std::string, std::string>& env) {
+  uint32_t count = 0;
+  if (!r.U32(count)) return false;
+  for (uint32_t j = 0; j < count; ++j) {
+    std::string k, v;
+    if (!(r.String(k) && r.String(v))) return false;
+    env[std::move(k)] = std::move(v);
+  }
+  return true;
+}
+
 void Put(ByteWriter& w, const Register& m) {
   w.String(m.job_id).I32(m.generation).I32(m.node_rank).U32(m.protocol_version).String(m.version)
       .String(m.host).I64(m.pid);
@@ -17,32 +33,27 @@ bool Get(ByteReader& r, Register& m) {
 
 void Put(ByteWriter& w, const Assignment& m) {
   w.I32(m.generation).I32(m.node_rank).String(m.log_dir).String(m.working_dir)
-      .I64(m.grace_period_ms).Bool(m.tee).I64(m.heartbeat_interval_ms).I64(m.heartbeat_timeout_ms)
-      .U32(static_cast<uint32_t>(m.workers.size()));
+      .I64(m.grace_period_ms).Bool(m.tee).I64(m.heartbeat_interval_ms).I64(m.heartbeat_timeout_ms);
+  PutEnv(w, m.env);
+  w.U32(static_cast<uint32_t>(m.workers.size()));
   for (const auto& worker : m.workers) {
     w.I32(worker.rank).I32(worker.local_rank).StringList(worker.argv);
-    w.U32(static_cast<uint32_t>(worker.env.size()));
-    for (const auto& [k, v] : worker.env) w.String(k).String(v);
+    PutEnv(w, worker.env);
   }
 }
 bool Get(ByteReader& r, Assignment& m) {
   uint32_t n = 0;
   if (!(r.I32(m.generation) && r.I32(m.node_rank) && r.String(m.log_dir) &&
         r.String(m.working_dir) && r.I64(m.grace_period_ms) && r.Bool(m.tee) &&
-        r.I64(m.heartbeat_interval_ms) && r.I64(m.heartbeat_timeout_ms) && r.U32(n))) {
+        r.I64(m.heartbeat_interval_ms) && r.I64(m.heartbeat_timeout_ms) && GetEnv(r, m.env) &&
+        r.U32(n))) {
     return false;
   }
   for (uint32_t i = 0; i < n && r.ok(); ++i) {
     WorkerAssignment worker;
-    uint32_t env_count = 0;
     if (!(r.I32(worker.rank) && r.I32(worker.local_rank) && r.StringList(worker.argv) &&
-          r.U32(env_count))) {
+          GetEnv(r, worker.env))) {
       return false;
-    }
-    for (uint32_t j = 0; j < env_count; ++j) {
-      std::string k, v;
-      if (!(r.String(k) && r.String(v))) return false;
-      worker.env[k] = v;
     }
     m.workers.push_back(std::move(worker));
   }
@@ -97,6 +108,9 @@ bool Get(ByteReader& r, AgentDone& m) { return r.I32(m.generation); }
 void Put(ByteWriter& w, const Heartbeat& m) { w.I32(m.generation).U64(m.sequence); }
 bool Get(ByteReader& r, Heartbeat& m) { return r.I32(m.generation) && r.U64(m.sequence); }
 
+void Put(ByteWriter& w, const AgentFailed& m) { w.I32(m.generation).String(m.reason); }
+bool Get(ByteReader& r, AgentFailed& m) { return r.I32(m.generation) && r.String(m.reason); }
+
 template <typename T>
 constexpr MessageType TypeOf();
 template <> constexpr MessageType TypeOf<Register>() { return MessageType::kRegister; }
@@ -107,6 +121,7 @@ template <> constexpr MessageType TypeOf<Output>() { return MessageType::kOutput
 template <> constexpr MessageType TypeOf<Stop>() { return MessageType::kStop; }
 template <> constexpr MessageType TypeOf<AgentDone>() { return MessageType::kAgentDone; }
 template <> constexpr MessageType TypeOf<Heartbeat>() { return MessageType::kHeartbeat; }
+template <> constexpr MessageType TypeOf<AgentFailed>() { return MessageType::kAgentFailed; }
 
 template <typename T>
 Result<Message> DecodeAs(const wire::Frame& frame) {
@@ -143,6 +158,7 @@ Result<Message> Decode(const wire::Frame& frame) {
     case MessageType::kStop: return DecodeAs<Stop>(frame);
     case MessageType::kAgentDone: return DecodeAs<AgentDone>(frame);
     case MessageType::kHeartbeat: return DecodeAs<Heartbeat>(frame);
+    case MessageType::kAgentFailed: return DecodeAs<AgentFailed>(frame);
   }
   return InvalidArgumentError("unknown control message type " + std::to_string(frame.type));
 }

@@ -20,7 +20,8 @@
 namespace dslaunch::control {
 
 // Version of the control protocol; an agent of another version is refused at registration.
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: ASSIGNMENT carries the node-wide environment once; AGENT_FAILED.
+inline constexpr uint32_t kProtocolVersion = 2;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -31,6 +32,7 @@ enum class MessageType : uint8_t {
   kStop = 69,           // launcher -> agent
   kAgentDone = 70,      // agent -> launcher, last message
   kHeartbeat = 71,      // both ways
+  kAgentFailed = 72,    // agent -> launcher, last message, instead of kAgentDone
 };
 
 struct Register {
@@ -47,18 +49,23 @@ struct WorkerAssignment {
   int32_t rank = 0;
   int32_t local_rank = 0;
   std::vector<std::string> argv;
-  std::map<std::string, std::string> env;  // overlaid on the agent's own environment
+  std::map<std::string, std::string> env;  // overlaid on the agent's environment and Assignment::env
 };
 
 struct Assignment {
   int32_t generation = 0;
   int32_t node_rank = 0;
-  std::string log_dir;      // per-rank log files go here, on the agent's node
+  // Per-rank log files go here, on the agent's node; empty: the agent's per-user default
+  // (docs/launcher.md, "Log files").
+  std::string log_dir;
   std::string working_dir;  // empty: the agent's working directory
   int64_t grace_period_ms = 0;
   bool tee = true;          // forward output lines to the launcher
   int64_t heartbeat_interval_ms = 0;  // how often each side sends HEARTBEAT
   int64_t heartbeat_timeout_ms = 0;   // silence after which the other side counts as lost
+  // What every worker of the node gets (sent once per node, not per worker), overlaid on the
+  // agent's own environment; each worker's own env overrides it.
+  std::map<std::string, std::string> env;
   std::vector<WorkerAssignment> workers;
 };
 
@@ -106,8 +113,15 @@ struct Heartbeat {
   uint64_t sequence = 0;
 };
 
+// The agent could not run its assignment (its log directory, a log file, starting a worker); it
+// has stopped what it started and exits after sending this. `reason` is the root cause to report.
+struct AgentFailed {
+  int32_t generation = 0;
+  std::string reason;
+};
+
 using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, Output, Stop,
-                             AgentDone, Heartbeat>;
+                             AgentDone, Heartbeat, AgentFailed>;
 
 // Encodes a message as a frame's type and payload.
 wire::Frame Encode(const Message& message);

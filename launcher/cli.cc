@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
+#include "common/job_id.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
 
@@ -65,6 +67,21 @@ Result<size_t> FindProgram(const CLI::App& app, const std::vector<std::string>& 
   return argv.size();
 }
 
+
+// A number of seconds from the command line as milliseconds in [min, max]; the range is checked
+// on the double, before any conversion could overflow.
+Result<std::chrono::milliseconds> Duration(const char* option, double seconds, std::chrono::milliseconds min,
+                                          std::chrono::milliseconds max) {
+  const double min_s = std::chrono::duration<double>(min).count();
+  const double max_s = std::chrono::duration<double>(max).count();
+  if (!std::isfinite(seconds) || seconds < min_s || seconds > max_s) {
+    std::ostringstream msg;
+    msg << option << " " << seconds << ": expected seconds from " << min_s << " to " << max_s;
+    return InvalidArgumentError(msg.str());
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+}
+
 }  // namespace
 
 Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
@@ -92,7 +109,9 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   app.add_flag("--no_python", o.no_python, "start PROGRAM directly, not under python3");
   app.add_flag("-m,--module", o.module, "PROGRAM is a Python module (python3 -m)");
   app.add_flag("--no_local_rank", o.no_local_rank, "do not append --local_rank=N to Python programs");
-  app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch)");
+  std::string python;
+  app.add_option("--python", python, "interpreter for .py programs and -m (default: $PYTHON_EXEC, else python3)");
+  app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch-$UID)");
   app.add_flag("--tee,!--no_tee", o.tee, "echo workers' output on the console (default) or only log it");
   app.add_option("--grace_period", grace_seconds, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
@@ -153,18 +172,12 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   if (o.master_port < 1 || o.master_port > 65535) {
     return InvalidArgumentError("--master_port " + std::to_string(o.master_port) + " is not a TCP port (1-65535)");
   }
-  if (!(grace_seconds >= 0) || !std::isfinite(grace_seconds)) {
-    return InvalidArgumentError("--grace_period must be a number of seconds >= 0");
-  }
-  o.grace_period = std::chrono::milliseconds(static_cast<int64_t>(std::llround(grace_seconds * 1000)));
-  if (!(heartbeat_seconds > 0) || !std::isfinite(heartbeat_seconds)) {
-    return InvalidArgumentError("--heartbeat_timeout must be a number of seconds > 0");
-  }
-  o.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(heartbeat_seconds * 1000)));
-  if (!(ssh_timeout_seconds > 0) || !std::isfinite(ssh_timeout_seconds)) {
-    return InvalidArgumentError("--ssh_connect_timeout must be a number of seconds > 0");
-  }
-  o.ssh_connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(ssh_timeout_seconds * 1000)));
+  DSLAUNCH_ASSIGN_OR_RETURN(o.grace_period,
+                            Duration("--grace_period", grace_seconds, std::chrono::milliseconds(0), kMaxGracePeriod));
+  DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("--heartbeat_timeout", heartbeat_seconds,
+                                                          kMinHeartbeatTimeout, kMaxHeartbeatTimeout));
+  DSLAUNCH_ASSIGN_OR_RETURN(o.ssh_connect_timeout, Duration("--ssh_connect_timeout", ssh_timeout_seconds,
+                                                            kMinSshConnectTimeout, kMaxSshConnectTimeout));
   if (o.ssh_port < 1 || o.ssh_port > 65535) {
     return InvalidArgumentError("--ssh_port " + std::to_string(o.ssh_port) + " is not a TCP port (1-65535)");
   }
@@ -197,6 +210,17 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   }
   if (o.module && o.no_python) {
     return InvalidArgumentError("--module and --no_python exclude each other: a module runs under python3");
+  }
+  if (app.count("--python") > 0) {
+    if (python.empty()) return InvalidArgumentError("--python: empty interpreter path");
+    if (o.no_python) {
+      return InvalidArgumentError("--python and --no_python exclude each other: --no_python starts PROGRAM directly");
+    }
+    o.python = python;
+  }
+  if (app.count("--job_id") > 0) {
+    Status valid = ValidateJobId(o.job_id);
+    if (!valid.ok()) return InvalidArgumentError("--job_id: " + valid.message());
   }
   return command;
 }

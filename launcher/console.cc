@@ -32,6 +32,9 @@ std::string FormatSummary(const std::string& job_id, const JobTracker& tracker) 
       s += "lost the agent of node " + std::to_string(cause->node_rank) + " on host " + cause->host +
            ": " + cause->message + "\n";
       break;
+    case RootCause::Kind::kAgentFailed:
+      s += "node " + std::to_string(cause->node_rank) + " on host " + cause->host + ": " + cause->message + "\n";
+      break;
     case RootCause::Kind::kSignal:
     case RootCause::Kind::kStartupFailed:
       s += cause->message + "\n";

@@ -28,7 +28,7 @@ std::string_view JobStateName(JobState state);
 
 // Why the job stopped early. Only the first one is kept.
 struct RootCause {
-  enum class Kind { kWorkerFailed, kAgentLost, kSignal, kStartupFailed };
+  enum class Kind { kWorkerFailed, kAgentLost, kAgentFailed, kSignal, kStartupFailed };
   Kind kind = Kind::kWorkerFailed;
   int node_rank = -1;
   std::string host;
@@ -37,13 +37,14 @@ struct RootCause {
   ExitStatus status;  // worker's (kWorkerFailed), agent's (kAgentLost, if known) or signal
   std::vector<std::string> stderr_tail;
   std::string log_path;
-  std::string message;  // what happened, for kinds other than kWorkerFailed
+  std::string message;  // what happened, for kinds other than kWorkerFailed (kAgentFailed: the agent's words)
 };
 
 // What the shell must do after an event.
 enum class Action {
   kNone,
   kStopAll,  // send Stop to every agent and arm the stop deadline
+  kKillAll,  // the job is already stopping: tell every agent to SIGKILL its workers now
   kFinish,   // print the summary and exit with ExitCode()
 };
 
@@ -57,6 +58,12 @@ class JobTracker {
   // The agent's connection broke before AgentDone, or it never connected. `status` is the agent
   // process's exit, when the launcher started it and saw it end.
   Action OnAgentLost(int node_rank, std::string reason, std::optional<ExitStatus> status);
+  // The agent reported that it cannot run its assignment (AGENT_FAILED): `reason` is its own
+  // account (e.g. "cannot create log directory ..."), the root cause if nothing failed before.
+  Action OnAgentFailed(int node_rank, std::string reason);
+  // SIGINT, SIGTERM or SIGHUP to the launcher: the root cause if nothing failed before, and the job
+  // stops (kStopAll). A SIGINT while the job is already stopping (a second Ctrl-C) is kKillAll:
+  // the grace period is cut short, as torchrun does. Other signals while stopping: kNone.
   Action OnSignal(int signal);
   Action OnStartupFailed(std::string message);
   // The agents did not all report within the stop deadline.
