@@ -77,6 +77,10 @@ TEST_CASE("ParseCommandLine rejects bad input and says what is wrong") {
                         Case{{"--dry-run=yaml", "x.py"}, "expected 'table' or 'json'"},
                         Case{{"-m", "--no_python", "x"}, "exclude each other"},
                         Case{{}, "missing PROGRAM"},
+                        Case{{"--nproc_per_node", "2", "", "x"}, "empty PROGRAM"},
+                        Case{{"--no_tee=99999999999999999999", "x"},
+                             "option '--no_tee' takes no value: '--no_tee=99999999999999999999'"},
+                        Case{{"--no_python=1", "x"}, "option '--no_python' takes no value"},
                         Case{{"--num_gpus", "two", "x.py"}, "two"}}) {
     CAPTURE(c.expect);
     auto r = Parse(c.args);
@@ -129,12 +133,22 @@ TEST_CASE("ParseCommandLine validates --job_id") {
   };
   for (const Case& c : {Case{{"--job_id", "..", "x"}, "--job_id: job id '..' names a directory of its own"},
                         Case{{"--job_id", "a/b", "x"}, "--job_id: job id 'a/b': '/' is not allowed"},
-                        Case{{"--job_id", "", "x"}, "--job_id: empty job id"}}) {
+                        Case{{"--job_id", "", "x"}, "--job_id: empty job id"},
+                        Case{{"--job_id=", "x"}, "--job_id: empty job id"}}) {
     CAPTURE(c.expect);
     auto r = Parse(c.args);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().message().find(c.expect) == 0);
   }
+}
+
+TEST_CASE("ParseCommandLine reads --opt= as an empty value, never taking the next word") {
+  auto c = Parse({"--log_dir=", "--nproc_per_node", "4", "--include=", "x"});
+  REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  CHECK(c->options.log_dir.empty());
+  CHECK(c->options.include.empty());
+  CHECK(c->options.num_gpus == 4);
+  CHECK(c->options.program == "x");
 }
 
 TEST_CASE("ParseCommandLine reads --python") {
