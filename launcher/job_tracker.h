@@ -63,7 +63,8 @@ class JobTracker {
   Action OnAgentFailed(int node_rank, std::string reason);
   // SIGINT, SIGTERM or SIGHUP to the launcher: the root cause if nothing failed before, and the job
   // stops (kStopAll). A SIGINT while the job is already stopping (a second Ctrl-C) is kKillAll:
-  // the grace period is cut short, as torchrun does. Other signals while stopping: kNone.
+  // the grace period is cut short (the usual meaning of a second Ctrl-C). Other signals while
+  // stopping: kNone.
   Action OnSignal(int signal);
   Action OnStartupFailed(std::string message);
   // The agents did not all report within the stop deadline.
