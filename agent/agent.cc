@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "agent/line_splitter.h"
+#include "agent/log_files.h"
 #include "agent/node_workers.h"
 #include "agent/secret_dir.h"
 #include "agent/worker_environment.h"
@@ -81,16 +82,40 @@ class AgentSession {
     // and stopped with the job (common/process_tree.h).
     DSLAUNCH_RETURN_IF_ERROR(BecomeChildSubreaper());
     DSLAUNCH_RETURN_IF_ERROR(PrepareSecretFile());
-    std::error_code ec;
-    std::filesystem::create_directories(assignment_.log_dir, ec);
-    if (ec) return InternalError("cannot create log directory '" + assignment_.log_dir + "': " + ec.message());
+    // Every log file before any worker: a log directory or job id that cannot be used stops the
+    // node with nothing started.
+    DSLAUNCH_ASSIGN_OR_RETURN(
+        JobLogDir logs,
+        JobLogDir::Open({assignment_.log_dir, config_.runtime_dir, config_.job_id, ::getuid()}));
+    job_dir_ = std::filesystem::absolute(logs.path()).string();
+    std::vector<WorkerLogs> worker_logs;
+    for (const auto& spec : assignment_.workers) {
+      const std::string base = "rank" + std::to_string(spec.rank);
+      WorkerLogs l;
+      DSLAUNCH_ASSIGN_OR_RETURN(l.out, logs.CreateFile(base + ".stdout.log"));
+      DSLAUNCH_ASSIGN_OR_RETURN(l.err, logs.CreateFile(base + ".stderr.log"));
+      l.err_path = logs.path() + "/" + base + ".stderr.log";
+      worker_logs.push_back(std::move(l));
+    }
     WaitForSignal();
     ReadControl();
     ScheduleHeartbeat();
-    for (const auto& spec : assignment_.workers) {
-      DSLAUNCH_RETURN_IF_ERROR(StartWorker(spec).WithContext("rank " + std::to_string(spec.rank)));
+    for (size_t i = 0; i < assignment_.workers.size(); ++i) {
+      const auto& spec = assignment_.workers[i];
+      Status started = StartWorker(spec, std::move(worker_logs[i]));
+      DSLAUNCH_RETURN_IF_ERROR(started.WithContext("rank " + std::to_string(spec.rank)));
     }
     return Status::Ok();
+  }
+
+  // Tells the launcher why this node cannot run its assignment (AGENT_FAILED), before the agent
+  // exits: the launcher reports this as the root cause instead of a lost agent. Blocking; used
+  // when Start() failed, with the event loop not running.
+  void ReportFailure(const Status& why) {
+    wire::Frame f = control::Encode(control::AgentFailed{assignment_.generation, why.message()});
+    std::string bytes = wire::EncodeFrame(f.type, f.payload);
+    boost::system::error_code ignored;
+    asio::write(control_, asio::buffer(bytes), ignored);  // a broken connection has no one to tell
   }
 
   int exit_code() const { return exit_code_; }
@@ -102,6 +127,11 @@ class AgentSession {
     UniqueFd log;
     std::array<char, kReadChunkBytes> buffer{};  // Worker lives on the heap, so this does too
     bool open = true;
+  };
+  // A worker's log files, created before any worker starts.
+  struct WorkerLogs {
+    UniqueFd out, err;
+    std::string err_path;
   };
   struct Worker {
     size_t index = 0;
@@ -144,31 +174,23 @@ class AgentSession {
     return text;
   }
 
-  Result<UniqueFd> OpenLog(const std::string& path) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
-    if (fd < 0) return ErrnoError("open log " + path, errno);
-    return UniqueFd(fd);
-  }
-
-  Status StartWorker(const control::WorkerAssignment& spec) {
+  Status StartWorker(const control::WorkerAssignment& spec, WorkerLogs logs) {
     auto w = std::make_unique<Worker>();
     w->rank = spec.rank;
-    std::string base = assignment_.log_dir + "/rank" + std::to_string(spec.rank);
-    w->err_log_path = base + ".stderr.log";
-    DSLAUNCH_ASSIGN_OR_RETURN(w->out.log, OpenLog(base + ".stdout.log"));
-    DSLAUNCH_ASSIGN_OR_RETURN(w->err.log, OpenLog(w->err_log_path));
+    w->err_log_path = std::move(logs.err_path);
+    w->out.log = std::move(logs.out);
+    w->err.log = std::move(logs.err);
 
     // The worker's error record (common/error_record.h): a file left by an earlier run under the
     // same name must not be taken for this worker's.
-    w->error_file = std::filesystem::absolute(base + ".error.json").string();
+    w->error_file = job_dir_ + "/rank" + std::to_string(spec.rank) + ".error.json";
     ::unlink(w->error_file.c_str());
     std::map<std::string, std::string> env = spec.env;
     env[env::kErrorFile] = w->error_file;
     ProcessLaunch launch{spec.argv,
-                         CompleteWorkerEnvironment(config_.environment, env,
+                         CompleteWorkerEnvironment(config_.environment, assignment_.env, env,
                                                    NodeFacts{config_.cores, static_cast<int>(assignment_.workers.size()),
-                                                             secret_file_, config_.endpoint,
-                                                             std::filesystem::absolute(assignment_.log_dir).string()}),
+                                                             secret_file_, config_.endpoint, job_dir_}),
                          assignment_.working_dir};
     DSLAUNCH_ASSIGN_OR_RETURN(SpawnedProcess p, SpawnInOwnProcessGroup(launch));
     w->index = workers_.Add(spec.rank, p.pid);
@@ -235,7 +257,13 @@ class AgentSession {
       if (sig == SIGCHLD) {
         Reap();
       } else {
-        StopOnOwn("the agent received " + SignalName(sig), sig);
+        // A second SIGINT (Ctrl-C again) kills at once, as the launcher does.
+        if (sig == SIGINT && workers_.stopping()) {
+          std::cerr << Prefix() << "received SIGINT again, killing workers now\n";
+          BeginStop(std::chrono::milliseconds(0));
+        } else {
+          StopOnOwn("the agent received " + SignalName(sig), sig);
+        }
       }
       WaitForSignal();
     });
@@ -288,13 +316,25 @@ class AgentSession {
   }
 
   void BeginStop(std::chrono::milliseconds grace) {
-    if (workers_.stopping()) return;
+    const Clock::time_point kill_at = Clock::now() + grace;
+    if (workers_.stopping()) {
+      // A later stop with a shorter grace period (the launcher interrupted again, or a second
+      // SIGINT here) brings the SIGKILL forward; nothing postpones it.
+      if (!finishing_ && kill_at < kill_at_) ArmKill(kill_at);
+      return;
+    }
     workers_.BeginStop();
     for (pid_t pgid : workers_.RunningGroups()) SignalProcessGroup(pgid, SIGTERM).IgnoreError();
     // Processes that left the workers' groups are part of the job too: they get the same SIGTERM
     // (once: members of a worker's group were signalled through it).
     SignalDescendants(SIGTERM, workers_.AllGroups()).status().IgnoreError();
-    kill_timer_.expires_after(grace);
+    ArmKill(kill_at);
+    if (running_.empty() || workers_.AllReported()) Finish();
+  }
+
+  void ArmKill(Clock::time_point kill_at) {
+    kill_at_ = kill_at;
+    kill_timer_.expires_at(kill_at);
     kill_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
       for (pid_t pgid : workers_.AllGroups()) {
@@ -302,7 +342,6 @@ class AgentSession {
       }
       SignalDescendants(SIGKILL).status().IgnoreError();
     });
-    if (running_.empty() || workers_.AllReported()) Finish();
   }
 
   void ReadControl() {
@@ -415,6 +454,7 @@ class AgentSession {
   asio::posix::stream_descriptor control_;
   asio::signal_set signals_;
   asio::steady_timer kill_timer_;
+  Clock::time_point kill_at_;  // when kill_timer_ sends SIGKILL, once stopping
   asio::steady_timer heartbeat_timer_;
   HeartbeatMonitor launcher_heartbeat_;
   Clock::time_point last_heartbeat_check_ = Clock::now();
@@ -425,6 +465,7 @@ class AgentSession {
   NodeWorkers workers_;
   std::vector<std::unique_ptr<Worker>> running_;
   std::string secret_dir_, secret_file_;
+  std::string job_dir_;  // the job's log directory on this node (DSLAUNCH_JOB_DIR)
   bool finishing_ = false;
   bool lost_launcher_ = false;
   bool control_closed_ = false;
@@ -475,6 +516,7 @@ int RunAgent(const AgentConfig& config) {
   Status started = session.Start();
   if (!started.ok()) {
     std::cerr << prefix << "cannot start workers: " << started.ToString() << "\n";
+    session.ReportFailure(started);
     // Workers already started are stopped by the session's destructor.
     return kAgentStartupFailed;
   }

@@ -14,10 +14,12 @@ int DefaultOmpThreads(int cores, int local_workers) {
 }
 
 std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, std::string>& base,
-                                                   const std::map<std::string, std::string>& planned,
+                                                   const std::map<std::string, std::string>& node_planned,
+                                                   const std::map<std::string, std::string>& worker_planned,
                                                    const NodeFacts& node) {
   std::map<std::string, std::string> env = base;
-  for (const auto& [k, v] : planned) env[k] = v;
+  for (const auto& [k, v] : node_planned) env[k] = v;
+  for (const auto& [k, v] : worker_planned) env[k] = v;
   // The secret itself never reaches a worker, whoever exported it: workers read it from the
   // 0600 file named by DSLAUNCH_STORE_SECRET_FILE (docs/security.md).
   env.erase(env::kJobSecret);

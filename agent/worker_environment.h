@@ -24,13 +24,15 @@ struct NodeFacts {
   std::string job_dir;        // DSLAUNCH_JOB_DIR: the job's log directory on this node
 };
 
-// "NAME=VALUE" strings, sorted by name: `base` (the agent's environment), overlaid with `planned`
-// (the plan's variables, which win), then OMP_NUM_THREADS = DefaultOmpThreads(...) if neither set
+// "NAME=VALUE" strings, sorted by name: `base` (the agent's environment), overlaid with
+// `node_planned` (the plan's variables for every worker of the node), then with `worker_planned`
+// (the worker's own: RANK, LOCAL_RANK), then OMP_NUM_THREADS = DefaultOmpThreads(...) if none set
 // it, then DSLAUNCH_STORE (the address this node reached the launcher at: the plan cannot know
 // which of the launcher's addresses each node can reach) and DSLAUNCH_STORE_SECRET_FILE.
 // DSLAUNCH_JOB_SECRET is removed, wherever it came from: a worker never sees the secret itself.
 std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, std::string>& base,
-                                                   const std::map<std::string, std::string>& planned,
+                                                   const std::map<std::string, std::string>& node_planned,
+                                                   const std::map<std::string, std::string>& worker_planned,
                                                    const NodeFacts& node);
 
 }  // namespace dslaunch::agent

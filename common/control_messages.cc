@@ -17,6 +17,26 @@ std::string PrintableName(const std::string& name) {
   return name.size() > kMaxShown ? out + "..." : out;
 }
 
+// env = u32 count, then count pairs of strings; a name given twice is malformed (`whose` says
+// whose environment it was, for the message).
+void PutEnv(ByteWriter& w, const std::map<std::string, std::string>& env) {
+  w.U32(static_cast<uint32_t>(env.size()));
+  for (const auto& [k, v] : env) w.String(k).String(v);
+}
+bool GetEnv(ByteReader& r, std::map<std::string, std::string>& env, const std::string& whose, std::string& why) {
+  uint32_t count = 0;
+  if (!r.U32(count)) return false;
+  for (uint32_t j = 0; j < count; ++j) {
+    std::string k, v;
+    if (!(r.String(k) && r.String(v))) return false;
+    if (!env.try_emplace(k, std::move(v)).second) {
+      why = whose + " has environment variable '" + PrintableName(k) + "' twice";
+      return false;
+    }
+  }
+  return true;
+}
+
 void Put(ByteWriter& w, const Register& m) {
   w.String(m.job_id).I32(m.generation).I32(m.node_rank).U32(m.protocol_version).String(m.version)
       .String(m.host).I64(m.pid);
@@ -28,36 +48,27 @@ bool Get(ByteReader& r, Register& m, std::string& why) {
 
 void Put(ByteWriter& w, const Assignment& m) {
   w.I32(m.generation).I32(m.node_rank).String(m.log_dir).String(m.working_dir)
-      .I64(m.grace_period_ms).Bool(m.tee).I64(m.heartbeat_interval_ms).I64(m.heartbeat_timeout_ms)
-      .U32(static_cast<uint32_t>(m.workers.size()));
+      .I64(m.grace_period_ms).Bool(m.tee).I64(m.heartbeat_interval_ms).I64(m.heartbeat_timeout_ms);
+  PutEnv(w, m.env);
+  w.U32(static_cast<uint32_t>(m.workers.size()));
   for (const auto& worker : m.workers) {
     w.I32(worker.rank).I32(worker.local_rank).StringList(worker.argv);
-    w.U32(static_cast<uint32_t>(worker.env.size()));
-    for (const auto& [k, v] : worker.env) w.String(k).String(v);
+    PutEnv(w, worker.env);
   }
 }
 bool Get(ByteReader& r, Assignment& m, std::string& why) {
   uint32_t n = 0;
   if (!(r.I32(m.generation) && r.I32(m.node_rank) && r.String(m.log_dir) &&
         r.String(m.working_dir) && r.I64(m.grace_period_ms) && r.Bool(m.tee) &&
-        r.I64(m.heartbeat_interval_ms) && r.I64(m.heartbeat_timeout_ms) && r.U32(n))) {
+        r.I64(m.heartbeat_interval_ms) && r.I64(m.heartbeat_timeout_ms) && GetEnv(r, m.env, "the node", why) &&
+        r.U32(n))) {
     return false;
   }
   for (uint32_t i = 0; i < n && r.ok(); ++i) {
     WorkerAssignment worker;
-    uint32_t env_count = 0;
     if (!(r.I32(worker.rank) && r.I32(worker.local_rank) && r.StringList(worker.argv) &&
-          r.U32(env_count))) {
+          GetEnv(r, worker.env, "rank " + std::to_string(worker.rank), why))) {
       return false;
-    }
-    for (uint32_t j = 0; j < env_count; ++j) {
-      std::string k, v;
-      if (!(r.String(k) && r.String(v))) return false;
-      if (!worker.env.try_emplace(k, std::move(v)).second) {
-        why = "rank " + std::to_string(worker.rank) + " has environment variable '" +
-              PrintableName(k) + "' twice";
-        return false;
-      }
     }
     m.workers.push_back(std::move(worker));
   }
@@ -127,6 +138,9 @@ bool Get(ByteReader& r, AgentStopping& m, std::string& why) {
   return true;
 }
 
+void Put(ByteWriter& w, const AgentFailed& m) { w.I32(m.generation).String(m.reason); }
+bool Get(ByteReader& r, AgentFailed& m, std::string& why) { return r.I32(m.generation) && r.String(m.reason); }
+
 template <typename T>
 constexpr MessageType TypeOf();
 template <> constexpr MessageType TypeOf<Register>() { return MessageType::kRegister; }
@@ -138,6 +152,7 @@ template <> constexpr MessageType TypeOf<Stop>() { return MessageType::kStop; }
 template <> constexpr MessageType TypeOf<AgentDone>() { return MessageType::kAgentDone; }
 template <> constexpr MessageType TypeOf<Heartbeat>() { return MessageType::kHeartbeat; }
 template <> constexpr MessageType TypeOf<AgentStopping>() { return MessageType::kAgentStopping; }
+template <> constexpr MessageType TypeOf<AgentFailed>() { return MessageType::kAgentFailed; }
 
 template <typename T>
 Result<Message> DecodeAs(const wire::Frame& frame) {
@@ -184,6 +199,7 @@ Result<Message> Decode(const wire::Frame& frame) {
     case MessageType::kAgentDone: return DecodeAs<AgentDone>(frame);
     case MessageType::kHeartbeat: return DecodeAs<Heartbeat>(frame);
     case MessageType::kAgentStopping: return DecodeAs<AgentStopping>(frame);
+    case MessageType::kAgentFailed: return DecodeAs<AgentFailed>(frame);
   }
   return InvalidArgumentError("unknown control message type " + std::to_string(frame.type));
 }

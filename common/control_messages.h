@@ -20,7 +20,8 @@
 namespace dslaunch::control {
 
 // Version of the control protocol; an agent of another version is refused at registration.
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: ASSIGNMENT carries the node-wide environment once; AGENT_FAILED.
+inline constexpr uint32_t kProtocolVersion = 2;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -32,6 +33,7 @@ enum class MessageType : uint8_t {
   kAgentDone = 70,      // agent -> launcher, last message
   kHeartbeat = 71,      // both ways
   kAgentStopping = 72,  // agent -> launcher: it stops its workers on its own, and why
+  kAgentFailed = 73,    // agent -> launcher, last message, instead of kAgentDone
 };
 
 struct Register {
@@ -48,18 +50,23 @@ struct WorkerAssignment {
   int32_t rank = 0;
   int32_t local_rank = 0;
   std::vector<std::string> argv;
-  std::map<std::string, std::string> env;  // overlaid on the agent's own environment
+  std::map<std::string, std::string> env;  // overlaid on the agent's environment and Assignment::env
 };
 
 struct Assignment {
   int32_t generation = 0;
   int32_t node_rank = 0;
-  std::string log_dir;      // per-rank log files go here, on the agent's node
+  // Per-rank log files go here, on the agent's node; empty: the agent's per-user default
+  // (docs/launcher.md, "Log files").
+  std::string log_dir;
   std::string working_dir;  // empty: the agent's working directory
   int64_t grace_period_ms = 0;
   bool tee = true;          // forward output lines to the launcher
   int64_t heartbeat_interval_ms = 0;  // how often each side sends HEARTBEAT
   int64_t heartbeat_timeout_ms = 0;   // silence after which the other side counts as lost
+  // What every worker of the node gets (sent once per node, not per worker), overlaid on the
+  // agent's own environment; each worker's own env overrides it.
+  std::map<std::string, std::string> env;
   std::vector<WorkerAssignment> workers;
 };
 
@@ -127,8 +134,15 @@ struct AgentStopping {
   int32_t signal = 0;  // the signal the agent received, 0 for other reasons
 };
 
+// The agent could not run its assignment (its log directory, a log file, starting a worker); it
+// has stopped what it started and exits after sending this. `reason` is the root cause to report.
+struct AgentFailed {
+  int32_t generation = 0;
+  std::string reason;
+};
+
 using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, Output, Stop,
-                             AgentDone, Heartbeat, AgentStopping>;
+                             AgentDone, Heartbeat, AgentStopping, AgentFailed>;
 
 // Encodes a message as a frame's type and payload.
 wire::Frame Encode(const Message& message);

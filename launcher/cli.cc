@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
+#include "common/job_id.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
 
@@ -42,13 +44,27 @@ std::string Suggest(const CLI::App& app, const std::string& unknown) {
   return " (did you mean '" + best + "'?)";
 }
 
-// Splits argv into the launcher's options and PROGRAM ARGS... without letting CLI11 look at the
-// program's arguments. Returns the index of PROGRAM (argv.size() if there is none).
-Result<size_t> FindProgram(const CLI::App& app, const std::vector<std::string>& argv) {
+// argv split at PROGRAM: the launcher's own words (argv[0] first, "--opt=" written as "--opt" "",
+// "--" dropped) for CLI11, and the index of PROGRAM in argv (argv.size() if there is none).
+struct SplitArgv {
+  std::vector<std::string> head;
+  size_t program = 0;
+};
+
+// Splits argv without letting CLI11 look at the program's arguments.
+Result<SplitArgv> FindProgram(const CLI::App& app, const std::vector<std::string>& argv) {
+  SplitArgv split;
+  if (!argv.empty()) split.head.push_back(argv[0]);
   for (size_t i = 1; i < argv.size(); ++i) {
     const std::string& a = argv[i];
-    if (a == "--") return i + 1;
-    if (a.size() < 2 || a[0] != '-') return i;
+    if (a == "--") {
+      split.program = i + 1;
+      return split;
+    }
+    if (a.size() < 2 || a[0] != '-') {
+      split.program = i;
+      return split;
+    }
     std::string name = a.substr(0, a.find('='));
     bool short_with_value = a[1] != '-' && a.size() > 2;  // -Hhosts
     if (short_with_value) name = a.substr(0, 2);
@@ -58,11 +74,40 @@ Result<size_t> FindProgram(const CLI::App& app, const std::vector<std::string>& 
                                   "; run 'dslaunch --help' for the list");
     }
     bool inline_value = a.find('=') != std::string::npos || short_with_value;
+    if (inline_value && opt->get_items_expected_max() == 0) {
+      // As argparse does for DeepSpeed's and torchrun's flags (and CLI11 would convert the value
+      // with exceptions of its own).
+      return InvalidArgumentError("option '" + name + "' takes no value: '" + a + "'");
+    }
+    if (!short_with_value && a.size() == name.size() + 1 && opt->get_items_expected_min() > 0) {
+      // "--opt=" is "--opt" with an empty value, as in argparse; CLI11 would take the next word.
+      split.head.push_back(name);
+      split.head.emplace_back();
+      continue;
+    }
+    split.head.push_back(a);
     // Options with an optional value (--dry-run, --save_pid) take it only in the '=' form, so that
     // PROGRAM is never mistaken for their value.
-    if (opt->get_items_expected_min() > 0 && !inline_value) ++i;  // skip the option's value
+    if (opt->get_items_expected_min() > 0 && !inline_value && i + 1 < argv.size()) {
+      split.head.push_back(argv[++i]);  // the option's value, whatever it looks like
+    }
   }
-  return argv.size();
+  split.program = argv.size();
+  return split;
+}
+
+// A number of seconds from the command line as milliseconds in [min, max]; the range is checked
+// on the double, before any conversion could overflow.
+Result<std::chrono::milliseconds> Duration(const char* option, double seconds, std::chrono::milliseconds min,
+                                          std::chrono::milliseconds max) {
+  const double min_s = std::chrono::duration<double>(min).count();
+  const double max_s = std::chrono::duration<double>(max).count();
+  if (!std::isfinite(seconds) || seconds < min_s || seconds > max_s) {
+    std::ostringstream msg;
+    msg << option << " " << seconds << ": expected seconds from " << min_s << " to " << max_s;
+    return InvalidArgumentError(msg.str());
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
 }  // namespace
@@ -92,7 +137,9 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   app.add_flag("--no_python", o.no_python, "start PROGRAM directly, not under python3");
   app.add_flag("-m,--module", o.module, "PROGRAM is a Python module (python3 -m)");
   app.add_flag("--no_local_rank", o.no_local_rank, "do not append --local_rank=N to Python programs");
-  app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch)");
+  std::string python;
+  app.add_option("--python", python, "interpreter for .py programs and -m (default: $PYTHON_EXEC, else python3)");
+  app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch-$UID)");
   app.add_flag("--tee,!--no_tee", o.tee, "echo workers' output on the console (default) or only log it");
   app.add_option("--grace_period", grace_seconds, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
@@ -122,13 +169,11 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")->capture_default_str();
   app.add_option("--secret_file", o.secret_file, "--no_ssh: file holding the job secret, the same on every node");
 
-  auto program_at = FindProgram(app, argv);
-  if (!program_at.ok()) return program_at.status();
+  auto split = FindProgram(app, argv);
+  if (!split.ok()) return split.status();
+  const size_t program_at = split->program;
   std::vector<const char*> head;
-  for (size_t i = 0; i < *program_at && i < argv.size(); ++i) {
-    if (argv[i] == "--") break;
-    head.push_back(argv[i].c_str());
-  }
+  for (const std::string& a : split->head) head.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(head.size()), head.data());
   } catch (const CLI::CallForHelp&) {
@@ -139,13 +184,18 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
     return command;
   } catch (const CLI::ParseError& e) {
     return InvalidArgumentError(e.what());
+  } catch (const std::exception& e) {
+    // A conversion CLI11 did not wrap in a ParseError (std::stoll on a value out of range).
+    return InvalidArgumentError(std::string("cannot read the options before PROGRAM: ") + e.what() +
+                                " (a number out of range?)");
   }
 
-  if (*program_at >= argv.size()) {
+  if (program_at >= argv.size()) {
     return InvalidArgumentError("missing PROGRAM: usage: dslaunch [options] PROGRAM [ARGS...]");
   }
-  o.program = argv[*program_at];
-  o.program_args.assign(argv.begin() + static_cast<long>(*program_at) + 1, argv.end());
+  o.program = argv[program_at];
+  if (o.program.empty()) return InvalidArgumentError("empty PROGRAM: an empty argument stands where PROGRAM goes");
+  o.program_args.assign(argv.begin() + static_cast<long>(program_at) + 1, argv.end());
 
   if (app.count("--hostfile") > 0) o.hostfile = hostfile;
   if (num_nodes != -1) o.num_nodes = num_nodes;
@@ -153,18 +203,12 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   if (o.master_port < 1 || o.master_port > 65535) {
     return InvalidArgumentError("--master_port " + std::to_string(o.master_port) + " is not a TCP port (1-65535)");
   }
-  if (!(grace_seconds >= 0) || !std::isfinite(grace_seconds)) {
-    return InvalidArgumentError("--grace_period must be a number of seconds >= 0");
-  }
-  o.grace_period = std::chrono::milliseconds(static_cast<int64_t>(std::llround(grace_seconds * 1000)));
-  if (!(heartbeat_seconds > 0) || !std::isfinite(heartbeat_seconds)) {
-    return InvalidArgumentError("--heartbeat_timeout must be a number of seconds > 0");
-  }
-  o.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(heartbeat_seconds * 1000)));
-  if (!(ssh_timeout_seconds > 0) || !std::isfinite(ssh_timeout_seconds)) {
-    return InvalidArgumentError("--ssh_connect_timeout must be a number of seconds > 0");
-  }
-  o.ssh_connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(ssh_timeout_seconds * 1000)));
+  DSLAUNCH_ASSIGN_OR_RETURN(o.grace_period,
+                            Duration("--grace_period", grace_seconds, std::chrono::milliseconds(0), kMaxGracePeriod));
+  DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("--heartbeat_timeout", heartbeat_seconds,
+                                                          kMinHeartbeatTimeout, kMaxHeartbeatTimeout));
+  DSLAUNCH_ASSIGN_OR_RETURN(o.ssh_connect_timeout, Duration("--ssh_connect_timeout", ssh_timeout_seconds,
+                                                            kMinSshConnectTimeout, kMaxSshConnectTimeout));
   if (o.ssh_port < 1 || o.ssh_port > 65535) {
     return InvalidArgumentError("--ssh_port " + std::to_string(o.ssh_port) + " is not a TCP port (1-65535)");
   }
@@ -198,6 +242,17 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   }
   if (o.module && o.no_python) {
     return InvalidArgumentError("--module and --no_python exclude each other: a module runs under python3");
+  }
+  if (app.count("--python") > 0) {
+    if (python.empty()) return InvalidArgumentError("--python: empty interpreter path");
+    if (o.no_python) {
+      return InvalidArgumentError("--python and --no_python exclude each other: --no_python starts PROGRAM directly");
+    }
+    o.python = python;
+  }
+  if (app.count("--job_id") > 0) {
+    Status valid = ValidateJobId(o.job_id);
+    if (!valid.ok()) return InvalidArgumentError("--job_id: " + valid.message());
   }
   return command;
 }

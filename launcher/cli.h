@@ -20,6 +20,19 @@ namespace dslaunch::launcher {
 // Default grace period between SIGTERM and SIGKILL when stopping workers: long enough for a
 // training program to write a checkpoint on SIGTERM (torchelastic uses 30 s as well).
 inline constexpr std::chrono::milliseconds kDefaultGracePeriod{30000};
+// The longest --grace_period: a checkpoint written on SIGTERM takes minutes; a day is past any,
+// and keeps every deadline (now + grace period) far from the clock's overflow.
+inline constexpr std::chrono::milliseconds kMaxGracePeriod = std::chrono::hours(24);
+// --heartbeat_timeout: at least two heartbeat intervals, so that one late heartbeat is not a lost
+// node; at most a day, for the same overflow reason as kMaxGracePeriod.
+inline constexpr std::chrono::milliseconds kMinHeartbeatTimeout = 2 * kHeartbeatInterval;
+inline constexpr std::chrono::milliseconds kMaxHeartbeatTimeout = std::chrono::hours(24);
+// --ssh_connect_timeout: at least a millisecond (0 would mean "no timeout" to libssh); at most an
+// hour, far beyond any TCP connect and login.
+inline constexpr std::chrono::milliseconds kMinSshConnectTimeout{1};
+inline constexpr std::chrono::milliseconds kMaxSshConnectTimeout = std::chrono::hours(1);
+// The interpreter for Python programs when neither --python nor PYTHON_EXEC says otherwise.
+inline constexpr char kDefaultPython[] = "python3";
 inline constexpr int kDefaultMasterPort = 29500;
 // The launcher's endpoint port in --no_ssh mode, where every node must know it in advance
 // (torchrun's c10d rendezvous uses the same default).
@@ -38,13 +51,16 @@ struct CliOptions {
   bool no_python = false;
   bool module = false;
   bool no_local_rank = false;
-  std::string log_dir;  // empty: <TMPDIR>/dslaunch
+  // --python: interpreter for .py programs and --module; absent: PYTHON_EXEC from the launcher's
+  // environment (torchrun's variable), else kDefaultPython. Read at the edge (main.cc).
+  std::optional<std::string> python;
+  std::string log_dir;  // empty: each node's per-user default (docs/launcher.md, "Log files")
   bool tee = true;
   std::chrono::milliseconds grace_period = kDefaultGracePeriod;
   // --save_pid: write the launcher's pid to this file while it runs; "" means the default path.
   std::optional<std::string> save_pid;
   std::optional<DryRunFormat> dry_run;
-  std::string job_id;  // empty: generated
+  std::string job_id;  // empty: generated; otherwise valid (ValidateJobId, common/job_id.h)
   std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;
   std::vector<std::string> exports;  // --export NAME or NAME=VALUE, in order
 
@@ -74,7 +90,8 @@ struct CliCommand {
 };
 
 // Parses argv (argv[0] is the program name). Errors are kInvalidArgument and name the offending
-// argument, e.g. "unknown option '--hostfiel' (did you mean '--hostfile'?)".
+// argument, e.g. "unknown option '--hostfiel' (did you mean '--hostfile'?)", "--grace_period
+// 1e+10: expected seconds from 0 to 86400". Never throws.
 Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv);
 
 }  // namespace dslaunch::launcher

@@ -36,6 +36,9 @@ std::string FormatSummary(const std::string& job_id, const JobTracker& tracker) 
       s += "the agent of node " + std::to_string(cause->node_rank) + " on host " + cause->host +
            " stopped its workers: " + cause->message + "\n";
       break;
+    case RootCause::Kind::kAgentFailed:
+      s += "node " + std::to_string(cause->node_rank) + " on host " + cause->host + ": " + cause->message + "\n";
+      break;
     case RootCause::Kind::kSignal:
     case RootCause::Kind::kStartupFailed:
       s += cause->message + "\n";

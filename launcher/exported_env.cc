@@ -90,8 +90,39 @@ bool LooksSecret(std::string_view name) {
                      [name](std::string_view marker) { return ContainsIgnoringCase(name, marker); });
 }
 
+std::string RedactUrlCredentials(std::string_view value) {
+  constexpr std::string_view kSchemeEnd = "://";
+  // The authority (USERINFO@HOST:PORT) ends at the path, query or fragment, or at a blank or a
+  // list separator of the value around the URL.
+  constexpr std::string_view kAuthorityEnd = "/?# \t\n,;";
+  std::string out;
+  std::size_t pos = 0;
+  while (true) {
+    std::size_t scheme = value.find(kSchemeEnd, pos);
+    if (scheme == std::string_view::npos) break;
+    std::size_t start = scheme + kSchemeEnd.size();
+    std::size_t end = value.find_first_of(kAuthorityEnd, start);
+    if (end == std::string_view::npos) end = value.size();
+    std::string_view authority = value.substr(start, end - start);
+    std::size_t at = authority.rfind('@');
+    out += value.substr(pos, start - pos);
+    if (at == std::string_view::npos || at == 0) {
+      out += authority;
+    } else {
+      std::string_view userinfo = authority.substr(0, at);
+      std::size_t colon = userinfo.find(':');
+      if (colon != std::string_view::npos) out += userinfo.substr(0, colon + 1);
+      out += kRedactedUserinfo;
+      out += authority.substr(at);
+    }
+    pos = end;
+  }
+  out += value.substr(pos);
+  return out;
+}
+
 std::string RedactValue(std::string_view name, std::string_view value) {
-  return LooksSecret(name) ? std::string(kRedacted) : std::string(value);
+  return LooksSecret(name) ? std::string(kRedacted) : RedactUrlCredentials(value);
 }
 
 std::map<std::string, std::string> RedactEnvironment(const std::map<std::string, std::string>& env) {

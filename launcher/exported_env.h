@@ -67,7 +67,17 @@ bool IsContractVariable(std::string_view name);
 // MONKEY_PATCH) only hides a harmless value from a log, while a cleverer rule risks showing a secret.
 bool LooksSecret(std::string_view name);
 
-// kRedacted when LooksSecret(name), else `value` unchanged.
+// What replaces the password (or the whole userinfo) of a URL in a printed value.
+inline constexpr char kRedactedUserinfo[] = "***";
+
+// `value` with the credentials of every URL in it hidden: in each "SCHEME://USERINFO@HOST...",
+// "user:password" becomes "user:***" and a userinfo without ':' (often a token used as the user
+// name) becomes "***". "https://bob:pass@host/x" -> "https://bob:***@host/x". Text that is not a
+// URL is unchanged.
+std::string RedactUrlCredentials(std::string_view value);
+
+// kRedacted when LooksSecret(name), else RedactUrlCredentials(value)
+// (MLFLOW_TRACKING_URI=https://bob:***@host).
 std::string RedactValue(std::string_view name, std::string_view value);
 
 // A copy of `env` with every value passed through RedactValue: for dry runs and logs.

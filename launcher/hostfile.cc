@@ -126,7 +126,8 @@ Result<int> ParseSlotCount(std::string_view key, std::string_view value) {
     n = n * 10 + (c - '0');
     if (n > kMaxSlotsPerHost) {
       return InvalidArgumentError(std::string(key) + "=" + std::string(value) +
-                                  " exceeds the limit of " + std::to_string(kMaxSlotsPerHost));
+                                  " exceeds the limit of " + std::to_string(kMaxSlotsPerHost) +
+                                  " slots per host (docs/hostfile.md)");
     }
   }
   if (n == 0) return InvalidArgumentError(std::string(key) + " must be at least 1, got 0");

@@ -18,9 +18,11 @@
 
 namespace dslaunch::launcher {
 
-// The most slots one host line may declare; larger values are typos (and would overflow rank
-// arithmetic long before any machine has that many accelerators).
-inline constexpr int kMaxSlotsPerHost = 65536;
+// The most slots (workers) one host may have, from a hostfile line or --nproc_per_node: above
+// the accelerators of any node (8-16 GPUs) and the hardware threads of the largest two-socket CPU
+// nodes (2 x 192 cores x 2 = 768), so a larger value is a typo; it also bounds the per-node parts
+// of a plan (a node's CUDA_VISIBLE_DEVICES, its assignment message).
+inline constexpr int kMaxSlotsPerHost = 1024;
 
 // A hostfile larger than this is almost certainly the wrong file (a log, a binary); refusing it
 // gives a clear error instead of thousands of "malformed line" messages.

@@ -175,6 +175,7 @@ class JobRunner::Impl {
     a.tee = options_.tee;
     a.heartbeat_interval_ms = kHeartbeatInterval.count();
     a.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
+    a.env = node.env;  // once per node; each worker's own variables go with it
     for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, w.env});
     session.Send(a);
     Apply(tracker_->OnAgentRegistered(reg.node_rank));
@@ -201,6 +202,8 @@ class JobRunner::Impl {
               Apply(tracker_->OnAgentDone(node_rank));
             } else if constexpr (std::is_same_v<T, control::AgentStopping>) {
               Apply(tracker_->OnAgentStopping(node_rank, m));
+            } else if constexpr (std::is_same_v<T, control::AgentFailed>) {
+              Apply(tracker_->OnAgentFailed(node_rank, m.reason));
             }
             // WORKER_STARTED and HEARTBEAT: being heard is all they say to the launcher (no
             // decision depends on a worker having started; its exit is what counts).
@@ -287,6 +290,18 @@ class JobRunner::Impl {
         }
         registration_timer_.cancel();
         stop_timer_.expires_after(options_.grace_period + kStopReportMargin);
+        stop_timer_.async_wait([this](boost::system::error_code ec) {
+          if (!ec) Apply(tracker_->OnStopDeadline());
+        });
+        return;
+      }
+      case Action::kKillAll: {
+        console_.PrintError("dslaunch: interrupted again: killing every worker now (SIGKILL)\n");
+        for (AgentSession* s : sessions_) {
+          if (s != nullptr) s->Send(control::Stop{plan_->generation, 0, "interrupted again: kill now"});
+        }
+        // The grace period is over: wait only for the kills to be reported.
+        stop_timer_.expires_after(kStopReportMargin);
         stop_timer_.async_wait([this](boost::system::error_code ec) {
           if (!ec) Apply(tracker_->OnStopDeadline());
         });

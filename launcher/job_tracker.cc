@@ -1,5 +1,7 @@
 #include "launcher/job_tracker.h"
 
+#include <csignal>
+
 #include "common/check.h"
 
 namespace dslaunch::launcher {
@@ -121,7 +123,23 @@ Action JobTracker::OnAgentStopping(int node_rank, const control::AgentStopping& 
   return Fail(std::move(cause));
 }
 
+Action JobTracker::OnAgentFailed(int node_rank, std::string reason) {
+  Node& node = nodes_[node_rank];
+  if (node.done) return Action::kNone;
+  node.done = true;  // the agent sends nothing after AGENT_FAILED
+  if (state_ == JobState::kStopping || state_ == JobState::kFinished) return FinishIfAllDone();
+  RootCause cause;
+  cause.kind = RootCause::Kind::kAgentFailed;
+  cause.node_rank = node_rank;
+  cause.host = node.host;
+  cause.message = std::move(reason);
+  Action a = Fail(std::move(cause));
+  Action f = FinishIfAllDone();
+  return f == Action::kFinish ? f : a;
+}
+
 Action JobTracker::OnSignal(int signal) {
+  if (state_ == JobState::kStopping && signal == SIGINT) return Action::kKillAll;
   if (state_ == JobState::kStopping || state_ == JobState::kFinished) return Action::kNone;
   RootCause cause;
   cause.kind = RootCause::Kind::kSignal;
@@ -175,6 +193,7 @@ int JobTracker::ExitCode() const {
       int code = ShellExitCode(root_cause_->status);
       return code != 0 ? code : kGenericFailure;
     }
+    case RootCause::Kind::kAgentFailed:
     case RootCause::Kind::kStartupFailed:
       return kGenericFailure;
   }

@@ -29,7 +29,7 @@ std::string_view JobStateName(JobState state);
 
 // Why the job stopped early. Only the first one is kept.
 struct RootCause {
-  enum class Kind { kWorkerFailed, kAgentLost, kAgentStopped, kSignal, kStartupFailed };
+  enum class Kind { kWorkerFailed, kAgentLost, kAgentStopped, kAgentFailed, kSignal, kStartupFailed };
   Kind kind = Kind::kWorkerFailed;
   int node_rank = -1;
   std::string host;
@@ -40,7 +40,8 @@ struct RootCause {
   ExitStatus status;
   std::vector<std::string> stderr_tail;
   std::string log_path;
-  std::string message;  // what happened, for kinds other than kWorkerFailed (kAgentStopped: the agent's reason)
+  std::string message;  // what happened, for kinds other than kWorkerFailed (kAgentStopped: the agent's
+  // reason; kAgentFailed: the agent's words)
   // kWorkerFailed with an error record (common/error_record.h): what the worker said, when, and
   // whether it failed only because a peer did.
   std::optional<ErrorRecord> error;
@@ -50,6 +51,7 @@ struct RootCause {
 enum class Action {
   kNone,
   kStopAll,  // send Stop to every agent and arm the stop deadline
+  kKillAll,  // the job is already stopping: tell every agent to SIGKILL its workers now
   kFinish,   // print the summary and exit with ExitCode()
 };
 
@@ -70,6 +72,13 @@ class JobTracker {
   // The agent is stopping its workers for a reason of its own (AGENT_STOPPING): that reason, not
   // the exits that follow, is the root cause.
   Action OnAgentStopping(int node_rank, const control::AgentStopping& stopping);
+  // The agent reported that it cannot run its assignment (AGENT_FAILED): `reason` is its own
+  // account (e.g. "cannot create log directory ..."), the root cause if nothing failed before.
+  Action OnAgentFailed(int node_rank, std::string reason);
+  // SIGINT, SIGTERM or SIGHUP to the launcher: the root cause if nothing failed before, and the job
+  // stops (kStopAll). A SIGINT while the job is already stopping (a second Ctrl-C) is kKillAll:
+  // the grace period is cut short (the usual meaning of a second Ctrl-C). Other signals while
+  // stopping: kNone.
   Action OnSignal(int signal);
   Action OnStartupFailed(std::string message);
   // The agents did not all report within the stop deadline.

@@ -110,6 +110,7 @@ Result<LaunchPlan> PlanLaunch(const Resources& resources, const PlanOptions& opt
   plan.generation = options.generation;
   plan.master_port = options.master_port;
   plan.store_address = options.store_address;
+  plan.no_devices = options.no_devices;
   if (!options.master_addr.empty()) {
     plan.master_addr = options.master_addr;
   } else if (IsLocalhostName(resources.front().host)) {
@@ -139,9 +140,8 @@ Result<LaunchPlan> PlanLaunch(const Resources& resources, const PlanOptions& opt
 
   // The environment needs the complete shape (world size, node count, local world size).
   for (NodePlan& node : plan.nodes) {
-    for (WorkerPlan& worker : node.workers) {
-      worker.env = WorkerEnvironment(plan, node, worker, options.extra_env);
-    }
+    node.env = NodeEnvironment(plan, node, options.extra_env);
+    for (WorkerPlan& worker : node.workers) worker.env = RankEnvironment(worker);
   }
   return plan;
 }

@@ -34,8 +34,9 @@ struct WorkerPlan {
   int rank = 0;        // global rank
   int local_rank = 0;  // index on its node
   std::vector<std::string> argv;
-  // The environment contract (ARCHITECTURE.md) for this worker, without the node-local parts the
-  // agent adds (OMP_NUM_THREADS default, the store secret file). Sorted by name.
+  // This worker's own variables of the contract (RANK, LOCAL_RANK; RankEnvironment in
+  // worker_env.h). Its whole planned environment is its node's `env` overlaid with these
+  // (PlannedEnvironment).
   std::map<std::string, std::string> env;
 };
 
@@ -45,6 +46,11 @@ struct NodePlan {
   std::string host;        // as written in the hostfile ("localhost" for a local job)
   std::vector<int> slots;  // selected slot ids; CUDA_VISIBLE_DEVICES on this node
   std::vector<WorkerPlan> workers;
+  // What every worker of this node gets (NodeEnvironment in worker_env.h): the exports and the
+  // contract's node-wide variables (WORLD_SIZE, ..., CUDA_VISIBLE_DEVICES), without the parts the
+  // agent adds (OMP_NUM_THREADS default, the store secret file). Built once per node, not per
+  // rank, so that a plan's size is linear in its number of ranks. Sorted by name.
+  std::map<std::string, std::string> env;
 };
 
 struct LaunchPlan {
@@ -54,6 +60,9 @@ struct LaunchPlan {
   std::string master_addr;
   int master_port = 0;
   std::string store_address;  // host:port of the launcher's endpoint (DSLAUNCH_STORE)
+  // The launcher's CUDA_VISIBLE_DEVICES was set and empty: every worker gets an empty
+  // CUDA_VISIBLE_DEVICES (no device) instead of its node's slots.
+  bool no_devices = false;
   std::vector<NodePlan> nodes;
 };
 
@@ -64,6 +73,7 @@ struct PlanOptions {
   std::string store_address;
   std::string job_id;
   int generation = 0;
+  bool no_devices = false;  // LaunchPlan::no_devices
   // Extra variables given to every worker (exports); the contract's variables win on conflict.
   std::map<std::string, std::string> extra_env;
 };
@@ -82,7 +92,9 @@ std::vector<std::string> WorkerArgv(const ProgramSpec& program, int local_rank);
 
 // Builds the plan: nodes in resource order get node ranks 0..N-1, workers get consecutive global
 // ranks node by node (node 0's local ranks first); local rank i runs on the node's i-th slot.
-// Each worker's argv is WorkerArgv(...) and its env WorkerEnvironment(...) (worker_env.h).
+// Each worker's argv is WorkerArgv(...); each node's env is NodeEnvironment(...) and each
+// worker's env RankEnvironment(...) (worker_env.h). Time and memory are linear in the number of
+// ranks (plus the exports once per node).
 // An empty master_addr becomes the first node's host, or 127.0.0.1 when that host is "localhost".
 // Fails with kInvalidArgument when no slot is selected or an option is out of range (port outside
 // 1..65535, empty program or python, negative generation, a node with no host, a negative or

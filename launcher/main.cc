@@ -29,6 +29,7 @@
 #include "launcher/plan_format.h"
 #include "launcher/resource_filter.h"
 #include "launcher/ssh_agent_starter.h"
+#include "launcher/visible_devices.h"
 
 extern char** environ;
 
@@ -98,14 +99,22 @@ Result<std::string> JobSecret(const CliOptions& cli, const Edges& edges) {
       "DSLAUNCH_JOB_SECRET environment variable, with the same value on every node");
 }
 
-Result<Resources> SelectNodes(const CliOptions& cli) {
-  Hostfile hostfile;
+// The selected resources, with the launcher's own CUDA_VISIBLE_DEVICES taken into account.
+Result<JobResources> SelectNodes(const CliOptions& cli, const Edges& edges) {
+  std::optional<Hostfile> hostfile;
   if (cli.hostfile) {
     DSLAUNCH_ASSIGN_OR_RETURN(hostfile, ReadHostfile(*cli.hostfile));
-  } else {
-    hostfile = LocalHostfile(std::max(1, cli.num_gpus.value_or(1)));  // SelectResources checks num_gpus
   }
-  return SelectResources(hostfile, FilterOptions{cli.include, cli.exclude, cli.num_nodes, cli.num_gpus});
+  std::optional<std::string> visible;
+  if (auto it = edges.env.find(env::kCudaVisibleDevices); it != edges.env.end()) visible = it->second;
+  return SelectJobResources(hostfile, FilterOptions{cli.include, cli.exclude, cli.num_nodes, cli.num_gpus}, visible);
+}
+
+// The interpreter for Python programs: --python, else torchrun's PYTHON_EXEC, else python3.
+std::string PythonInterpreter(const CliOptions& cli, const Edges& edges) {
+  if (cli.python) return *cli.python;
+  auto it = edges.env.find("PYTHON_EXEC");
+  return it != edges.env.end() && !it->second.empty() ? it->second : kDefaultPython;
 }
 
 // What travels to the workers (docs/environment.md). The working directory goes in front of
@@ -146,13 +155,23 @@ int Main(int argc, char** argv) {
   const CliOptions& cli = command->options;
   const Edges edges = ReadEdges();
 
-  auto resources = SelectNodes(cli);
-  if (!resources.ok()) return Fail(resources.status(), kUsageError);
+  auto selected = SelectNodes(cli, edges);
+  if (!selected.ok()) return Fail(selected.status(), kUsageError);
+  const Resources* resources = &selected->resources;
   const bool local = !cli.no_ssh && resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
   auto exports = WorkerExports(cli, edges, local);
   if (!exports.ok()) return Fail(exports.status(), kUsageError);
   PlanOptions po;
   po.program.kind = ClassifyProgram(cli.program, cli.no_python, cli.module);
+  const bool python_program =
+      po.program.kind == ProgramKind::kPythonScript || po.program.kind == ProgramKind::kPythonModule;
+  if (cli.python && !python_program) {
+    return Fail(InvalidArgumentError("--python " + *cli.python + ": PROGRAM '" + cli.program +
+                                     "' is not a .py file and --module is not given, so it runs without an "
+                                     "interpreter; drop --python, or add --module"),
+                kUsageError);
+  }
+  po.program.python = PythonInterpreter(cli, edges);
   po.program.program = cli.program;
   po.program.args = cli.program_args;
   po.program.local_rank_arg = !cli.no_local_rank;
@@ -161,6 +180,7 @@ int Main(int argc, char** argv) {
   po.master_port = cli.master_port;
   po.job_id = cli.job_id.empty() ? NewJobId() : cli.job_id;
   po.generation = 0;
+  po.no_devices = selected->no_devices;
   po.extra_env = std::move(*exports);
 
   if (cli.dry_run) {
@@ -210,7 +230,8 @@ int Main(int argc, char** argv) {
   ro.advertise_host = local || cli.no_ssh ? kLoopback : edges.hostname;
   ro.agent_path = agent_path;
   ro.agent_version = std::string("dslaunch-agent ") + DSLAUNCH_VERSION;
-  ro.log_dir = (cli.log_dir.empty() ? edges.temp_dir + "/dslaunch" : cli.log_dir) + "/" + po.job_id;
+  // Empty: every agent uses its own user's default on its node (docs/launcher.md, "Log files").
+  ro.log_dir = cli.log_dir.empty() ? std::string() : cli.log_dir + "/" + po.job_id;
   ro.working_dir = edges.working_dir;
   ro.grace_period = cli.grace_period;
   ro.heartbeat_timeout = cli.heartbeat_timeout;

@@ -20,14 +20,16 @@ using Row = std::array<std::string, kColumns>;
 std::string RenderTable(const std::vector<Row>& rows) {
   std::array<std::size_t, kColumns> width{};
   for (const Row& row : rows) {
-    for (std::size_t c = 0; c < kColumns; ++c) width[c] = std::max(width[c], row[c].size());
+    for (std::size_t c = 0; c < kColumns; ++c) {
+      if (row[c].size() <= kMaxPaddedCellWidth) width[c] = std::max(width[c], row[c].size());
+    }
   }
   std::string out;
   for (const Row& row : rows) {
     std::string line;
     for (std::size_t c = 0; c < kColumns; ++c) {
       line += row[c];
-      if (c + 1 < kColumns) line += std::string(width[c] - row[c].size() + 2, ' ');
+      if (c + 1 < kColumns) line += std::string(width[c] - std::min(width[c], row[c].size()) + 2, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line;
@@ -39,23 +41,33 @@ std::string RenderTable(const std::vector<Row>& rows) {
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
 // "env NAME=VALUE" lines for the variables every worker gets besides the contract (the exports),
-// taken from the first worker: PlanLaunch gives every worker the same ones. Secret values redacted.
+// taken from the first node: PlanLaunch gives every node the same ones. Secret values redacted.
 std::string ExportLines(const LaunchPlan& plan) {
-  for (const NodePlan& node : plan.nodes) {
-    if (node.workers.empty()) continue;
-    std::string out;
-    for (const auto& [name, value] : node.workers.front().env) {
-      if (IsContractVariable(name)) continue;
-      out += "env ";
-      out += LooksSecret(name) ? name + "=" + kRedacted : ShellQuote(name + "=" + value);
-      out += '\n';
-    }
-    return out;
+  if (plan.nodes.empty()) return "";
+  std::string out;
+  for (const auto& [name, value] : plan.nodes.front().env) {
+    if (IsContractVariable(name)) continue;
+    out += "env ";
+    out += LooksSecret(name) ? name + "=" + kRedacted : ShellQuote(name + "=" + RedactValue(name, value));
+    out += '\n';
   }
-  return "";
+  return out;
 }
 
 }  // namespace
+
+std::string SlotRanges(const std::vector<int>& slots) {
+  std::string out;
+  for (std::size_t i = 0; i < slots.size();) {
+    std::size_t j = i;
+    while (j + 1 < slots.size() && slots[j + 1] == slots[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(slots[i]);
+    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(slots[j]);
+    i = j + 1;
+  }
+  return out;
+}
 
 std::string FormatPlanTable(const LaunchPlan& plan) {
   std::string out;
@@ -73,12 +85,12 @@ std::string FormatPlanTable(const LaunchPlan& plan) {
     bool first = true;
     for (const WorkerPlan& worker : node.workers) {
       rows.push_back({first ? std::to_string(node.node_rank) : "", first ? host : "",
-                      first ? JoinSlots(node.slots) : "", std::to_string(worker.rank),
+                      first ? SlotRanges(node.slots) : "", std::to_string(worker.rank),
                       std::to_string(worker.local_rank), ShellJoin(worker.argv)});
       first = false;
     }
     if (node.workers.empty()) {
-      rows.push_back({std::to_string(node.node_rank), host, JoinSlots(node.slots), "-", "-", "-"});
+      rows.push_back({std::to_string(node.node_rank), host, SlotRanges(node.slots), "-", "-", "-"});
     }
   }
   out += RenderTable(rows);
@@ -100,6 +112,7 @@ std::string FormatPlanJson(const LaunchPlan& plan) {
                          {"user", node.user},
                          {"host", node.host},
                          {"slots", node.slots},
+                         {"env", RedactEnvironment(node.env)},
                          {"workers", std::move(workers)}});
   }
   json doc{{"version", kPlanJsonVersion},

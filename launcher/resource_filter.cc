@@ -210,6 +210,11 @@ Result<Resources> SelectResources(const Hostfile& hostfile, const FilterOptions&
     return InvalidArgumentError("--num_gpus/--nproc_per_node must be at least 1, got " +
                                 std::to_string(*options.num_gpus));
   }
+  if (options.num_gpus.has_value() && *options.num_gpus > kMaxSlotsPerHost) {
+    return InvalidArgumentError("--num_gpus/--nproc_per_node " + std::to_string(*options.num_gpus) +
+                                " exceeds the limit of " + std::to_string(kMaxSlotsPerHost) +
+                                " slots per host");
+  }
 
   Resources resources;
   for (std::size_t i = 0; i < node_count; ++i) {

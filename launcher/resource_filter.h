@@ -41,8 +41,8 @@ struct FilterOptions {
 //   - every named host must be in the hostfile and every slot id in 0..slots-1;
 //   - hosts left with no slot by --exclude are dropped; excluding everything is an error;
 //   - num_nodes N takes the first N hosts (1 <= N <= number of hosts);
-//   - num_gpus N selects slots 0..N-1 on each host (N >= 1; N may exceed the host's `slots`, as in
-//     DeepSpeed, but not its `max_slots` when the hostfile gives one).
+//   - num_gpus N selects slots 0..N-1 on each host (1 <= N <= kMaxSlotsPerHost; N may exceed the
+//     host's `slots`, as in DeepSpeed, but not its `max_slots` when the hostfile gives one).
 // Fails with kInvalidArgument naming the option and the offending token.
 Result<Resources> SelectResources(const Hostfile& hostfile, const FilterOptions& options);
 

@@ -7,9 +7,8 @@
 
 namespace dslaunch::launcher {
 
-std::map<std::string, std::string> WorkerEnvironment(
-    const LaunchPlan& plan, const NodePlan& node, const WorkerPlan& worker,
-    const std::map<std::string, std::string>& extra_env) {
+std::map<std::string, std::string> NodeEnvironment(const LaunchPlan& plan, const NodePlan& node,
+                                                   const std::map<std::string, std::string>& extra_env) {
   std::map<std::string, std::string> vars = extra_env;
   auto set = [&vars](const char* name, std::string value) { vars[name] = std::move(value); };
 
@@ -18,9 +17,7 @@ std::map<std::string, std::string> WorkerEnvironment(
   const std::string nnodes = std::to_string(plan.nodes.size());
   const std::string restart_count = std::to_string(plan.generation);
 
-  set(env::kRank, std::to_string(worker.rank));
   set(env::kWorldSize, std::to_string(plan.world_size));
-  set(env::kLocalRank, std::to_string(worker.local_rank));
   set(env::kLocalWorldSize, local_world_size);
   set(env::kLocalSize, local_world_size);
   set(env::kNodeRank, node_rank);
@@ -32,12 +29,31 @@ std::map<std::string, std::string> WorkerEnvironment(
   set(env::kMasterAddr, plan.master_addr);
   set(env::kMasterPort, std::to_string(plan.master_port));
   // Set on every node, GPU or not, as DeepSpeed does: on a CPU node it is harmless, and a worker
-  // must never see the devices of slots that were excluded.
-  set(env::kCudaVisibleDevices, JoinSlots(node.slots));
+  // must never see the devices of slots that were excluded (nor any, when the launcher's own
+  // CUDA_VISIBLE_DEVICES was empty).
+  set(env::kCudaVisibleDevices, plan.no_devices ? std::string() : JoinSlots(node.slots));
   set(env::kStore, plan.store_address);
   set(env::kJobId, plan.job_id);
   set(env::kRestartCount, restart_count);
   set(env::kTorchElasticRestartCount, restart_count);
+  return vars;
+}
+
+std::map<std::string, std::string> RankEnvironment(const WorkerPlan& worker) {
+  return {{env::kRank, std::to_string(worker.rank)}, {env::kLocalRank, std::to_string(worker.local_rank)}};
+}
+
+std::map<std::string, std::string> WorkerEnvironment(
+    const LaunchPlan& plan, const NodePlan& node, const WorkerPlan& worker,
+    const std::map<std::string, std::string>& extra_env) {
+  std::map<std::string, std::string> vars = NodeEnvironment(plan, node, extra_env);
+  for (auto& [name, value] : RankEnvironment(worker)) vars[name] = std::move(value);
+  return vars;
+}
+
+std::map<std::string, std::string> PlannedEnvironment(const NodePlan& node, const WorkerPlan& worker) {
+  std::map<std::string, std::string> vars = node.env;
+  for (const auto& [name, value] : worker.env) vars[name] = value;
   return vars;
 }
 

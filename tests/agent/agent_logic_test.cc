@@ -103,22 +103,25 @@ TEST_CASE("DefaultOmpThreads shares the cores among the node's workers, at least
 }
 
 TEST_CASE("CompleteWorkerEnvironment layers the plan over the node and adds node-local values") {
-  std::map<std::string, std::string> base = {{"PATH", "/bin"}, {"RANK", "stale"}};
-  std::map<std::string, std::string> planned = {{"RANK", "3"}, {"DSLAUNCH_STORE", "<launcher>:1"}};
+  std::map<std::string, std::string> base = {{"PATH", "/bin"}, {"RANK", "stale"}, {"WORLD_SIZE", "stale"}};
+  std::map<std::string, std::string> node_planned = {
+      {"RANK", "node"}, {"WORLD_SIZE", "8"}, {"DSLAUNCH_STORE", "<launcher>:1"}};
+  std::map<std::string, std::string> worker_planned = {{"RANK", "3"}};
   NodeFacts node{8, 2, "/tmp/x/store.secret", "10.1.1.1:5000"};
-  auto env = CompleteWorkerEnvironment(base, planned, node);
+  auto env = CompleteWorkerEnvironment(base, node_planned, worker_planned, node);
   CHECK(env == std::vector<std::string>{"DSLAUNCH_STORE=10.1.1.1:5000",
                                         "DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret", "OMP_NUM_THREADS=4",
-                                        "PATH=/bin", "RANK=3"});
+                                        "PATH=/bin", "RANK=3", "WORLD_SIZE=8"});
   base["OMP_NUM_THREADS"] = "7";
-  env = CompleteWorkerEnvironment(base, planned, node);
+  env = CompleteWorkerEnvironment(base, node_planned, worker_planned, node);
   CHECK(std::find(env.begin(), env.end(), "OMP_NUM_THREADS=7") != env.end());
 }
 
 TEST_CASE("CompleteWorkerEnvironment never passes the job secret on, from the node or from the plan") {
   NodeFacts node{2, 1, "/tmp/x/store.secret", "", ""};
   auto env = CompleteWorkerEnvironment({{"DSLAUNCH_JOB_SECRET", "s3cret"}, {"PATH", "/bin"}},
-                                       {{"DSLAUNCH_JOB_SECRET", "planned"}}, node);
+                                       {{"DSLAUNCH_JOB_SECRET", "node-planned"}}, {{"DSLAUNCH_JOB_SECRET", "planned"}},
+                                       node);
   CHECK(env == std::vector<std::string>{"DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret", "OMP_NUM_THREADS=2",
                                         "PATH=/bin"});
 }

@@ -31,6 +31,7 @@ TEST_CASE("Control messages survive encoding and decoding") {
   a.tee = false;
   a.heartbeat_interval_ms = 1000;
   a.heartbeat_timeout_ms = 10000;
+  a.env = {{"WORLD_SIZE", "8"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
   a.workers.push_back({5, 1, {"python3", "-u", "x.py"}, {{"RANK", "5"}, {"EMPTY", ""}}});
   Assignment b = RoundTrip(a);
   CHECK(b.grace_period_ms == 1500);
@@ -41,6 +42,7 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(b.workers[0].argv == std::vector<std::string>{"python3", "-u", "x.py"});
   CHECK(b.workers[0].env.at("RANK") == "5");
   CHECK(b.workers[0].env.at("EMPTY").empty());
+  CHECK(b.env == std::map<std::string, std::string>{{"WORLD_SIZE", "8"}, {"CUDA_VISIBLE_DEVICES", "0,1"}});
 
   WorkerExited e;
   e.rank = 7;
@@ -60,6 +62,9 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(RoundTrip(Stop{4, 30000, "job is stopping"}).reason == "job is stopping");
   CHECK(RoundTrip(AgentDone{6}).generation == 6);
   CHECK(RoundTrip(Heartbeat{1, 99}).sequence == 99);
+  AgentFailed failed = RoundTrip(AgentFailed{3, "cannot create log directory '/x': Permission denied"});
+  CHECK(failed.generation == 3);
+  CHECK(failed.reason == "cannot create log directory '/x': Permission denied");
 
   AgentStopping st = RoundTrip(AgentStopping{3, "the agent received SIGTERM", 15});
   CHECK(st.generation == 3);

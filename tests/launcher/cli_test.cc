@@ -77,6 +77,10 @@ TEST_CASE("ParseCommandLine rejects bad input and says what is wrong") {
                         Case{{"--dry-run=yaml", "x.py"}, "expected 'table' or 'json'"},
                         Case{{"-m", "--no_python", "x"}, "exclude each other"},
                         Case{{}, "missing PROGRAM"},
+                        Case{{"--nproc_per_node", "2", "", "x"}, "empty PROGRAM"},
+                        Case{{"--no_tee=99999999999999999999", "x"},
+                             "option '--no_tee' takes no value: '--no_tee=99999999999999999999'"},
+                        Case{{"--no_python=1", "x"}, "option '--no_python' takes no value"},
                         Case{{"--num_gpus", "two", "x.py"}, "two"}}) {
     CAPTURE(c.expect);
     auto r = Parse(c.args);
@@ -84,6 +88,81 @@ TEST_CASE("ParseCommandLine rejects bad input and says what is wrong") {
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK(r.status().message().find(c.expect) != std::string::npos);
   }
+}
+
+TEST_CASE("ParseCommandLine keeps durations in a range that cannot overflow") {
+  struct Case {
+    std::vector<std::string> args;
+    const char* error;  // exact message
+  };
+  for (const Case& c : {
+           Case{{"--grace_period", "1e10", "x"}, "--grace_period 1e+10: expected seconds from 0 to 86400"},
+           Case{{"--grace_period", "86400.5", "x"}, "--grace_period 86400.5: expected seconds from 0 to 86400"},
+           Case{{"--grace_period", "-0.5", "x"}, "--grace_period -0.5: expected seconds from 0 to 86400"},
+           Case{{"--grace_period", "inf", "x"}, "--grace_period inf: expected seconds from 0 to 86400"},
+           Case{{"--grace_period", "nan", "x"}, "--grace_period nan: expected seconds from 0 to 86400"},
+           Case{{"--heartbeat_timeout", "1e300", "x"}, "--heartbeat_timeout 1e+300: expected seconds from 2 to 86400"},
+           Case{{"--heartbeat_timeout", "0.0001", "x"}, "--heartbeat_timeout 0.0001: expected seconds from 2 to 86400"},
+           Case{{"--ssh_connect_timeout", "1e10", "x"},
+                "--ssh_connect_timeout 1e+10: expected seconds from 0.001 to 3600"},
+           Case{{"--ssh_connect_timeout", "0", "x"}, "--ssh_connect_timeout 0: expected seconds from 0.001 to 3600"},
+       }) {
+    CAPTURE(c.error);
+    auto r = Parse(c.args);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK(r.status().message() == c.error);
+  }
+  auto edges = Parse({"--grace_period", "86400", "--heartbeat_timeout", "2", "--ssh_connect_timeout", "0.001", "x"});
+  REQUIRE(edges.ok());
+  CHECK(edges->options.grace_period == kMaxGracePeriod);
+  CHECK(edges->options.heartbeat_timeout == kMinHeartbeatTimeout);
+  CHECK(edges->options.ssh_connect_timeout == std::chrono::milliseconds(1));
+  auto zero = Parse({"--grace_period", "0", "x"});
+  REQUIRE(zero.ok());
+  CHECK(zero->options.grace_period == std::chrono::milliseconds(0));
+}
+
+TEST_CASE("ParseCommandLine validates --job_id") {
+  auto ok = Parse({"--job_id", "run-7.a_b", "x"});
+  REQUIRE(ok.ok());
+  CHECK(ok->options.job_id == "run-7.a_b");
+  struct Case {
+    std::vector<std::string> args;
+    const char* expect;
+  };
+  for (const Case& c : {Case{{"--job_id", "..", "x"}, "--job_id: job id '..' names a directory of its own"},
+                        Case{{"--job_id", "a/b", "x"}, "--job_id: job id 'a/b': '/' is not allowed"},
+                        Case{{"--job_id", "", "x"}, "--job_id: empty job id"},
+                        Case{{"--job_id=", "x"}, "--job_id: empty job id"}}) {
+    CAPTURE(c.expect);
+    auto r = Parse(c.args);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find(c.expect) == 0);
+  }
+}
+
+TEST_CASE("ParseCommandLine reads --opt= as an empty value, never taking the next word") {
+  auto c = Parse({"--log_dir=", "--nproc_per_node", "4", "--include=", "x"});
+  REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  CHECK(c->options.log_dir.empty());
+  CHECK(c->options.include.empty());
+  CHECK(c->options.num_gpus == 4);
+  CHECK(c->options.program == "x");
+}
+
+TEST_CASE("ParseCommandLine reads --python") {
+  auto c = Parse({"--python", "/venv/bin/python", "train.py"});
+  REQUIRE(c.ok());
+  CHECK(c->options.python == "/venv/bin/python");
+  CHECK_FALSE(Parse({"train.py"})->options.python.has_value());
+  auto empty = Parse({"--python", "", "train.py"});
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.status().message() == "--python: empty interpreter path");
+  auto both = Parse({"--python", "/p", "--no_python", "a.out"});
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.status().message() ==
+        "--python and --no_python exclude each other: --no_python starts PROGRAM directly");
 }
 
 TEST_CASE("ParseCommandLine reads the multi-node options") {

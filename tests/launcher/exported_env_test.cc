@@ -222,6 +222,34 @@ TEST_CASE("RedactValue and RedactEnvironment hide only secret-looking values") {
         Env{{"HF_TOKEN", "<redacted>"}, {"NCCL_DEBUG", "INFO"}, {"WANDB_API_KEY", "<redacted>"}});
 }
 
+TEST_CASE("RedactValue hides the credentials of URLs in any value") {
+  struct Case {
+    const char* value;
+    const char* want;
+  };
+  const std::vector<Case> cases = {
+      {"https://bob:pass@host", "https://bob:***@host"},
+      {"https://bob:pass@mlflow.example.com:5000/api?x=1#f", "https://bob:***@mlflow.example.com:5000/api?x=1#f"},
+      {"https://ghp_token123@github.com/org/repo.git", "https://***@github.com/org/repo.git"},
+      {"postgresql://u:p@ss@db:5432/x", "postgresql://u:***@db:5432/x"},
+      {"http://a:b@h1,http://c:d@h2", "http://a:***@h1,http://c:***@h2"},
+      {"x http://a:b@h y", "x http://a:***@h y"},
+      {"https://host/path@not-userinfo", "https://host/path@not-userinfo"},
+      {"https://host:8080/", "https://host:8080/"},
+      {"https://@host", "https://@host"},
+      {"file:///tmp/a@b", "file:///tmp/a@b"},
+      {"user:pass@host", "user:pass@host"},  // not a URL
+      {"://", "://"},
+      {"", ""},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.value);
+    CHECK(RedactValue("MLFLOW_TRACKING_URI", c.value) == c.want);
+  }
+  CHECK(RedactEnvironment({{"MLFLOW_TRACKING_URI", "https://bob:pass@host"}}) ==
+        Env{{"MLFLOW_TRACKING_URI", "https://bob:***@host"}});
+}
+
 TEST_CASE("ExportedEnvironment exports secret-looking names like any other") {
   // Secrets travel to the workers (MLflow needs its password); they are only kept out of output.
   ExportOptions options;

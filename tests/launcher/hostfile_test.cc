@@ -78,7 +78,7 @@ TEST_CASE("ParseHostfile accepts the documented grammar") {
       {"bracketed IPv6 is stored bare", "[::1] slots=1\n", {{"", "::1", 1, {}, 1}}},
       {"user and bracketed IPv6", "bob@[2001:db8::7] slots=1\n", {{"bob", "2001:db8::7", 1, {}, 1}}},
       {"IPv6 with zone id", "fe80::1%eth0 slots=1\n", {{"", "fe80::1%eth0", 1, {}, 1}}},
-      {"largest slot count", "a slots=65536\n", {{"", "a", 65536, {}, 1}}},
+      {"largest slot count", "a slots=1024 max_slots=1024\n", {{"", "a", 1024, 1024, 1}}},
       {"comment-only lines before hosts", "# cluster\n#\n\nz slots=1\n", {{"", "z", 1, {}, 4}}},
   };
   for (const Case& c : cases) {
@@ -131,7 +131,11 @@ TEST_CASE("ParseHostfile reports what is wrong and where") {
       {"zero slots", "a slots=0\n", "hosts:1: slots must be at least 1, got 0"},
       {"negative slots", "a slots=-2\n", "hosts:1: slots must be at least 1, got -2"},
       {"huge slots", "a slots=99999999999999999999\n",
-       "hosts:1: slots=99999999999999999999 exceeds the limit of 65536"},
+       "hosts:1: slots=99999999999999999999 exceeds the limit of 1024 slots per host (docs/hostfile.md)"},
+      {"one slot over the limit", "a slots=1\nb slots=1025\n",
+       "hosts:2: slots=1025 exceeds the limit of 1024 slots per host (docs/hostfile.md)"},
+      {"max_slots over the limit", "a slots=4 max_slots=2048\n",
+       "hosts:1: max_slots=2048 exceeds the limit of 1024 slots per host (docs/hostfile.md)"},
       {"max_slots below slots", "a slots=4 max_slots=2\n", "hosts:1: max_slots=2 is less than slots=4"},
       {"max_slots not a number", "a slots=4 max_slots=many\n",
        "hosts:1: max_slots must be a positive integer, got 'many'"},

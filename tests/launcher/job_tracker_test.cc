@@ -80,10 +80,51 @@ TEST_CASE("JobTracker stops the job on a signal to the launcher and exits 128+N"
   t.OnAgentRegistered(0);
   t.OnAgentRegistered(1);
   CHECK(t.OnSignal(SIGTERM) == Action::kStopAll);
-  CHECK(t.OnSignal(SIGINT) == Action::kNone);  // already stopping
+  CHECK(t.OnSignal(SIGTERM) == Action::kNone);  // already stopping
+  CHECK(t.OnSignal(SIGHUP) == Action::kNone);
   CHECK(t.OnStopDeadline() == Action::kFinish);
   CHECK(t.ExitCode() == 143);
   CHECK(FormatSummary("j", t).find("the launcher received SIGTERM") != std::string::npos);
+}
+
+TEST_CASE("JobTracker escalates a second SIGINT to killing every worker at once") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnSignal(SIGINT) == Action::kStopAll);
+  CHECK(t.OnSignal(SIGINT) == Action::kKillAll);
+  CHECK(t.OnSignal(SIGINT) == Action::kKillAll);  // every further Ctrl-C asks again
+  CHECK(t.state() == JobState::kStopping);
+  CHECK(t.OnAgentDone(0) == Action::kNone);
+  CHECK(t.OnAgentDone(1) == Action::kFinish);
+  CHECK(t.ExitCode() == 130);  // the first signal stays the root cause
+  CHECK(FormatSummary("j", t).find("the launcher received SIGINT") != std::string::npos);
+  CHECK(t.OnSignal(SIGINT) == Action::kNone);  // finished: nothing left to kill
+}
+
+TEST_CASE("JobTracker cuts the grace period short on a SIGINT while stopping for a failure") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnWorkerExited(1, Exit(3, ExitStatus::Exited(3))) == Action::kStopAll);
+  CHECK(t.OnSignal(SIGINT) == Action::kKillAll);
+  CHECK(t.root_cause()->kind == RootCause::Kind::kWorkerFailed);
+}
+
+TEST_CASE("JobTracker reports an agent's own failure as the root cause, not a lost agent") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnAgentFailed(1, "cannot create log directory '/l/j': Permission denied") == Action::kStopAll);
+  // Its connection closes right after: nothing more to say about that node.
+  CHECK(t.OnAgentLost(1, "control connection closed", std::nullopt) == Action::kNone);
+  CHECK(t.OnAgentDone(0) == Action::kFinish);
+  CHECK(t.ExitCode() == 1);
+  REQUIRE(t.root_cause()->kind == RootCause::Kind::kAgentFailed);
+  std::string summary = FormatSummary("j", t);
+  CHECK(summary.find("dslaunch: job j failed: node 1 on host b: cannot create log directory '/l/j': "
+                     "Permission denied\n") == 0);
+  CHECK(summary.find("lost") == std::string::npos);
 }
 
 TEST_CASE("JobTracker treats a lost agent as a failure of the job") {

@@ -128,13 +128,44 @@ TEST_CASE("PlanLaunch gives every worker the contract environment") {
   for (const NodePlan& node : plan->nodes) {
     for (const WorkerPlan& worker : node.workers) {
       CAPTURE(worker.rank);
-      CHECK(worker.env == WorkerEnvironment(*plan, node, worker, options.extra_env));
-      CHECK(worker.env.at("RANK") == std::to_string(worker.rank));
-      CHECK(worker.env.at("NCCL_DEBUG") == "INFO");
+      std::map<std::string, std::string> env = PlannedEnvironment(node, worker);
+      CHECK(env == WorkerEnvironment(*plan, node, worker, options.extra_env));
+      CHECK(env.at("RANK") == std::to_string(worker.rank));
+      CHECK(env.at("NCCL_DEBUG") == "INFO");
     }
   }
-  CHECK(plan->nodes[1].workers[0].env.at("CUDA_VISIBLE_DEVICES") == "4");
-  CHECK(plan->nodes[1].workers[0].env.at("LOCAL_WORLD_SIZE") == "1");
+  CHECK(plan->nodes[1].env.at("CUDA_VISIBLE_DEVICES") == "4");
+  CHECK(plan->nodes[1].env.at("LOCAL_WORLD_SIZE") == "1");
+}
+
+TEST_CASE("PlanLaunch keeps a node's variables once per node, so a plan grows linearly with its ranks") {
+  PlanOptions options = ScriptOptions();
+  options.extra_env = {{"PYTHONPATH", std::string(1000, 'p')}};
+  std::vector<int> slots(kMaxSlotsPerHost);
+  for (int i = 0; i < kMaxSlotsPerHost; ++i) slots[static_cast<std::size_t>(i)] = i;
+  Result<LaunchPlan> plan = PlanLaunch({{"", "a", slots}, {"", "b", slots}}, options);
+  REQUIRE(plan.ok());
+  CHECK(plan->world_size == 2 * kMaxSlotsPerHost);
+  for (const NodePlan& node : plan->nodes) {
+    CHECK(node.env.at("CUDA_VISIBLE_DEVICES") == JoinSlots(slots));
+    CHECK(node.env.at("PYTHONPATH").size() == 1000);
+    for (const WorkerPlan& worker : node.workers) {
+      // Only what differs between the node's workers.
+      REQUIRE(worker.env.size() == 2);
+      CHECK(worker.env.at("RANK") == std::to_string(worker.rank));
+      CHECK(worker.env.at("LOCAL_RANK") == std::to_string(worker.local_rank));
+    }
+  }
+}
+
+TEST_CASE("PlanLaunch with no_devices gives every worker an empty CUDA_VISIBLE_DEVICES") {
+  PlanOptions options = ScriptOptions();
+  options.no_devices = true;
+  Result<LaunchPlan> plan = PlanLaunch({{"", "localhost", {0, 1}}}, options);
+  REQUIRE(plan.ok());
+  CHECK(plan->no_devices);
+  CHECK(plan->nodes[0].env.at("CUDA_VISIBLE_DEVICES").empty());
+  CHECK(plan->nodes[0].slots == std::vector<int>{0, 1});
 }
 
 TEST_CASE("PlanLaunch picks MASTER_ADDR from the options or the first node") {
@@ -160,7 +191,7 @@ TEST_CASE("PlanLaunch picks MASTER_ADDR from the options or the first node") {
     Result<LaunchPlan> plan = PlanLaunch({{"", c.first_host, {0}}, {"", "other", {0}}}, options);
     REQUIRE(plan.ok());
     CHECK(plan->master_addr == c.want);
-    CHECK(plan->nodes[1].workers[0].env.at("MASTER_ADDR") == c.want);
+    CHECK(plan->nodes[1].env.at("MASTER_ADDR") == c.want);
   }
 }
 
@@ -215,6 +246,7 @@ TEST_CASE("PlanLaunch accepts an executable without a python interpreter") {
   REQUIRE_MESSAGE(plan.ok(), plan.status().ToString());
   CHECK(plan->nodes[0].workers[1].argv == Argv{"/bin/true"});
   CHECK(plan->nodes[0].workers[1].env.at("LOCAL_RANK") == "1");
+  CHECK(plan->nodes[0].env.at("LOCAL_WORLD_SIZE") == "2");
 }
 
 }  // namespace

@@ -217,7 +217,8 @@ TEST_CASE("--dry-run=json prints the plan and starts nothing") {
   auto plan = nlohmann::json::parse(r.out);
   CHECK(plan["world_size"] == 3);
   CHECK(plan["nodes"].size() == 2);
-  CHECK(plan["nodes"][0]["workers"][1]["env"]["CUDA_VISIBLE_DEVICES"] == "1,3");
+  CHECK(plan["nodes"][0]["env"]["CUDA_VISIBLE_DEVICES"] == "1,3");
+  CHECK(plan["nodes"][0]["workers"][1]["env"]["RANK"] == "1");
 }
 
 }  // namespace

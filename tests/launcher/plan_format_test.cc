@@ -59,12 +59,14 @@ TEST_CASE("FormatPlanJson parses back with every field of the plan") {
   CHECK(worker.at("local_rank") == 0);
   CHECK(worker.at("argv") ==
         json::array({"python3", "-u", "train.py", "--local_rank=0", "--name", "my run"}));
-  CHECK(worker.at("env").at("RANK") == "2");
-  CHECK(worker.at("env").at("CUDA_VISIBLE_DEVICES") == "3");
-  CHECK(worker.at("env").at("NCCL_DEBUG") == "INFO");
+  CHECK(worker.at("env") == json{{"LOCAL_RANK", "0"}, {"RANK", "2"}});
+  CHECK(node1.at("env").at("CUDA_VISIBLE_DEVICES") == "3");
+  CHECK(node1.at("env").at("NCCL_DEBUG") == "INFO");
+  CHECK(node1.at("env").count("RANK") == 0);
 
-  // Every env entry of every worker survives the round trip.
+  // Every env entry of every node and worker survives the round trip.
   for (std::size_t n = 0; n < plan.nodes.size(); ++n) {
+    CHECK(doc["nodes"][n]["env"].get<std::map<std::string, std::string>>() == plan.nodes[n].env);
     for (std::size_t w = 0; w < plan.nodes[n].workers.size(); ++w) {
       const json& env = doc["nodes"][n]["workers"][w]["env"];
       CHECK(env.get<std::map<std::string, std::string>>() == plan.nodes[n].workers[w].env);
@@ -130,14 +132,54 @@ TEST_CASE("FormatPlanJson redacts the values of secret-looking variables") {
   CHECK(text.find("pw-456") == std::string::npos);
   json doc = json::parse(text, nullptr, false);
   REQUIRE_FALSE(doc.is_discarded());
+  const json& node_env = doc["nodes"][0]["env"];
+  CHECK(node_env["HF_TOKEN"] == "<redacted>");
+  CHECK(node_env["MLFLOW_TRACKING_PASSWORD"] == "<redacted>");
+  CHECK(node_env["NCCL_DEBUG"] == "INFO");
   for (const json& worker : doc["nodes"][0]["workers"]) {
-    CHECK(worker["env"]["HF_TOKEN"] == "<redacted>");
-    CHECK(worker["env"]["MLFLOW_TRACKING_PASSWORD"] == "<redacted>");
-    CHECK(worker["env"]["NCCL_DEBUG"] == "INFO");
     CHECK(worker["env"]["RANK"] == std::to_string(worker["rank"].get<int>()));
   }
   // The plan itself keeps the real values: only the printed form is redacted.
-  CHECK(plan->nodes[0].workers[0].env.at("HF_TOKEN") == "hf_very_secret");
+  CHECK(plan->nodes[0].env.at("HF_TOKEN") == "hf_very_secret");
+}
+
+TEST_CASE("The dry-run forms hide the password of a URL in an exported variable") {
+  PlanOptions options;
+  options.program = {ProgramKind::kExecutable, "/bin/true", {}, true, "python3"};
+  options.extra_env = {{"MLFLOW_TRACKING_URI", "https://bob:pass@mlflow.example.com/x"}};
+  Result<LaunchPlan> plan = PlanLaunch({{"", "a", {0}}}, options);
+  REQUIRE(plan.ok());
+  std::string table = FormatPlanTable(*plan);
+  CHECK(table.find("env 'MLFLOW_TRACKING_URI=https://bob:***@mlflow.example.com/x'\n") != std::string::npos);
+  std::string text = FormatPlanJson(*plan);
+  CHECK(text.find("pass") == std::string::npos);
+  json doc = json::parse(text, nullptr, false);
+  CHECK(doc["nodes"][0]["env"]["MLFLOW_TRACKING_URI"] == "https://bob:***@mlflow.example.com/x");
+  // The workers get the real value.
+  CHECK(plan->nodes[0].env.at("MLFLOW_TRACKING_URI") == "https://bob:pass@mlflow.example.com/x");
+}
+
+TEST_CASE("SlotRanges writes runs of slot ids as ranges") {
+  CHECK(SlotRanges({}).empty());
+  CHECK(SlotRanges({3}) == "3");
+  CHECK(SlotRanges({0, 1}) == "0,1");
+  CHECK(SlotRanges({0, 1, 2, 3}) == "0-3");
+  CHECK(SlotRanges({0, 1, 2, 3, 6, 8, 9, 10}) == "0-3,6,8-10");
+}
+
+TEST_CASE("FormatPlanTable does not pad every row to a long slot list") {
+  PlanOptions options;
+  options.program = {ProgramKind::kExecutable, "/bin/true", {}, true, "python3"};
+  std::vector<int> even;
+  for (int i = 0; i < 64; i += 2) even.push_back(i);
+  Result<LaunchPlan> plan = PlanLaunch({{"", "a", even}}, options);
+  REQUIRE(plan.ok());
+  std::string table = FormatPlanTable(*plan);
+  // The slots cell of the first row is longer than kMaxPaddedCellWidth: it pushes its own row to
+  // the right, and the other rows keep the header's column widths.
+  CHECK(table.find("\n0     a     " + SlotRanges(even) + "  0     0      /bin/true\n") != std::string::npos);
+  CHECK(table.find("\n                   1     1      /bin/true\n") != std::string::npos);
+  CHECK(table.size() < 2000);
 }
 
 TEST_CASE("FormatPlanTable prints no env line without exports or workers") {

@@ -218,8 +218,18 @@ TEST_CASE("SelectResources applies num_nodes and num_gpus") {
       {"max_slots of an unselected host does not matter", "a slots=1\nb slots=1 max_slots=1\n",
        Opts("", "", 1, 3), {{"", "a", {0, 1, 2}}}, ""},
       {"zero gpus", kOneNode, Opts("", "", {}, 0), {}, "--num_gpus/--nproc_per_node must be at least 1, got 0"},
+      {"gpus over the per-host limit", kOneNode, Opts("", "", {}, 65536), {},
+       "--num_gpus/--nproc_per_node 65536 exceeds the limit of 1024 slots per host"},
       {"nodes and gpus together", kTwoNodes, Opts("", "", 1, 1), {{"", "worker-0", {0}}}, ""},
   });
+}
+
+TEST_CASE("SelectResources takes --num_gpus up to the per-host limit") {
+  Result<Resources> got = SelectResources(LocalHostfile(1), Opts("", "", {}, kMaxSlotsPerHost));
+  REQUIRE(got.ok());
+  REQUIRE(got->size() == 1);
+  CHECK(got->front().slots.size() == static_cast<std::size_t>(kMaxSlotsPerHost));
+  CHECK(got->front().slots.back() == kMaxSlotsPerHost - 1);
 }
 
 TEST_CASE("SelectResources returns a selection or an error for any filter, never crashing") {

@@ -65,6 +65,23 @@ TEST_CASE("WorkerEnvironment passes extra variables through and lets the contrac
   CHECK(env.size() == 18 + 2);
 }
 
+TEST_CASE("NodeEnvironment and RankEnvironment split the contract between node and worker") {
+  LaunchPlan plan = TwoNodePlan();
+  NodePlan& node = plan.nodes[1];
+  Env node_env = NodeEnvironment(plan, node, {{"NCCL_DEBUG", "INFO"}});
+  CHECK(node_env.count("RANK") == 0);
+  CHECK(node_env.count("LOCAL_RANK") == 0);
+  CHECK(node_env.at("CUDA_VISIBLE_DEVICES") == "2,3,5");
+  CHECK(node_env.at("NCCL_DEBUG") == "INFO");
+  CHECK(node_env.size() == 16 + 1);
+  CHECK(RankEnvironment(node.workers[2]) == Env{{"RANK", "4"}, {"LOCAL_RANK", "2"}});
+  node.env = node_env;
+  node.workers[2].env = RankEnvironment(node.workers[2]);
+  CHECK(PlannedEnvironment(node, node.workers[2]) == WorkerEnvironment(plan, node, node.workers[2], {{"NCCL_DEBUG", "INFO"}}));
+  plan.no_devices = true;
+  CHECK(NodeEnvironment(plan, node, {}).at("CUDA_VISIBLE_DEVICES").empty());
+}
+
 TEST_CASE("WorkerEnvironment ignores the worker's previous env") {
   LaunchPlan plan = TwoNodePlan();
   NodePlan& node = plan.nodes[0];

@@ -1,0 +1,45 @@
+// The launcher's own CUDA_VISIBLE_DEVICES, and which resources a job gets with it
+// (docs/launch-plan.md, "The launcher's CUDA_VISIBLE_DEVICES"). Pure: the variable's value is an
+// input, read at the edge (main.cc).
+//
+// Every worker's CUDA_VISIBLE_DEVICES is its node's slots, so a value the user set for the
+// launcher would otherwise be overwritten, handing workers devices the user had excluded. As in
+// DeepSpeed, a local job (no --hostfile) takes the listed devices as its slots; where that would be
+// a guess, the combination is refused.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "launcher/hostfile.h"
+#include "launcher/resource_filter.h"
+
+namespace dslaunch::launcher {
+
+// The resources of a job, and whether its workers must see no device at all.
+struct JobResources {
+  Resources resources;
+  bool no_devices = false;  // the launcher's CUDA_VISIBLE_DEVICES was set and empty
+};
+
+// Parses a CUDA_VISIBLE_DEVICES value into device ordinals in the order given: "0,2" -> {0, 2},
+// "" -> {} (no device). Spaces around an ordinal are allowed. kInvalidArgument, naming the value,
+// for anything else: a UUID ("GPU-...", "MIG-..."), a negative or repeated ordinal, an ordinal of
+// kMaxSlotsPerHost or more, an empty item ("0,,1").
+Result<std::vector<int>> ParseVisibleDevices(const std::string& value);
+
+// Selects the job's resources. `hostfile` absent means a local job (LocalHostfile);
+// `visible_devices` is the launcher's CUDA_VISIBLE_DEVICES, absent when unset.
+//   - unset: SelectResources as usual;
+//   - with --hostfile: refused (the hostfile's slots are the devices, on every node);
+//   - with --include or --exclude: refused (would slot ids count all devices or the visible ones?);
+//   - empty: a local job as usual, with no_devices set (its workers see no device);
+//   - ordinals: a local job whose slots are those ordinals (ascending); --num_gpus N takes the
+//     first N of them as listed, and more than listed is an error.
+// Errors are kInvalidArgument and say what to do instead.
+Result<JobResources> SelectJobResources(const std::optional<Hostfile>& hostfile, const FilterOptions& filter,
+                                        const std::optional<std::string>& visible_devices);
+
+}  // namespace dslaunch::launcher
