@@ -169,6 +169,16 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")->capture_default_str();
   app.add_option("--secret_file", o.secret_file, "--no_ssh: file holding the job secret, the same on every node");
 
+  // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
+  // and "--grace_period ''" no grace at all: an empty number is an error instead.
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type == "INT" || type == "UINT" || type == "FLOAT") {
+      opt->check([](const std::string& value) { return value.empty() ? std::string("empty value, expected a number") : std::string(); },
+                 "", "non-empty number");
+    }
+  }
+
   auto split = FindProgram(app, argv);
   if (!split.ok()) return split.status();
   const size_t program_at = split->program;

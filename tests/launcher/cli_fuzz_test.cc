@@ -97,7 +97,7 @@ TEST_CASE("ParseCommandLine gives options or an error naming the problem for mut
     REQUIRE(o.ssh_connect_timeout >= kMinSshConnectTimeout);
     REQUIRE(o.ssh_connect_timeout <= kMaxSshConnectTimeout);
     REQUIRE((o.master_port >= 1 && o.master_port <= 65535));
-    REQUIRE((o.rdzv_port >= 1 && o.rdzv_port <= 65535));
+    REQUIRE((o.rdzv_port >= 0 && o.rdzv_port <= 65535));
   }
   CHECK(accepted > 0);
   CHECK(accepted < cases);

@@ -90,6 +90,26 @@ TEST_CASE("ParseCommandLine rejects bad input and says what is wrong") {
   }
 }
 
+TEST_CASE("ParseCommandLine refuses an empty value for every numeric option, which CLI11 would read as 0") {
+  // The message names the option by its first name (--nproc_per_node is an alias of --num_gpus).
+  for (auto [option, shown] : {std::pair{"--rdzv_port", "--rdzv_port"}, {"--grace_period", "--grace_period"},
+                               {"--heartbeat_timeout", "--heartbeat_timeout"}, {"--master_port", "--master_port"},
+                               {"--ssh_port", "--ssh_port"}, {"--nproc_per_node", "--num_gpus"},
+                               {"--num_nodes", "--num_nodes"}, {"--node_rank", "--node_rank"},
+                               {"--ssh_connect_timeout", "--ssh_connect_timeout"}}) {
+    CAPTURE(std::string(option));
+    auto r = Parse({option, "", "--no_python", "x"});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK(r.status().message() == std::string(shown) + ": empty value, expected a number");
+  }
+  // 0 itself is a value: for --rdzv_port it asks for any free port (a one-node --no_ssh job).
+  auto zero = Parse({"--no_ssh", "--node_rank", "0", "--master_addr", "h", "--job_id", "j", "--rdzv_port", "0",
+                     "--no_python", "x"});
+  REQUIRE(zero.ok());
+  CHECK(zero->options.rdzv_port == 0);
+}
+
 TEST_CASE("ParseCommandLine keeps durations in a range that cannot overflow") {
   struct Case {
     std::vector<std::string> args;
