@@ -180,6 +180,30 @@ TEST_CASE("fp16 and bf16 storage give the fp32 losses within their stated tolera
   }
 }
 
+TEST_CASE("fp16 and bf16 with SGD give the fp32 losses: the step unscales the gradients") {
+  // Adam's update does not change when every gradient is multiplied by the same factor, so the
+  // case above cannot tell whether the loss scale was divided out before the step; SGD's can.
+  auto sgd = [](int stage, Precision precision) {
+    return [=](TrainConfig& c) {
+      Stage(stage, precision)(c);
+      c.optimizer.type = OptimizerKind::kSgd;
+      c.optimizer.lr = 0.5;
+      c.optimizer.momentum = 0.9;
+      c.optimizer.weight_decay = 0.0;
+    };
+  };
+  const auto ref = RunWorld(1, 2, sgd(0, Precision::kFp32))[0].losses;
+  CHECK(ref.back() < ref.front() - 0.1);  // it learns (3.48 -> 3.33)
+  for (auto [precision, tolerance] : {std::pair{Precision::kFp16, 1e-4}, {Precision::kBf16, 1e-3}}) {
+    for (int stage : {0, 2}) {
+      CAPTURE(PrecisionName(precision));
+      CAPTURE(stage);
+      const auto losses = RunWorld(2, 2, sgd(stage, precision))[0].losses;
+      CHECK(MaxRelativeDifference(losses, ref) <= tolerance);
+    }
+  }
+}
+
 TEST_CASE("Training in fp16 from a scale that overflows logs each skipped step, halves the scale and then learns") {
   for (int stage : {0, 1, 2, 3}) {
     CAPTURE(stage);
