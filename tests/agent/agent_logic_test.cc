@@ -26,13 +26,48 @@ TEST_CASE("LineSplitter cuts a line longer than the limit into pieces") {
   auto lines = s.Feed(big);
   REQUIRE(lines.size() == 2);
   CHECK(lines[0].size() == kMaxLineBytes);
+  CHECK(lines[1].size() == kMaxLineBytes);
   CHECK(s.Feed("\n") == std::vector<std::string>{std::string(10, 'x')});
-  // A line of exactly the limit followed by its newline is one line.
-  LineSplitter t;
-  auto exact = t.Feed(std::string(kMaxLineBytes, 'y') + "\nz\n");
-  REQUIRE(exact.size() >= 2);
-  CHECK(exact[0].size() == kMaxLineBytes);
-  CHECK(exact.back() == "z");
+  CHECK(s.Finish().empty());
+}
+
+// The lengths of `lines`: a failed comparison of 64 KiB lines is unreadable.
+std::vector<size_t> Lengths(const std::vector<std::string>& lines) {
+  std::vector<size_t> n;
+  for (const auto& l : lines) n.push_back(l.size());
+  return n;
+}
+
+TEST_CASE("LineSplitter keeps a line of exactly the limit whole, in whatever read its end arrives") {
+  const std::string exact(kMaxLineBytes, 'y');
+  LineSplitter s;
+  SUBCASE("newline in the same read") {
+    auto lines = s.Feed(exact + "\nz\n");
+    CHECK(Lengths(lines) == std::vector<size_t>{kMaxLineBytes, 1});
+    CHECK(lines == std::vector<std::string>{exact, "z"});
+  }
+  SUBCASE("newline in the next read") {
+    CHECK(s.Feed(exact).empty());
+    auto lines = s.Feed("\nz\n");
+    CHECK(Lengths(lines) == std::vector<size_t>{kMaxLineBytes, 1});
+    CHECK(lines == std::vector<std::string>{exact, "z"});
+  }
+  SUBCASE("carriage return and newline in the next reads") {
+    CHECK(s.Feed(exact).empty());
+    CHECK(s.Feed("\r") == std::vector<std::string>{exact + "\r"});
+    CHECK(s.Feed("\n") == std::vector<std::string>{exact});
+  }
+  SUBCASE("one more byte in the next read: the full piece is cut there") {
+    CHECK(s.Feed(exact).empty());
+    auto lines = s.Feed("w\n");
+    CHECK(Lengths(lines) == std::vector<size_t>{kMaxLineBytes, 1});
+    CHECK(lines == std::vector<std::string>{exact, "w"});
+  }
+  SUBCASE("the line built over many reads") {
+    for (size_t at = 0; at < kMaxLineBytes; at += 4096) CHECK(s.Feed(exact.substr(at, 4096)).empty());
+    CHECK(s.Feed("\n") == std::vector<std::string>{exact});
+  }
+  CHECK(s.Finish().empty());
 }
 
 TEST_CASE("LineSplitter returns carriage-return pieces as transient lines, at once") {

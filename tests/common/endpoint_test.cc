@@ -11,6 +11,8 @@
 
 #include "common/endpoint_client.h"
 #include "common/message_types.h"
+#include "tests/support/reserved_port.h"
+#include "tests/support/skip.h"
 #include "tests/support/test_endpoint.h"
 
 namespace dslaunch {
@@ -246,39 +248,52 @@ TEST_CASE("A role with no session factory is refused with kFailedPrecondition") 
   CHECK(fd.status().message().find("agent") != std::string::npos);
 }
 
-uint16_t UnusedPort() {
+// A socket listening on `port` of 127.0.0.1 (beside a ReservedPort, with SO_REUSEADDR).
+UniqueFd ListenOn(uint16_t port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int one = 1;
+  REQUIRE(::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
   REQUIRE(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  return ntohs(addr.sin_port);
+  REQUIRE(::listen(fd.get(), 4) == 0);
+  return fd;
 }
 
 TEST_CASE("ConnectToEndpoint retries until the endpoint starts listening") {
-  uint16_t port = UnusedPort();
-  std::string address = "127.0.0.1:" + std::to_string(port);
+  testing::ReservedPort reserved;
+  const std::string address = "127.0.0.1:" + std::to_string(reserved.port());
+  // A stand-in takes the client's first connection and closes it before any challenge, so the
+  // client has certainly tried and failed once before the endpoint exists.
+  UniqueFd stand_in = ListenOn(reserved.port());
   auto connected = std::async(std::launch::async, [&] {
     return ConnectToEndpoint(address, kTestJobId, kTestSecret, PeerRole::kStoreClient,
                              In(milliseconds(10000)));
   });
-  std::this_thread::sleep_for(milliseconds(300));
+  pollfd p{stand_in.get(), POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  UniqueFd first(::accept(stand_in.get(), nullptr, nullptr));
+  REQUIRE(first.valid());
+  first.Reset();
+  stand_in.Reset();  // from here connections are refused until the endpoint listens
   EndpointOptions options;
-  options.port = port;
+  options.port = reserved.port();
   TestEndpoint ep(options);
   auto fd = connected.get();
   CHECK_MESSAGE(fd.ok(), fd.status().ToString());
 }
 
 TEST_CASE("ConnectToEndpoint gives up at the deadline with kDeadlineExceeded") {
-  std::string address = "127.0.0.1:" + std::to_string(UnusedPort());
+  testing::ReservedPort reserved;  // bound, never listening: every attempt is refused
+  std::string address = "127.0.0.1:" + std::to_string(reserved.port());
   auto start = Clock::now();
   auto fd = ConnectToEndpoint(address, kTestJobId, kTestSecret, PeerRole::kStoreClient,
                               In(milliseconds(300)));
   CHECK(fd.status().code() == StatusCode::kDeadlineExceeded);
   CHECK(fd.status().message().find(address) != std::string::npos);
+  CHECK(fd.status().message().find("Connection refused") != std::string::npos);
   CHECK(Clock::now() - start < seconds(3));
 }
 
@@ -300,11 +315,13 @@ TEST_CASE("The endpoint serves IPv6 clients when the host has IPv6 loopback") {
   options.bind_address = "::1";
   options.job_id = kTestJobId;
   options.secret = kTestSecret;
-  asio::io_context probe;
-  if (!Endpoint::Listen(probe, options).ok()) {
-    MESSAGE("no IPv6 loopback here: skipped");
-    return;
+  std::string no_ipv6;
+  {
+    asio::io_context probe;
+    auto listening = Endpoint::Listen(probe, options);
+    if (!listening.ok()) no_ipv6 = listening.status().ToString();
   }
+  DSLAUNCH_SKIP_UNLESS(no_ipv6.empty(), "ipv6", "no IPv6 loopback here: " + no_ipv6);
   TestEndpoint ep(options);
   auto c = StoreClient::Connect({"[::1]:" + std::to_string(ep.port()), kTestJobId, 0, kTestSecret},
                                 In(milliseconds(5000)));

@@ -20,6 +20,20 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// How long a test waits for a client's request to reach the store: generous, it takes microseconds.
+constexpr milliseconds kParkTimeout{10000};
+
+// Waits until exactly `n` gets or waits are parked in the store (their requests have arrived and
+// are waiting for keys); false if that does not happen within kParkTimeout.
+bool WaitUntilParked(TestEndpoint& ep, size_t n) {
+  const auto deadline = Clock::now() + kParkTimeout;
+  while (ep.OnIo([&] { return ep.store().store().num_waiters(); }) != n) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
 TEST_CASE("StoreClient round-trips every operation through a real endpoint") {
   TestEndpoint ep;
   auto c = ep.Client();
@@ -88,7 +102,7 @@ TEST_CASE("A blocking get is woken by a set from another client") {
   auto start = Clock::now();
   auto got =
       std::async(std::launch::async, [&] { return waiter->Get("late", milliseconds(10000)); });
-  std::this_thread::sleep_for(milliseconds(100));
+  REQUIRE(WaitUntilParked(ep, 1));
   REQUIRE(setter->Set("late", "here").ok());
   auto v = got.get();
   REQUIRE(v.ok());
@@ -98,11 +112,14 @@ TEST_CASE("A blocking get is woken by a set from another client") {
   auto waited = std::async(std::launch::async, [&] {
     return waiter->Wait({"a", "b"}, milliseconds(10000));
   });
+  REQUIRE(WaitUntilParked(ep, 1));
   REQUIRE(setter->Set("a", "1").ok());
-  std::this_thread::sleep_for(milliseconds(50));
+  // The set has been applied (its reply came back) and the wait is still parked: not woken by "a".
+  CHECK(ep.OnIo([&] { return ep.store().store().num_waiters(); }) == 1);
   CHECK(waited.wait_for(milliseconds(0)) == std::future_status::timeout);
   REQUIRE(setter->Add("b", 1).ok());
   CHECK(waited.get().ok());
+  CHECK(WaitUntilParked(ep, 0));
 }
 
 TEST_CASE(
@@ -175,7 +192,7 @@ TEST_CASE("The launcher's in-process Set wakes a parked client") {
   auto c = ep.Client(2);
   auto got =
       std::async(std::launch::async, [&] { return c->Get("from-launcher", milliseconds(10000)); });
-  std::this_thread::sleep_for(milliseconds(50));
+  REQUIRE(WaitUntilParked(ep, 1));
   REQUIRE(ep.OnIo([&] { return ep.store().Set("gen/2/from-launcher", "hello"); }).ok());
   auto v = got.get();
   REQUIRE(v.ok());
@@ -187,7 +204,7 @@ TEST_CASE("Endpoint::Stop fails a parked get promptly and lets io_context::run r
   auto c = ep.Client();
   auto start = Clock::now();
   auto got = std::async(std::launch::async, [&] { return c->Get("never", milliseconds(30000)); });
-  std::this_thread::sleep_for(milliseconds(100));
+  REQUIRE(WaitUntilParked(ep, 1));
   CHECK(ep.Stop());  // true: run() returned by itself, no timers or sockets left behind
   auto v = got.get();
   CHECK(v.status().code() == StatusCode::kUnavailable);

@@ -166,6 +166,11 @@ void ThreadCommunicatorGroup::Kill(int rank) {
   cv_.notify_all();
 }
 
+bool ThreadCommunicatorGroup::WaitUntilEntered(int rank, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return phase_.at(rank) >= 1; });
+}
+
 Status ThreadCommunicatorGroup::DeadError() const {
   for (int r = 0; r < world_size_; ++r) {
     if (dead_[r]) return AbortedError("rank " + std::to_string(r) + " (thread) died");

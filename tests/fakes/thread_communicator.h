@@ -46,6 +46,9 @@ class ThreadCommunicatorGroup {
   Communicator& Get(int rank);
   // Marks `rank` dead: every rank's pending and later collectives fail with kAborted naming it.
   void Kill(int rank);
+  // Waits until `rank` has entered its first collective (it is blocked in it, or past it); false
+  // if it has not within `timeout`. Lets a test act on a rank known to be blocked.
+  bool WaitUntilEntered(int rank, std::chrono::milliseconds timeout);
 
  private:
   friend class ThreadCommunicator;

@@ -226,6 +226,29 @@ TEST_CASE("ParseCommandLine checks that --no_ssh has what every node needs") {
   }
 }
 
+TEST_CASE("ParseCommandLine takes every port option in 1..65535 and refuses both neighbours") {
+  for (const char* flag : {"--master_port", "--ssh_port", "--rdzv_port"}) {
+    CAPTURE(flag);
+    for (int port : {1, 65535}) {
+      CAPTURE(port);
+      auto ok = Parse({flag, std::to_string(port), "x"});
+      REQUIRE_MESSAGE(ok.ok(), ok.status().ToString());
+      const CliOptions& o = ok->options;
+      CHECK((std::string(flag) == "--master_port" ? o.master_port
+             : std::string(flag) == "--ssh_port"  ? o.ssh_port
+                                                  : o.rdzv_port) == port);
+    }
+    for (int port : {0, 65536}) {
+      CAPTURE(port);
+      auto bad = Parse({flag, std::to_string(port), "x"});
+      REQUIRE_FALSE(bad.ok());
+      CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+      CHECK(bad.status().message() ==
+            std::string(flag) + " " + std::to_string(port) + " is not a TCP port (1-65535)");
+    }
+  }
+}
+
 TEST_CASE("ParseCommandLine answers --help and --version with text to print") {
   auto h = Parse({"--help"});
   REQUIRE(h.ok());

@@ -1,6 +1,6 @@
 // Cluster tests: real sshd in network namespaces (scripts/netns-cluster.sh), the real dslaunch over
-// libssh, agents on every namespaced host. Without a cluster (not root) every case says so and
-// checks nothing (doctest has no skip).
+// libssh, agents on every namespaced host. Without a cluster (not root) every case is reported as
+// skipped, or fails where the cluster is required (tests/support/skip.h).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 
+#include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -31,6 +32,11 @@ class Cluster {
     static Cluster* cluster = Find();
     return cluster;
   }
+  // Why Get() found none.
+  static std::string Missing() {
+    return "no test cluster (it needs root and 'ip netns'; run through ctest -L cluster, whose fixture brings it "
+           "up and sets DSLAUNCH_CLUSTER_DIR)";
+  }
   std::string dir() const { return dir_; }
   std::string hostfile() const { return dir_ + "/hostfile"; }
   std::string Addr(int node) const { return "172.30.77." + std::to_string(10 + node); }
@@ -38,10 +44,7 @@ class Cluster {
  private:
   static Cluster* Find() {
     const char* dir = std::getenv("DSLAUNCH_CLUSTER_DIR");
-    if (dir == nullptr || !std::filesystem::exists(std::string(dir) + "/hostfile")) {
-      MESSAGE("no test cluster (it needs root and 'ip netns'; run through ctest -L cluster): skipped");
-      return nullptr;
-    }
+    if (dir == nullptr || !std::filesystem::exists(std::string(dir) + "/hostfile")) return nullptr;
     auto* c = new Cluster;
     c->dir_ = dir;
     return c;
@@ -71,7 +74,7 @@ bool AllDead(const std::vector<pid_t>& pids) {
 
 TEST_CASE("Four nodes with two slots each run the job with the environment contract on every rank") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   auto r = RunProcess(Launch(*c, dir, {}, {"--expect_world", "8", "--expect_local_world", "2", "--expect_nodes", "4"}),
                       kRunTimeout);
@@ -88,7 +91,7 @@ TEST_CASE("Four nodes with two slots each run the job with the environment contr
 
 TEST_CASE("A failure on node 3 stops the workers on every node and names the host") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   auto r = RunProcess(Launch(*c, dir, {}, {"--fail_rank", "7", "--exit_code", "5"}), kRunTimeout);
   INFO(r.err);
@@ -102,7 +105,7 @@ TEST_CASE("A failure on node 3 stops the workers on every node and names the hos
 
 TEST_CASE("SIGKILL of the launcher leaves no worker on any node once the agents notice") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   Subprocess launcher(Launch(*c, dir, {"--heartbeat_timeout", "2"}, {"--hang", "--ignore_sigterm"}));
   REQUIRE(WaitFor([&] { return ReadPidFiles(dir.path()).size() == 8; }, std::chrono::seconds(60)));
@@ -115,7 +118,7 @@ TEST_CASE("SIGKILL of the launcher leaves no worker on any node once the agents 
 
 TEST_CASE("A node that loses its network is detected by heartbeats on both sides and nothing is left running") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   Subprocess launcher(Launch(*c, dir, {"--heartbeat_timeout", "2"}, {"--hang", "--ignore_sigterm"}));
   REQUIRE(WaitFor([&] { return ReadPidFiles(dir.path()).size() == 8; }, std::chrono::seconds(60)));
@@ -134,7 +137,7 @@ TEST_CASE("A node that loses its network is detected by heartbeats on both sides
 
 TEST_CASE("An unknown host key is refused before anything starts, with the fingerprint") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   std::string empty_known_hosts = dir.path() + "/known_hosts";
   std::ofstream(empty_known_hosts) << "";
@@ -150,7 +153,7 @@ TEST_CASE("An unknown host key is refused before anything starts, with the finge
 
 TEST_CASE("An unreachable host is reported by pre-flight and nothing starts anywhere") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   std::string hosts = dir.path() + "/hosts";
   std::filesystem::copy_file(c->hostfile(), hosts);
@@ -166,7 +169,7 @@ TEST_CASE("An unreachable host is reported by pre-flight and nothing starts anyw
 
 TEST_CASE("An env file in the home directory reaches every rank on every node") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   std::ofstream(dir.path() + "/.dslaunch_env") << "# test\nDSL_CLUSTER_TEST='from the env file'\n";
   auto r = RunProcess(Launch(*c, dir, {}, {"--expect_env", "DSL_CLUSTER_TEST=from the env file"}), kRunTimeout,

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <optional>
 
 #include "launcher/console.h"
 
@@ -214,6 +215,70 @@ TEST_CASE("JobTracker keeps a first failure that was not collateral, and ignores
   CHECK(t.OnWorkerExited(1, WithRecord(Exit(2, ExitStatus::Exited(9)), "own", 1, false)) == Action::kNone);
   CHECK(t.root_cause()->rank == 1);
   CHECK(t.ExitCode() == 4);
+}
+
+TEST_CASE("JobTracker exits with a lost agent's own exit status, or 1 when it has none") {
+  struct Case {
+    std::optional<ExitStatus> status;
+    int exit_code;
+  };
+  for (const Case& c : {Case{ExitStatus::Exited(5), 5}, Case{ExitStatus::Signaled(SIGKILL), 137},
+                        Case{ExitStatus::Exited(0), 1}, Case{std::nullopt, 1}}) {
+    CAPTURE(c.exit_code);
+    JobTracker t(TwoNodePlan());
+    t.OnAgentRegistered(0);
+    t.OnAgentRegistered(1);
+    CHECK(t.OnAgentLost(1, "connection reset", c.status) == Action::kStopAll);
+    CHECK(t.state() == JobState::kStopping);
+    CHECK(t.OnAgentDone(0) == Action::kFinish);
+    CHECK(t.ExitCode() == c.exit_code);
+    REQUIRE(t.root_cause().has_value());
+    CHECK(t.root_cause()->kind == RootCause::Kind::kAgentLost);
+    CHECK(t.root_cause()->node_rank == 1);
+    CHECK(t.root_cause()->host == "b");
+    CHECK(t.root_cause()->status == c.status.value_or(ExitStatus{}));
+    CHECK(FormatSummary("j", t).find("lost the agent of node 1 on host b: connection reset\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("JobTracker finishes at once when the last agent is lost") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnAgentDone(0) == Action::kNone);
+  CHECK(t.OnAgentLost(1, "connection reset", ExitStatus::Exited(4)) == Action::kFinish);
+  CHECK(t.state() == JobState::kFinished);
+  CHECK(t.ExitCode() == 4);
+}
+
+TEST_CASE("JobTracker ignores the loss of an agent that already reported done") {
+  SUBCASE("after a clean finish") {
+    JobTracker t(TwoNodePlan());
+    t.OnAgentRegistered(0);
+    t.OnAgentRegistered(1);
+    CHECK(t.OnAgentDone(0) == Action::kNone);
+    // Its connection closing behind AgentDone is no failure, and no second "done".
+    CHECK(t.OnAgentLost(0, "connection closed", ExitStatus::Exited(0)) == Action::kNone);
+    CHECK(t.state() == JobState::kRunning);
+    CHECK_FALSE(t.root_cause().has_value());
+    CHECK(t.OnAgentDone(1) == Action::kFinish);
+    CHECK(t.ExitCode() == 0);
+    CHECK(t.OnAgentLost(1, "connection closed", ExitStatus::Signaled(SIGKILL)) == Action::kNone);
+    CHECK(t.state() == JobState::kFinished);
+    CHECK(t.ExitCode() == 0);
+  }
+  SUBCASE("while stopping for a worker's failure") {
+    JobTracker t(TwoNodePlan());
+    t.OnAgentRegistered(0);
+    t.OnAgentRegistered(1);
+    CHECK(t.OnWorkerExited(0, Exit(1, ExitStatus::Exited(3))) == Action::kStopAll);
+    CHECK(t.OnAgentDone(0) == Action::kNone);
+    CHECK(t.OnAgentLost(0, "connection reset", ExitStatus::Signaled(SIGKILL)) == Action::kNone);
+    CHECK(t.state() == JobState::kStopping);
+    CHECK(t.OnAgentDone(1) == Action::kFinish);
+    CHECK(t.root_cause()->kind == RootCause::Kind::kWorkerFailed);
+    CHECK(t.ExitCode() == 3);
+  }
 }
 
 TEST_CASE("JobTracker reports a startup failure with a generic exit code") {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/reserved_port.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -232,8 +233,10 @@ TEST_CASE("--no_ssh: node 0 hosts the launcher and node 1 joins it with the shar
   std::string hosts = dir.path() + "/hosts";
   // Two "nodes" on this machine: distinct host entries, both local.
   std::ofstream(hosts) << "localhost slots=2\n127.0.0.1 slots=2\n";
-  // A port unlikely to be taken; --no_ssh needs one every node knows in advance.
-  std::string port = std::to_string(20000 + ::getpid() % 20000);
+  // --no_ssh needs a port every node knows in advance: held by this test until the end, and bound
+  // by node 0's endpoint beside the reservation (tests/support/reserved_port.h).
+  ReservedPort reserved;
+  std::string port = std::to_string(reserved.port());
   auto node = [&](int rank) {
     return std::vector<std::string>{kLauncher, "--no_ssh", "--node_rank", std::to_string(rank), "--master_addr",
                                     "127.0.0.1", "--rdzv_port", port, "--job_id", "nossh-test", "-H", hosts,

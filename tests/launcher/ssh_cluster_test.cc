@@ -1,8 +1,8 @@
 // SSH against real sshds in network namespaces (scripts/netns-cluster.sh): SshConnection's host key
 // policy, authentication, timeouts and commands, and SshAgentStarter's Preflight and Start with a
 // stand-in agent script. Uses the cluster of the CTest fixture (DSLAUNCH_CLUSTER_DIR), or brings
-// up its own 3 nodes when run directly as root; otherwise every case says so and checks nothing
-// (doctest has no skip).
+// up its own 3 nodes when run directly as root; otherwise every case is reported as skipped, or
+// fails where the cluster is required (tests/support/skip.h).
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 
 #include "launcher/ssh_agent_starter.h"
 #include "launcher/ssh_connection.h"
+#include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::launcher {
@@ -52,11 +53,15 @@ void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0
 // The namespaced cluster: the CTest fixture's, or one this process brings up and takes down.
 class Cluster {
  public:
+  // The cluster, or nullptr when this machine cannot have one (Missing() says why). A cluster
+  // that root could not bring up fails the calling case.
   static Cluster* Get() {
     static std::unique_ptr<Cluster> cluster = Find();
-    if (!cluster) MESSAGE("no test cluster (needs root and 'ip netns'): skipped");
+    REQUIRE_MESSAGE(setup_error_.empty(), setup_error_);
     return cluster.get();
   }
+  // Why Get() found none.
+  static const std::string& Missing() { return missing_; }
   ~Cluster() {
     if (owned_) {
       RunProcess({"/bin/bash", kSource + "/scripts/netns-cluster.sh", "down"}, 60s, {"DSLAUNCH_CLUSTER_DIR=" + dir_});
@@ -83,12 +88,15 @@ class Cluster {
     if (fixture != nullptr && std::filesystem::exists(std::string(fixture) + "/hostfile")) {
       c->dir_ = fixture;
       if (std::stoi(ReadFile(c->dir_ + "/nodes")) >= kNodesNeeded) return c;
-      MESSAGE("the test cluster has fewer than " << kNodesNeeded << " nodes");
+      missing_ = "the test cluster in " + c->dir_ + " has fewer than " + std::to_string(kNodesNeeded) + " nodes";
       return nullptr;
     }
-    if (::geteuid() != 0 || RunProcess({"/usr/sbin/ip", "netns", "list"}, 10s).exit_code != 0) return nullptr;
+    if (::geteuid() != 0 || RunProcess({"/usr/sbin/ip", "netns", "list"}, 10s).exit_code != 0) {
+      missing_ = "no test cluster (it needs root and 'ip netns')";
+      return nullptr;
+    }
     if (Contains(RunProcess({"/usr/sbin/ip", "netns", "list"}, 10s).out, "dsln0")) {
-      MESSAGE("another test cluster is up (namespace dsln0); set DSLAUNCH_CLUSTER_DIR to its state directory");
+      missing_ = "another test cluster is up (namespace dsln0); set DSLAUNCH_CLUSTER_DIR to its state directory";
       return nullptr;
     }
     c->dir_ = kOwnClusterDir;
@@ -96,11 +104,13 @@ class Cluster {
                          60s, {"DSLAUNCH_CLUSTER_DIR=" + c->dir_});
     c->owned_ = true;
     if (up.exit_code != 0) {
-      MESSAGE("netns-cluster.sh up failed: " << up.err);
+      setup_error_ = "netns-cluster.sh up failed: " + up.err;
       return nullptr;
     }
     return c;
   }
+  static inline std::string missing_;
+  static inline std::string setup_error_;
   std::string dir_;
   bool owned_ = false;
 };
@@ -185,7 +195,7 @@ pid_t ReadPid(const std::string& path) {
 
 TEST_CASE("Connect authenticates with the cluster key and Run returns output and exit status") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   auto start = std::chrono::steady_clock::now();
   auto conn = SshConnection::Connect("", Addr(0), c->Options());
   MESSAGE("connect + auth to one node: " << Ms(std::chrono::steady_clock::now() - start) << " ms");
@@ -209,7 +219,7 @@ TEST_CASE("Connect authenticates with the cluster key and Run returns output and
 
 TEST_CASE("An unknown host key is refused with its fingerprint, accept-new records it, a changed key is refused") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   SshOptions o = c->Options();
   o.known_hosts = dir.path() + "/known_hosts";  // does not exist yet
@@ -258,7 +268,7 @@ TEST_CASE("An unknown host key is refused with its fingerprint, accept-new recor
 
 TEST_CASE("An unreachable host fails within the connect timeout and a closed port at once") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   SshOptions o = c->Options();
   o.connect_timeout = 1s;
   auto start = std::chrono::steady_clock::now();
@@ -275,7 +285,7 @@ TEST_CASE("An unreachable host fails within the connect timeout and a closed por
 
 TEST_CASE("A key the node does not authorize fails with the list of what was tried") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   std::string key = dir.path() + "/stranger";
   REQUIRE(RunProcess({"/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key}, 10s).exit_code == 0);
@@ -292,7 +302,7 @@ TEST_CASE("A key the node does not authorize fails with the list of what was tri
 
 TEST_CASE("Preflight names every failing node in one report and keeps nothing") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   SshOptions o = c->Options();
   o.connect_timeout = 1s;
@@ -320,7 +330,7 @@ TEST_CASE("Preflight names every failing node in one report and keeps nothing") 
 
 TEST_CASE("Start runs the agent with the secret on stdin and reports its output and exit code") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   SshAgentStarter starter(c->Options());
   PreflightChecks checks{WriteFakeAgent(dir), "dslaunch-agent 0.1.0", dir.path()};
@@ -358,7 +368,7 @@ TEST_CASE("Start runs the agent with the secret on stdin and reports its output 
 
 TEST_CASE("Kill ends a running agent with SIGKILL, and a lost connection or a destroyed handle is handled") {
   Cluster* c = Cluster::Get();
-  if (c == nullptr) return;
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   TempDir dir;
   SshAgentStarter starter(c->Options());
   PreflightChecks checks{WriteFakeAgent(dir), "dslaunch-agent 0.1.0", dir.path()};

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 
+#include "common/crc32c.h"
 #include "runtime/model_export.h"
 #include "runtime/trainer.h"
 #include "tests/fakes/train_on_threads.h"
@@ -111,7 +113,8 @@ TEST_CASE("Asynchronous saves give the same checkpoints; a failed one is reporte
   REQUIRE(async->checkpoints.size() == 4);
   for (int step : {2, 4, 6, 8}) {
     const std::string name = "global_step" + std::to_string(step);
-    CHECK(Slurp(fs::path(c.checkpoint.dir) / name / "meta.json").size() > 100);
+    CHECK(Slurp(fs::path(c.checkpoint.dir) / name / "meta.json") ==
+          Slurp(fs::path(dir.path()) / "sync" / name / "meta.json"));
     // The shards are byte for byte those of the synchronous saves.
     for (const char* shard : {"rank00000.safetensors", "rank00001.safetensors"}) {
       CHECK(Slurp(fs::path(c.checkpoint.dir) / name / shard) == Slurp(fs::path(dir.path()) / "sync" / name / shard));
@@ -273,40 +276,57 @@ TEST_CASE("model.init_from starts a fresh run from exported weights; a checkpoin
   CHECK(std::find(lines.begin(), lines.end(), "model initialised from " + exported) == lines.end());
 }
 
+// The CRC-32C of a whole file, as 8 hex digits (computed here, not by the checkpoint code).
+std::string FileCrcHex(const fs::path& path) {
+  const std::string bytes = Slurp(path);
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "%08x", Crc32c(bytes.data(), bytes.size()));
+  return hex;
+}
+
 TEST_CASE("A corrupt or truncated shard is detected by its checksum and named") {
   dslaunch::testing::TempDir dir;
   TrainConfig c = Config(2, 1, 2);
   c.checkpoint.dir = dir.path() + "/ckpt";
   REQUIRE(Run(2, c).ok());
-  const fs::path shard = fs::path(c.checkpoint.dir) / "global_step2" / "rank00001.safetensors";
+  const fs::path step_dir = fs::path(c.checkpoint.dir) / "global_step2";
+  const fs::path shard = step_dir / "rank00001.safetensors";
+  const std::string recorded = FileCrcHex(shard);  // what meta.json records: the file as written
+  REQUIRE(Slurp(step_dir / "meta.json").find("\"crc32c\": \"" + recorded + "\"") != std::string::npos);
   {
     std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(fs::file_size(shard) - 5));
     f.put('\x7f');
   }
+  const std::string corrupt_error =
+      shard.string() + " is corrupt: CRC-32C " + FileCrcHex(shard) + ", meta.json records " + recorded;
+  // Rank 1 reads its own shard at stage 1 and names it; rank 0 names rank 1.
   TrainConfig resume = Config(2, 1, 4);
   resume.checkpoint.dir = c.checkpoint.dir;
   resume.checkpoint.load = CheckpointLoad::kLatest;
-  auto r = Run(2, resume);
-  REQUIRE_FALSE(r.ok());
-  INFO(r.status().ToString());
-  // Rank 0 reads only its own shard at stage 1; the error of rank 1 reaches it as a named rank.
-  CHECK((r.status().message().find("rank00001.safetensors") != std::string::npos ||
-         r.status().message().find("rank 1") != std::string::npos));
-  // Rank 1's own error names the file and the checksums: run one rank alone at stage 0, which
-  // reads every shard.
+  auto ranks = testing::TrainOnThreads(2, resume, testing::PatternTokens(/*validation=*/false));
+  REQUIRE_FALSE(ranks[0].ok());
+  REQUIRE_FALSE(ranks[1].ok());
+  CHECK(ranks[0].status().code() == StatusCode::kAborted);
+  CHECK(ranks[0].status().message() ==
+        "rank 1 could not read checkpoint " + step_dir.string() + " (see its error)");
+  CHECK(ranks[1].status().code() == StatusCode::kDataLoss);
+  CHECK(ranks[1].status().message() == corrupt_error);
+  // One rank alone at stage 0 reads every shard: the same error.
   TrainConfig whole = Config(1, 0, 4);
   whole.checkpoint.load = CheckpointLoad::kPath;
   whole.checkpoint.load_path = c.checkpoint.dir;
-  r = Run(1, whole);
+  auto r = Run(1, whole);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == StatusCode::kDataLoss);
-  CHECK(r.status().message().find("rank00001.safetensors is corrupt: CRC-32C") != std::string::npos);
-  // Truncated: the same.
+  CHECK(r.status().message() == corrupt_error);
+  // Truncated: the same check finds it, with the truncated file's checksum.
   fs::resize_file(shard, fs::file_size(shard) / 2);
   r = Run(1, whole);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.status().message().find("rank00001.safetensors") != std::string::npos);
+  CHECK(r.status().code() == StatusCode::kDataLoss);
+  CHECK(r.status().message() ==
+        shard.string() + " is corrupt: CRC-32C " + FileCrcHex(shard) + ", meta.json records " + recorded);
 }
 
 TEST_CASE("A checkpoint that does not fit the run is refused with what differs") {

@@ -4,11 +4,13 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <functional>
 #include <future>
 #include <thread>
@@ -117,16 +119,37 @@ TEST_CASE("A peer that closes mid-run fails the others quickly with kAborted nam
   }
 }
 
+// Reads everything the other end of `fd` writes until it closes it.
+std::string ReadAll(int fd) {
+  std::string text;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
+}
+
 TEST_CASE("A peer process killed with SIGKILL mid-collective fails the others within the bound") {
-  TestEndpoint ep;
   constexpr milliseconds kTimeout{3000};
   constexpr int kWorld = 3;
   constexpr size_t kCount =
       1 << 22;  // 16 MB: each allreduce takes tens of ms, so a kill lands mid-call
+  // Rank 2 runs in its own process, forked before this one starts any thread (the endpoint's I/O
+  // thread, the ranks, Gloo's): a child forked beside running threads may inherit a lock one of
+  // them held (malloc's, say) and hang. It learns the endpoint's port through a pipe.
+  int port_pipe[2];
+  REQUIRE(::pipe2(port_pipe, O_CLOEXEC) == 0);
   const pid_t child = fork();
   REQUIRE(child >= 0);
-  if (child == 0) {  // rank 2, in its own process: allreduce until killed
-    auto client = StoreClient::Connect(ep.Config(), Clock::now() + kConnectTimeout);
+  if (child == 0) {  // allreduce until killed
+    ::close(port_pipe[1]);
+    const std::string port = ReadAll(port_pipe[0]);
+    if (port.empty()) _exit(4);  // the parent failed before starting the endpoint
+    auto client = StoreClient::Connect({"127.0.0.1:" + port, dslaunch::testing::kTestJobId, 0,
+                                        dslaunch::testing::kTestSecret},
+                                       Clock::now() + kConnectTimeout);
     if (!client.ok()) _exit(1);
     auto comm = GlooCommunicator::Create(**client, 2, kWorld, LoopbackOptions(kTimeout));
     if (!comm.ok()) _exit(2);
@@ -135,27 +158,52 @@ TEST_CASE("A peer process killed with SIGKILL mid-collective fails the others wi
     }
     _exit(3);
   }
-  std::atomic<int> iterations{0};
-  Clock::time_point killed_at;
-  std::thread killer([&] {
-    while (iterations.load() < 6) std::this_thread::sleep_for(milliseconds(5));
-    killed_at = Clock::now();
-    kill(child, SIGKILL);
-  });
-  std::vector<Clock::time_point> failed_at(2);
-  auto statuses = RunGlooRanks(
-      ep, kWorld - 1, LoopbackOptions(kTimeout),
-      [&](int r, std::unique_ptr<GlooCommunicator>& comm) {
-        std::vector<float> data(kCount, 1.0f);
-        Status st;
-        while ((st = comm->AllReduce(data, ReduceOp::kMax)).ok()) iterations++;
-        failed_at[r] = Clock::now();
-        return st;
-      },
-      kWorld);
-  killer.join();
+  ::close(port_pipe[0]);
+  struct ChildGuard {  // the child does not outlive a failed check
+    pid_t pid;
+    bool reaped = false;
+    ~ChildGuard() {
+      if (reaped) return;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } guard{child};
   int wstatus = 0;
-  waitpid(child, &wstatus, 0);
+  std::atomic<int> iterations{0};
+  std::atomic<bool> ranks_done{false};
+  Clock::time_point killed_at;
+  std::vector<Clock::time_point> failed_at(2);
+  std::vector<Status> statuses;
+  {
+    TestEndpoint ep;
+    const std::string port = std::to_string(ep.port());
+    REQUIRE(::write(port_pipe[1], port.data(), port.size()) == static_cast<ssize_t>(port.size()));
+    ::close(port_pipe[1]);
+    std::thread killer([&] {
+      // Until the ranks have run a few allreduces with the child; bounded, in case they never do.
+      const auto deadline = Clock::now() + 2 * kConnectTimeout;
+      while (iterations.load() < 6 && !ranks_done.load() && Clock::now() < deadline) {
+        std::this_thread::sleep_for(milliseconds(5));
+      }
+      killed_at = Clock::now();
+      ::kill(child, SIGKILL);
+    });
+    statuses = RunGlooRanks(
+        ep, kWorld - 1, LoopbackOptions(kTimeout),
+        [&](int r, std::unique_ptr<GlooCommunicator>& comm) {
+          std::vector<float> data(kCount, 1.0f);
+          Status st;
+          while ((st = comm->AllReduce(data, ReduceOp::kMax)).ok()) iterations++;
+          failed_at[r] = Clock::now();
+          return st;
+        },
+        kWorld);
+    ranks_done = true;
+    killer.join();
+    guard.reaped = ::waitpid(child, &wstatus, 0) == child;
+  }
+  REQUIRE(guard.reaped);
+  CHECK(iterations.load() >= 6);  // the kill came mid-run, not after a failure to start
   CHECK(WIFSIGNALED(wstatus));
   for (int r : {0, 1}) {
     CAPTURE(r);

@@ -10,6 +10,8 @@
 #include <limits>
 #include <vector>
 
+#include "tests/support/skip.h"
+
 namespace dslaunch::runtime {
 namespace {
 
@@ -165,14 +167,20 @@ std::vector<float> SweepInputs() {
   return inputs;
 }
 
-TEST_CASE("Span conversions equal the scalar ones, and F16C equals the portable path") {
+// Every fp16 pattern, as the inputs of the widening conversions.
+std::vector<Half> AllHalves() {
+  std::vector<Half> all(0x10000);
+  for (uint32_t i = 0; i <= 0xFFFF; ++i) all[i].bits = static_cast<uint16_t>(i);
+  return all;
+}
+
+TEST_CASE("Span conversions equal the scalar ones") {
   const std::vector<float> inputs = SweepInputs();
   std::vector<Half> portable(inputs.size());
   FloatToHalfPortable(inputs, portable);
   for (size_t i = 0; i < inputs.size(); ++i) REQUIRE(portable[i] == FloatToHalf(inputs[i]));
 
-  std::vector<Half> all(0x10000);
-  for (uint32_t i = 0; i <= 0xFFFF; ++i) all[i].bits = static_cast<uint16_t>(i);
+  const std::vector<Half> all = AllHalves();
   std::vector<float> widened(all.size());
   HalfToFloatPortable(all, widened);
   for (size_t i = 0; i < all.size(); ++i) REQUIRE(Bits(widened[i]) == Bits(HalfToFloat(all[i])));
@@ -180,18 +188,21 @@ TEST_CASE("Span conversions equal the scalar ones, and F16C equals the portable 
   std::vector<Half> dispatched(inputs.size());
   FloatToHalf(inputs, dispatched);
   CHECK(dispatched == portable);
+}
 
-  if (!HasF16c()) {
-    MESSAGE("CPU without F16C: only the portable path is tested");
-    return;
-  }
-  std::vector<Half> f16c(inputs.size());
+TEST_CASE("The F16C path equals the portable one bit for bit") {
+  DSLAUNCH_SKIP_UNLESS(HasF16c(), "f16c", "this CPU has no F16C instructions");
+  const std::vector<float> inputs = SweepInputs();
+  std::vector<Half> portable(inputs.size()), f16c(inputs.size());
+  FloatToHalfPortable(inputs, portable);
   FloatToHalfF16c(inputs, f16c);
   for (size_t i = 0; i < inputs.size(); ++i) {
     CAPTURE(Bits(inputs[i]));
     REQUIRE(f16c[i].bits == portable[i].bits);
   }
-  std::vector<float> widened_f16c(all.size());
+  const std::vector<Half> all = AllHalves();
+  std::vector<float> widened(all.size()), widened_f16c(all.size());
+  HalfToFloatPortable(all, widened);
   HalfToFloatF16c(all, widened_f16c);
   for (size_t i = 0; i < all.size(); ++i) {
     CAPTURE(i);

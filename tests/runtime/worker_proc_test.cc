@@ -146,7 +146,8 @@ TEST_CASE("The demo config on 2 ranks lowers the validation loss on the fortunes
   std::smatch m;
   REQUIRE(std::regex_search(r.out, m, std::regex(R"(step 60 \| validation loss ([0-9.]+))")));
   const double val = std::stod(m[1]);
-  CHECK(losses.front() > 5.3);
+  // Near the uniform predictor's ln 256 = 5.545, bounded on both sides (measured: 5.470).
+  CHECK(std::abs(losses.front() - std::log(256.0)) < 0.1);
   CHECK(val < losses.front() - 2.0);
   // Rank 0 wrote the metrics: a start record, 60 steps, the validation, an end record.
   const std::string metrics = Slurp(dir.path() + "/logs/demo/metrics.jsonl");
