@@ -96,17 +96,21 @@ Action JobTracker::OnAgentDone(int node_rank) {
 }
 
 Action JobTracker::OnAgentLost(int node_rank, std::string reason, std::optional<ExitStatus> status) {
-  Node& node = nodes_[node_rank];
-  if (node.done) return Action::kNone;
-  // A lost agent counts as done: there is nothing more to hear from it.
-  node.done = true;
-  if (state_ == JobState::kStopping || state_ == JobState::kFinished) return FinishIfAllDone();
   RootCause cause;
   cause.kind = RootCause::Kind::kAgentLost;
   cause.node_rank = node_rank;
-  cause.host = node.host;
+  cause.host = nodes_[node_rank].host;
   if (status) cause.status = *status;
   cause.message = std::move(reason);
+  return OnNodeGone(node_rank, std::move(cause));
+}
+
+Action JobTracker::OnNodeGone(int node_rank, RootCause cause) {
+  Node& node = nodes_[node_rank];
+  if (node.done) return Action::kNone;
+  // There is nothing more to hear from this node: it counts as done.
+  node.done = true;
+  if (state_ == JobState::kStopping || state_ == JobState::kFinished) return FinishIfAllDone();
   Action a = Fail(std::move(cause));
   Action f = FinishIfAllDone();
   return f == Action::kFinish ? f : a;
@@ -124,18 +128,12 @@ Action JobTracker::OnAgentStopping(int node_rank, const control::AgentStopping& 
 }
 
 Action JobTracker::OnAgentFailed(int node_rank, std::string reason) {
-  Node& node = nodes_[node_rank];
-  if (node.done) return Action::kNone;
-  node.done = true;  // the agent sends nothing after AGENT_FAILED
-  if (state_ == JobState::kStopping || state_ == JobState::kFinished) return FinishIfAllDone();
   RootCause cause;
   cause.kind = RootCause::Kind::kAgentFailed;
   cause.node_rank = node_rank;
-  cause.host = node.host;
+  cause.host = nodes_[node_rank].host;
   cause.message = std::move(reason);
-  Action a = Fail(std::move(cause));
-  Action f = FinishIfAllDone();
-  return f == Action::kFinish ? f : a;
+  return OnNodeGone(node_rank, std::move(cause));  // the agent sends nothing after AGENT_FAILED
 }
 
 Action JobTracker::OnSignal(int signal) {

@@ -98,6 +98,10 @@ class JobTracker {
     bool done = false;
   };
   Action Fail(RootCause cause);
+  // The node will say nothing more (its agent is lost, or reported that it cannot run): it counts
+  // as done, and `cause` is the root cause unless the node had reported done or the job is
+  // stopping already.
+  Action OnNodeGone(int node_rank, RootCause cause);
   Action FinishIfAllDone();
   void Transition(JobState to);
 
