@@ -226,7 +226,7 @@ TEST_CASE("ParseCommandLine checks that --no_ssh has what every node needs") {
   }
 }
 
-TEST_CASE("ParseCommandLine takes every port option in 1..65535 and refuses both neighbours") {
+TEST_CASE("ParseCommandLine takes every port option in 1..65535 (--rdzv_port also 0) and refuses both neighbours") {
   for (const char* flag : {"--master_port", "--ssh_port", "--rdzv_port"}) {
     CAPTURE(flag);
     for (int port : {1, 65535}) {
@@ -238,13 +238,16 @@ TEST_CASE("ParseCommandLine takes every port option in 1..65535 and refuses both
              : std::string(flag) == "--ssh_port"  ? o.ssh_port
                                                   : o.rdzv_port) == port);
     }
-    for (int port : {0, 65536}) {
+    // --rdzv_port 0 asks for any free port (a one-node --no_ssh job), so its lower neighbour is -1.
+    const bool rdzv = std::string(flag) == "--rdzv_port";
+    for (int port : {rdzv ? -1 : 0, 65536}) {
       CAPTURE(port);
       auto bad = Parse({flag, std::to_string(port), "x"});
       REQUIRE_FALSE(bad.ok());
       CHECK(bad.status().code() == StatusCode::kInvalidArgument);
       CHECK(bad.status().message() ==
-            std::string(flag) + " " + std::to_string(port) + " is not a TCP port (1-65535)");
+            std::string(flag) + " " + std::to_string(port) + " is not a TCP port (1-65535" +
+                (rdzv ? ", or 0 for any free port on a one-node job)" : ")"));
     }
   }
 }

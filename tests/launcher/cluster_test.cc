@@ -103,6 +103,22 @@ TEST_CASE("A failure on node 3 stops the workers on every node and names the hos
   CHECK(AllDead(pids));
 }
 
+TEST_CASE("Processes that workers moved into sessions of their own are stopped on every node") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  const std::string escape_dir = dir.path() + "/escape";
+  std::filesystem::create_directory(escape_dir);
+  auto r = RunProcess(Launch(*c, dir, {}, {"--escape_dir", escape_dir}), kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  // Each remote agent swept its node's two before it exited, and the launcher waits for the
+  // agents' exits: nothing to wait for here.
+  auto escapees = ReadPidFiles(escape_dir);
+  CHECK(escapees.size() == 8);
+  CHECK(AllDead(escapees));
+}
+
 TEST_CASE("SIGKILL of the launcher leaves no worker on any node once the agents notice") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());

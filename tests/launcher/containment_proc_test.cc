@@ -89,6 +89,19 @@ TEST_CASE("--no_ssh: the job secret given to the launcher never reaches a worker
   CHECK(Contains(r.out, "rank 0 of 2: environment ok"));
 }
 
+TEST_CASE("--no_ssh --rdzv_port 0 is refused for more than one node, before anything starts") {
+  TempDir dir;
+  std::string hosts = dir.path() + "/hosts";
+  std::ofstream(hosts) << "localhost slots=1\n127.0.0.1 slots=1\n";
+  auto r = RunProcess({kLauncher, "--no_ssh", "--node_rank", "0", "--master_addr", "127.0.0.1", "--rdzv_port", "0",
+                       "--job_id", "j", "-H", hosts, "--no_python", "/bin/true"},
+                      kRunTimeout, {"DSLAUNCH_JOB_SECRET=0123456789abcdef0123456789abcdef"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err ==
+        "dslaunch: --rdzv_port 0 (any free port) works only for a one-node job: the other 1 nodes must know the "
+        "port in advance; give every node the same --rdzv_port\n");
+}
+
 TEST_CASE("An agent removes the secret directories of agents that were killed before cleaning up") {
   TempDir dir;
   const std::string tmp = dir.path() + "/tmp";
