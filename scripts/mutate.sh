@@ -83,7 +83,9 @@ def occurrences(tree, m):
 
 
 def sync_tree():
-    """Copies the working tree's files into src/, only those that differ (keeping their times)."""
+    """Copies the working tree's files into src/, only those that differ. A copied file gets the
+    current time, not its source's: the source may be older than the scratch build's object made
+    from the previous version, and Ninja would then keep that stale object."""
     listed = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             check=True, capture_output=True).stdout.decode().split("\0")
     copied = 0
@@ -96,7 +98,8 @@ def sync_tree():
                 if a.read() == b.read():
                     continue
         os.makedirs(os.path.dirname(there), exist_ok=True)
-        shutil.copy2(here, there)
+        shutil.copyfile(here, there)
+        shutil.copymode(here, there)
         copied += 1
     return copied
 
