@@ -21,11 +21,8 @@ using testing::Mutate;
 using testing::RandomBelow;
 using testing::RandomBytes;
 
-// A decoder may allocate this many bytes per frame byte (plus kAllocationSlack): a map node of
-// about 100 bytes for an environment entry of 8 bytes, and vector growth. A count taken from the
-// wire without checking it against the frame would allocate far more.
-constexpr size_t kMaxAllocationPerInputByte = 16;
-constexpr size_t kAllocationSlack = 1024;
+constexpr size_t kMaxAllocationPerInputByte = testing::kDecoderAllocationPerInputByte;
+constexpr size_t kAllocationSlack = testing::kDecoderAllocationSlack;
 
 int32_t RandomI32(std::mt19937_64& rng) {
   const int32_t edges[] = {0, 1, -1, INT32_MIN, INT32_MAX};

@@ -27,11 +27,8 @@ using testing::Mutate;
 using testing::RandomBelow;
 using testing::RandomBytes;
 
-// A decoder may allocate this many bytes per input byte (plus kAllocationSlack): a std::string or
-// a map node per few bytes of input, and vector growth. A length or count taken from the wire
-// without checking it against the input would allocate far more.
-constexpr size_t kMaxAllocationPerInputByte = 16;
-constexpr size_t kAllocationSlack = 1024;
+constexpr size_t kMaxAllocationPerInputByte = testing::kDecoderAllocationPerInputByte;
+constexpr size_t kAllocationSlack = testing::kDecoderAllocationSlack;
 
 void CheckAllocationBound(const AllocationCounter& counter, size_t input_bytes) {
   CAPTURE(input_bytes);

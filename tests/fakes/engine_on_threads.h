@@ -14,6 +14,20 @@
 
 namespace dslaunch::runtime::testing {
 
+// 41 elements in three groups, decayed weights and an undecayed bias; sizes that do not divide by
+// 2, 3 or 4, so partitions cut through tensors.
+inline ParameterLayout OddLayout() {
+  ParameterLayout layout;
+  layout.BeginGroup("a");
+  layout.Add("a.w", {3, 7}, true);
+  layout.BeginGroup("b");
+  layout.Add("b.w", {13}, true);
+  layout.Add("b.b", {2}, false);
+  layout.BeginGroup("c");
+  layout.Add("c.w", {5}, true);
+  return layout;
+}
+
 // Runs `body(rank, engine)` on `world` threads, each with an engine created from `initial`; a
 // failed Create fails the test on that rank.
 template <class Body>

@@ -3,6 +3,8 @@
 // count and seed: tests/support/fuzz_cases.h (scripts/fuzz.sh runs it longer).
 #include <doctest/doctest.h>
 
+#include <cstdio>
+
 #include <array>
 #include <random>
 #include <string>
@@ -54,7 +56,8 @@ Argv Mutate(Argv argv, std::mt19937_64& rng) {
         if (pos < argv.size() && !argv[pos].empty()) {
           std::string& w = argv[pos];
           if (rng() % 2 == 0) {
-            w[rng() % w.size()] = static_cast<char>(rng() % 256);
+            // Any byte but NUL: a real argv entry is a C string and cannot hold one.
+            w[rng() % w.size()] = static_cast<char>(1 + rng() % 255);
           } else {
             w += "=" + std::string(kWords[rng() % kWords.size()]);
           }
@@ -73,7 +76,16 @@ TEST_CASE("ParseCommandLine gives options or an error naming the problem for mut
   for (int i = 0; i < cases; ++i) {
     Argv argv = Mutate(kValidCommands[rng() % kValidCommands.size()], rng);
     std::string shown;
-    for (const std::string& a : argv) shown += "[" + a + "] ";
+    for (const std::string& a : argv) {
+      // Bytes that would cut or garble the report (NUL, newlines) are shown as \xNN.
+      shown += "[";
+      for (unsigned char ch : a) {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "\\x%02x", ch);
+        shown += ch >= 0x20 && ch < 0x7f ? std::string(1, static_cast<char>(ch)) : std::string(hex);
+      }
+      shown += "] ";
+    }
     CAPTURE(seed);
     CAPTURE(i);
     CAPTURE(shown);
@@ -82,6 +94,7 @@ TEST_CASE("ParseCommandLine gives options or an error naming the problem for mut
       REQUIRE(parsed.status().code() == StatusCode::kInvalidArgument);
       // Where: an option ("--grace_period 1e+10: ..."), PROGRAM, or the unknown word.
       const std::string m = parsed.status().message();
+      CAPTURE(m);
       REQUIRE_FALSE(m.empty());
       REQUIRE((m.find('-') != std::string::npos || m.find("PROGRAM") != std::string::npos));
       continue;

@@ -19,19 +19,7 @@ namespace {
 // fp32 unit roundoff.
 constexpr double kU = 1.0 / (1 << 24);
 
-// 41 elements in three groups, decayed weights and an undecayed bias; sizes that do not divide by
-// 2 or 3, so partitions cut through tensors.
-ParameterLayout Layout() {
-  ParameterLayout layout;
-  layout.BeginGroup("a");
-  layout.Add("a.w", {3, 7}, true);
-  layout.BeginGroup("b");
-  layout.Add("b.w", {13}, true);
-  layout.Add("b.b", {2}, false);
-  layout.BeginGroup("c");
-  layout.Add("c.w", {5}, true);
-  return layout;
-}
+using testing::OddLayout;
 
 // The gradient averaged over ranks: g[i] = +-(i mod 4 + 1) / 8. Over i = 0..40 the squares sum to
 // (10 x (1 + 4 + 9 + 16) + 1) / 64 = 301 / 64, so the global norm is sqrt(301) / 8 = 2.1687.
@@ -123,7 +111,7 @@ void CheckPublished(Engine& engine, const ParameterLayout& layout, const std::ve
 const Precision kPrecisions[] = {Precision::kFp32, Precision::kFp16, Precision::kBf16};
 
 TEST_CASE("One SGD step: the exact global norm and the clipped update at every stage, precision and world size") {
-  const ParameterLayout layout = Layout();
+  const ParameterLayout layout = OddLayout();
   const std::vector<float> initial = Initial(layout);
   REQUIRE(initial.size() == 41);
   constexpr double kLr = 0.25, kWeightDecay = 0.125;
@@ -211,7 +199,7 @@ std::vector<double> ExpectedAdam(const ParameterLayout& layout, const std::vecto
 }
 
 TEST_CASE("Two Adam and AdamW steps, the second clipped, match the formulas at every stage, precision and world size") {
-  const ParameterLayout layout = Layout();
+  const ParameterLayout layout = OddLayout();
   const std::vector<float> initial = Initial(layout);
   constexpr double kMaxNorm = 3.0;  // above the first step's norm 2.17, below the second's 8.67
   for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kAdamW}) {

@@ -12,18 +12,7 @@
 namespace dslaunch::runtime {
 namespace {
 
-// Three groups of sizes that do not divide by 2, 3 or 4.
-ParameterLayout OddLayout() {
-  ParameterLayout layout;
-  layout.BeginGroup("a");
-  layout.Add("a.w", {3, 7}, true);
-  layout.BeginGroup("b");
-  layout.Add("b.w", {13}, true);
-  layout.Add("b.b", {2}, false);
-  layout.BeginGroup("c");
-  layout.Add("c.w", {5}, true);
-  return layout;
-}
+using testing::OddLayout;
 
 // One micro-step as a model makes it: every group acquired and released in order, then the
 // gradients written from the last group to the first, each reported ready.

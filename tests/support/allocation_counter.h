@@ -11,6 +11,14 @@
 
 namespace dslaunch::testing {
 
+// The allocation bound of the wire decoders' randomized tests: a decoder may request this many
+// bytes per input byte, plus kDecoderAllocationSlack (a std::string or map node per few bytes of
+// input, an environment entry's map node of about 100 bytes for 8 bytes of frame, vector
+// growth). A length or count taken from the wire without checking it against the input would
+// request far more.
+inline constexpr size_t kDecoderAllocationPerInputByte = 16;
+inline constexpr size_t kDecoderAllocationSlack = 1024;
+
 class AllocationCounter {
  public:
   AllocationCounter();
