@@ -28,6 +28,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 exec python3 - "$root" "$@" <<'PY'
 import argparse
 import fcntl
+import re
+import shlex
 import os
 import shutil
 import subprocess
@@ -53,7 +55,8 @@ class Mutation:
         self.line = number
         self.file, self.pattern, self.replacement = fields[0], fields[1], fields[2]
         self.targets = fields[3].split()
-        self.doctest_args = fields[4].split() if len(fields) > 4 and fields[4] else []
+        # Shell-like words, so that a quoted filter may hold spaces: -tc='*no descriptor*'.
+        self.doctest_args = shlex.split(fields[4]) if len(fields) > 4 and fields[4] else []
 
     def describe(self):
         return f"line {self.line}: {self.file}: '{self.pattern}' -> '{self.replacement}'"
@@ -164,9 +167,18 @@ all_targets = sorted({t for m in mutations for t in m.targets})
 if not build_targets(all_targets, setup_log):
     sys.exit(f"building the unmutated targets failed: see {setup_log}")
 # Every (target, cases) run of the selected lines must pass before any mutant means anything.
+# And each must run at least one test case: a filter that selects none would let every mutant
+# "survive" or, worse, a typo in it would make a line look caught by a test that never ran.
 for t, cases in sorted({(t, tuple(m.doctest_args)) for m in mutations for t in m.targets}):
+    size_before = os.path.getsize(setup_log)
     if run([os.path.join(build, "tests", t)] + list(cases), setup_log, timeout) != 0:
         print(f"the unmutated {t} {' '.join(cases)} fails: see {setup_log}")
+        sys.exit(3)
+    with open(setup_log) as f:
+        f.seek(size_before)
+        ran = re.findall(r"^\[doctest\] test cases: *(\d+) \|", f.read(), re.M)
+    if not ran or int(ran[-1]) == 0:
+        print(f"the unmutated {t} {' '.join(cases)} runs no test case: fix the line's doctest arguments")
         sys.exit(3)
 print(f"unmutated targets build and pass ({time.monotonic() - start:.0f} s): {' '.join(all_targets)}", flush=True)
 
