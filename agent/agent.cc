@@ -95,6 +95,10 @@ class AgentSession {
       DSLAUNCH_ASSIGN_OR_RETURN(l.out, logs.CreateFile(base + ".stdout.log"));
       DSLAUNCH_ASSIGN_OR_RETURN(l.err, logs.CreateFile(base + ".stderr.log"));
       l.err_path = logs.path() + "/" + base + ".stderr.log";
+      // The worker's error record (common/error_record.h): a file left under this name must not
+      // be taken for this worker's.
+      l.error_file = job_dir_ + "/" + base + ".error.json";
+      ::unlink(l.error_file.c_str());
       worker_logs.push_back(std::move(l));
     }
     WaitForSignal();
@@ -128,10 +132,11 @@ class AgentSession {
     std::array<char, kReadChunkBytes> buffer{};  // Worker lives on the heap, so this does too
     bool open = true;
   };
-  // A worker's log files, created before any worker starts.
+  // A worker's log files, created before any worker starts, and where its error record goes.
   struct WorkerLogs {
     UniqueFd out, err;
     std::string err_path;
+    std::string error_file;  // TORCHELASTIC_ERROR_FILE
   };
   struct Worker {
     size_t index = 0;
@@ -180,11 +185,7 @@ class AgentSession {
     w->err_log_path = std::move(logs.err_path);
     w->out.log = std::move(logs.out);
     w->err.log = std::move(logs.err);
-
-    // The worker's error record (common/error_record.h): a file left by an earlier run under the
-    // same name must not be taken for this worker's.
-    w->error_file = job_dir_ + "/rank" + std::to_string(spec.rank) + ".error.json";
-    ::unlink(w->error_file.c_str());
+    w->error_file = std::move(logs.error_file);
     std::map<std::string, std::string> env = spec.env;
     env[env::kErrorFile] = w->error_file;
     ProcessLaunch launch{spec.argv,

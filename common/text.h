@@ -16,6 +16,9 @@ size_t EditDistance(std::string_view a, std::string_view b);
 // '=' are skipped; of duplicate names the first wins, as with getenv. Read the environment once, at a program's edge, and pass the map on.
 std::map<std::string, std::string> EnvironmentMap(const char* const* entries);
 
+// A JSON number with 9 significant digits; "null" for inf and NaN, which JSON cannot hold.
+std::string JsonNumber(double v);
+
 // A duration for people, in seconds with one decimal: 10400 ms -> "10.4 s".
 std::string FormatSeconds(std::chrono::milliseconds d);
 

@@ -5,18 +5,9 @@
 #include <filesystem>
 #include <utility>
 
+#include "common/text.h"
+
 namespace dslaunch::runtime {
-namespace {
-
-// A JSON number; null for inf/NaN.
-std::string JsonSeconds(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%.9g", v);
-  return std::isfinite(v) ? buf : "null";
-}
-
-}  // namespace
-
 CheckpointSaver::CheckpointSaver(const CheckpointConfig& config, const Engine& engine, Communicator& comm,
                                  CheckpointRun run, SaveOptions options, std::function<void(const std::string&)> print,
                                  std::function<void(const std::string&)> record, int64_t first_step,
@@ -54,7 +45,7 @@ void CheckpointSaver::Report(int64_t step, const std::string& why, const SaveRes
   }
   if (record_) {
     record_("{\"event\":\"checkpoint\",\"step\":" + std::to_string(step) + ",\"bytes\":" + std::to_string(saved.bytes) +
-            ",\"seconds\":" + JsonSeconds(saved.seconds) + ",\"stall_seconds\":" + JsonSeconds(saved.stall_seconds) +
+            ",\"seconds\":" + JsonNumber(saved.seconds) + ",\"stall_seconds\":" + JsonNumber(saved.stall_seconds) +
             "}");
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "common/check.h"
@@ -61,9 +62,8 @@ std::vector<double> GptModel::GroupSizes(const GptConfig& config) {
 }
 
 double GptModel::NumParameters(const GptConfig& config) {
-  const double c = config.n_embd;
-  return (static_cast<double>(config.vocab_size) + config.block_size) * c +
-         static_cast<double>(config.n_layer) * (12.0 * c * c + 13.0 * c) + 2.0 * c;
+  const std::vector<double> sizes = GroupSizes(config);
+  return std::accumulate(sizes.begin(), sizes.end(), 0.0);
 }
 
 double GptModel::ActivationBytes(const GptConfig& config, int max_batch) {

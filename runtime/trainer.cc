@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "common/text.h"
 #include "runtime/checkpoint_saver.h"
 #include "runtime/engine.h"
 #include "runtime/model_export.h"
@@ -17,13 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A JSON number; null for inf/NaN, which JSON cannot hold.
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%.9g", v);
-  return buf;
-}
 
 std::string FormatBytes(size_t bytes) {
   char buf[32];

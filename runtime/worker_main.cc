@@ -99,7 +99,8 @@ int FailTraining(const Status& status, const std::map<std::string, std::string>&
 int RunTrain(const std::string& config_path) {
   // Gloo writes to sockets without MSG_NOSIGNAL: a dead peer must be an error, not SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
-  auto id = ParseWorkerIdentity(EnvironmentMap(environ));
+  const std::map<std::string, std::string> env = EnvironmentMap(environ);
+  auto id = ParseWorkerIdentity(env);
   if (!id.ok()) return Fail(id.status());
   auto config = ReadTrainConfig(config_path, id->world_size);
   if (!config.ok()) return Fail(config.status());
@@ -131,7 +132,6 @@ int RunTrain(const std::string& config_path) {
   if (!address.ok()) return Fail(address.status());
   GlooOptions options;
   options.address = *address;
-  const std::map<std::string, std::string> env = EnvironmentMap(environ);
   auto comm = GlooCommunicator::Create(**store, id->rank, id->world_size, options);
   if (!comm.ok()) return FailTraining(comm.status(), env);
 
