@@ -44,8 +44,13 @@ bool ReadStat(pid_t pid, ProcessEntry& out) {
   return true;
 }
 
-void ReapChildren() {
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+// Reaps every child that has exited. Returns false when the caller has no child left at all:
+// then it has no descendant either (every descendant's chain of parents runs through a child).
+bool ReapChildren() {
+  while (true) {
+    pid_t pid = ::waitpid(-1, nullptr, WNOHANG);
+    if (pid > 0) continue;
+    return !(pid < 0 && errno == ECHILD);
   }
 }
 
@@ -112,7 +117,8 @@ Result<size_t> KillAllDescendants(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unordered_set<pid_t> killed;
   while (true) {
-    ReapChildren();
+    // The usual end of a job: nothing left, and no need to read the process table.
+    if (!ReapChildren()) return killed.size();
     DSLAUNCH_ASSIGN_OR_RETURN(std::vector<ProcessEntry> table, ReadProcessTable());
     std::vector<pid_t> alive = DescendantsOf(::getpid(), table);
     if (alive.empty()) return killed.size();
