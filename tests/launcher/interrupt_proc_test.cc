@@ -39,11 +39,12 @@ struct KillWorkersAtExit {
 TEST_CASE("A second SIGINT to the launcher kills workers that ignore SIGTERM at once") {
   TempDir dir;
   KillWorkersAtExit cleanup{dir};
-  // A worker that survives SIGTERM (says so in its log) and would run forever.
+  // A worker that survives SIGTERM (says so in its log) and would run forever. The trap is set
+  // before the pid file says the worker is ready: a SIGTERM in between would kill it outright.
   const std::string worker = dir.path() + "/stubborn.sh";
   std::ofstream(worker) << "#!/bin/sh\n"
-                           "echo $$ > " + dir.path() + "/rank$RANK.pid\n"
                            "trap 'echo got TERM' TERM\n"
+                           "echo $$ > " + dir.path() + "/rank$RANK.pid\n"
                            "while true; do sleep 0.05; done\n";
   std::filesystem::permissions(worker, std::filesystem::perms::owner_all);
   Subprocess launcher({kLauncher, "--nproc_per_node", "2", "--grace_period", kGracePeriodSeconds, "--log_dir",

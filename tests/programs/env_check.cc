@@ -152,10 +152,11 @@ int main(int argc, char** argv) {
     if (!err.empty()) return Die(err);
   }
 
+  // SIGTERM is ignored before the pid file tells a test that this rank is up.
+  if (args.count("--ignore_sigterm")) std::signal(SIGTERM, SIG_IGN);
   if (args.count("--pid_dir")) {
     std::ofstream(args["--pid_dir"] + "/rank" + std::to_string(id->rank) + ".pid") << ::getpid() << "\n";
   }
-  if (args.count("--ignore_sigterm")) std::signal(SIGTERM, SIG_IGN);
 
   if (!args.count("--no_barrier")) {
     auto secret = ReadSecretFile(id->store_secret_file);
