@@ -55,6 +55,7 @@ void Put(ByteWriter& w, const Assignment& m) {
     w.I32(worker.rank).I32(worker.local_rank).StringList(worker.argv);
     PutEnv(w, worker.env);
   }
+  w.Bool(m.restartable).I64(m.watchdog_timeout_ms);
 }
 bool Get(ByteReader& r, Assignment& m, std::string& why) {
   uint32_t n = 0;
@@ -72,7 +73,7 @@ bool Get(ByteReader& r, Assignment& m, std::string& why) {
     }
     m.workers.push_back(std::move(worker));
   }
-  return r.ok();
+  return r.ok() && r.Bool(m.restartable) && r.I64(m.watchdog_timeout_ms);
 }
 
 void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid); }
@@ -141,6 +142,16 @@ bool Get(ByteReader& r, AgentStopping& m, std::string& why) {
 void Put(ByteWriter& w, const AgentFailed& m) { w.I32(m.generation).String(m.reason); }
 bool Get(ByteReader& r, AgentFailed& m, std::string& why) { return r.I32(m.generation) && r.String(m.reason); }
 
+void Put(ByteWriter& w, const WorkerStalled& m) {
+  w.I32(m.generation).I32(m.rank).I64(m.last_step).I64(m.silence_ms).I64(m.timeout_ms);
+}
+bool Get(ByteReader& r, WorkerStalled& m, std::string& why) {
+  return r.I32(m.generation) && r.I32(m.rank) && r.I64(m.last_step) && r.I64(m.silence_ms) && r.I64(m.timeout_ms);
+}
+
+void Put(ByteWriter& w, const Release& m) { w.I32(m.generation); }
+bool Get(ByteReader& r, Release& m, std::string& why) { return r.I32(m.generation); }
+
 template <typename T>
 constexpr MessageType TypeOf();
 template <> constexpr MessageType TypeOf<Register>() { return MessageType::kRegister; }
@@ -153,6 +164,8 @@ template <> constexpr MessageType TypeOf<AgentDone>() { return MessageType::kAge
 template <> constexpr MessageType TypeOf<Heartbeat>() { return MessageType::kHeartbeat; }
 template <> constexpr MessageType TypeOf<AgentStopping>() { return MessageType::kAgentStopping; }
 template <> constexpr MessageType TypeOf<AgentFailed>() { return MessageType::kAgentFailed; }
+template <> constexpr MessageType TypeOf<WorkerStalled>() { return MessageType::kWorkerStalled; }
+template <> constexpr MessageType TypeOf<Release>() { return MessageType::kRelease; }
 
 template <typename T>
 Result<Message> DecodeAs(const wire::Frame& frame) {
@@ -200,6 +213,8 @@ Result<Message> Decode(const wire::Frame& frame) {
     case MessageType::kHeartbeat: return DecodeAs<Heartbeat>(frame);
     case MessageType::kAgentStopping: return DecodeAs<AgentStopping>(frame);
     case MessageType::kAgentFailed: return DecodeAs<AgentFailed>(frame);
+    case MessageType::kWorkerStalled: return DecodeAs<WorkerStalled>(frame);
+    case MessageType::kRelease: return DecodeAs<Release>(frame);
   }
   return InvalidArgumentError("unknown control message type " + std::to_string(frame.type));
 }

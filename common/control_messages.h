@@ -21,7 +21,8 @@ namespace dslaunch::control {
 
 // Version of the control protocol; an agent of another version is refused at registration.
 // 2: ASSIGNMENT carries the node-wide environment once; AGENT_FAILED.
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: generations: an agent may receive several ASSIGNMENTs (RELEASE ends it), WORKER_STALLED.
+inline constexpr uint32_t kProtocolVersion = 3;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -34,11 +35,15 @@ enum class MessageType : uint8_t {
   kHeartbeat = 71,      // both ways
   kAgentStopping = 72,  // agent -> launcher: it stops its workers on its own, and why
   kAgentFailed = 73,    // agent -> launcher, last message, instead of kAgentDone
+  kWorkerStalled = 74,  // agent -> launcher: a rank reported no progress for its watchdog timeout
+  kRelease = 75,        // launcher -> agent: the job is over, exit (restartable assignments only)
 };
 
 struct Register {
   std::string job_id;
   int32_t generation = 0;
+  // The node's index among the job's candidate nodes (the hostfile's selected hosts), fixed for
+  // the job; its node rank in a generation is ASSIGNMENT's node_rank.
   int32_t node_rank = 0;
   uint32_t protocol_version = kProtocolVersion;
   std::string version;  // dslaunch release of the agent binary
@@ -68,6 +73,12 @@ struct Assignment {
   // agent's own environment; each worker's own env overrides it.
   std::map<std::string, std::string> env;
   std::vector<WorkerAssignment> workers;
+  // The job may run another generation: after AGENT_DONE the agent stays connected and waits for
+  // the next ASSIGNMENT (a later generation) or RELEASE, instead of exiting.
+  bool restartable = false;
+  // --watchdog_timeout: a rank that reports no progress for this long is stalled (0: no watchdog
+  // unless the rank asks for one; docs/elastic.md, "Hang detection").
+  int64_t watchdog_timeout_ms = 0;
 };
 
 struct WorkerStarted {
@@ -141,8 +152,24 @@ struct AgentFailed {
   std::string reason;
 };
 
+// A rank reported no progress for its watchdog timeout while its workers were running
+// (docs/elastic.md, "Hang detection"). The agent has killed it (SIGKILL: a hung process cannot be
+// trusted to stop on SIGTERM); its WORKER_EXITED follows.
+struct WorkerStalled {
+  int32_t generation = 0;
+  int32_t rank = 0;
+  int64_t last_step = -1;    // the last step it reported, -1 if it reported none
+  int64_t silence_ms = 0;    // since its last report (or since it started, if none)
+  int64_t timeout_ms = 0;    // the watchdog timeout in effect
+};
+
+// The job is over: an agent of a restartable assignment exits once it has nothing more to report.
+struct Release {
+  int32_t generation = 0;
+};
+
 using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, Output, Stop,
-                             AgentDone, Heartbeat, AgentStopping, AgentFailed>;
+                             AgentDone, Heartbeat, AgentStopping, AgentFailed, WorkerStalled, Release>;
 
 // Encodes a message as a frame's type and payload.
 wire::Frame Encode(const Message& message);

@@ -22,6 +22,23 @@ inline constexpr char kStore[] = "DSLAUNCH_STORE";
 inline constexpr char kJobId[] = "DSLAUNCH_JOB_ID";
 inline constexpr char kRestartCount[] = "DSLAUNCH_RESTART_COUNT";
 inline constexpr char kTorchElasticRestartCount[] = "TORCHELASTIC_RESTART_COUNT";
+// torchrun's names, so that torch's is_torchelastic_launched() is true and elastic-aware scripts
+// find what they expect (docs/elastic.md).
+inline constexpr char kTorchElasticMaxRestarts[] = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr char kTorchElasticRunId[] = "TORCHELASTIC_RUN_ID";  // the job id
+inline constexpr char kRoleRank[] = "ROLE_RANK";
+inline constexpr char kRoleWorldSize[] = "ROLE_WORLD_SIZE";
+inline constexpr char kRoleName[] = "ROLE_NAME";  // always "default"
+// Generation > 0: why the previous generation ended (one line), and when (Unix time in ms, the
+// launcher's clock) the fault that ended it was detected: the bundled runtime records both in
+// metrics.jsonl.
+inline constexpr char kRestartReason[] = "DSLAUNCH_RESTART_REASON";
+inline constexpr char kFaultTime[] = "DSLAUNCH_FAULT_TIME_MS";
+// Where a worker reports progress (docs/elastic.md, "Hang detection"): a file the agent creates
+// per rank; each write is a report "STEP [timeout=SECONDS]".
+inline constexpr char kProgressFile[] = "DSLAUNCH_PROGRESS_FILE";
+// --watchdog_timeout in seconds, when given: the bundled runtime then uses it rather than its own.
+inline constexpr char kWatchdogTimeout[] = "DSLAUNCH_WATCHDOG_TIMEOUT";
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
 // Where a worker writes its error record when it fails (common/error_record.h); torchrun's name.
 inline constexpr char kErrorFile[] = "TORCHELASTIC_ERROR_FILE";

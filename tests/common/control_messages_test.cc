@@ -33,7 +33,11 @@ TEST_CASE("Control messages survive encoding and decoding") {
   a.heartbeat_timeout_ms = 10000;
   a.env = {{"WORLD_SIZE", "8"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
   a.workers.push_back({5, 1, {"python3", "-u", "x.py"}, {{"RANK", "5"}, {"EMPTY", ""}}});
+  a.restartable = true;
+  a.watchdog_timeout_ms = 7000;
   Assignment b = RoundTrip(a);
+  CHECK(b.restartable);
+  CHECK(b.watchdog_timeout_ms == 7000);
   CHECK(b.grace_period_ms == 1500);
   CHECK_FALSE(b.tee);
   CHECK(b.heartbeat_interval_ms == 1000);
@@ -65,6 +69,14 @@ TEST_CASE("Control messages survive encoding and decoding") {
   AgentFailed failed = RoundTrip(AgentFailed{3, "cannot create log directory '/x': Permission denied"});
   CHECK(failed.generation == 3);
   CHECK(failed.reason == "cannot create log directory '/x': Permission denied");
+
+  WorkerStalled stalled = RoundTrip(WorkerStalled{2, 5, 41, 3100, 3000});
+  CHECK(stalled.generation == 2);
+  CHECK(stalled.rank == 5);
+  CHECK(stalled.last_step == 41);
+  CHECK(stalled.silence_ms == 3100);
+  CHECK(stalled.timeout_ms == 3000);
+  CHECK(RoundTrip(Release{4}).generation == 4);
 
   AgentStopping st = RoundTrip(AgentStopping{3, "the agent received SIGTERM", 15});
   CHECK(st.generation == 3);
