@@ -84,13 +84,14 @@ bool Get(ByteReader& r, WorkerStarted& m, std::string& why) {
 void Put(ByteWriter& w, const WorkerExited& m) {
   w.I32(m.generation).I32(m.rank).I64(m.pid)
       .U8(m.status.kind == ExitStatus::Kind::kSignaled ? 1 : 0).I32(m.status.value)
-      .Bool(m.stopped).StringList(m.stderr_tail).String(m.log_path).String(m.error_record);
+      .Bool(m.stopped).StringList(m.stderr_tail).String(m.log_path).String(m.error_record).I64(m.last_step);
 }
 bool Get(ByteReader& r, WorkerExited& m, std::string& why) {
   uint8_t kind = 0;
   int32_t value = 0;
   if (!(r.I32(m.generation) && r.I32(m.rank) && r.I64(m.pid) && r.U8(kind) && r.I32(value) &&
-        r.Bool(m.stopped) && r.StringList(m.stderr_tail) && r.String(m.log_path) && r.String(m.error_record))) {
+        r.Bool(m.stopped) && r.StringList(m.stderr_tail) && r.String(m.log_path) && r.String(m.error_record) &&
+        r.I64(m.last_step))) {
     return false;
   }
   if (kind > 1) return false;

@@ -106,6 +106,8 @@ struct WorkerExited {
   // The text of the worker's error file (TORCHELASTIC_ERROR_FILE, common/error_record.h), at most
   // kMaxErrorRecordBytes; empty when it wrote none.
   std::string error_record;
+  // The last step it reported through its progress file (docs/elastic.md), -1 if none.
+  int64_t last_step = -1;
 };
 
 enum class Stream : uint8_t { kStdout = 1, kStderr = 2 };

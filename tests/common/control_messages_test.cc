@@ -53,7 +53,9 @@ TEST_CASE("Control messages survive encoding and decoding") {
   e.status = ExitStatus::Signaled(9);
   e.stderr_tail = {"a", "b"};
   e.stopped = true;
+  e.last_step = 17;
   WorkerExited e2 = RoundTrip(e);
+  CHECK(e2.last_step == 17);
   CHECK(e2.status == ExitStatus::Signaled(9));
   CHECK(e2.stderr_tail.size() == 2);
   CHECK(e2.stopped);
