@@ -22,6 +22,11 @@ const std::set<std::string, std::less<>>& ContractNames() {
       set.insert(name);
     }
     set.insert(env::kStoreSecretFile);
+    // Set only at generation > 0, by the agent, or with --watchdog_timeout.
+    set.insert(env::kRestartReason);
+    set.insert(env::kFaultTime);
+    set.insert(env::kProgressFile);
+    set.insert(env::kWatchdogTimeout);
     return set;
   }();
   return names;

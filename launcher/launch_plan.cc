@@ -33,6 +33,9 @@ Status ValidateOptions(const Resources& resources, const PlanOptions& options) {
                                 " is outside " + std::to_string(kMinPort) + ".." +
                                 std::to_string(kMaxPort));
   }
+  if (options.max_restarts < 0) {
+    return InvalidArgumentError("negative max_restarts " + std::to_string(options.max_restarts));
+  }
   if (options.generation < 0) {
     return InvalidArgumentError("negative generation " + std::to_string(options.generation));
   }
@@ -108,6 +111,10 @@ Result<LaunchPlan> PlanLaunch(const Resources& resources, const PlanOptions& opt
   LaunchPlan plan;
   plan.job_id = options.job_id;
   plan.generation = options.generation;
+  plan.max_restarts = options.max_restarts;
+  plan.restart_reason = options.restart_reason;
+  plan.fault_time_ms = options.fault_time_ms;
+  plan.watchdog_timeout_ms = options.watchdog_timeout_ms;
   plan.master_port = options.master_port;
   plan.store_address = options.store_address;
   plan.no_devices = options.no_devices;

@@ -56,6 +56,11 @@ struct NodePlan {
 struct LaunchPlan {
   std::string job_id;
   int generation = 0;  // restart count
+  int max_restarts = 0;  // --max_restarts (TORCHELASTIC_MAX_RESTARTS)
+  // Generation > 0: why the previous one ended and when its fault was detected (Unix ms; 0: none).
+  std::string restart_reason;
+  int64_t fault_time_ms = 0;
+  int64_t watchdog_timeout_ms = 0;  // --watchdog_timeout (DSLAUNCH_WATCHDOG_TIMEOUT); 0: none
   int world_size = 0;
   std::string master_addr;
   int master_port = 0;
@@ -73,6 +78,10 @@ struct PlanOptions {
   std::string store_address;
   std::string job_id;
   int generation = 0;
+  int max_restarts = 0;          // LaunchPlan::max_restarts
+  std::string restart_reason;    // LaunchPlan::restart_reason
+  int64_t fault_time_ms = 0;     // LaunchPlan::fault_time_ms
+  int64_t watchdog_timeout_ms = 0;  // LaunchPlan::watchdog_timeout_ms
   bool no_devices = false;  // LaunchPlan::no_devices
   // Extra variables given to every worker (exports); the contract's variables win on conflict.
   std::map<std::string, std::string> extra_env;

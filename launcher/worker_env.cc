@@ -1,11 +1,28 @@
 #include "launcher/worker_env.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/check.h"
 #include "common/env_names.h"
 
 namespace dslaunch::launcher {
+namespace {
+
+// "3", "2.5", "0.125": milliseconds as decimal seconds, without trailing zeros.
+std::string FormatDecimalSeconds(int64_t ms) {
+  std::string out = std::to_string(ms / 1000);
+  if (int64_t frac = ms % 1000; frac != 0) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), ".%03lld", static_cast<long long>(frac));
+    std::string f = buf;
+    while (f.back() == '0') f.pop_back();
+    out += f;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::map<std::string, std::string> NodeEnvironment(const LaunchPlan& plan, const NodePlan& node,
                                                    const std::map<std::string, std::string>& extra_env) {
@@ -36,11 +53,29 @@ std::map<std::string, std::string> NodeEnvironment(const LaunchPlan& plan, const
   set(env::kJobId, plan.job_id);
   set(env::kRestartCount, restart_count);
   set(env::kTorchElasticRestartCount, restart_count);
+  set(env::kTorchElasticMaxRestarts, std::to_string(plan.max_restarts));
+  set(env::kTorchElasticRunId, plan.job_id);
+  set(env::kRoleWorldSize, std::to_string(plan.world_size));
+  set(env::kRoleName, kRoleNameDefault);
+  if (plan.watchdog_timeout_ms > 0) {
+    set(env::kWatchdogTimeout, FormatDecimalSeconds(plan.watchdog_timeout_ms));
+  } else {
+    vars.erase(env::kWatchdogTimeout);
+  }
+  if (plan.generation > 0) {
+    set(env::kRestartReason, plan.restart_reason);
+    if (plan.fault_time_ms > 0) set(env::kFaultTime, std::to_string(plan.fault_time_ms));
+  } else {
+    // Never inherited from the launcher's environment: they describe this job's own restarts.
+    vars.erase(env::kRestartReason);
+    vars.erase(env::kFaultTime);
+  }
   return vars;
 }
 
 std::map<std::string, std::string> RankEnvironment(const WorkerPlan& worker) {
-  return {{env::kRank, std::to_string(worker.rank)}, {env::kLocalRank, std::to_string(worker.local_rank)}};
+  const std::string rank = std::to_string(worker.rank);
+  return {{env::kRank, rank}, {env::kRoleRank, rank}, {env::kLocalRank, std::to_string(worker.local_rank)}};
 }
 
 std::map<std::string, std::string> WorkerEnvironment(

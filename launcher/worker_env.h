@@ -17,16 +17,21 @@ namespace dslaunch::launcher {
 // The variables every worker of `node` gets: `extra_env` first, then the contract's node-wide
 // variables (WORLD_SIZE, LOCAL_WORLD_SIZE, LOCAL_SIZE, NODE_RANK, GROUP_RANK, CROSS_RANK, NNODES,
 // GROUP_WORLD_SIZE, CROSS_SIZE, MASTER_ADDR, MASTER_PORT, CUDA_VISIBLE_DEVICES, DSLAUNCH_STORE,
-// DSLAUNCH_JOB_ID, DSLAUNCH_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT), which win over `extra_env`
-// on a name conflict. CUDA_VISIBLE_DEVICES is JoinSlots(node.slots), or "" when plan.no_devices.
+// DSLAUNCH_JOB_ID, DSLAUNCH_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS,
+// TORCHELASTIC_RUN_ID, ROLE_WORLD_SIZE, ROLE_NAME; at generation > 0 DSLAUNCH_RESTART_REASON and
+// DSLAUNCH_FAULT_TIME_MS), which win over `extra_env` on a name conflict. CUDA_VISIBLE_DEVICES is JoinSlots(node.slots), or "" when plan.no_devices.
 // Reads plan.world_size, plan.nodes.size(), plan.master_addr/master_port, plan.store_address,
-// plan.job_id, plan.generation, plan.no_devices; node.node_rank, node.slots, node.workers.size()
+// plan.job_id, plan.generation, plan.max_restarts, plan.restart_reason, plan.fault_time_ms,
+// plan.no_devices; node.node_rank, node.slots, node.workers.size()
 // (the local world size, so the node's workers must be in place). Ignores node.env. Does not add
 // OMP_NUM_THREADS or the store credential: the agent adds those.
 std::map<std::string, std::string> NodeEnvironment(const LaunchPlan& plan, const NodePlan& node,
                                                    const std::map<std::string, std::string>& extra_env);
 
-// The variables that differ between the workers of a node: RANK and LOCAL_RANK.
+// torchrun's role name: dslaunch runs one role per job.
+inline constexpr char kRoleNameDefault[] = "default";
+
+// The variables that differ between the workers of a node: RANK, ROLE_RANK and LOCAL_RANK.
 std::map<std::string, std::string> RankEnvironment(const WorkerPlan& worker);
 
 // The whole contract for one worker: NodeEnvironment overlaid with RankEnvironment (computed, not

@@ -151,8 +151,9 @@ TEST_CASE("PlanLaunch keeps a node's variables once per node, so a plan grows li
     CHECK(node.env.at("PYTHONPATH").size() == 1000);
     for (const WorkerPlan& worker : node.workers) {
       // Only what differs between the node's workers.
-      REQUIRE(worker.env.size() == 2);
+      REQUIRE(worker.env.size() == 3);
       CHECK(worker.env.at("RANK") == std::to_string(worker.rank));
+      CHECK(worker.env.at("ROLE_RANK") == std::to_string(worker.rank));
       CHECK(worker.env.at("LOCAL_RANK") == std::to_string(worker.local_rank));
     }
   }

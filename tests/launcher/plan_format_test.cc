@@ -59,7 +59,7 @@ TEST_CASE("FormatPlanJson parses back with every field of the plan") {
   CHECK(worker.at("local_rank") == 0);
   CHECK(worker.at("argv") ==
         json::array({"python3", "-u", "train.py", "--local_rank=0", "--name", "my run"}));
-  CHECK(worker.at("env") == json{{"LOCAL_RANK", "0"}, {"RANK", "2"}});
+  CHECK(worker.at("env") == json{{"LOCAL_RANK", "0"}, {"RANK", "2"}, {"ROLE_RANK", "2"}});
   CHECK(node1.at("env").at("CUDA_VISIBLE_DEVICES") == "3");
   CHECK(node1.at("env").at("NCCL_DEBUG") == "INFO");
   CHECK(node1.at("env").count("RANK") == 0);

@@ -16,6 +16,10 @@ LaunchPlan TwoNodePlan() {
   LaunchPlan plan;
   plan.job_id = "j42";
   plan.generation = 3;
+  plan.max_restarts = 4;
+  plan.restart_reason = "rank 1 exited with code 1";
+  plan.fault_time_ms = 1763900000123;
+  plan.watchdog_timeout_ms = 2500;
   plan.world_size = 5;
   plan.master_addr = "10.0.0.1";
   plan.master_port = 29500;
@@ -48,8 +52,27 @@ TEST_CASE("WorkerEnvironment sets every variable of the contract") {
       {"DSLAUNCH_JOB_ID", "j42"},
       {"DSLAUNCH_RESTART_COUNT", "3"},
       {"TORCHELASTIC_RESTART_COUNT", "3"},
+      {"TORCHELASTIC_MAX_RESTARTS", "4"},
+      {"TORCHELASTIC_RUN_ID", "j42"},
+      {"ROLE_RANK", "3"},
+      {"ROLE_WORLD_SIZE", "5"},
+      {"ROLE_NAME", "default"},
+      {"DSLAUNCH_RESTART_REASON", "rank 1 exited with code 1"},
+      {"DSLAUNCH_FAULT_TIME_MS", "1763900000123"},
+      {"DSLAUNCH_WATCHDOG_TIMEOUT", "2.5"},
   };
   CHECK(env == want);
+}
+
+TEST_CASE("WorkerEnvironment of generation 0 has no restart reason, even one the launcher inherited") {
+  LaunchPlan plan = TwoNodePlan();
+  plan.generation = 0;
+  const NodePlan& node = plan.nodes[0];
+  Env env = WorkerEnvironment(plan, node, node.workers[0],
+                              {{"DSLAUNCH_RESTART_REASON", "old"}, {"DSLAUNCH_FAULT_TIME_MS", "1"}});
+  CHECK(env.count("DSLAUNCH_RESTART_REASON") == 0);
+  CHECK(env.count("DSLAUNCH_FAULT_TIME_MS") == 0);
+  CHECK(env.at("DSLAUNCH_RESTART_COUNT") == "0");
 }
 
 TEST_CASE("WorkerEnvironment passes extra variables through and lets the contract win") {
@@ -62,7 +85,7 @@ TEST_CASE("WorkerEnvironment passes extra variables through and lets the contrac
   CHECK(env.at("PYTHONPATH") == "/src");
   CHECK(env.at("RANK") == "0");
   CHECK(env.at("CUDA_VISIBLE_DEVICES") == "0,1");
-  CHECK(env.size() == 18 + 2);
+  CHECK(env.size() == 26 + 2);
 }
 
 TEST_CASE("NodeEnvironment and RankEnvironment split the contract between node and worker") {
@@ -73,8 +96,8 @@ TEST_CASE("NodeEnvironment and RankEnvironment split the contract between node a
   CHECK(node_env.count("LOCAL_RANK") == 0);
   CHECK(node_env.at("CUDA_VISIBLE_DEVICES") == "2,3,5");
   CHECK(node_env.at("NCCL_DEBUG") == "INFO");
-  CHECK(node_env.size() == 16 + 1);
-  CHECK(RankEnvironment(node.workers[2]) == Env{{"RANK", "4"}, {"LOCAL_RANK", "2"}});
+  CHECK(node_env.size() == 23 + 1);
+  CHECK(RankEnvironment(node.workers[2]) == Env{{"RANK", "4"}, {"ROLE_RANK", "4"}, {"LOCAL_RANK", "2"}});
   node.env = node_env;
   node.workers[2].env = RankEnvironment(node.workers[2]);
   CHECK(PlannedEnvironment(node, node.workers[2]) == WorkerEnvironment(plan, node, node.workers[2], {{"NCCL_DEBUG", "INFO"}}));
