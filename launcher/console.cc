@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+
+#include "common/text.h"
 
 namespace dslaunch::launcher {
 
@@ -27,6 +30,25 @@ std::string FormatSummary(const std::string& job_id, const JobTracker& tracker) 
     case RootCause::Kind::kWorkerFailed:
       s += "rank " + std::to_string(cause->rank) + " on host " + cause->host + " (pid " +
            std::to_string(cause->pid) + ") exited with " + DescribeExitStatus(cause->status) + "\n";
+      break;
+    case RootCause::Kind::kWorkerStalled:
+      s += "rank " + std::to_string(cause->rank) + " on host " + cause->host + " reported no progress for " +
+           FormatSeconds(std::chrono::milliseconds(cause->silence_ms)) + " (watchdog timeout " +
+           FormatSeconds(std::chrono::milliseconds(cause->timeout_ms)) + "; last step " +
+           (cause->last_step >= 0 ? std::to_string(cause->last_step) : std::string("none reported")) + ")\n";
+      if (tracker.stalled_ranks().size() > 1) {
+        s += "dslaunch: ranks that stopped reporting, longest silent first:";
+        std::vector<RootCause> by_silence = tracker.stalled_ranks();
+        std::stable_sort(by_silence.begin(), by_silence.end(),
+                         [](const RootCause& a, const RootCause& b) { return a.silence_ms > b.silence_ms; });
+        for (const RootCause& r : by_silence) {
+          s += " " + std::to_string(r.rank) + " (step " + (r.last_step >= 0 ? std::to_string(r.last_step) : "-") + ")";
+        }
+        s += "\n";
+      }
+      break;
+    case RootCause::Kind::kRescale:
+      s += cause->message + "\n";
       break;
     case RootCause::Kind::kAgentLost:
       s += "lost the agent of node " + std::to_string(cause->node_rank) + " on host " + cause->host +

@@ -87,7 +87,43 @@ Action JobTracker::OnWorkerExited(int node_rank, const control::WorkerExited& ex
   cause.stderr_tail = exited.stderr_tail;
   cause.log_path = exited.log_path;
   cause.error = std::move(record);
+  cause.last_step = exited.last_step;
   return Fail(std::move(cause));
+}
+
+Action JobTracker::OnWorkerStalled(int node_rank, const control::WorkerStalled& stalled) {
+  if (state_ == JobState::kFinished) return Action::kNone;
+  RootCause cause;
+  cause.kind = RootCause::Kind::kWorkerStalled;
+  cause.node_rank = node_rank;
+  cause.host = nodes_[node_rank].host;
+  cause.rank = stalled.rank;
+  cause.last_step = stalled.last_step;
+  cause.silence_ms = stalled.silence_ms;
+  cause.timeout_ms = stalled.timeout_ms;
+  stalled_.push_back(cause);
+  // A rank that was already the root cause as a failed worker (its exit came first) stays so.
+  if (root_cause_ && root_cause_->kind == RootCause::Kind::kWorkerFailed && root_cause_->error &&
+      root_cause_->error->caused_by_peer) {
+    root_cause_.reset();  // a peer's collateral failure gives way to the hang that caused it
+  }
+  return Fail(std::move(cause));
+}
+
+Action JobTracker::OnRescale(std::string message) {
+  if (state_ == JobState::kStopping || state_ == JobState::kFinished) return Action::kNone;
+  RootCause cause;
+  cause.kind = RootCause::Kind::kRescale;
+  cause.message = std::move(message);
+  return Fail(std::move(cause));
+}
+
+std::vector<int> JobTracker::unfinished_nodes() const {
+  std::vector<int> out;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].done) out.push_back(static_cast<int>(i));
+  }
+  return out;
 }
 
 Action JobTracker::OnAgentDone(int node_rank) {
@@ -110,6 +146,7 @@ Action JobTracker::OnNodeGone(int node_rank, RootCause cause) {
   if (node.done) return Action::kNone;
   // There is nothing more to hear from this node: it counts as done.
   node.done = true;
+  lost_.push_back(node_rank);
   if (state_ == JobState::kStopping || state_ == JobState::kFinished) return FinishIfAllDone();
   Action a = Fail(std::move(cause));
   Action f = FinishIfAllDone();
@@ -186,6 +223,11 @@ int JobTracker::ExitCode() const {
     case RootCause::Kind::kWorkerFailed:
     case RootCause::Kind::kSignal:
       return ShellExitCode(root_cause_->status);
+    case RootCause::Kind::kWorkerStalled:
+      // The agent killed the stalled rank: its code, as if it had died of SIGKILL.
+      return ShellExitCode(ExitStatus::Signaled(SIGKILL));
+    case RootCause::Kind::kRescale:
+      return kGenericFailure;  // never the job's end: the next generation follows
     case RootCause::Kind::kAgentLost:
     case RootCause::Kind::kAgentStopped: {
       int code = ShellExitCode(root_cause_->status);

@@ -29,7 +29,16 @@ std::string_view JobStateName(JobState state);
 
 // Why the job stopped early. Only the first one is kept.
 struct RootCause {
-  enum class Kind { kWorkerFailed, kAgentLost, kAgentStopped, kAgentFailed, kSignal, kStartupFailed };
+  enum class Kind {
+    kWorkerFailed,
+    kWorkerStalled,  // the agent's watchdog: no progress report for the rank's timeout
+    kAgentLost,
+    kAgentStopped,
+    kAgentFailed,
+    kSignal,
+    kStartupFailed,
+    kRescale,  // not a failure: the launcher stops the generation to start a bigger one
+  };
   Kind kind = Kind::kWorkerFailed;
   int node_rank = -1;
   std::string host;
@@ -45,6 +54,11 @@ struct RootCause {
   // kWorkerFailed with an error record (common/error_record.h): what the worker said, when, and
   // whether it failed only because a peer did.
   std::optional<ErrorRecord> error;
+  // kWorkerFailed: its last reported step; kWorkerStalled: that and how long it was silent, and
+  // the watchdog timeout (ms).
+  int64_t last_step = -1;
+  int64_t silence_ms = 0;
+  int64_t timeout_ms = 0;
 };
 
 // What the shell must do after an event.
@@ -81,6 +95,13 @@ class JobTracker {
   // stopping: kNone.
   Action OnSignal(int signal);
   Action OnStartupFailed(std::string message);
+  // The agent's watchdog found a rank silent for its timeout (WORKER_STALLED): a failure of that
+  // rank, the root cause if nothing failed before. Stalls reported while the job is stopping are
+  // kept too (stalled_ranks()): a hang leaves every peer silent, and the summary names them all.
+  Action OnWorkerStalled(int node_rank, const control::WorkerStalled& stalled);
+  // The launcher stops this generation to start a bigger one (scale-up): the root cause unless
+  // something failed before; the workers' SIGTERM exits that follow are not failures.
+  Action OnRescale(std::string message);
   // The agents did not all report within the stop deadline.
   Action OnStopDeadline();
 
@@ -90,6 +111,12 @@ class JobTracker {
   int ExitCode() const;
   bool agent_done(int node_rank) const { return nodes_[node_rank].done; }
   bool agent_registered(int node_rank) const { return nodes_[node_rank].registered; }
+  // Node ranks whose agent was lost or failed in this generation, in the order it happened.
+  const std::vector<int>& lost_nodes() const { return lost_; }
+  // Node ranks that had not reported done when the stop deadline passed.
+  std::vector<int> unfinished_nodes() const;
+  // Every WORKER_STALLED of this generation, in arrival order.
+  const std::vector<RootCause>& stalled_ranks() const { return stalled_; }
 
  private:
   struct Node {
@@ -108,6 +135,8 @@ class JobTracker {
   std::vector<Node> nodes_;
   JobState state_ = JobState::kStarting;
   std::optional<RootCause> root_cause_;
+  std::vector<int> lost_;
+  std::vector<RootCause> stalled_;
 };
 
 }  // namespace dslaunch::launcher

@@ -289,6 +289,61 @@ TEST_CASE("JobTracker reports a startup failure with a generic exit code") {
   CHECK(t.ExitCode() == 1);
 }
 
+TEST_CASE("JobTracker makes a stalled rank the root cause and names every silent rank, longest first") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnWorkerStalled(1, control::WorkerStalled{0, 3, 41, 3100, 3000}) == Action::kStopAll);
+  CHECK(t.OnWorkerStalled(0, control::WorkerStalled{0, 0, 41, 3050, 3000}) == Action::kNone);
+  CHECK(t.OnWorkerStalled(0, control::WorkerStalled{0, 1, 40, 3400, 3000}) == Action::kNone);
+  REQUIRE(t.root_cause().has_value());
+  CHECK(t.root_cause()->kind == RootCause::Kind::kWorkerStalled);
+  CHECK(t.root_cause()->rank == 3);
+  CHECK(t.ExitCode() == 128 + SIGKILL);
+  CHECK(t.stalled_ranks().size() == 3);
+  std::string summary = FormatSummary("j", t);
+  CHECK(summary.find("rank 3 on host b reported no progress for 3.1 s (watchdog timeout 3.0 s; last step 41)") !=
+        std::string::npos);
+  CHECK(summary.find("ranks that stopped reporting, longest silent first: 1 (step 40) 3 (step 41) 0 (step 41)") !=
+        std::string::npos);
+}
+
+TEST_CASE("JobTracker lets a stall replace a peer's collateral failure as the root cause") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  control::WorkerExited collateral = Exit(0, ExitStatus::Exited(1));
+  collateral.error_record = R"({"message": {"message": "gloo timeout", "extraInfo": {"timestamp": "1"}},
+                               "dslaunch": {"time_ns": 5, "caused_by_peer": true}})";
+  CHECK(t.OnWorkerExited(0, collateral) == Action::kStopAll);
+  REQUIRE(t.root_cause()->error.has_value());
+  REQUIRE(t.root_cause()->error->caused_by_peer);
+  CHECK(t.OnWorkerStalled(1, control::WorkerStalled{0, 2, 7, 4000, 3000}) == Action::kNone);
+  CHECK(t.root_cause()->kind == RootCause::Kind::kWorkerStalled);
+  CHECK(t.root_cause()->rank == 2);
+}
+
+TEST_CASE("JobTracker records lost nodes in order and lists the unfinished ones") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnAgentLost(1, "no heartbeat for 3 s", std::nullopt) == Action::kStopAll);
+  CHECK(t.lost_nodes() == std::vector<int>{1});
+  CHECK(t.unfinished_nodes() == std::vector<int>{0});
+  CHECK(t.OnStopDeadline() == Action::kFinish);
+  CHECK(t.unfinished_nodes() == std::vector<int>{0});
+}
+
+TEST_CASE("JobTracker stops for a rescale without calling it a failure of a rank") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnRescale("node c is back: scaling up to 3 nodes") == Action::kStopAll);
+  CHECK(t.OnWorkerExited(0, Exit(0, ExitStatus::Signaled(SIGTERM))) == Action::kNone);
+  CHECK(t.root_cause()->kind == RootCause::Kind::kRescale);
+  CHECK(t.OnRescale("again") == Action::kNone);
+}
+
 TEST_CASE("Job state transitions follow the table") {
   CHECK(IsLegalTransition(JobState::kStarting, JobState::kRunning));
   CHECK(IsLegalTransition(JobState::kRunning, JobState::kStopping));
