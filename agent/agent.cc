@@ -82,34 +82,16 @@ class AgentSession {
     // and stopped with the job (common/process_tree.h).
     DSLAUNCH_RETURN_IF_ERROR(BecomeChildSubreaper());
     DSLAUNCH_RETURN_IF_ERROR(PrepareSecretFile());
-    // Every log file before any worker: a log directory or job id that cannot be used stops the
-    // node with nothing started.
     DSLAUNCH_ASSIGN_OR_RETURN(
         JobLogDir logs,
         JobLogDir::Open({assignment_.log_dir, config_.runtime_dir, config_.job_id, ::getuid()}));
-    job_dir_ = std::filesystem::absolute(logs.path()).string();
-    std::vector<WorkerLogs> worker_logs;
-    for (const auto& spec : assignment_.workers) {
-      const std::string base = "rank" + std::to_string(spec.rank);
-      WorkerLogs l;
-      DSLAUNCH_ASSIGN_OR_RETURN(l.out, logs.CreateFile(base + ".stdout.log"));
-      DSLAUNCH_ASSIGN_OR_RETURN(l.err, logs.CreateFile(base + ".stderr.log"));
-      l.err_path = logs.path() + "/" + base + ".stderr.log";
-      // The worker's error record (common/error_record.h): a file left under this name must not
-      // be taken for this worker's.
-      l.error_file = job_dir_ + "/" + base + ".error.json";
-      ::unlink(l.error_file.c_str());
-      worker_logs.push_back(std::move(l));
-    }
+    logs_ = std::make_unique<JobLogDir>(std::move(logs));
+    job_dir_ = std::filesystem::absolute(logs_->path()).string();
+    DSLAUNCH_ASSIGN_OR_RETURN(std::vector<WorkerLogs> worker_logs, CreateWorkerLogs());
     WaitForSignal();
     ReadControl();
     ScheduleHeartbeat();
-    for (size_t i = 0; i < assignment_.workers.size(); ++i) {
-      const auto& spec = assignment_.workers[i];
-      Status started = StartWorker(spec, std::move(worker_logs[i]));
-      DSLAUNCH_RETURN_IF_ERROR(started.WithContext("rank " + std::to_string(spec.rank)));
-    }
-    return Status::Ok();
+    return StartWorkers(std::move(worker_logs));
   }
 
   // Tells the launcher why this node cannot run its assignment (AGENT_FAILED), before the agent
@@ -125,6 +107,12 @@ class AgentSession {
   int exit_code() const { return exit_code_; }
 
  private:
+  // kRunning: the workers of assignment_'s generation run or are being reported. kIdle: all of
+  // them were reported (AGENT_DONE sent) and the assignment is restartable: the agent waits for
+  // the next generation's ASSIGNMENT or RELEASE. kExiting: the event loop stops once the outbox
+  // is flushed.
+  enum class Phase { kRunning, kIdle, kExiting };
+
   struct Pipe {
     std::unique_ptr<asio::posix::stream_descriptor> fd;
     LineSplitter splitter;
@@ -138,6 +126,58 @@ class AgentSession {
     std::string err_path;
     std::string error_file;  // TORCHELASTIC_ERROR_FILE
   };
+  // Every log file of the generation before any worker: a log directory or file that cannot be
+  // used stops the node with nothing started. Names per generation (log_files.h), so that a later
+  // generation never reuses a file.
+  Result<std::vector<WorkerLogs>> CreateWorkerLogs() {
+    std::vector<WorkerLogs> worker_logs;
+    const int generation = assignment_.generation;
+    for (const auto& spec : assignment_.workers) {
+      WorkerLogs l;
+      DSLAUNCH_ASSIGN_OR_RETURN(l.out, logs_->CreateFile(WorkerFileName(spec.rank, generation, "stdout.log")));
+      const std::string err_name = WorkerFileName(spec.rank, generation, "stderr.log");
+      DSLAUNCH_ASSIGN_OR_RETURN(l.err, logs_->CreateFile(err_name));
+      l.err_path = logs_->path() + "/" + err_name;
+      // The worker's error record (common/error_record.h): a file left under this name must not
+      // be taken for this worker's.
+      l.error_file = job_dir_ + "/" + WorkerFileName(spec.rank, generation, "error.json");
+      ::unlink(l.error_file.c_str());
+      worker_logs.push_back(std::move(l));
+    }
+    return worker_logs;
+  }
+
+  Status StartWorkers(std::vector<WorkerLogs> worker_logs) {
+    for (size_t i = 0; i < assignment_.workers.size(); ++i) {
+      const auto& spec = assignment_.workers[i];
+      Status started = StartWorker(spec, std::move(worker_logs[i]));
+      DSLAUNCH_RETURN_IF_ERROR(started.WithContext("rank " + std::to_string(spec.rank)));
+    }
+    if (assignment_.workers.empty()) Finish();
+    return Status::Ok();
+  }
+
+  // The next generation's assignment, received while idle.
+  void StartNextGeneration(control::Assignment next) {
+    // The finished generation's workers have all been reported: their pipes are closed and any
+    // handler of theirs still queued (an aborted read) runs before this posted destruction.
+    asio::post(io_, [retired = std::move(running_)] {});
+    running_.clear();
+    workers_ = NodeWorkers();
+    assignment_ = std::move(next);
+    phase_ = Phase::kRunning;
+    auto logs = CreateWorkerLogs();
+    Status started = logs.ok() ? StartWorkers(std::move(*logs)) : logs.status();
+    if (!started.ok()) {
+      std::cerr << Prefix() << "cannot start the workers of generation " << assignment_.generation << ": "
+                << started.ToString() << "\n";
+      for (pid_t pgid : workers_.AllGroups()) SignalProcessGroup(pgid, SIGKILL).IgnoreError();
+      Send(control::AgentFailed{assignment_.generation, started.message()});
+      exit_code_ = kAgentStartupFailed;
+      Exit();
+    }
+  }
+
   struct Worker {
     size_t index = 0;
     int rank = 0;
@@ -257,7 +297,10 @@ class AgentSession {
       if (ec) return;
       if (sig == SIGCHLD) {
         Reap();
-      } else {
+      } else if (phase_ == Phase::kIdle) {
+        std::cerr << Prefix() << "received " << SignalName(sig) << " between generations, exiting\n";
+        Exit();
+      } else if (phase_ == Phase::kRunning) {
         // A second SIGINT (Ctrl-C again) kills at once, as the launcher does.
         if (sig == SIGINT && workers_.stopping()) {
           std::cerr << Prefix() << "received SIGINT again, killing workers now\n";
@@ -310,6 +353,8 @@ class AgentSession {
   // Stops the workers for a reason of the agent's own, telling the launcher first (AGENT_STOPPING)
   // so that the reason, not the workers' SIGTERM exits, becomes the job's root cause.
   void StopOnOwn(std::string reason, int signal = 0) {
+    // The agent will not take part in another generation: it exits once its workers are reported.
+    leaving_ = true;
     if (workers_.stopping()) return;
     std::cerr << Prefix() << reason << ", stopping workers\n";
     Send(control::AgentStopping{assignment_.generation, std::move(reason), signal});
@@ -321,7 +366,7 @@ class AgentSession {
     if (workers_.stopping()) {
       // A later stop with a shorter grace period (the launcher interrupted again, or a second
       // SIGINT here) brings the SIGKILL forward; nothing postpones it.
-      if (!finishing_ && kill_at < kill_at_) ArmKill(kill_at);
+      if (phase_ == Phase::kRunning && kill_at < kill_at_) ArmKill(kill_at);
       return;
     }
     workers_.BeginStop();
@@ -348,9 +393,13 @@ class AgentSession {
   void ReadControl() {
     control_.async_read_some(asio::buffer(control_buf_), [this](boost::system::error_code ec, size_t n) {
       if (ec) {
-        if (!finishing_) {
+        if (phase_ == Phase::kRunning) {
           lost_launcher_ = true;
           StopOnOwn("lost the connection to the launcher (" + ec.message() + ")");
+        } else if (phase_ == Phase::kIdle) {
+          // Between generations: the launcher is done with this node (or gone); nothing runs here.
+          control_closed_ = true;
+          Exit();
         }
         return;
       }
@@ -378,7 +427,7 @@ class AgentSession {
     if (assignment_.heartbeat_interval_ms <= 0) return;
     heartbeat_timer_.expires_after(std::chrono::milliseconds(assignment_.heartbeat_interval_ms));
     heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
-      if (ec || finishing_) return;
+      if (ec || phase_ == Phase::kExiting) return;
       const auto now = Clock::now();
       const std::chrono::milliseconds timeout(assignment_.heartbeat_timeout_ms);
       if (CheckerWasSuspended(last_heartbeat_check_, now, timeout)) {
@@ -388,8 +437,15 @@ class AgentSession {
       last_heartbeat_check_ = now;
       if (assignment_.heartbeat_timeout_ms > 0 && !lost_launcher_ && launcher_heartbeat_.Expired(now)) {
         lost_launcher_ = true;
-        StopOnOwn("no heartbeat from the launcher for " +
-                  FormatSeconds(launcher_heartbeat_.Silence(now)) + " (was it stopped or cut off?)");
+        const std::string why = "no heartbeat from the launcher for " +
+                                FormatSeconds(launcher_heartbeat_.Silence(now)) + " (was it stopped or cut off?)";
+        if (phase_ == Phase::kIdle) {
+          std::cerr << Prefix() << why << ", exiting\n";
+          exit_code_ = kAgentLostLauncher;
+          Exit();
+          return;
+        }
+        StopOnOwn(why);
       }
       Send(control::Heartbeat{assignment_.generation, ++heartbeat_sequence_});
       ScheduleHeartbeat();
@@ -404,8 +460,19 @@ class AgentSession {
       return;
     }
     if (const auto* stop = std::get_if<control::Stop>(&*msg)) {
-      if (stop->generation != assignment_.generation) return;  // stale
+      if (stop->generation != assignment_.generation || phase_ != Phase::kRunning) return;  // stale
       BeginStop(std::chrono::milliseconds(stop->grace_period_ms));
+    } else if (auto* next = std::get_if<control::Assignment>(&*msg)) {
+      if (phase_ != Phase::kIdle || next->generation <= assignment_.generation) {
+        std::cerr << Prefix() << "ignored an assignment for generation " << next->generation
+                  << " (at generation " << assignment_.generation << ", "
+                  << (phase_ == Phase::kIdle ? "waiting" : "not done") << ")\n";
+        return;
+      }
+      StartNextGeneration(std::move(*next));
+    } else if (std::get_if<control::Release>(&*msg) != nullptr) {
+      leaving_ = true;
+      if (phase_ == Phase::kIdle) Exit();
     }
   }
 
@@ -422,31 +489,42 @@ class AgentSession {
                         if (ec) {
                           control_closed_ = true;
                           outbox_.clear();
-                          if (finishing_) io_.stop();
+                          if (phase_ == Phase::kExiting) io_.stop();
                           return;
                         }
                         outbox_.pop_front();
                         if (!outbox_.empty()) {
                           Flush();
-                        } else if (finishing_) {
+                        } else if (phase_ == Phase::kExiting) {
                           io_.stop();
                         }
                       });
   }
 
+  // Every worker of the generation has been reported.
   void Finish() {
-    if (finishing_) return;
-    finishing_ = true;
+    if (phase_ != Phase::kRunning) return;
     kill_timer_.cancel();
-    heartbeat_timer_.cancel();
     if (lost_launcher_) {
       exit_code_ = kAgentLostLauncher;
     } else {
       exit_code_ = workers_.AllSucceeded() ? kAgentOk : kAgentWorkersFailed;
     }
     Send(control::AgentDone{assignment_.generation});
+    if (assignment_.restartable && !lost_launcher_ && !leaving_) {
+      phase_ = Phase::kIdle;  // heartbeats go on; the launcher decides what comes next
+      return;
+    }
+    Exit();
+  }
+
+  void Exit() {
+    if (phase_ == Phase::kExiting) return;
+    phase_ = Phase::kExiting;
+    kill_timer_.cancel();
+    heartbeat_timer_.cancel();
     // Without a launcher to hear it, the flush may never complete (a cut network): do not wait.
-    if (outbox_.empty() || lost_launcher_) io_.stop();
+    if (outbox_.empty() || lost_launcher_ || control_closed_) io_.stop();
   }
 
   asio::io_context& io_;
@@ -466,8 +544,10 @@ class AgentSession {
   NodeWorkers workers_;
   std::vector<std::unique_ptr<Worker>> running_;
   std::string secret_dir_, secret_file_;
+  std::unique_ptr<JobLogDir> logs_;
   std::string job_dir_;  // the job's log directory on this node (DSLAUNCH_JOB_DIR)
-  bool finishing_ = false;
+  Phase phase_ = Phase::kRunning;
+  bool leaving_ = false;  // the agent exits after this generation (a signal, RELEASE, lost launcher)
   bool lost_launcher_ = false;
   bool control_closed_ = false;
   int exit_code_ = kAgentOk;

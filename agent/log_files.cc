@@ -65,6 +65,14 @@ Result<UniqueFd> OpenOwnDirectory(const std::string& path, uid_t uid, bool priva
 
 }  // namespace
 
+std::string WorkerFileName(int rank, int generation, std::string_view suffix) {
+  std::string name = "rank" + std::to_string(rank);
+  if (generation > 0) name += ".gen" + std::to_string(generation);
+  name += '.';
+  name += suffix;
+  return name;
+}
+
 std::string DefaultLogBase(const std::string& runtime_dir, uid_t uid) {
   return runtime_dir + "/dslaunch-" + std::to_string(uid);
 }

@@ -12,11 +12,17 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "common/unique_fd.h"
 
 namespace dslaunch::agent {
+
+// The name of a rank's file in the job's directory: "rank3.stdout.log" in generation 0,
+// "rank3.gen2.stdout.log" in generation 2 (a later generation never reuses a file, and ranks are
+// renumbered between generations). `suffix`: "stdout.log", "stderr.log", "error.json", ...
+std::string WorkerFileName(int rank, int generation, std::string_view suffix);
 
 // The per-user base of the default log directories: RUNTIME_DIR/dslaunch-UID.
 std::string DefaultLogBase(const std::string& runtime_dir, uid_t uid);

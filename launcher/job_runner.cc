@@ -1,6 +1,8 @@
 #include "launcher/job_runner.h"
 
+#include <algorithm>
 #include <csignal>
+#include <thread>
 
 #include "common/asio.h"
 #include "common/control_messages.h"
@@ -9,6 +11,7 @@
 #include "common/store_service.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
+#include "launcher/generation_outcome.h"
 #include "launcher/job_tracker.h"
 
 namespace dslaunch::launcher {
@@ -31,7 +34,9 @@ class JobRunner::Impl {
 
   ~Impl() {
     // Handles join their reporting threads; their callbacks post to io_, which outlives them.
-    handles_.clear();
+    for (auto& c : candidates_) c.handle.reset();
+    retired_handles_.clear();
+    for (auto& t : probes_) t.join();
   }
 
   Status Listen() {
@@ -50,41 +55,48 @@ class JobRunner::Impl {
 
   uint16_t port() const { return endpoint_->port(); }
 
-  int Run(const LaunchPlan& plan) {
+  int Run(const JobSpec& spec) {
     constexpr int kPreflightFailed = 1;
-    plan_ = &plan;
-    tracker_ = std::make_unique<JobTracker>(plan);
-    const size_t n = plan.nodes.size();
-    sessions_.assign(n, nullptr);
-    handles_.resize(n);
-    agent_exited_.assign(n, false);
-    for (size_t i = 0; i < n; ++i) heartbeats_.emplace_back(options_.heartbeat_timeout, Clock::now());
-
+    spec_ = &spec;
+    policy_ = std::make_unique<ElasticPolicy>(spec.elastic, Hosts(spec.candidates));
+    // Every candidate's node plan, for starting and probing its agent (workers are planned per
+    // generation).
+    PlanOptions all = spec.plan_options;
+    auto everyone = PlanLaunch(spec.candidates, all);
+    if (!everyone.ok()) {
+      console_.PrintError("dslaunch: " + everyone.status().message() + "\n");
+      return kPreflightFailed;
+    }
+    candidates_.resize(spec.candidates.size());
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      candidates_[i].node = everyone->nodes[i];
+      candidates_[i].node.workers.clear();
+      candidates_[i].heartbeat.emplace(options_.heartbeat_timeout, Clock::now());
+    }
     Status preflight = starter_.Preflight(
-        plan.nodes, PreflightChecks{options_.agent_path, options_.agent_version, options_.working_dir});
+        everyone->nodes, PreflightChecks{options_.agent_path, options_.agent_version, options_.working_dir});
     if (!preflight.ok()) {
       console_.PrintError("dslaunch: " + preflight.message() + (preflight.message().ends_with("\n") ? "" : "\n"));
       return kPreflightFailed;
     }
 
     WaitForSignal();
-    registration_timer_.expires_after(kRegistrationTimeout);
-    registration_timer_.async_wait([this](boost::system::error_code ec) {
-      if (ec || tracker_->state() != JobState::kStarting) return;
-      Apply(tracker_->OnStartupFailed("not every agent registered within " +
-                                      std::to_string(kRegistrationTimeout.count()) + " s"));
-    });
     last_heartbeat_check_ = Clock::now();
     ScheduleHeartbeat();
-    for (const auto& node : plan.nodes) StartAgent(node);
+    Decision first = policy_->Start();
+    if (first.kind != Decision::Kind::kRun) {
+      console_.PrintError(first.line + "\n");
+      return kPreflightFailed;
+    }
+    StartGeneration(first.active, "", 0);
     // If the job already finished (no agent could start), Apply() has stopped io_ and run()
     // returns at once.
     io_.run();
-    return tracker_->ExitCode();
+    return exit_code_;
   }
 
  private:
-  // The control-plane session of one agent.
+  // The control-plane session of one agent, for the whole job.
   class AgentSession : public SessionHandler {
    public:
     AgentSession(Impl& runner, std::shared_ptr<EndpointConnection> conn)
@@ -92,21 +104,23 @@ class JobRunner::Impl {
 
     Status OnFrame(wire::Frame frame) override {
       DSLAUNCH_ASSIGN_OR_RETURN(control::Message msg, control::Decode(frame));
-      if (node_rank_ < 0) {
+      if (node_ < 0) {
         auto* reg = std::get_if<control::Register>(&msg);
         if (reg == nullptr) return InvalidArgumentError("agent " + conn_->peer() + ": first message must be register");
         return runner_.OnRegister(*this, *reg);
       }
-      runner_.OnAgentMessage(node_rank_, msg);
+      runner_.OnAgentMessage(node_, msg);
       return Status::Ok();
     }
 
     // The session is destroyed soon after; the runner forgets it here (its destructor may run
     // when the runner is already gone, at shutdown).
     void OnClose(const Status& why) override {
-      if (node_rank_ < 0) return;
-      if (runner_.sessions_[node_rank_] == this) runner_.sessions_[node_rank_] = nullptr;
-      runner_.OnAgentClosed(node_rank_, why);
+      if (node_ < 0) return;
+      if (runner_.candidates_[node_].session == this) {
+        runner_.candidates_[node_].session = nullptr;
+        runner_.OnAgentClosed(node_, why);
+      }
     }
 
     void Send(const control::Message& m) {
@@ -115,36 +129,140 @@ class JobRunner::Impl {
     }
     void Close() { conn_->Close(); }
 
-    int node_rank_ = -1;
+    int node_ = -1;  // candidate index, once registered
 
    private:
     Impl& runner_;
     std::shared_ptr<EndpointConnection> conn_;
   };
 
-  void StartAgent(const NodePlan& node) {
-    const int rank = node.node_rank;
-    AgentCommand command{options_.agent_path, options_.advertise_host, port(), job_id_, rank};
+  // One candidate node, for the whole job.
+  struct Candidate {
+    NodePlan node;  // host, user, slots; node_rank = candidate index
+    AgentSession* session = nullptr;
+    std::unique_ptr<AgentHandle> handle;
+    uint64_t handle_serial = 0;  // which started agent the handle's callbacks speak of
+    bool agent_running = false;  // an agent process started by this launcher has not exited
+    bool expecting = false;      // an agent was started for it and has not registered yet
+    bool probing = false;
+    int failed_probes = 0;
+    int node_rank = -1;          // in the current generation; -1: not a member
+    std::optional<HeartbeatMonitor> heartbeat;
+  };
+
+  static std::vector<std::string> Hosts(const Resources& r) {
+    std::vector<std::string> hosts;
+    for (const auto& n : r) hosts.push_back(n.host);
+    return hosts;
+  }
+
+  // Starts generation policy_->generation() on `active` (candidate indices, node-rank order).
+  void StartGeneration(const std::vector<int>& active, const std::string& reason, int64_t fault_time_ms) {
+    const int generation = policy_->generation();
+    Resources resources;
+    for (int c : active) resources.push_back(spec_->candidates[c]);
+    PlanOptions po = spec_->plan_options;
+    po.generation = generation;
+    po.max_restarts = spec_->elastic.max_restarts;
+    po.restart_reason = reason;
+    po.fault_time_ms = fault_time_ms;
+    auto plan = PlanLaunch(resources, po);
+    DSLAUNCH_CHECK(plan.ok()) << "generation " << generation << ": " << plan.status().ToString();
+    plan_ = std::move(*plan);
+    tracker_ = std::make_unique<JobTracker>(plan_);
+    fault_time_ms_ = 0;
+    members_ = active;
+    for (auto& c : candidates_) c.node_rank = -1;
+    for (size_t r = 0; r < active.size(); ++r) candidates_[active[r]].node_rank = static_cast<int>(r);
+    if (generation > 0) {
+      // Store keys of earlier generations can serve no one now (docs/elastic.md, "Generations").
+      store_->DeletePrefix("gen/" + std::to_string(generation - 1) + "/");
+    }
+    // Agents of the previous generation that are not members of this one are released.
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      Candidate& c = candidates_[i];
+      if (c.node_rank < 0 && c.session != nullptr) {
+        c.session->Send(control::Release{generation});
+        c.session->Close();
+      }
+    }
+    bool waiting = false;
+    for (size_t r = 0; r < active.size(); ++r) {
+      Candidate& c = candidates_[active[r]];
+      if (c.session != nullptr) {
+        SendAssignment(*c.session, r);
+        Apply(tracker_->OnAgentRegistered(static_cast<int>(r)));
+      } else {
+        waiting = true;
+        if (!c.expecting) StartAgent(active[r]);
+      }
+      if (finished_) return;
+    }
+    if (waiting && tracker_->state() == JobState::kStarting) {
+      registration_timer_.expires_after(kRegistrationTimeout);
+      registration_timer_.async_wait([this, generation](boost::system::error_code ec) {
+        if (ec || generation != plan_.generation || tracker_->state() != JobState::kStarting) return;
+        Apply(tracker_->OnStartupFailed("not every agent registered within " +
+                                        std::to_string(kRegistrationTimeout.count()) + " s"));
+      });
+    }
+  }
+
+  void StartAgent(int candidate) {
+    Candidate& c = candidates_[candidate];
+    if (c.handle != nullptr) {
+      // The previous agent of this node is gone or lost; its handle still reports its exit.
+      if (c.agent_running) c.handle->Kill();
+      retired_handles_.push_back(std::move(c.handle));
+    }
+    const uint64_t serial = ++agent_serial_;
+    AgentCommand command{options_.agent_path, options_.advertise_host, port(), job_id_, candidate};
     AgentCallbacks callbacks;
     callbacks.on_output = [this](std::string line) {
       asio::post(io_, [this, line = std::move(line)] { console_.PrintError(line + "\n"); });
     };
-    callbacks.on_exit = [this, rank](std::optional<ExitStatus> status, std::string detail) {
-      asio::post(io_, [this, rank, status, detail = std::move(detail)] { OnAgentProcessExit(rank, status, detail); });
+    callbacks.on_exit = [this, candidate, serial](std::optional<ExitStatus> status, std::string detail) {
+      asio::post(io_, [this, candidate, serial, status, detail = std::move(detail)] {
+        OnAgentProcessExit(candidate, serial, status, detail);
+      });
     };
-    auto handle = starter_.Start(node, command, secret_, std::move(callbacks));
+    c.expecting = true;
+    auto handle = starter_.Start(c.node, command, secret_, std::move(callbacks));
     if (!handle.ok()) {
-      agent_exited_[rank] = true;
-      Apply(tracker_->OnAgentLost(rank, "could not start the agent: " + handle.status().message(), std::nullopt));
+      c.expecting = false;
+      if (c.node_rank >= 0) {
+        Apply(tracker_->OnAgentLost(c.node_rank, "could not start the agent: " + handle.status().message(), std::nullopt));
+      }
       return;
     }
-    handles_[rank] = std::move(*handle);
+    c.handle = std::move(*handle);
+    c.handle_serial = serial;
+    c.agent_running = true;
+    ++agents_started_;
+  }
+
+  void SendAssignment(AgentSession& session, size_t node_rank) {
+    const NodePlan& node = plan_.nodes[node_rank];
+    control::Assignment a;
+    a.generation = plan_.generation;
+    a.node_rank = node.node_rank;
+    a.log_dir = options_.log_dir;
+    a.working_dir = options_.working_dir;
+    a.grace_period_ms = options_.grace_period.count();
+    a.tee = options_.tee;
+    a.heartbeat_interval_ms = options_.heartbeat_interval.count();
+    a.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
+    a.env = node.env;  // once per node; each worker's own variables go with it
+    for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, w.env});
+    a.restartable = policy_->restartable();
+    a.watchdog_timeout_ms = plan_.watchdog_timeout_ms;
+    session.Send(a);
   }
 
   Status OnRegister(AgentSession& session, const control::Register& reg) {
-    const int nodes = static_cast<int>(plan_->nodes.size());
+    const int nodes = static_cast<int>(candidates_.size());
     auto refuse = [&](std::string why) {
-      session.Send(control::Stop{plan_->generation, 0, why});
+      session.Send(control::Stop{plan_.generation, 0, why});
       session.Close();
       return Status::Ok();
     };
@@ -154,53 +272,53 @@ class JobRunner::Impl {
                     ") does not match the launcher's " + DSLAUNCH_VERSION);
     }
     if (reg.node_rank < 0 || reg.node_rank >= nodes) {
-      return refuse("node rank " + std::to_string(reg.node_rank) + " is outside 0.." + std::to_string(nodes - 1));
+      return refuse("node " + std::to_string(reg.node_rank) + " is outside 0.." + std::to_string(nodes - 1));
     }
-    if (tracker_->agent_registered(reg.node_rank) || tracker_->agent_done(reg.node_rank)) {
-      return refuse("node rank " + std::to_string(reg.node_rank) + " already has an agent");
-    }
-    if (tracker_->state() == JobState::kStopping || tracker_->state() == JobState::kFinished) {
+    Candidate& c = candidates_[reg.node_rank];
+    if (c.session != nullptr) return refuse("node " + std::to_string(reg.node_rank) + " already has an agent");
+    if (finished_ || tracker_->state() == JobState::kStopping || tracker_->state() == JobState::kFinished) {
       return refuse("the job is stopping");
     }
-    session.node_rank_ = reg.node_rank;
-    sessions_[reg.node_rank] = &session;
-    heartbeats_[reg.node_rank].OnHeard(Clock::now());
-    const NodePlan& node = plan_->nodes[reg.node_rank];
-    control::Assignment a;
-    a.generation = plan_->generation;
-    a.node_rank = node.node_rank;
-    a.log_dir = options_.log_dir;
-    a.working_dir = options_.working_dir;
-    a.grace_period_ms = options_.grace_period.count();
-    a.tee = options_.tee;
-    a.heartbeat_interval_ms = kHeartbeatInterval.count();
-    a.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
-    a.env = node.env;  // once per node; each worker's own variables go with it
-    for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, w.env});
-    session.Send(a);
-    Apply(tracker_->OnAgentRegistered(reg.node_rank));
+    // An agent is admitted only where this launcher is waiting for one: a stale agent of an
+    // earlier generation (a node that was lost and came back) is never trusted.
+    if (!c.expecting || c.node_rank < 0) {
+      return refuse("node " + std::to_string(reg.node_rank) + " has no agent expected in generation " +
+                    std::to_string(plan_.generation));
+    }
+    c.expecting = false;
+    session.node_ = reg.node_rank;
+    c.session = &session;
+    c.heartbeat->OnHeard(Clock::now());
+    SendAssignment(session, static_cast<size_t>(c.node_rank));
+    Apply(tracker_->OnAgentRegistered(c.node_rank));
     if (tracker_->state() == JobState::kRunning) registration_timer_.cancel();
     return Status::Ok();
   }
 
-  void OnAgentMessage(int node_rank, const control::Message& msg) {
-    heartbeats_[node_rank].OnHeard(Clock::now());
-    const std::string host = options_.show_host ? plan_->nodes[node_rank].host : "";
+  void OnAgentMessage(int candidate, const control::Message& msg) {
+    Candidate& c = candidates_[candidate];
+    c.heartbeat->OnHeard(Clock::now());
+    const int node_rank = c.node_rank;
+    if (node_rank < 0 || finished_) return;  // not in this generation: being heard is all it says
+    const std::string host = options_.show_host ? c.node.host : "";
     std::visit(
         [&](const auto& m) {
           using T = std::decay_t<decltype(m)>;
           if constexpr (std::is_same_v<T, control::Register> || std::is_same_v<T, control::Assignment> ||
-                        std::is_same_v<T, control::Stop>) {
+                        std::is_same_v<T, control::Stop> || std::is_same_v<T, control::Release>) {
             return;  // not sent by agents after registration
           } else {
-            if (m.generation != plan_->generation) return;  // a stale peer is never trusted
+            if (m.generation != plan_.generation) return;  // a stale peer is never trusted
             if constexpr (std::is_same_v<T, control::Output>) {
               console_.PrintOutput(m, host);
             } else if constexpr (std::is_same_v<T, control::WorkerExited>) {
               Apply(tracker_->OnWorkerExited(node_rank, m));
+            } else if constexpr (std::is_same_v<T, control::WorkerStalled>) {
+              Apply(tracker_->OnWorkerStalled(node_rank, m));
             } else if constexpr (std::is_same_v<T, control::AgentDone>) {
               Apply(tracker_->OnAgentDone(node_rank));
             } else if constexpr (std::is_same_v<T, control::AgentStopping>) {
+              leaving_.push_back(candidate);  // it exits after this generation
               Apply(tracker_->OnAgentStopping(node_rank, m));
             } else if constexpr (std::is_same_v<T, control::AgentFailed>) {
               Apply(tracker_->OnAgentFailed(node_rank, m.reason));
@@ -212,36 +330,38 @@ class JobRunner::Impl {
         msg);
   }
 
-  void OnAgentClosed(int node_rank, const Status& why) {
-    if (tracker_->agent_done(node_rank)) return;
+  void OnAgentClosed(int candidate, const Status& why) {
+    const int node_rank = candidates_[candidate].node_rank;
+    if (finished_ || node_rank < 0 || tracker_->agent_done(node_rank)) return;
     Apply(tracker_->OnAgentLost(node_rank, "control connection closed (" + why.ToString() + ")", std::nullopt));
   }
 
-  void OnAgentProcessExit(int node_rank, std::optional<ExitStatus> status, const std::string& detail) {
-    agent_exited_[node_rank] = true;
-    if (finishing_) {
+  void OnAgentProcessExit(int candidate, uint64_t serial, std::optional<ExitStatus> status,
+                          const std::string& detail) {
+    if (serial == candidates_[candidate].handle_serial) candidates_[candidate].agent_running = false;
+    ++agents_exited_;
+    if (finished_) {
       if (AllAgentsExited()) io_.stop();
       return;
     }
+    Candidate& c = candidates_[candidate];
     // After registration the control connection tells the story (AGENT_DONE, or a broken
     // connection); before it, the process exit is all there is.
-    if (!tracker_->agent_registered(node_rank) && !tracker_->agent_done(node_rank)) {
-      std::string what = status ? "agent exited with " + DescribeExitStatus(*status) : "agent ended";
-      Apply(tracker_->OnAgentLost(node_rank, what + " before registering (" + detail + ")", status));
+    if (serial == c.handle_serial && c.expecting) {
+      c.expecting = false;
+      if (c.node_rank >= 0) {
+        std::string what = status ? "agent exited with " + DescribeExitStatus(*status) : "agent ended";
+        Apply(tracker_->OnAgentLost(c.node_rank, what + " before registering (" + detail + ")", status));
+      }
     }
   }
 
-  bool AllAgentsExited() const {
-    for (size_t i = 0; i < agent_exited_.size(); ++i) {
-      if (!agent_exited_[i] && handles_[i] != nullptr) return false;
-    }
-    return true;
-  }
+  bool AllAgentsExited() const { return agents_exited_ >= agents_started_; }
 
   void ScheduleHeartbeat() {
-    heartbeat_timer_.expires_after(kHeartbeatInterval);
+    heartbeat_timer_.expires_after(options_.heartbeat_interval);
     heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
-      if (ec || finishing_) return;
+      if (ec || finished_) return;
       auto now = Clock::now();
       if (CheckerWasSuspended(last_heartbeat_check_, now, options_.heartbeat_timeout)) {
         // The launcher itself was not running (SIGSTOP, a frozen VM): the agents' silence over
@@ -251,22 +371,29 @@ class JobRunner::Impl {
                             FormatSeconds(std::chrono::duration_cast<std::chrono::milliseconds>(
                                 now - last_heartbeat_check_)) +
                             "\n");
-        for (auto& h : heartbeats_) h.OnHeard(now);
+        for (auto& c : candidates_) c.heartbeat->OnHeard(now);
       }
       last_heartbeat_check_ = now;
-      for (size_t node = 0; node < sessions_.size(); ++node) {
-        AgentSession* s = sessions_[node];
-        if (s == nullptr || tracker_->agent_done(static_cast<int>(node))) continue;
-        if (heartbeats_[node].Expired(now)) {
-          auto silence = std::chrono::duration<double>(heartbeats_[node].Silence(now)).count();
-          s->Close();
-          Apply(tracker_->OnAgentLost(static_cast<int>(node),
-                                      "no heartbeat for " + std::to_string(static_cast<int>(silence)) + " s",
-                                      std::nullopt));
-          if (finishing_) return;
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        Candidate& c = candidates_[i];
+        AgentSession* s = c.session;
+        if (s == nullptr || (c.node_rank >= 0 && tracker_->agent_done(c.node_rank) && !policy_->restartable())) {
           continue;
         }
-        s->Send(control::Heartbeat{plan_->generation, ++heartbeat_sequence_});
+        if (c.heartbeat->Expired(now)) {
+          auto silence = std::chrono::duration<double>(c.heartbeat->Silence(now)).count();
+          c.session = nullptr;
+          s->Close();
+          if (c.node_rank >= 0) {
+            Apply(tracker_->OnAgentLost(c.node_rank,
+                                        "no heartbeat for " + FormatSeconds(std::chrono::milliseconds(
+                                                                  static_cast<int64_t>(silence * 1000))),
+                                        std::nullopt));
+          }
+          if (finished_) return;
+          continue;
+        }
+        s->Send(control::Heartbeat{plan_.generation, ++heartbeat_sequence_});
       }
       ScheduleHeartbeat();
     });
@@ -280,56 +407,152 @@ class JobRunner::Impl {
     });
   }
 
+  void SendStop(int64_t grace_ms, const std::string& reason) {
+    for (int c : members_) {
+      if (candidates_[c].session != nullptr) candidates_[c].session->Send(control::Stop{plan_.generation, grace_ms, reason});
+    }
+  }
+
   void Apply(Action action) {
     switch (action) {
       case Action::kNone:
         return;
       case Action::kStopAll: {
-        for (AgentSession* s : sessions_) {
-          if (s != nullptr) s->Send(control::Stop{plan_->generation, options_.grace_period.count(), "job is stopping"});
-        }
+        if (fault_time_ms_ == 0) fault_time_ms_ = UnixMillis();
+        SendStop(options_.grace_period.count(), "job is stopping");
         registration_timer_.cancel();
+        const int generation = plan_.generation;
         stop_timer_.expires_after(options_.grace_period + kStopReportMargin);
-        stop_timer_.async_wait([this](boost::system::error_code ec) {
-          if (!ec) Apply(tracker_->OnStopDeadline());
+        stop_timer_.async_wait([this, generation](boost::system::error_code ec) {
+          if (!ec && generation == plan_.generation && !finished_) Apply(tracker_->OnStopDeadline());
         });
         return;
       }
       case Action::kKillAll: {
         console_.PrintError("dslaunch: interrupted again: killing every worker now (SIGKILL)\n");
-        for (AgentSession* s : sessions_) {
-          if (s != nullptr) s->Send(control::Stop{plan_->generation, 0, "interrupted again: kill now"});
-        }
+        SendStop(0, "interrupted again: kill now");
         // The grace period is over: wait only for the kills to be reported.
+        const int generation = plan_.generation;
         stop_timer_.expires_after(kStopReportMargin);
-        stop_timer_.async_wait([this](boost::system::error_code ec) {
-          if (!ec) Apply(tracker_->OnStopDeadline());
+        stop_timer_.async_wait([this, generation](boost::system::error_code ec) {
+          if (!ec && generation == plan_.generation && !finished_) Apply(tracker_->OnStopDeadline());
         });
         return;
       }
       case Action::kFinish:
-        Finish();
+        EndGeneration();
         return;
     }
   }
 
-  void Finish() {
-    finishing_ = true;
+  static int64_t UnixMillis() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // The generation's tracker finished: every member reported done, was lost, or missed the stop
+  // deadline. The policy decides what follows.
+  void EndGeneration() {
+    stop_timer_.cancel();
+    registration_timer_.cancel();
+    // A member that was lost, missed the stop deadline, or leaves on its own (it said so with
+    // AGENT_STOPPING) cannot take part in the next generation.
+    std::vector<int> gone;
+    for (int node_rank : tracker_->unfinished_nodes()) gone.push_back(members_[node_rank]);
+    for (int node_rank : tracker_->lost_nodes()) gone.push_back(members_[node_rank]);
+    for (int c : gone) DropAgent(c, /*kill=*/true);
+    for (int c : leaving_) {
+      gone.push_back(c);
+      DropAgent(c, /*kill=*/false);  // it exits by itself, after its final sweep
+    }
+    leaving_.clear();
+    std::sort(gone.begin(), gone.end());
+    gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
+    const GenerationOutcome outcome = OutcomeOf(*tracker_, members_, gone);
+    last_code_ = tracker_->ExitCode();
+    Decision d = policy_->OnGenerationEnded(outcome);
+    if (d.kind == Decision::Kind::kRun) {
+      console_.PrintError(d.line + "\n");
+      for (int c : gone) ScheduleProbe(c);
+      StartGeneration(d.active, outcome.description.empty() ? d.line : outcome.description, fault_time_ms_);
+      return;
+    }
+    Finish(d);
+  }
+
+  // Forgets a candidate's agent: its session is closed, and with `kill` its process killed.
+  void DropAgent(int candidate, bool kill) {
+    Candidate& c = candidates_[candidate];
+    c.expecting = false;
+    if (c.session != nullptr) {
+      AgentSession* s = c.session;
+      c.session = nullptr;
+      s->Close();
+    }
+    if (kill && c.handle != nullptr && c.agent_running) c.handle->Kill();
+  }
+
+  // Re-probes a failed candidate after the policy's backoff; one that answers is offered to the
+  // policy, which may scale the job up (docs/elastic.md, "Re-admission").
+  void ScheduleProbe(int candidate) {
+    Candidate& c = candidates_[candidate];
+    if (!spec_->probe_starter || c.probing || finished_) return;
+    c.probing = true;
+    auto timer = std::make_shared<asio::steady_timer>(io_, ReprobeDelay(c.failed_probes));
+    timer->async_wait([this, candidate, timer](boost::system::error_code ec) {
+      if (ec || finished_) return;
+      NodePlan node = candidates_[candidate].node;
+      PreflightChecks checks{options_.agent_path, options_.agent_version, options_.working_dir};
+      probes_.emplace_back([this, candidate, node = std::move(node), checks] {
+        std::unique_ptr<AgentStarter> prober = spec_->probe_starter();
+        Status s = prober->Preflight({node}, checks);
+        asio::post(io_, [this, candidate, ok = s.ok()] { OnProbed(candidate, ok); });
+      });
+    });
+  }
+
+  void OnProbed(int candidate, bool ok) {
+    Candidate& c = candidates_[candidate];
+    c.probing = false;
+    if (finished_ || policy_->state(candidate) != NodeState::kFailed) return;
+    if (!ok) {
+      ++c.failed_probes;
+      policy_->OnNodeUnreachable(candidate);
+      ScheduleProbe(candidate);
+      return;
+    }
+    c.failed_probes = 0;
+    std::optional<Decision> d = policy_->OnNodeReturned(candidate);
+    if (!d || d->kind != Decision::Kind::kRescale) return;
+    console_.PrintError(d->line + "\n");
+    Apply(tracker_->OnRescale(d->line));
+  }
+
+  void Finish(const Decision& d) {
+    finished_ = true;
+    exit_code_ = last_code_;
+    if (policy_->generation() > 0 || d.kind == Decision::Kind::kStopRepeated) {
+      console_.PrintError(FormatGenerationHistory(*policy_));
+      if (!d.line.empty()) console_.PrintError(d.line + "\n");
+    }
     console_.PrintError(FormatSummary(job_id_, *tracker_));
     registration_timer_.cancel();
     heartbeat_timer_.cancel();
+    for (auto& c : candidates_) {
+      if (c.session != nullptr) c.session->Send(control::Release{plan_.generation});
+    }
     endpoint_->Stop();
     if (AllAgentsExited()) {
       io_.stop();
       return;
     }
-    // Agents exit right after AGENT_DONE; one that does not is killed, and if even the kill is not
-    // reported (a dead SSH connection), the launcher stops waiting.
+    // Agents exit right after AGENT_DONE (or RELEASE); one that does not is killed, and if even
+    // the kill is not reported (a dead SSH connection), the launcher stops waiting.
     stop_timer_.expires_after(kAgentExitWait);
     stop_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
-      for (size_t i = 0; i < handles_.size(); ++i) {
-        if (handles_[i] != nullptr && !agent_exited_[i]) handles_[i]->Kill();
+      for (auto& c : candidates_) {
+        if (c.handle != nullptr && c.agent_running) c.handle->Kill();
       }
       stop_timer_.expires_after(kAgentKillWait);
       stop_timer_.async_wait([this](boost::system::error_code ec2) {
@@ -350,15 +573,25 @@ class JobRunner::Impl {
   asio::steady_timer heartbeat_timer_;
   std::unique_ptr<Endpoint> endpoint_;
   std::shared_ptr<StoreService> store_;
-  const LaunchPlan* plan_ = nullptr;
+  const JobSpec* spec_ = nullptr;
+  std::unique_ptr<ElasticPolicy> policy_;
+  std::vector<Candidate> candidates_;
+  std::vector<std::unique_ptr<AgentHandle>> retired_handles_;  // agents replaced by a later one
+  std::vector<std::thread> probes_;
+  // The current generation.
+  LaunchPlan plan_;
   std::unique_ptr<JobTracker> tracker_;
-  std::vector<AgentSession*> sessions_;
-  std::vector<std::unique_ptr<AgentHandle>> handles_;  // by node rank
-  std::vector<bool> agent_exited_;                      // by node rank
-  std::vector<HeartbeatMonitor> heartbeats_;            // by node rank
+  std::vector<int> members_;  // candidate index by node rank
+  std::vector<int> leaving_;  // members whose agent said it stops on its own (AGENT_STOPPING)
+  int64_t fault_time_ms_ = 0;  // when this generation's first failure was seen (Unix ms)
+  uint64_t agent_serial_ = 0;    // agents whose start was attempted
+  uint64_t agents_started_ = 0;  // of them, started
+  uint64_t agents_exited_ = 0;   // of those, exits reported
   uint64_t heartbeat_sequence_ = 0;
   Clock::time_point last_heartbeat_check_ = Clock::now();
-  bool finishing_ = false;
+  bool finished_ = false;
+  int last_code_ = 0;
+  int exit_code_ = 1;
 };
 
 JobRunner::JobRunner(JobRunnerOptions options, std::string job_id, std::string secret,
@@ -367,6 +600,6 @@ JobRunner::JobRunner(JobRunnerOptions options, std::string job_id, std::string s
 JobRunner::~JobRunner() = default;
 Status JobRunner::Listen() { return impl_->Listen(); }
 uint16_t JobRunner::port() const { return impl_->port(); }
-int JobRunner::Run(const LaunchPlan& plan) { return impl_->Run(plan); }
+int JobRunner::Run(const JobSpec& spec) { return impl_->Run(spec); }
 
 }  // namespace dslaunch::launcher

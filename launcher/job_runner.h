@@ -1,17 +1,24 @@
 // JobRunner: the launcher's I/O shell for one job. Hosts the endpoint (rendezvous store + agent
-// control plane), checks and starts one agent per node through an AgentStarter, relays output to
-// the console, exchanges heartbeats, feeds every event to a JobTracker and carries out what it
-// decides. Single-threaded (one Asio io_context); the starter's callbacks are posted onto it.
-// Asio stays inside job_runner.cc.
+// control plane) for the whole job, checks and starts one agent per node through an AgentStarter,
+// relays output to the console, exchanges heartbeats, and runs the job as generations
+// (docs/elastic.md): every event of a generation goes to that generation's JobTracker; when it
+// ends, the ElasticPolicy decides whether another generation runs, on which nodes. Agents on
+// healthy nodes stay connected across generations and get the next ASSIGNMENT; agents are started
+// only on nodes that join. Single-threaded (one Asio io_context); the starter's callbacks and the
+// re-probes of failed nodes (on threads of their own) are posted onto it. Asio stays inside
+// job_runner.cc.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "common/heartbeat.h"
 #include "common/status.h"
 #include "launcher/agent_starter.h"
 #include "launcher/console.h"
+#include "launcher/elastic_policy.h"
 #include "launcher/launch_plan.h"
 
 namespace dslaunch::launcher {
@@ -37,8 +44,22 @@ struct JobRunnerOptions {
   std::string working_dir;
   std::chrono::milliseconds grace_period{0};
   std::chrono::milliseconds heartbeat_timeout{0};
+  std::chrono::milliseconds heartbeat_interval = kHeartbeatInterval;
   bool tee = true;
   bool show_host = false;  // prefix output lines with the host (multi-node jobs)
+};
+
+// What the job is: every candidate node, how each generation's plan is made, the restart policy.
+struct JobSpec {
+  // Every selected node, in order: candidate i is the agent's node id (Register.node_rank).
+  Resources candidates;
+  // The plan options of generation 0 (store address filled in); generation, restart reason and
+  // fault time are set for each generation.
+  PlanOptions plan_options;
+  ElasticOptions elastic;
+  // Makes a starter for re-probing failed nodes on a thread of its own (nullptr: failed nodes are
+  // never re-probed). A separate starter, so that a probe never shares state with Start().
+  std::function<std::unique_ptr<AgentStarter>()> probe_starter;
 };
 
 class JobRunner {
@@ -50,10 +71,10 @@ class JobRunner {
   // Binds the endpoint; afterwards port() is valid.
   Status Listen();
   uint16_t port() const;
-  // Runs the job to the end and returns the launcher's exit code: pre-flight on every node (a
-  // failure prints one report and returns 1 with nothing started), then the agents, then the
-  // job. Precondition: Listen() succeeded.
-  int Run(const LaunchPlan& plan);
+  // Runs the job to the end and returns the launcher's exit code: pre-flight on every candidate
+  // (a failure prints one report and returns 1 with nothing started), then the agents, then the
+  // generations until the policy ends the job. Precondition: Listen() succeeded.
+  int Run(const JobSpec& spec);
 
   class Impl;
 

@@ -182,6 +182,10 @@ int Main(int argc, char** argv) {
   po.generation = 0;
   po.no_devices = selected->no_devices;
   po.extra_env = std::move(*exports);
+  po.max_restarts = cli.max_restarts;
+  po.watchdog_timeout_ms = cli.watchdog_timeout ? cli.watchdog_timeout->count() : 0;
+  auto elastic = ElasticOptionsFor(cli, static_cast<int>(resources->size()));
+  if (!elastic.ok()) return Fail(elastic.status(), kUsageError);
 
   if (cli.dry_run) {
     po.store_address = kDryRunStoreAddress;
@@ -235,6 +239,7 @@ int Main(int argc, char** argv) {
   ro.working_dir = edges.working_dir;
   ro.grace_period = cli.grace_period;
   ro.heartbeat_timeout = cli.heartbeat_timeout;
+  ro.heartbeat_interval = cli.heartbeat_interval;
   ro.tee = cli.tee;
   ro.show_host = resources->size() > 1;
 
@@ -247,12 +252,17 @@ int Main(int argc, char** argv) {
     std::cerr << "dslaunch: warning: " << limit.status().message() << "\n";
   }
   std::unique_ptr<AgentStarter> starter;
+  JobSpec spec;
   if (local) {
     starter = std::make_unique<LocalAgentStarter>(agent_open_files);
+    spec.probe_starter = [agent_open_files] { return std::make_unique<LocalAgentStarter>(agent_open_files); };
   } else if (cli.no_ssh) {
+    // Every other node's agent is started by hand: a lost node cannot be re-probed from here.
     starter = std::make_unique<SelfStartedAgentStarter>(0, agent_open_files);
   } else {
-    starter = std::make_unique<SshAgentStarter>(SshOptionsFrom(cli, edges));
+    const SshOptions ssh = SshOptionsFrom(cli, edges);
+    starter = std::make_unique<SshAgentStarter>(ssh);
+    spec.probe_starter = [ssh] { return std::make_unique<SshAgentStarter>(ssh); };
   }
   // An agent started here that dies (SIGKILL, a crash) takes its workers with it
   // (PR_SET_PDEATHSIG), but not processes they moved into a session of their own: as a child
@@ -270,8 +280,15 @@ int Main(int argc, char** argv) {
       code = Fail(listening.WithContext("cannot open the launcher's endpoint"), kLauncherError);
     } else {
       po.store_address = JoinHostPort(ro.advertise_host, runner.port());
-      auto plan = PlanLaunch(*resources, po);
-      code = plan.ok() ? runner.Run(*plan) : Fail(plan.status(), kUsageError);
+      auto plan = PlanLaunch(*resources, po);  // generation 0 on every candidate: checks the options
+      if (plan.ok()) {
+        spec.candidates = *resources;
+        spec.plan_options = po;
+        spec.elastic = *elastic;
+        code = runner.Run(spec);
+      } else {
+        code = Fail(plan.status(), kUsageError);
+      }
     }
   }  // the runner has reaped or killed every agent it started
   if (own_agents) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "agent/line_splitter.h"
+#include "agent/log_files.h"
 #include "common/control_messages.h"
 #include "agent/node_workers.h"
 #include "agent/secret_dir.h"
@@ -179,4 +180,14 @@ TEST_CASE("Secret directory names carry the agent's pid and parse back from the 
 }
 
 }  // namespace
+}  // namespace dslaunch::agent
+
+namespace dslaunch::agent {
+
+TEST_CASE("WorkerFileName keeps generation 0's names and gives later generations their own") {
+  CHECK(WorkerFileName(3, 0, "stdout.log") == "rank3.stdout.log");
+  CHECK(WorkerFileName(3, 2, "stderr.log") == "rank3.gen2.stderr.log");
+  CHECK(WorkerFileName(0, 11, "error.json") == "rank0.gen11.error.json");
+}
+
 }  // namespace dslaunch::agent

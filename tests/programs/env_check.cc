@@ -13,6 +13,10 @@
 // --own_error_rank R: rank R writes an error record of its own failure, waits 500 ms, and exits
 // with --exit_code. --peer_error_rank Q: rank Q waits 100 ms, writes a record saying a peer caused
 // its failure, and exits 1 at once (the collateral exit that reaches the launcher first).
+// --until_generation G: --fail_rank, --kill_rank and --hang act only in generations before G
+// (DSLAUNCH_RESTART_COUNT < G); from generation G on every rank meets the barrier and exits 0.
+// --code_plus_generation: --fail_rank exits with --exit_code plus the generation (a different
+// failure in every generation). Pid files of generation g > 0 are rankR.genG.pid.
 #include <dirent.h>
 #include <unistd.h>
 
@@ -91,7 +95,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) != 0) return Die("unexpected argument " + a);
-    if (a == "--hang" || a == "--ignore_sigterm" || a == "--no_barrier" || a == "--check_fds") {
+    if (a == "--hang" || a == "--ignore_sigterm" || a == "--no_barrier" || a == "--check_fds" ||
+        a == "--code_plus_generation") {
       args[a] = "1";
     } else if (i + 1 < argc) {
       args[a] = argv[++i];
@@ -114,10 +119,13 @@ int main(int argc, char** argv) {
   };
   for (auto [a, b] : {std::pair{env::kLocalSize, env::kLocalWorldSize}, {env::kGroupRank, env::kNodeRank},
                       {env::kCrossRank, env::kNodeRank}, {env::kGroupWorldSize, env::kNumNodes},
-                      {env::kCrossSize, env::kNumNodes}, {env::kTorchElasticRestartCount, env::kRestartCount}}) {
+                      {env::kCrossSize, env::kNumNodes}, {env::kTorchElasticRestartCount, env::kRestartCount},
+                      {env::kRoleRank, env::kRank}, {env::kRoleWorldSize, env::kWorldSize},
+                      {env::kTorchElasticRunId, env::kJobId}}) {
     std::string err = expect_eq(a, b);
     if (!err.empty()) return Die(err);
   }
+  if (env[env::kRoleName] != "default") return Die("ROLE_NAME=" + env[env::kRoleName] + ", expected default");
   if (args.count("--expect_world") && std::to_string(id->world_size) != args["--expect_world"]) {
     return Die("WORLD_SIZE=" + std::to_string(id->world_size) + ", expected " + args["--expect_world"]);
   }
@@ -155,7 +163,8 @@ int main(int argc, char** argv) {
   // SIGTERM is ignored before the pid file tells a test that this rank is up.
   if (args.count("--ignore_sigterm")) std::signal(SIGTERM, SIG_IGN);
   if (args.count("--pid_dir")) {
-    std::ofstream(args["--pid_dir"] + "/rank" + std::to_string(id->rank) + ".pid") << ::getpid() << "\n";
+    const std::string gen = id->generation > 0 ? ".gen" + std::to_string(id->generation) : "";
+    std::ofstream(args["--pid_dir"] + "/rank" + std::to_string(id->rank) + gen + ".pid") << ::getpid() << "\n";
   }
 
   if (!args.count("--no_barrier")) {
@@ -190,10 +199,14 @@ int main(int argc, char** argv) {
     if (!s.ok()) return Die(s.ToString());
     return 1;
   }
+  if (args.count("--until_generation") && id->generation >= std::atoi(args["--until_generation"].c_str())) {
+    std::printf("rank %d of %d: generation %d ok\n", id->rank, id->world_size, id->generation);
+    return 0;
+  }
   if (args.count("--fail_rank") && std::to_string(id->rank) == args["--fail_rank"]) {
-    std::fprintf(stderr, "env_check: rank %d failing on purpose with exit code %s\n", id->rank,
-                 args["--exit_code"].c_str());
-    return std::atoi(args["--exit_code"].c_str());
+    const int code = std::atoi(args["--exit_code"].c_str()) + (args.count("--code_plus_generation") ? id->generation : 0);
+    std::fprintf(stderr, "env_check: rank %d failing on purpose with exit code %d\n", id->rank, code);
+    return code;
   }
   if (args.count("--kill_rank") && std::to_string(id->rank) == args["--kill_rank"]) {
     std::fprintf(stderr, "env_check: rank %d killing itself with SIGKILL\n", id->rank);
