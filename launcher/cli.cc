@@ -2,8 +2,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "common/job_id.h"
 #include "common/text.h"
@@ -19,11 +22,13 @@ constexpr char kExamples[] = R"(Examples:
   dslaunch -H hosts --num_nodes 2 --num_gpus 4 x.py   first 2 hosts, 4 workers each
   dslaunch --nproc_per_node 8 --no_python ./a.out     any program, started directly
   dslaunch -H hosts --dry-run=json train.py           print the launch plan, start nothing
+  dslaunch -H hosts --nnodes 2:4 --max_restarts 3 x.py  restart after failures, on 2 to 4 hosts
 
 Workers get RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, NNODES, MASTER_ADDR,
 MASTER_PORT, CUDA_VISIBLE_DEVICES, DSLAUNCH_STORE and DSLAUNCH_JOB_ID (docs/launch-plan.md).
 The first worker that fails stops the whole job; dslaunch exits with its exit code (128+N for
-signal N) and prints which rank failed, on which host, and the end of its stderr.
+signal N) and prints which rank failed, on which host, and the end of its stderr. With
+--max_restarts N it starts the job again instead, up to N times (docs/elastic.md).
 )";
 
 std::string Suggest(const CLI::App& app, const std::string& unknown) {
@@ -97,20 +102,145 @@ Result<SplitArgv> FindProgram(const CLI::App& app, const std::vector<std::string
 }
 
 // A number of seconds from the command line as milliseconds in [min, max]; the range is checked
-// on the double, before any conversion could overflow.
+// on the double, before any conversion could overflow. `hint`, if any, follows the range in the
+// message: what else the user may do.
 Result<std::chrono::milliseconds> Duration(const char* option, double seconds, std::chrono::milliseconds min,
-                                          std::chrono::milliseconds max) {
+                                          std::chrono::milliseconds max, const char* hint = nullptr) {
   const double min_s = std::chrono::duration<double>(min).count();
   const double max_s = std::chrono::duration<double>(max).count();
   if (!std::isfinite(seconds) || seconds < min_s || seconds > max_s) {
     std::ostringstream msg;
     msg << option << " " << seconds << ": expected seconds from " << min_s << " to " << max_s;
+    if (hint != nullptr) msg << " (" << hint << ")";
     return InvalidArgumentError(msg.str());
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
+// A node count of --nnodes: a decimal integer from 1, nothing else.
+std::optional<int> NodeCount(std::string_view text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+// torchrun's --nnodes: "N" (a fixed number of nodes) or "MIN:MAX" (an elastic range).
+struct NnodesValue {
+  int min_nodes = 0;
+  int max_nodes = 0;
+  bool range = false;
+};
+
+Result<NnodesValue> ParseNnodes(const std::string& text) {
+  const std::string bad = "--nnodes '" + text + "': expected N or MIN:MAX with 1 <= MIN <= MAX (e.g. 4 or 2:4)";
+  NnodesValue v;
+  const size_t colon = text.find(':');
+  std::optional<int> min = NodeCount(std::string_view(text).substr(0, colon));
+  std::optional<int> max = colon == std::string::npos ? min : NodeCount(std::string_view(text).substr(colon + 1));
+  if (!min || !max || *min < 1 || *max < *min) return InvalidArgumentError(bad);
+  v.min_nodes = *min;
+  v.max_nodes = *max;
+  v.range = colon != std::string::npos;
+  return v;
+}
+
+// The fault-tolerance options as given (docs/cli.md, "Fault tolerance"); absent: not given.
+struct ElasticArgs {
+  std::optional<std::string> nnodes;
+  bool elastic_training = false;
+  std::optional<int> min_elastic_nodes;
+  std::optional<int> max_elastic_nodes;
+  std::optional<int> max_restarts;
+};
+
+// Fills num_nodes (from --nnodes N), elastic_nodes and max_restarts of `o`; o.num_nodes holds
+// --num_nodes already.
+Status ResolveElastic(const ElasticArgs& a, CliOptions& o) {
+  for (auto [name, value] : {std::pair{"--min_elastic_nodes", a.min_elastic_nodes},
+                             std::pair{"--max_elastic_nodes", a.max_elastic_nodes}}) {
+    if (!value) continue;
+    const std::string given = std::string(name) + " " + std::to_string(*value);
+    if (!a.elastic_training) {
+      return InvalidArgumentError(given + " needs --elastic_training (DeepSpeed ignores it without), or give the "
+                                          "range as --nnodes MIN:MAX");
+    }
+    if (*value < 1) return InvalidArgumentError(given + ": expected a number of nodes >= 1");
+  }
+  if (a.min_elastic_nodes && a.max_elastic_nodes && *a.min_elastic_nodes > *a.max_elastic_nodes) {
+    return InvalidArgumentError("--min_elastic_nodes " + std::to_string(*a.min_elastic_nodes) +
+                                " is above --max_elastic_nodes " + std::to_string(*a.max_elastic_nodes) +
+                                "; the minimum must not exceed the maximum");
+  }
+  std::string num_nodes_option = o.num_nodes ? "--num_nodes " + std::to_string(*o.num_nodes) : "";
+  if (a.elastic_training) {
+    NodeRange r;
+    r.option = "--elastic_training";
+    if (a.min_elastic_nodes) {
+      r.min_nodes = *a.min_elastic_nodes;
+      r.option += " --min_elastic_nodes " + std::to_string(r.min_nodes);
+    }
+    if (a.max_elastic_nodes) {
+      r.max_nodes = *a.max_elastic_nodes;
+      r.option += " --max_elastic_nodes " + std::to_string(*r.max_nodes);
+    }
+    o.elastic_nodes = r;
+  }
+  if (a.nnodes) {
+    DSLAUNCH_ASSIGN_OR_RETURN(NnodesValue n, ParseNnodes(*a.nnodes));
+    const std::string given = "--nnodes " + *a.nnodes;
+    if (!n.range) {
+      // torchrun's fixed node count is DeepSpeed's --num_nodes: the first N selected hosts.
+      if (o.num_nodes && *o.num_nodes != n.min_nodes) {
+        return InvalidArgumentError(given + " and " + num_nodes_option +
+                                    " disagree: both give the number of nodes; keep one of them");
+      }
+      o.num_nodes = n.min_nodes;
+      num_nodes_option = given;
+    } else {
+      for (auto [name, deepspeed, mine] : {std::tuple{"--min_elastic_nodes", a.min_elastic_nodes, n.min_nodes},
+                                           std::tuple{"--max_elastic_nodes", a.max_elastic_nodes, n.max_nodes}}) {
+        if (deepspeed && *deepspeed != mine) {
+          return InvalidArgumentError(given + " and " + name + " " + std::to_string(*deepspeed) +
+                                      " disagree: both give the range of nodes; keep one of them");
+        }
+      }
+      o.elastic_nodes = NodeRange{n.min_nodes, n.max_nodes, given};
+    }
+  }
+  if (o.elastic_nodes && o.num_nodes && o.elastic_nodes->min_nodes > *o.num_nodes) {
+    return InvalidArgumentError(o.elastic_nodes->option + " needs at least " +
+                                std::to_string(o.elastic_nodes->min_nodes) + " nodes but " + num_nodes_option +
+                                " selects fewer; select more nodes or lower the minimum");
+  }
+  if (a.max_restarts && *a.max_restarts < 0) {
+    return InvalidArgumentError("--max_restarts " + std::to_string(*a.max_restarts) +
+                                ": expected a number of restarts >= 0 (0: the first failure ends the job)");
+  }
+  o.max_restarts = a.max_restarts.value_or(a.elastic_training ? kDeepSpeedElasticMaxRestarts : 0);
+  return Status::Ok();
+}
+
 }  // namespace
+
+Result<ElasticOptions> ElasticOptionsFor(const CliOptions& options, int candidates) {
+  ElasticOptions e;
+  e.max_restarts = options.max_restarts;
+  if (!options.elastic_nodes) {
+    e.min_nodes = e.max_nodes = candidates;
+    return e;
+  }
+  const NodeRange& r = *options.elastic_nodes;
+  if (r.min_nodes > candidates) {
+    return InvalidArgumentError(r.option + ": the job needs at least " + std::to_string(r.min_nodes) +
+                                " nodes but the hostfile selection has " + std::to_string(candidates) +
+                                "; list more hosts or lower the minimum");
+  }
+  e.min_nodes = r.min_nodes;
+  e.max_nodes = r.max_nodes.value_or(candidates);
+  return e;
+}
 
 Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   CliCommand command;
@@ -151,7 +281,26 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   double heartbeat_seconds = std::chrono::duration<double>(kDefaultHeartbeatTimeout).count();
   app.add_option("--heartbeat_timeout", heartbeat_seconds,
                  "seconds of silence after which an agent or the launcher counts as lost")->capture_default_str();
+  double heartbeat_interval_seconds = 0;
+  app.add_option("--heartbeat_interval", heartbeat_interval_seconds,
+                 "seconds between heartbeats, at most half the timeout (default: min(1, timeout / 3))");
   app.add_option("--export", o.exports, "pass NAME (from this environment) or NAME=VALUE to every worker; repeatable");
+
+  // Fault tolerance (docs/elastic.md).
+  ElasticArgs elastic;
+  std::string nnodes;
+  int max_restarts = 0, min_elastic_nodes = 0, max_elastic_nodes = 0;
+  double watchdog_seconds = 0;
+  app.add_option("--max_restarts", max_restarts,
+                 "restart the job after up to N failures (default 0: the first failure ends it; 100 with --elastic_training)");
+  app.add_option("--nnodes", nnodes,
+                 "N: the first N hosts (as --num_nodes); MIN:MAX: elastic, run on MIN to MAX hosts, the others are spares");
+  app.add_flag("--elastic_training", elastic.elastic_training,
+               "DeepSpeed's spelling of an elastic range: --min_elastic_nodes (default 1) to --max_elastic_nodes (default all)");
+  app.add_option("--min_elastic_nodes", min_elastic_nodes, "--elastic_training: the fewest nodes to run on");
+  app.add_option("--max_elastic_nodes", max_elastic_nodes, "--elastic_training: the most nodes to run on");
+  app.add_option("--watchdog_timeout", watchdog_seconds,
+                 "seconds without progress after which a rank counts as hung (default: off; docs/elastic.md)");
 
   app.add_option("--agent_path", o.agent_path, "dslaunch-agent on the nodes (default: this one's absolute path)");
   app.add_option("--ssh_user", o.ssh_user, "SSH user for hosts without user@ in the hostfile");
@@ -217,6 +366,27 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
                             Duration("--grace_period", grace_seconds, std::chrono::milliseconds(0), kMaxGracePeriod));
   DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("--heartbeat_timeout", heartbeat_seconds,
                                                           kMinHeartbeatTimeout, kMaxHeartbeatTimeout));
+  if (app.count("--heartbeat_interval") > 0) {
+    DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_interval, Duration("--heartbeat_interval", heartbeat_interval_seconds,
+                                                             kMinHeartbeatInterval, kMaxHeartbeatTimeout));
+    if (o.heartbeat_interval * kMinHeartbeatsPerTimeout > o.heartbeat_timeout) {
+      std::ostringstream msg;
+      msg << "--heartbeat_interval " << heartbeat_interval_seconds << " is more than half of --heartbeat_timeout "
+          << heartbeat_seconds << ": one late heartbeat would make a lost node; lower the interval or raise the timeout";
+      return InvalidArgumentError(msg.str());
+    }
+  } else {
+    o.heartbeat_interval = std::min(kHeartbeatInterval, o.heartbeat_timeout / kDefaultHeartbeatsPerTimeout);
+  }
+  if (app.count("--watchdog_timeout") > 0) {
+    DSLAUNCH_ASSIGN_OR_RETURN(o.watchdog_timeout, Duration("--watchdog_timeout", watchdog_seconds, kMinWatchdogTimeout,
+                                                           kMaxWatchdogTimeout, "leave it out for no watchdog"));
+  }
+  if (app.count("--nnodes") > 0) elastic.nnodes = nnodes;
+  if (app.count("--min_elastic_nodes") > 0) elastic.min_elastic_nodes = min_elastic_nodes;
+  if (app.count("--max_elastic_nodes") > 0) elastic.max_elastic_nodes = max_elastic_nodes;
+  if (app.count("--max_restarts") > 0) elastic.max_restarts = max_restarts;
+  DSLAUNCH_RETURN_IF_ERROR(ResolveElastic(elastic, o));
   DSLAUNCH_ASSIGN_OR_RETURN(o.ssh_connect_timeout, Duration("--ssh_connect_timeout", ssh_timeout_seconds,
                                                             kMinSshConnectTimeout, kMaxSshConnectTimeout));
   if (o.ssh_port < 1 || o.ssh_port > 65535) {

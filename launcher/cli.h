@@ -13,6 +13,7 @@
 
 #include "common/heartbeat.h"
 #include "common/status.h"
+#include "launcher/elastic_policy.h"
 #include "launcher/ssh_options.h"
 
 namespace dslaunch::launcher {
@@ -23,10 +24,25 @@ inline constexpr std::chrono::milliseconds kDefaultGracePeriod{30000};
 // The longest --grace_period: a checkpoint written on SIGTERM takes minutes; a day is past any,
 // and keeps every deadline (now + grace period) far from the clock's overflow.
 inline constexpr std::chrono::milliseconds kMaxGracePeriod = std::chrono::hours(24);
-// --heartbeat_timeout: at least two heartbeat intervals, so that one late heartbeat is not a lost
-// node; at most a day, for the same overflow reason as kMaxGracePeriod.
-inline constexpr std::chrono::milliseconds kMinHeartbeatTimeout = 2 * kHeartbeatInterval;
+// --heartbeat_timeout: at least a second, so that a node is declared lost in seconds (issue 10) but
+// not for a scheduling hiccup of a loaded machine (a page-cache flush, a GC pause); at most a day,
+// for the same overflow reason as kMaxGracePeriod.
+inline constexpr std::chrono::milliseconds kMinHeartbeatTimeout{1000};
 inline constexpr std::chrono::milliseconds kMaxHeartbeatTimeout = std::chrono::hours(24);
+// --heartbeat_interval: at least 100 ms, ten frames a second per agent, still nothing next to a
+// job's own traffic. An interval given explicitly fits at least twice into the timeout, so that
+// one late heartbeat is not a lost node; without one it is min(kHeartbeatInterval, timeout / 3),
+// which leaves room for two late ones.
+inline constexpr std::chrono::milliseconds kMinHeartbeatInterval{100};
+inline constexpr int kMinHeartbeatsPerTimeout = 2;
+inline constexpr int kDefaultHeartbeatsPerTimeout = 3;
+// --watchdog_timeout: from a millisecond (a value that rounds to 0 would mean no watchdog) to a
+// day (the overflow reason of kMaxGracePeriod).
+inline constexpr std::chrono::milliseconds kMinWatchdogTimeout{1};
+inline constexpr std::chrono::milliseconds kMaxWatchdogTimeout = std::chrono::hours(24);
+// --max_restarts when --elastic_training is given without it: the budget DeepSpeed's elastic agent
+// runs with (deepspeed/launcher/launch.py), so a DeepSpeed elastic command line keeps restarting.
+inline constexpr int kDeepSpeedElasticMaxRestarts = 100;
 // --ssh_connect_timeout: at least a millisecond (0 would mean "no timeout" to libssh); at most an
 // hour, far beyond any TCP connect and login.
 inline constexpr std::chrono::milliseconds kMinSshConnectTimeout{1};
@@ -39,6 +55,14 @@ inline constexpr int kDefaultMasterPort = 29500;
 inline constexpr int kDefaultRdzvPort = 29400;
 
 enum class DryRunFormat { kTable, kJson };
+
+// The elastic node range (docs/elastic.md): torchrun's --nnodes MIN:MAX, or DeepSpeed's
+// --elastic_training with --min_elastic_nodes / --max_elastic_nodes. 1 <= min_nodes <= max_nodes.
+struct NodeRange {
+  int min_nodes = 1;
+  std::optional<int> max_nodes;  // absent: every selected host (DeepSpeed's default)
+  std::string option;            // as given, for messages: "--nnodes 2:4", "--elastic_training"
+};
 
 struct CliOptions {
   std::optional<std::string> hostfile;  // -H/--hostfile; absent: one local node
@@ -63,6 +87,13 @@ struct CliOptions {
   std::string job_id;  // empty: generated; otherwise valid (ValidateJobId, common/job_id.h)
   std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;
   std::vector<std::string> exports;  // --export NAME or NAME=VALUE, in order
+  // Resolved: --heartbeat_interval, else min(kHeartbeatInterval, heartbeat_timeout / 3).
+  std::chrono::milliseconds heartbeat_interval = kHeartbeatInterval;
+
+  // Fault tolerance (docs/elastic.md). `--nnodes N` is --num_nodes N.
+  int max_restarts = 0;                 // --max_restarts; kDeepSpeedElasticMaxRestarts with --elastic_training
+  std::optional<NodeRange> elastic_nodes;  // absent: every selected host must run, no spares
+  std::optional<std::chrono::milliseconds> watchdog_timeout;  // absent: no watchdog unless a rank asks
 
   // Multi-node over SSH.
   std::string agent_path;  // empty: the local agent's absolute path
@@ -88,6 +119,12 @@ struct CliCommand {
   CliOptions options;
   std::optional<std::string> print;  // set for --help / --version
 };
+
+// The policy's options for a job whose hostfile selection has `candidates` hosts: no range means
+// every one of them must run (min = max = candidates); a range without MAX ends at `candidates`;
+// MAX may exceed it (the job never runs on more than there are). kInvalidArgument, naming the
+// option as given, when MIN exceeds `candidates`.
+Result<ElasticOptions> ElasticOptionsFor(const CliOptions& options, int candidates);
 
 // Parses argv (argv[0] is the program name). Errors are kInvalidArgument and name the offending
 // argument, e.g. "unknown option '--hostfiel' (did you mean '--hostfile'?)", "--grace_period

@@ -18,7 +18,7 @@ namespace {
 
 using Argv = std::vector<std::string>;
 
-const std::array<Argv, 6> kValidCommands = {
+const std::array<Argv, 8> kValidCommands = {
     Argv{"dslaunch", "--nproc_per_node", "4", "train.py", "--lr", "3e-4"},
     Argv{"dslaunch", "-H", "hosts", "--include", "w-0:0,1@w-1", "--grace_period", "5", "--dry-run=json", "x.py"},
     Argv{"dslaunch", "--no_ssh", "--node_rank", "1", "--master_addr", "n0", "--job_id", "J", "--rdzv_port",
@@ -27,15 +27,21 @@ const std::array<Argv, 6> kValidCommands = {
          "--ssh_connect_timeout", "2.5", "--ssh_port", "2222", "--export", "A=1", "-m", "pkg.mod"},
     Argv{"dslaunch", "--python", "/venv/bin/python", "--log_dir", "/l", "--no_tee", "--save_pid", "t.py"},
     Argv{"dslaunch", "--master_port", "1234", "--no_local_rank", "--job_id", "run-1", "--", "prog", "-x"},
+    Argv{"dslaunch", "-H", "h", "--nnodes", "2:4", "--max_restarts", "3", "--watchdog_timeout", "90",
+         "--heartbeat_timeout", "3", "--heartbeat_interval", "0.5", "t.py"},
+    Argv{"dslaunch", "-H", "h", "--elastic_training", "--min_elastic_nodes", "2", "--max_elastic_nodes", "4",
+         "--num_nodes", "4", "t.py"},
 };
 
 // Words that mutations put in: every option, and values at and beyond the edges of their ranges.
-const std::array<const char*, 40> kWords = {
+const std::array<const char*, 52> kWords = {
     "--hostfile", "-H", "--include", "-i", "--exclude", "--num_nodes", "--num_gpus", "--nproc_per_node",
     "--master_addr", "--master_port", "--no_python", "-m", "--module", "--no_local_rank", "--python",
     "--log_dir", "--tee", "--no_tee", "--grace_period", "--save_pid", "--dry-run", "--dry-run=yaml",
     "--job_id", "--heartbeat_timeout", "--export", "--ssh_port", "--ssh_connect_timeout", "--no_ssh",
-    "--node_rank", "--rdzv_port", "--", "-", "", "1e10", "-1", "nan", "99999999999999999999", "..", "=", "x.py"};
+    "--node_rank", "--rdzv_port", "--nnodes", "--max_restarts", "--elastic_training", "--min_elastic_nodes",
+    "--max_elastic_nodes", "--watchdog_timeout", "--heartbeat_interval", "--", "-", "", "1e10", "-1", "0", "nan",
+    "99999999999999999999", "..", "=", "2:4", "4:2", ":", "0.05", "x.py"};
 
 Argv Mutate(Argv argv, std::mt19937_64& rng) {
   const int edits = 1 + static_cast<int>(rng() % 3);
@@ -111,6 +117,19 @@ TEST_CASE("ParseCommandLine gives options or an error naming the problem for mut
     REQUIRE(o.ssh_connect_timeout <= kMaxSshConnectTimeout);
     REQUIRE((o.master_port >= 1 && o.master_port <= 65535));
     REQUIRE((o.rdzv_port >= 0 && o.rdzv_port <= 65535));
+    REQUIRE(o.heartbeat_interval >= kMinHeartbeatInterval);
+    REQUIRE(o.heartbeat_interval * kMinHeartbeatsPerTimeout <= o.heartbeat_timeout);
+    REQUIRE(o.max_restarts >= 0);
+    if (o.watchdog_timeout) {
+      REQUIRE(*o.watchdog_timeout >= kMinWatchdogTimeout);
+      REQUIRE(*o.watchdog_timeout <= kMaxWatchdogTimeout);
+    }
+    if (o.elastic_nodes) {
+      REQUIRE(o.elastic_nodes->min_nodes >= 1);
+      REQUIRE(o.elastic_nodes->max_nodes.value_or(o.elastic_nodes->min_nodes) >= o.elastic_nodes->min_nodes);
+      REQUIRE(o.num_nodes.value_or(o.elastic_nodes->min_nodes) >= o.elastic_nodes->min_nodes);
+      REQUIRE_FALSE(o.elastic_nodes->option.empty());
+    }
   }
   CHECK(accepted > 0);
   CHECK(accepted < cases);

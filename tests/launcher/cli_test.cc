@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <sstream>
+
 namespace dslaunch::launcher {
 namespace {
 
@@ -96,7 +98,11 @@ TEST_CASE("ParseCommandLine refuses an empty value for every numeric option, whi
                                {"--heartbeat_timeout", "--heartbeat_timeout"}, {"--master_port", "--master_port"},
                                {"--ssh_port", "--ssh_port"}, {"--nproc_per_node", "--num_gpus"},
                                {"--num_nodes", "--num_nodes"}, {"--node_rank", "--node_rank"},
-                               {"--ssh_connect_timeout", "--ssh_connect_timeout"}}) {
+                               {"--ssh_connect_timeout", "--ssh_connect_timeout"},
+                               {"--heartbeat_interval", "--heartbeat_interval"}, {"--max_restarts", "--max_restarts"},
+                               {"--min_elastic_nodes", "--min_elastic_nodes"},
+                               {"--max_elastic_nodes", "--max_elastic_nodes"},
+                               {"--watchdog_timeout", "--watchdog_timeout"}}) {
     CAPTURE(std::string(option));
     auto r = Parse({option, "", "--no_python", "x"});
     REQUIRE_FALSE(r.ok());
@@ -121,8 +127,9 @@ TEST_CASE("ParseCommandLine keeps durations in a range that cannot overflow") {
            Case{{"--grace_period", "-0.5", "x"}, "--grace_period -0.5: expected seconds from 0 to 86400"},
            Case{{"--grace_period", "inf", "x"}, "--grace_period inf: expected seconds from 0 to 86400"},
            Case{{"--grace_period", "nan", "x"}, "--grace_period nan: expected seconds from 0 to 86400"},
-           Case{{"--heartbeat_timeout", "1e300", "x"}, "--heartbeat_timeout 1e+300: expected seconds from 2 to 86400"},
-           Case{{"--heartbeat_timeout", "0.0001", "x"}, "--heartbeat_timeout 0.0001: expected seconds from 2 to 86400"},
+           Case{{"--heartbeat_timeout", "1e300", "x"}, "--heartbeat_timeout 1e+300: expected seconds from 1 to 86400"},
+           Case{{"--heartbeat_timeout", "0.0001", "x"}, "--heartbeat_timeout 0.0001: expected seconds from 1 to 86400"},
+           Case{{"--heartbeat_timeout", "0.999", "x"}, "--heartbeat_timeout 0.999: expected seconds from 1 to 86400"},
            Case{{"--ssh_connect_timeout", "1e10", "x"},
                 "--ssh_connect_timeout 1e+10: expected seconds from 0.001 to 3600"},
            Case{{"--ssh_connect_timeout", "0", "x"}, "--ssh_connect_timeout 0: expected seconds from 0.001 to 3600"},
@@ -133,7 +140,7 @@ TEST_CASE("ParseCommandLine keeps durations in a range that cannot overflow") {
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK(r.status().message() == c.error);
   }
-  auto edges = Parse({"--grace_period", "86400", "--heartbeat_timeout", "2", "--ssh_connect_timeout", "0.001", "x"});
+  auto edges = Parse({"--grace_period", "86400", "--heartbeat_timeout", "1", "--ssh_connect_timeout", "0.001", "x"});
   REQUIRE(edges.ok());
   CHECK(edges->options.grace_period == kMaxGracePeriod);
   CHECK(edges->options.heartbeat_timeout == kMinHeartbeatTimeout);
@@ -249,6 +256,270 @@ TEST_CASE("ParseCommandLine takes every port option in 1..65535 (--rdzv_port als
             std::string(flag) + " " + std::to_string(port) + " is not a TCP port (1-65535" +
                 (rdzv ? ", or 0 for any free port on a one-node job)" : ")"));
     }
+  }
+}
+
+TEST_CASE("ParseCommandLine reads the fault-tolerance options") {
+  auto c = Parse({"--max_restarts", "3", "--nnodes", "2:4", "--watchdog_timeout", "90.5", "--heartbeat_timeout", "3",
+                  "--heartbeat_interval", "0.5", "-H", "h", "x"});
+  REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  const CliOptions& o = c->options;
+  CHECK(o.max_restarts == 3);
+  REQUIRE(o.elastic_nodes.has_value());
+  CHECK(o.elastic_nodes->min_nodes == 2);
+  CHECK(o.elastic_nodes->max_nodes == 4);
+  CHECK(o.elastic_nodes->option == "--nnodes 2:4");
+  CHECK_FALSE(o.num_nodes.has_value());
+  CHECK(o.watchdog_timeout == std::chrono::milliseconds(90500));
+  CHECK(o.heartbeat_timeout == std::chrono::milliseconds(3000));
+  CHECK(o.heartbeat_interval == std::chrono::milliseconds(500));
+
+  auto d = Parse({"x"});
+  REQUIRE(d.ok());
+  CHECK(d->options.max_restarts == 0);
+  CHECK_FALSE(d->options.elastic_nodes.has_value());
+  CHECK_FALSE(d->options.watchdog_timeout.has_value());
+  CHECK(d->options.heartbeat_timeout == kDefaultHeartbeatTimeout);
+  CHECK(d->options.heartbeat_interval == kHeartbeatInterval);
+}
+
+TEST_CASE("ParseCommandLine derives the heartbeat interval from the timeout when none is given") {
+  struct Case {
+    std::string timeout;
+    int64_t interval_ms;
+  };
+  for (const Case& c : {Case{"1", 333}, Case{"2", 666}, Case{"2.9", 966}, Case{"3", 1000}, Case{"10", 1000},
+                        Case{"86400", 1000}}) {
+    CAPTURE(c.timeout);
+    auto r = Parse({"--heartbeat_timeout", c.timeout, "x"});
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK(r->options.heartbeat_interval == std::chrono::milliseconds(c.interval_ms));
+  }
+}
+
+TEST_CASE("ParseCommandLine keeps an explicit heartbeat interval within half the timeout") {
+  struct Case {
+    std::vector<std::string> args;
+    int64_t interval_ms;  // 0: refused with `error`
+    std::string error;
+  };
+  for (const Case& c : {
+           Case{{"--heartbeat_interval", "0.1", "--heartbeat_timeout", "1"}, 100, ""},
+           Case{{"--heartbeat_interval", "0.5", "--heartbeat_timeout", "1"}, 500, ""},
+           Case{{"--heartbeat_interval", "5"}, 5000, ""},  // half the default timeout
+           Case{{"--heartbeat_interval", "0.6", "--heartbeat_timeout", "1"}, 0,
+                "--heartbeat_interval 0.6 is more than half of --heartbeat_timeout 1: one late heartbeat would make a "
+                "lost node; lower the interval or raise the timeout"},
+           Case{{"--heartbeat_interval", "5.001"}, 0,
+                "--heartbeat_interval 5.001 is more than half of --heartbeat_timeout 10: one late heartbeat would make "
+                "a lost node; lower the interval or raise the timeout"},
+           Case{{"--heartbeat_interval", "0.099"}, 0, "--heartbeat_interval 0.099: expected seconds from 0.1 to 86400"},
+           Case{{"--heartbeat_interval", "0"}, 0, "--heartbeat_interval 0: expected seconds from 0.1 to 86400"},
+           Case{{"--heartbeat_interval", "inf"}, 0, "--heartbeat_interval inf: expected seconds from 0.1 to 86400"},
+       }) {
+    CAPTURE(c.error);
+    std::vector<std::string> args = c.args;
+    args.push_back("x");
+    auto r = Parse(args);
+    if (c.interval_ms == 0) {
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.status().code() == StatusCode::kInvalidArgument);
+      CHECK(r.status().message() == c.error);
+    } else {
+      REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      CHECK(r->options.heartbeat_interval == std::chrono::milliseconds(c.interval_ms));
+    }
+  }
+}
+
+TEST_CASE("ParseCommandLine reads --watchdog_timeout as seconds above 0") {
+  auto edges = Parse({"--watchdog_timeout", "0.001", "x"});
+  REQUIRE(edges.ok());
+  CHECK(edges->options.watchdog_timeout == std::chrono::milliseconds(1));
+  auto day = Parse({"--watchdog_timeout", "86400", "x"});
+  REQUIRE(day.ok());
+  CHECK(day->options.watchdog_timeout == kMaxWatchdogTimeout);
+  for (std::string bad : {"0", "-1", "0.0004", "86400.5", "nan", "1e300"}) {
+    CAPTURE(bad);
+    auto r = Parse({"--watchdog_timeout", bad, "x"});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    std::ostringstream expect;
+    expect << "--watchdog_timeout " << std::stod(bad)
+           << ": expected seconds from 0.001 to 86400 (leave it out for no watchdog)";
+    CHECK(r.status().message() == expect.str());
+  }
+}
+
+TEST_CASE("ParseCommandLine reads --nnodes as N (--num_nodes) or MIN:MAX (an elastic range)") {
+  struct Case {
+    std::vector<std::string> args;
+    std::optional<int> num_nodes;
+    std::optional<NodeRange> range;  // option compared too
+  };
+  const Case cases[] = {
+      {{"--nnodes", "4"}, 4, std::nullopt},
+      {{"--nnodes", "4", "--num_nodes", "4"}, 4, std::nullopt},
+      {{"--nnodes", "2:4"}, std::nullopt, NodeRange{2, 4, "--nnodes 2:4"}},
+      {{"--nnodes", "4:4"}, std::nullopt, NodeRange{4, 4, "--nnodes 4:4"}},
+      {{"--nnodes=1:1000"}, std::nullopt, NodeRange{1, 1000, "--nnodes 1:1000"}},
+      {{"--num_nodes", "6", "--nnodes", "2:8"}, 6, NodeRange{2, 8, "--nnodes 2:8"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.push_back("x");
+    const std::string first = args[0];
+    CAPTURE(first);
+    auto r = Parse(args);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK(r->options.num_nodes == c.num_nodes);
+    REQUIRE(r->options.elastic_nodes.has_value() == c.range.has_value());
+    if (c.range) {
+      CHECK(r->options.elastic_nodes->min_nodes == c.range->min_nodes);
+      CHECK(r->options.elastic_nodes->max_nodes == c.range->max_nodes);
+      CHECK(r->options.elastic_nodes->option == c.range->option);
+    }
+    CHECK(r->options.max_restarts == 0);  // torchrun's default, range or not
+  }
+}
+
+TEST_CASE("ParseCommandLine reads DeepSpeed's --elastic_training, --min_elastic_nodes and --max_elastic_nodes") {
+  struct Case {
+    std::vector<std::string> args;
+    NodeRange range;
+    int max_restarts;
+    std::optional<int> num_nodes;
+  };
+  const Case cases[] = {
+      {{"--elastic_training"}, NodeRange{1, std::nullopt, "--elastic_training"}, 100, std::nullopt},
+      {{"--elastic_training", "--min_elastic_nodes", "2", "--max_elastic_nodes", "4"},
+       NodeRange{2, 4, "--elastic_training --min_elastic_nodes 2 --max_elastic_nodes 4"}, 100, std::nullopt},
+      {{"--elastic_training", "--max_elastic_nodes", "3", "--max_restarts", "0"},
+       NodeRange{1, 3, "--elastic_training --max_elastic_nodes 3"}, 0, std::nullopt},
+      {{"--elastic_training", "--num_nodes", "3"}, NodeRange{1, std::nullopt, "--elastic_training"}, 100, 3},
+      // --nnodes N is --num_nodes N; the range stays DeepSpeed's.
+      {{"--elastic_training", "--nnodes", "3", "--min_elastic_nodes", "2"},
+       NodeRange{2, std::nullopt, "--elastic_training --min_elastic_nodes 2"}, 100, 3},
+      // Both spellings of the same range.
+      {{"--elastic_training", "--nnodes", "2:4", "--max_elastic_nodes", "4"}, NodeRange{2, 4, "--nnodes 2:4"}, 100,
+       std::nullopt},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.push_back("x");
+    CAPTURE(c.range.option);
+    auto r = Parse(args);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    REQUIRE(r->options.elastic_nodes.has_value());
+    CHECK(r->options.elastic_nodes->min_nodes == c.range.min_nodes);
+    CHECK(r->options.elastic_nodes->max_nodes == c.range.max_nodes);
+    CHECK(r->options.elastic_nodes->option == c.range.option);
+    CHECK(r->options.max_restarts == c.max_restarts);
+    CHECK(r->options.num_nodes == c.num_nodes);
+  }
+}
+
+TEST_CASE("ParseCommandLine refuses bad or conflicting node counts and restart budgets, naming the options") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;  // exact message
+  };
+  const char* range_grammar = ": expected N or MIN:MAX with 1 <= MIN <= MAX (e.g. 4 or 2:4)";
+  for (const Case& c : {
+           Case{{"--nnodes", "0"}, "--nnodes '0'"}, Case{{"--nnodes", "4:2"}, "--nnodes '4:2'"},
+           Case{{"--nnodes", "0:2"}, "--nnodes '0:2'"}, Case{{"--nnodes", "-1"}, "--nnodes '-1'"},
+           Case{{"--nnodes", "two"}, "--nnodes 'two'"}, Case{{"--nnodes", "2:"}, "--nnodes '2:'"},
+           Case{{"--nnodes", ":4"}, "--nnodes ':4'"}, Case{{"--nnodes", "1:2:3"}, "--nnodes '1:2:3'"},
+           Case{{"--nnodes", "2 :4"}, "--nnodes '2 :4'"}, Case{{"--nnodes", "+2"}, "--nnodes '+2'"},
+           Case{{"--nnodes", "99999999999"}, "--nnodes '99999999999'"}, Case{{"--nnodes", ""}, "--nnodes ''"},
+       }) {
+    std::vector<std::string> args = c.args;
+    args.push_back("x");
+    CAPTURE(c.error);
+    auto r = Parse(args);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK(r.status().message() == c.error + range_grammar);
+  }
+  for (const Case& c : {
+           Case{{"--nnodes", "3", "--num_nodes", "2"},
+                "--nnodes 3 and --num_nodes 2 disagree: both give the number of nodes; keep one of them"},
+           Case{{"--num_nodes", "2", "--nnodes", "3:4"},
+                "--nnodes 3:4 needs at least 3 nodes but --num_nodes 2 selects fewer; select more nodes or lower the "
+                "minimum"},
+           Case{{"--elastic_training", "--min_elastic_nodes", "3", "--nnodes", "2"},
+                "--elastic_training --min_elastic_nodes 3 needs at least 3 nodes but --nnodes 2 selects fewer; select "
+                "more nodes or lower the minimum"},
+           Case{{"--elastic_training", "--nnodes", "2:4", "--min_elastic_nodes", "1"},
+                "--nnodes 2:4 and --min_elastic_nodes 1 disagree: both give the range of nodes; keep one of them"},
+           Case{{"--elastic_training", "--nnodes", "2:4", "--max_elastic_nodes", "5"},
+                "--nnodes 2:4 and --max_elastic_nodes 5 disagree: both give the range of nodes; keep one of them"},
+           Case{{"--min_elastic_nodes", "2"},
+                "--min_elastic_nodes 2 needs --elastic_training (DeepSpeed ignores it without), or give the range as "
+                "--nnodes MIN:MAX"},
+           Case{{"--max_elastic_nodes", "4", "--nnodes", "2:4"},
+                "--max_elastic_nodes 4 needs --elastic_training (DeepSpeed ignores it without), or give the range as "
+                "--nnodes MIN:MAX"},
+           Case{{"--elastic_training", "--min_elastic_nodes", "0"},
+                "--min_elastic_nodes 0: expected a number of nodes >= 1"},
+           Case{{"--elastic_training", "--max_elastic_nodes", "-1"},
+                "--max_elastic_nodes -1: expected a number of nodes >= 1"},
+           Case{{"--elastic_training", "--min_elastic_nodes", "3", "--max_elastic_nodes", "2"},
+                "--min_elastic_nodes 3 is above --max_elastic_nodes 2; the minimum must not exceed the maximum"},
+           Case{{"--max_restarts", "-1"},
+                "--max_restarts -1: expected a number of restarts >= 0 (0: the first failure ends the job)"},
+           Case{{"--max-restarts", "3"},
+                "unknown option '--max-restarts' (did you mean '--max_restarts'?); run 'dslaunch --help' for the list"},
+       }) {
+    std::vector<std::string> args = c.args;
+    args.push_back("x");
+    CAPTURE(c.error);
+    auto r = Parse(args);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK(r.status().message() == c.error);
+  }
+}
+
+TEST_CASE("ElasticOptionsFor fills in what the command line left to the hostfile") {
+  struct Case {
+    std::vector<std::string> args;
+    int candidates;
+    ElasticOptions expect;
+    std::string error;  // non-empty: refused with this message
+  };
+  for (const Case& c : {
+           Case{{}, 4, {4, 4, 0}, ""},
+           Case{{"--max_restarts", "2"}, 4, {4, 4, 2}, ""},
+           Case{{"--nnodes", "2:4"}, 6, {2, 4, 0}, ""},
+           Case{{"--nnodes", "2:8"}, 3, {2, 8, 0}, ""},
+           Case{{"--nnodes", "3:3"}, 3, {3, 3, 0}, ""},
+           Case{{"--elastic_training"}, 5, {1, 5, 100}, ""},
+           Case{{"--elastic_training", "--min_elastic_nodes", "2"}, 5, {2, 5, 100}, ""},
+           Case{{"--nnodes", "4:6"}, 3, {},
+                "--nnodes 4:6: the job needs at least 4 nodes but the hostfile selection has 3; list more hosts or "
+                "lower the minimum"},
+           Case{{"--elastic_training", "--min_elastic_nodes", "2"}, 1, {},
+                "--elastic_training --min_elastic_nodes 2: the job needs at least 2 nodes but the hostfile selection "
+                "has 1; list more hosts or lower the minimum"},
+       }) {
+    std::vector<std::string> args = c.args;
+    args.push_back("x");
+    CAPTURE(c.candidates);
+    CAPTURE(c.error);
+    auto parsed = Parse(args);
+    REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
+    Result<ElasticOptions> e = ElasticOptionsFor(parsed->options, c.candidates);
+    if (!c.error.empty()) {
+      REQUIRE_FALSE(e.ok());
+      CHECK(e.status().code() == StatusCode::kInvalidArgument);
+      CHECK(e.status().message() == c.error);
+      continue;
+    }
+    REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+    CHECK(e->min_nodes == c.expect.min_nodes);
+    CHECK(e->max_nodes == c.expect.max_nodes);
+    CHECK(e->max_restarts == c.expect.max_restarts);
   }
 }
 
