@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 
+#include "tests/support/cluster.h"
 #include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
@@ -23,34 +24,6 @@ const std::string kEnvCheck = kBin + "/env_check";
 constexpr int kNodes = 4;
 constexpr int kSlots = 2;
 constexpr std::chrono::seconds kRunTimeout{90};
-
-// The cluster the CTest fixture `cluster` brought up (tests/support/cluster_fixture.sh):
-// DSLAUNCH_CLUSTER_DIR names its state directory, with 4 nodes of 2 slots.
-class Cluster {
- public:
-  static Cluster* Get() {
-    static Cluster* cluster = Find();
-    return cluster;
-  }
-  // Why Get() found none.
-  static std::string Missing() {
-    return "no test cluster (it needs root and 'ip netns'; run through ctest -L cluster, whose fixture brings it "
-           "up and sets DSLAUNCH_CLUSTER_DIR)";
-  }
-  std::string dir() const { return dir_; }
-  std::string hostfile() const { return dir_ + "/hostfile"; }
-  std::string Addr(int node) const { return "172.30.77." + std::to_string(10 + node); }
-
- private:
-  static Cluster* Find() {
-    const char* dir = std::getenv("DSLAUNCH_CLUSTER_DIR");
-    if (dir == nullptr || !std::filesystem::exists(std::string(dir) + "/hostfile")) return nullptr;
-    auto* c = new Cluster;
-    c->dir_ = dir;
-    return c;
-  }
-  std::string dir_;
-};
 
 bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 

@@ -1,0 +1,141 @@
+// Cluster tests of fault tolerance (docs/elastic.md): real sshd in network namespaces, the real
+// dslaunch over libssh, a node cut off with `ip link set ... down`.
+#include <dirent.h>
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/cluster.h"
+#include "tests/support/skip.h"
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::testing {
+namespace {
+
+const std::string kBin = DSLAUNCH_BIN_DIR;
+const std::string kLauncher = kBin + "/dslaunch";
+const std::string kEnvCheck = kBin + "/env_check";
+constexpr std::chrono::seconds kRunTimeout{120};
+
+bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+std::vector<std::string> Launch(const Cluster& c, const TempDir& dir, const std::string& job_id,
+                                std::vector<std::string> options, std::vector<std::string> worker_args) {
+  std::vector<std::string> argv = {kLauncher, "--log_dir", dir.path() + "/logs", "--grace_period", "1",
+                                   "--heartbeat_timeout", "2", "--job_id", job_id};
+  for (auto& o : c.SshOptions()) argv.push_back(o);
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.insert(argv.end(), {"--no_python", kEnvCheck, "--pid_dir", dir.path()});
+  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+  return argv;
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Every process on this machine (the namespaces share its PID space) that belongs to the job:
+// agents carry the job id on their command line, workers in their environment.
+std::vector<pid_t> JobProcesses(const std::string& job_id) {
+  std::vector<pid_t> pids;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return pids;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    const std::string base = std::string("/proc/") + e->d_name;
+    const std::string cmdline = ReadWhole(base + "/cmdline");
+    if (cmdline.rfind(kLauncher, 0) == 0) continue;  // the launcher itself
+    if (Contains(cmdline, job_id) || Contains(ReadWhole(base + "/environ"), "DSLAUNCH_JOB_ID=" + job_id)) {
+      if (ProcessAlive(static_cast<pid_t>(pid))) pids.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  ::closedir(d);
+  return pids;
+}
+
+size_t PidFilesOf(const TempDir& dir, int generation) {
+  size_t n = 0;
+  const std::string tag = generation > 0 ? ".gen" + std::to_string(generation) + ".pid" : ".pid";
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > tag.size() && name.compare(name.size() - tag.size(), tag.size(), tag) == 0 &&
+        (generation > 0 || name.find(".gen") == std::string::npos)) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+TEST_CASE("A node cut off mid-job is replaced by the spare and the job completes") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  const std::string job = "elastic-spare";
+  // Nodes 0-2 run, node 3 waits as the spare; generation 0 hangs until a node is lost.
+  Subprocess launcher(Launch(*c, dir, job, {"--nnodes", "3:3", "--max_restarts", "2"},
+                             {"--hang", "--until_generation", "1", "--expect_world", "6"}));
+  REQUIRE(WaitFor([&] { return PidFilesOf(dir, 0) == 6; }, std::chrono::seconds(60)));
+  LinkGuard guard(*c, 1);
+  REQUIRE(SetLink(*c, 1, false));
+  auto r = launcher.Wait(kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.err, "dslaunch: generation 0: node " + c->Addr(1) + " lost (no heartbeat for "));
+  CHECK(Contains(r.err, c->Addr(3)));
+  // The spare took node 1's place: its ranks 2 and 3 run there now.
+  CHECK(Contains(r.out, "[rank 2 " + c->Addr(3) + "] rank 2 of 6: generation 1 ok\n"));
+  CHECK(Contains(r.out, "[rank 5 " + c->Addr(2) + "] rank 5 of 6: generation 1 ok\n"));
+  SetLink(*c, 1, true);
+  // Node 1's agent stops its workers once it misses the launcher's heartbeats.
+  CHECK(WaitFor([&] { return JobProcesses(job).empty(); }, std::chrono::seconds(20)));
+}
+
+TEST_CASE("An elastic job shrinks when a node is lost and takes the node back when it answers again") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  const std::string job = "elastic-shrink";
+  // Three candidates, at least two: no spare, so a loss shrinks the job. Generations 0 and 1 hang:
+  // 0 until node 2 is lost, 1 until node 2 is back and the launcher scales up.
+  Subprocess launcher(Launch(*c, dir, job, {"--num_nodes", "3", "--nnodes", "2:3", "--max_restarts", "1"},
+                             {"--hang", "--until_generation", "2"}));
+  REQUIRE(WaitFor([&] { return PidFilesOf(dir, 0) == 6; }, std::chrono::seconds(60)));
+  {
+    LinkGuard guard(*c, 2);
+    REQUIRE(SetLink(*c, 2, false));
+    REQUIRE(WaitFor([&] { return PidFilesOf(dir, 1) == 4; }, std::chrono::seconds(30)));
+  }  // link back up
+  auto r = launcher.Wait(kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.err, "dslaunch: generation 0: node " + c->Addr(2) + " lost"));
+  CHECK(Contains(r.err, "continuing on 2 nodes"));
+  CHECK(Contains(r.out, "[rank 5 " + c->Addr(2) + "] rank 5 of 6: generation 2 ok\n"));
+  CHECK(WaitFor([&] { return JobProcesses(job).empty(); }, std::chrono::seconds(20)));
+}
+
+TEST_CASE("SIGKILL of the launcher in the middle of a restart leaves nothing on any node") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  const std::string job = "elastic-kill";
+  Subprocess launcher(Launch(*c, dir, job, {"--max_restarts", "3"},
+                             {"--fail_rank", "3", "--exit_code", "4", "--code_plus_generation", "--ignore_sigterm"}));
+  // The first workers of generation 1 are up: the restart is under way.
+  REQUIRE(WaitFor([&] { return PidFilesOf(dir, 1) >= 1; }, std::chrono::seconds(60)));
+  launcher.Signal(SIGKILL);
+  launcher.Wait(kRunTimeout);
+  // Agents see the connection close at once; the grace period is 1 s, then SIGKILL.
+  CHECK(WaitFor([&] { return JobProcesses(job).empty(); }, std::chrono::seconds(15)));
+  CHECK(JobProcesses(job).empty());
+}
+
+}  // namespace
+}  // namespace dslaunch::testing
