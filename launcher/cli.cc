@@ -270,6 +270,9 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   std::string python;
   app.add_option("--python", python, "interpreter for .py programs and -m (default: $PYTHON_EXEC, else python3)");
   app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch-$UID)");
+  app.add_option("--events_file", o.events_file,
+                 "append the job's events (generations started and ended, faults, decisions) to FILE, one JSON "
+                 "object per line (docs/elastic.md)");
   app.add_flag("--tee,!--no_tee", o.tee, "echo workers' output on the console (default) or only log it");
   app.add_option("--grace_period", grace_seconds, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();

@@ -83,6 +83,7 @@ struct CliOptions {
   std::chrono::milliseconds grace_period = kDefaultGracePeriod;
   // --save_pid: write the launcher's pid to this file while it runs; "" means the default path.
   std::optional<std::string> save_pid;
+  std::string events_file;  // --events_file; empty: none (docs/elastic.md, "Events file")
   std::optional<DryRunFormat> dry_run;
   std::string job_id;  // empty: generated; otherwise valid (ValidateJobId, common/job_id.h)
   std::chrono::milliseconds heartbeat_timeout = kDefaultHeartbeatTimeout;

@@ -171,6 +171,8 @@ class JobRunner::Impl {
     plan_ = std::move(*plan);
     tracker_ = std::make_unique<JobTracker>(plan_);
     fault_time_ms_ = 0;
+    workers_started_ = 0;
+    options_.events.Record(generation, "generation_start", reason);
     members_ = active;
     for (auto& c : candidates_) c.node_rank = -1;
     for (size_t r = 0; r < active.size(); ++r) candidates_[active[r]].node_rank = static_cast<int>(r);
@@ -311,6 +313,8 @@ class JobRunner::Impl {
             if (m.generation != plan_.generation) return;  // a stale peer is never trusted
             if constexpr (std::is_same_v<T, control::Output>) {
               console_.PrintOutput(m, host);
+            } else if constexpr (std::is_same_v<T, control::WorkerStarted>) {
+              if (++workers_started_ == plan_.world_size) options_.events.Record(plan_.generation, "workers_started");
             } else if constexpr (std::is_same_v<T, control::WorkerExited>) {
               Apply(tracker_->OnWorkerExited(node_rank, m));
             } else if constexpr (std::is_same_v<T, control::WorkerStalled>) {
@@ -418,7 +422,11 @@ class JobRunner::Impl {
       case Action::kNone:
         return;
       case Action::kStopAll: {
-        if (fault_time_ms_ == 0) fault_time_ms_ = UnixMillis();
+        if (fault_time_ms_ == 0) {
+          fault_time_ms_ = UnixMillis();
+          const auto& cause = tracker_->root_cause();
+          options_.events.Record(plan_.generation, "fault", cause ? DescribeRootCause(*cause) : "");
+        }
         SendStop(options_.grace_period.count(), "job is stopping");
         registration_timer_.cancel();
         const int generation = plan_.generation;
@@ -470,7 +478,10 @@ class JobRunner::Impl {
     gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
     const GenerationOutcome outcome = OutcomeOf(*tracker_, members_, gone);
     last_code_ = tracker_->ExitCode();
+    options_.events.Record(plan_.generation, "generation_end",
+                           outcome.kind == GenerationOutcome::Kind::kSucceeded ? "succeeded" : outcome.description);
     Decision d = policy_->OnGenerationEnded(outcome);
+    options_.events.Record(plan_.generation, "decision", d.line);
     if (d.kind == Decision::Kind::kRun) {
       console_.PrintError(d.line + "\n");
       for (int c : gone) ScheduleProbe(c);
@@ -584,6 +595,7 @@ class JobRunner::Impl {
   std::vector<int> members_;  // candidate index by node rank
   std::vector<int> leaving_;  // members whose agent said it stops on its own (AGENT_STOPPING)
   int64_t fault_time_ms_ = 0;  // when this generation's first failure was seen (Unix ms)
+  int workers_started_ = 0;    // WORKER_STARTED messages of this generation
   uint64_t agent_serial_ = 0;    // agents whose start was attempted
   uint64_t agents_started_ = 0;  // of them, started
   uint64_t agents_exited_ = 0;   // of those, exits reported

@@ -19,6 +19,7 @@
 #include "launcher/agent_starter.h"
 #include "launcher/console.h"
 #include "launcher/elastic_policy.h"
+#include "launcher/event_log.h"
 #include "launcher/launch_plan.h"
 
 namespace dslaunch::launcher {
@@ -47,6 +48,7 @@ struct JobRunnerOptions {
   std::chrono::milliseconds heartbeat_interval = kHeartbeatInterval;
   bool tee = true;
   bool show_host = false;  // prefix output lines with the host (multi-node jobs)
+  EventLog events;         // --events_file
 };
 
 // What the job is: every candidate node, how each generation's plan is made, the restart policy.

@@ -240,6 +240,9 @@ int Main(int argc, char** argv) {
   ro.grace_period = cli.grace_period;
   ro.heartbeat_timeout = cli.heartbeat_timeout;
   ro.heartbeat_interval = cli.heartbeat_interval;
+  auto events = EventLog::Open(cli.events_file);
+  if (!events.ok()) return Fail(events.status(), kUsageError);
+  ro.events = *events;
   ro.tee = cli.tee;
   ro.show_host = resources->size() > 1;
 
