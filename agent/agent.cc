@@ -581,7 +581,7 @@ Result<control::Assignment> Register(int fd, const AgentConfig& config) {
 int RunAgent(const AgentConfig& config) {
   std::string prefix = "dslaunch-agent[node " + std::to_string(config.node_rank) + "]: ";
   auto fd = ConnectToEndpoint(config.endpoint, config.job_id, config.secret, PeerRole::kAgent,
-                              Clock::now() + kConnectTimeout);
+                              /*generation=*/0, Clock::now() + kConnectTimeout);
   if (!fd.ok()) {
     std::cerr << prefix << "cannot reach the launcher at " << config.endpoint << ": "
               << fd.status().ToString() << "\n";

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "common/asio.h"
+#include "common/check.h"
 #include "common/message_types.h"
 #include "common/secret.h"
 
@@ -54,6 +55,7 @@ class Endpoint::Impl : public std::enable_shared_from_this<Endpoint::Impl> {
   Status Open();
   void StartAccept();
   void StopNow();
+  void BeginGenerationNow(int generation);
   void Remove(Connection* c);
   void Log(std::string_view line) const { options_.log(line); }
 
@@ -73,6 +75,7 @@ class Endpoint::Impl : public std::enable_shared_from_this<Endpoint::Impl> {
   EndpointOptions options_;
   uint16_t port_ = 0;
   bool stopped_ = false;
+  int generation_ = 0;
   std::map<PeerRole, SessionFactory> factories_;
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
   HandshakeAdmission admission_;
@@ -159,6 +162,9 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
 
   const std::string& peer() const override { return peer_; }
   PeerRole role() const override { return role_; }
+  int generation() const override { return generation_; }
+  // Authenticated and not closing.
+  bool open() const { return state_ == State::kOpen; }
 
   // Closes without flushing; the handler's OnClose sees `why`. Never re-enters the handler.
   void Abort(Status why) {
@@ -231,6 +237,10 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
     } else {
       rejection =
           VerifyAuth(challenge_, *auth, endpoint_->options_.job_id, endpoint_->options_.secret);
+      if (!rejection) {
+        rejection =
+            FenceGeneration(auth->role, auth->job_id, auth->generation, endpoint_->generation_);
+      }
     }
     const SessionFactory* factory = nullptr;
     if (!rejection) {
@@ -249,6 +259,7 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
       return Status::Ok();
     }
     role_ = auth->role;
+    generation_ = auth->generation;
     Send(msg::kAuthOk, EncodeAuthOk(ServerProof(endpoint_->options_.secret, challenge_, *auth)));
     state_ = State::kOpen;
     timer_.cancel();
@@ -330,6 +341,7 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
   bool in_handshake_slot_ = true;  // counted by HandshakeAdmission
   State state_ = State::kHandshake;
   PeerRole role_ = PeerRole::kStoreClient;
+  int generation_ = 0;
   Challenge challenge_;
   wire::FrameDecoder decoder_;
   std::array<char, kReadChunkBytes> read_buffer_;
@@ -502,6 +514,27 @@ void Endpoint::Impl::StopNow() {
   Report(/*final=*/true);
 }
 
+void Endpoint::Impl::BeginGenerationNow(int generation) {
+  DSLAUNCH_CHECK(generation >= generation_)
+      << "BeginGeneration(" << generation << ") after generation " << generation_;
+  generation_ = generation;
+  // Abort only schedules the close, so connections_ does not change under the loop.
+  size_t closed = 0;
+  for (auto& [ptr, c] : connections_) {
+    if (!c->open() || c->role() != PeerRole::kStoreClient || c->generation() >= generation) {
+      continue;
+    }
+    std::optional<AuthRejection> fenced =
+        FenceGeneration(c->role(), options_.job_id, c->generation(), generation);
+    c->Abort(AbortedError(fenced->message));
+    ++closed;
+  }
+  if (closed > 0) {
+    Log("generation " + std::to_string(generation) + " began: closed " + std::to_string(closed) +
+        " store connection(s) of earlier generations");
+  }
+}
+
 void Endpoint::Impl::Remove(Connection* c) { connections_.erase(c); }
 
 Endpoint::Endpoint(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -524,6 +557,10 @@ uint16_t Endpoint::port() const { return impl_->port_; }
 void Endpoint::SetSessionFactory(PeerRole role, SessionFactory factory) {
   impl_->factories_[role] = std::move(factory);
 }
+
+void Endpoint::BeginGeneration(int generation) { impl_->BeginGenerationNow(generation); }
+
+int Endpoint::generation() const { return impl_->generation_; }
 
 void Endpoint::Stop() {
   asio::dispatch(impl_->io_, [impl = impl_] { impl->StopNow(); });

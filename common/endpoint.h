@@ -19,6 +19,12 @@
 // address every refusal_report_interval. Handshake work runs at most kHandshakeStepsPerTurn steps
 // per turn of the event loop, behind the authenticated connections' ready work, so no number of
 // connecting peers can starve the store or the agents.
+//
+// Generation fencing (docs/protocol.md, "Generations and fencing"): the endpoint is at one
+// generation at a time (0 at Listen, raised by BeginGeneration). A store client
+// (PeerRole::kStoreClient) must present exactly that generation in its AUTH: an older one is
+// refused with kStaleGeneration, a newer one with kFutureGeneration. Agents are not fenced: they
+// stay across generations.
 #pragma once
 
 #include <chrono>
@@ -77,6 +83,8 @@ class EndpointConnection {
   virtual const std::string& peer() const = 0;
   // The role the peer authenticated as.
   virtual PeerRole role() const = 0;
+  // The generation the peer authenticated with (its AUTH's generation field).
+  virtual int generation() const = 0;
 };
 
 // One per authenticated connection, created by the SessionFactory of its role.
@@ -132,6 +140,16 @@ class Endpoint {
   // declaring a role with no factory is rejected (AUTH_REJECTED, unknown role). Call on the
   // io_context thread, or before the io_context runs.
   void SetSessionFactory(PeerRole role, SessionFactory factory);
+  // Moves the job to `generation` (>= generation(); checked; the same value is a no-op). From now
+  // on a store client is admitted only with this generation, and every open store-client
+  // connection of an older one is closed at once, without flushing (its handler sees OnClose with
+  // kAborted, "generation 1 of job 'J' is over (the job is at generation 2)"); connections still
+  // in their handshake are checked against the new generation when their AUTH arrives. Agent
+  // connections are left alone. Call on the io_context thread before starting any worker of
+  // `generation` (a worker that connects earlier is refused as of a future generation).
+  void BeginGeneration(int generation);
+  // The current generation (0 until BeginGeneration). io_context thread.
+  int generation() const;
   // Closes the acceptor and every connection (their handlers see OnClose(kAborted)) and logs the
   // summary of refusals not yet reported. Thread-safe; carried out on the io_context thread (at
   // once when called there). Idempotent.

@@ -145,9 +145,11 @@ Result<wire::Frame> ReceiveHandshakeFrame(int fd, Clock::time_point deadline) {
 
 // Runs the client half of the handshake after CHALLENGE arrived.
 Status Authenticate(int fd, const Challenge& challenge, std::string_view job_id,
-                    std::string_view secret, PeerRole role, Clock::time_point deadline) {
+                    std::string_view secret, PeerRole role, int generation,
+                    Clock::time_point deadline) {
   DSLAUNCH_ASSIGN_OR_RETURN(
-      AuthRequest auth, AnswerChallenge(challenge, secret, role, job_id, RandomBytes(kNonceBytes)));
+      AuthRequest auth,
+      AnswerChallenge(challenge, secret, role, job_id, generation, RandomBytes(kNonceBytes)));
   DSLAUNCH_RETURN_IF_ERROR(SendFrame(fd, msg::kAuth, EncodeAuth(auth)));
   auto reply = ReceiveHandshakeFrame(fd, deadline);
   if (!reply.ok()) {
@@ -203,7 +205,7 @@ Result<HostPort> ParseHostPort(std::string_view address) {
 }
 
 Result<UniqueFd> ConnectToEndpoint(const std::string& address, std::string_view job_id,
-                                   std::string_view secret, PeerRole role,
+                                   std::string_view secret, PeerRole role, int generation,
                                    Clock::time_point deadline) {
   DSLAUNCH_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
   std::string where = "endpoint " + address;
@@ -220,10 +222,11 @@ Result<UniqueFd> ConnectToEndpoint(const std::string& address, std::string_view 
         }
         auto challenge = DecodeChallenge(challenge_frame->payload);
         if (!challenge.ok()) return challenge.status().WithContext(where);
-        Status st = Authenticate(fd->get(), *challenge, job_id, secret, role, deadline);
+        Status st = Authenticate(fd->get(), *challenge, job_id, secret, role, generation, deadline);
         if (!st.ok()) {
           return st.WithContext(where + " (job '" + std::string(job_id) + "', " +
-                                PeerRoleName(role) + ")");
+                                PeerRoleName(role) + ", generation " + std::to_string(generation) +
+                                ")");
         }
         return std::move(fd).value();
       }

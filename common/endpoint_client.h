@@ -33,18 +33,20 @@ struct HostPort {
 Result<HostPort> ParseHostPort(std::string_view address);
 
 // Connects to the endpoint at `address` (host:port; IPv4, IPv6 or a host name) and authenticates
-// as `role` of job `job_id`. Refused connections, unreachable hosts and names that do not resolve
-// yet are retried until `deadline` (the launcher may not be listening yet); then the handshake
-// runs, bounded by the same deadline. Returns a connected, blocking socket with TCP_NODELAY and
-// close-on-exec set, positioned exactly after AUTH_OK (the handshake never reads further, so
-// frames the server's session handler sends at once are all still in the socket); the caller owns
-// it. Errors: kInvalidArgument (bad address), kDeadlineExceeded (nothing answered in time; the
-// message has the last connect error), kUnauthenticated (wrong secret or job id, or the server
-// could not prove it holds the secret), kFailedPrecondition (protocol version mismatch, role not
-// served), kUnavailable (the connection broke during the handshake). Messages never contain the
-// secret.
+// as `role` of generation `generation` (the restart count, >= 0) of job `job_id`. Refused
+// connections, unreachable hosts and names that do not resolve yet are retried until `deadline`
+// (the launcher may not be listening yet); then the handshake runs, bounded by the same deadline.
+// Returns a connected, blocking socket with TCP_NODELAY and close-on-exec set, positioned exactly
+// after AUTH_OK (the handshake never reads further, so frames the server's session handler sends at
+// once are all still in the socket); the caller owns it. Errors: kInvalidArgument (bad address),
+// kDeadlineExceeded (nothing answered in time; the message has the last connect error),
+// kUnauthenticated (wrong secret or job id, or the server could not prove it holds the secret),
+// kAborted (a store client whose generation is over: the job has restarted without it),
+// kFailedPrecondition (protocol version mismatch, role not served, a store client of a generation
+// that has not started), kUnavailable (the connection broke during the handshake). A rejection is
+// never retried. Messages never contain the secret.
 Result<UniqueFd> ConnectToEndpoint(const std::string& address, std::string_view job_id,
-                                   std::string_view secret, PeerRole role,
+                                   std::string_view secret, PeerRole role, int generation,
                                    std::chrono::steady_clock::time_point deadline);
 
 // Writes one whole frame. Blocks until written (also on a non-blocking socket, by polling).

@@ -17,7 +17,8 @@ std::string Transcript(std::string_view label, const Challenge& c, const AuthReq
       .Raw(c.server_nonce)
       .Raw(a.client_nonce)
       .U8(static_cast<uint8_t>(a.role))
-      .String(a.job_id);
+      .String(a.job_id)
+      .I32(a.generation);
   return w.Take();
 }
 
@@ -58,6 +59,7 @@ std::string EncodeAuth(const AuthRequest& a) {
       .U32(a.version)
       .U8(static_cast<uint8_t>(a.role))
       .String(a.job_id)
+      .I32(a.generation)
       .Raw(a.client_nonce)
       .Raw(a.client_proof)
       .Take();
@@ -72,10 +74,12 @@ Result<AuthRequest> DecodeAuth(std::string_view payload) {
   if (a.version != kProtocolVersion) return a;  // the rest may be laid out differently
   r.U8(role);
   r.String(a.job_id);
+  r.I32(a.generation);
   r.Raw(kNonceBytes, a.client_nonce);
   r.Raw(kSha256DigestBytes, a.client_proof);
   if (!r.Finished()) return InvalidArgumentError("malformed AUTH");
   if (a.job_id.size() > kMaxJobIdBytes) return InvalidArgumentError("AUTH job id too long");
+  if (a.generation < 0) return InvalidArgumentError("AUTH generation is negative");
   a.role = static_cast<PeerRole>(role);
   return a;
 }
@@ -111,7 +115,8 @@ std::string ServerProof(std::string_view secret, const Challenge& c, const AuthR
 }
 
 Result<AuthRequest> AnswerChallenge(const Challenge& c, std::string_view secret, PeerRole role,
-                                    std::string_view job_id, std::string client_nonce) {
+                                    std::string_view job_id, int generation,
+                                    std::string client_nonce) {
   if (c.version != kProtocolVersion) {
     return FailedPreconditionError("endpoint speaks protocol version " + std::to_string(c.version) +
                                    ", this program speaks " + std::to_string(kProtocolVersion));
@@ -120,10 +125,14 @@ Result<AuthRequest> AnswerChallenge(const Challenge& c, std::string_view secret,
     return InvalidArgumentError("job id of " + std::to_string(job_id.size()) +
                                 " bytes exceeds the limit of " + std::to_string(kMaxJobIdBytes));
   }
+  if (generation < 0) {
+    return InvalidArgumentError("generation must be >= 0, got " + std::to_string(generation));
+  }
   AuthRequest a;
   a.version = kProtocolVersion;
   a.role = role;
   a.job_id = std::string(job_id);
+  a.generation = generation;
   a.client_nonce = std::move(client_nonce);
   a.client_proof = ClientProof(secret, c, a);
   return a;
@@ -150,6 +159,18 @@ std::optional<AuthRejection> VerifyAuth(const Challenge& c, const AuthRequest& a
   return std::nullopt;
 }
 
+std::optional<AuthRejection> FenceGeneration(PeerRole role, std::string_view job_id, int generation,
+                                             int current_generation) {
+  if (role != PeerRole::kStoreClient || generation == current_generation) return std::nullopt;
+  std::string what =
+      "generation " + std::to_string(generation) + " of job '" + std::string(job_id) + "'";
+  std::string now = " (the job is at generation " + std::to_string(current_generation) + ")";
+  if (generation < current_generation) {
+    return AuthRejection{AuthRejectReason::kStaleGeneration, what + " is over" + now};
+  }
+  return AuthRejection{AuthRejectReason::kFutureGeneration, what + " has not started" + now};
+}
+
 Status VerifyServerProof(std::string_view server_proof, std::string_view secret, const Challenge& c,
                          const AuthRequest& a) {
   if (!ConstantTimeEquals(server_proof, ServerProof(secret, c, a))) {
@@ -163,8 +184,10 @@ Status VerifyServerProof(std::string_view server_proof, std::string_view secret,
 Status RejectionToStatus(const AuthRejection& r) {
   std::string m = "endpoint rejected the connection: " + r.message;
   switch (r.reason) {
+    case AuthRejectReason::kStaleGeneration: return AbortedError(std::move(m));
     case AuthRejectReason::kVersionMismatch:
-    case AuthRejectReason::kUnknownRole: return FailedPreconditionError(std::move(m));
+    case AuthRejectReason::kUnknownRole:
+    case AuthRejectReason::kFutureGeneration: return FailedPreconditionError(std::move(m));
     case AuthRejectReason::kMalformed:
     case AuthRejectReason::kWrongJob:
     case AuthRejectReason::kBadProof: return UnauthenticatedError(std::move(m));

@@ -3,19 +3,22 @@
 // ConnectToEndpoint (client) move the frames. Specified in docs/protocol.md, "Handshake".
 //
 //   server -> client  CHALLENGE      {u32 magic, u32 version, raw[32] server_nonce}
-//   client -> server  AUTH           {u32 version, u8 role, string job_id, raw[32] client_nonce,
-//                                     raw[32] client_proof}
+//   client -> server  AUTH           {u32 version, u8 role, string job_id, i32 generation,
+//                                     raw[32] client_nonce, raw[32] client_proof}
 //   server -> client  AUTH_OK        {raw[32] server_proof}
 //                  or AUTH_REJECTED  {u8 reason, string message}, then the server closes.
 //
 //   client_proof = HMAC-SHA256(secret, "dslaunch-client-proof-v1" || transcript)
 //   server_proof = HMAC-SHA256(secret, "dslaunch-server-proof-v1" || transcript)
 //   transcript   = u32 version || raw server_nonce || raw client_nonce || u8 role || string job_id
+//                  || i32 generation
 //
 // Both sides prove they hold the secret (the client checks server_proof), the fresh server nonce
-// stops replay of a recorded AUTH, and binding role and job id into the proof stops a proof for
-// one role or job from being reused for another. Every function is thread-safe. No Status
-// produced here contains the secret.
+// stops replay of a recorded AUTH, and binding role, job id and generation into the proof stops a
+// proof for one role, job or generation from being reused for another. `generation` is the
+// client's restart count (a store client's DSLAUNCH_RESTART_COUNT; an agent's, the generation it
+// was started for): the endpoint refuses store clients of any generation but the current one
+// (FenceGeneration). Every function is thread-safe. No Status produced here contains the secret.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +34,8 @@ namespace dslaunch {
 // "DSLH": lets a client that reached some other service fail with a clear message.
 inline constexpr uint32_t kHandshakeMagic = 0x44534c48;
 // Bumped on any incompatible change to the handshake or to a message after it.
-inline constexpr uint32_t kProtocolVersion = 1;
+// Version 2 added the generation to AUTH and to the transcript.
+inline constexpr uint32_t kProtocolVersion = 2;
 // Nonce size: 256 bits, so a nonce never repeats across the life of any job.
 inline constexpr size_t kNonceBytes = 32;
 // Job ids are short identifiers; a longer one in AUTH is garbage, not a job.
@@ -44,11 +48,13 @@ std::string PeerRoleName(PeerRole role);
 
 // Why a server refused an AUTH. Sent to the client in AUTH_REJECTED.
 enum class AuthRejectReason : uint8_t {
-  kMalformed = 1,        // AUTH did not decode
-  kVersionMismatch = 2,  // client speaks another protocol version
-  kUnknownRole = 3,      // no service for that role on this endpoint
-  kWrongJob = 4,         // the client belongs to another job
-  kBadProof = 5,         // the client does not hold this job's secret
+  kMalformed = 1,         // AUTH did not decode
+  kVersionMismatch = 2,   // client speaks another protocol version
+  kUnknownRole = 3,       // no service for that role on this endpoint
+  kWrongJob = 4,          // the client belongs to another job
+  kBadProof = 5,          // the client does not hold this job's secret
+  kStaleGeneration = 6,   // a store client of a generation that is over
+  kFutureGeneration = 7,  // a store client of a generation that has not started
 };
 
 struct Challenge {
@@ -61,6 +67,7 @@ struct AuthRequest {
   uint32_t version = kProtocolVersion;
   PeerRole role = PeerRole::kStoreClient;
   std::string job_id;
+  int32_t generation = 0;    // >= 0
   std::string client_nonce;  // kNonceBytes
   std::string client_proof;  // 32 bytes
 };
@@ -71,7 +78,7 @@ struct AuthRejection {
 };
 
 // Payload encoders/decoders. Decoders fail with kInvalidArgument on a truncated payload, trailing
-// bytes, a wrong magic or a nonce of the wrong size.
+// bytes, a wrong magic, a nonce of the wrong size or (AUTH) a negative generation.
 std::string EncodeChallenge(const Challenge& c);
 Result<Challenge> DecodeChallenge(std::string_view payload);
 std::string EncodeAuth(const AuthRequest& a);
@@ -86,9 +93,11 @@ std::string ClientProof(std::string_view secret, const Challenge& c, const AuthR
 std::string ServerProof(std::string_view secret, const Challenge& c, const AuthRequest& a);
 
 // Client side: the AUTH answering `c`, with the given fresh client nonce. Fails with
-// kFailedPrecondition if the server speaks another protocol version.
+// kFailedPrecondition if the server speaks another protocol version, kInvalidArgument for a
+// negative generation or a job id over kMaxJobIdBytes.
 Result<AuthRequest> AnswerChallenge(const Challenge& c, std::string_view secret, PeerRole role,
-                                    std::string_view job_id, std::string client_nonce);
+                                    std::string_view job_id, int generation,
+                                    std::string client_nonce);
 
 // Server side: checks an AUTH against the challenge this server sent. Returns std::nullopt when
 // the client is accepted, otherwise the rejection to send (a reason and a message fit for both
@@ -97,13 +106,24 @@ Result<AuthRequest> AnswerChallenge(const Challenge& c, std::string_view secret,
 std::optional<AuthRejection> VerifyAuth(const Challenge& c, const AuthRequest& a,
                                         std::string_view job_id, std::string_view secret);
 
+// Server side, after VerifyAuth accepted a peer: std::nullopt if a peer of `role` and
+// `generation` may connect while job `job_id` is at `current_generation`, otherwise the
+// rejection. Store clients must be of the current generation: an older one is kStaleGeneration
+// ("generation 1 of job 'J' is over (the job is at generation 3)"), a newer one
+// kFutureGeneration ("generation 5 of job 'J' has not started (the job is at generation 3)").
+// Agents are not fenced here: they stay across generations, and the launcher checks the
+// generation of their messages itself.
+std::optional<AuthRejection> FenceGeneration(PeerRole role, std::string_view job_id, int generation,
+                                             int current_generation);
+
 // Client side: checks the server's proof from AUTH_OK (kUnauthenticated if wrong: whoever answered
 // does not hold the secret).
 Status VerifyServerProof(std::string_view server_proof, std::string_view secret, const Challenge& c,
                          const AuthRequest& a);
 
-// Client side: the Status for an AUTH_REJECTED: kFailedPrecondition for a version mismatch or an
-// unknown role (retrying cannot help), kUnauthenticated otherwise.
+// Client side: the Status for an AUTH_REJECTED: kAborted for a stale generation (that generation
+// is over: the worker should exit, not retry), kFailedPrecondition for a version mismatch, an
+// unknown role or a future generation (retrying cannot help), kUnauthenticated otherwise.
 Status RejectionToStatus(const AuthRejection& r);
 
 }  // namespace dslaunch

@@ -104,9 +104,18 @@ int64_t KvStore::NumKeys(std::string_view prefix) const {
 }
 
 size_t KvStore::DeletePrefix(std::string_view prefix) {
+  return DeletePrefixIf(prefix, [](std::string_view) { return true; });
+}
+
+size_t KvStore::DeletePrefixIf(std::string_view prefix,
+                               const std::function<bool(std::string_view key)>& doomed) {
   size_t n = 0;
   auto it = data_.lower_bound(prefix);
   while (it != data_.end() && StartsWith(it->first, prefix)) {
+    if (!doomed(it->first)) {
+      ++it;
+      continue;
+    }
     Erase(it++);
     ++n;
   }

@@ -7,13 +7,15 @@
 // became ready (TakeReady), and from time to time the ones past their deadline (TakeExpired).
 // Time is an input: deadlines and `now` come from the caller.
 //
-// Keys are opaque here. Namespacing by generation is done by StoreClient ("gen/<g>/" prefix; see
-// docs/protocol.md). Not thread-safe: StoreService uses it from the io_context thread only.
+// Keys are opaque here. Namespacing by generation ("gen/<g>/" prefix) is StoreClient's and
+// StoreService's business (docs/protocol.md). Not thread-safe: StoreService uses it from the
+// io_context thread only.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -65,6 +67,9 @@ class KvStore {
   // Keys starting with `prefix` ("" counts all), and their removal (returns how many went).
   int64_t NumKeys(std::string_view prefix) const;
   size_t DeletePrefix(std::string_view prefix);
+  // Removes the keys starting with `prefix` for which `doomed(key)` is true; returns how many.
+  size_t DeletePrefixIf(std::string_view prefix,
+                        const std::function<bool(std::string_view key)>& doomed);
 
   // Bytes of keys plus values held.
   size_t bytes() const { return bytes_; }

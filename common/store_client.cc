@@ -46,8 +46,9 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Connect(StoreConfig config,
   }
   std::unique_ptr<StoreClient> client(new StoreClient(std::move(config)));
   const StoreConfig& c = client->config_;
-  DSLAUNCH_ASSIGN_OR_RETURN(client->fd_, ConnectToEndpoint(c.address, c.job_id, c.secret,
-                                                           PeerRole::kStoreClient, deadline));
+  DSLAUNCH_ASSIGN_OR_RETURN(client->fd_,
+                            ConnectToEndpoint(c.address, c.job_id, c.secret, PeerRole::kStoreClient,
+                                              c.generation, deadline));
   return client;
 }
 
@@ -61,8 +62,9 @@ std::string StoreClient::Context(std::string_view op, std::string_view key) cons
 Result<std::string> StoreClient::Call(uint8_t type, std::string payload,
                                       std::chrono::milliseconds wait, const std::string& what) {
   if (!fd_.valid()) {
-    auto fd = ConnectToEndpoint(config_.address, config_.job_id, config_.secret,
-                                PeerRole::kStoreClient, Clock::now() + kStoreReconnectTimeout);
+    auto fd =
+        ConnectToEndpoint(config_.address, config_.job_id, config_.secret, PeerRole::kStoreClient,
+                          config_.generation, Clock::now() + kStoreReconnectTimeout);
     if (!fd.ok()) return fd.status().WithContext(what + ": reconnect");
     fd_ = std::move(fd).value();
     decoder_ = wire::FrameDecoder();

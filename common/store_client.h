@@ -1,16 +1,21 @@
 // StoreClient: the blocking client of the launcher's rendezvous store, used by workers (and by
 // the Gloo adapter, common/gloo_store.h). Plain POSIX sockets, no Asio.
 //
-// Key namespacing: every key is sent as "gen/<generation>/<key>", so that a worker of an earlier
-// generation can never see or satisfy the rendezvous of a later one; the connection itself is
-// bound to one job by the handshake. NumKeys counts only this generation's keys. Details in
-// docs/protocol.md, "Key namespacing".
+// Key namespacing: every key is sent as "gen/<generation>/<key>", and the connection is bound to
+// the job and to the generation by the handshake. The server refuses a client of any generation
+// but the job's current one, closes the connections of a generation when the next one begins,
+// and refuses keys outside the connection's generation (common/store_service.h), so a worker of
+// an earlier generation can never see, satisfy or poison the rendezvous of a later one. NumKeys
+// counts only this generation's keys. Details in docs/protocol.md, "Generations and fencing".
 //
 // Errors carry the store address, the generation, the operation and the key, e.g.
 //   "store 10.0.0.1:29500 gen 2: get 'nccl_id': deadline exceeded ..." (code kDeadlineExceeded).
 // Codes: kDeadlineExceeded (GET/WAIT timed out, or no answer in time), kUnavailable (connection
 // lost; the next call reconnects), kInvalidArgument (key or value over a limit),
-// kFailedPrecondition (ADD on a non-counter, store full), kUnauthenticated (at connect).
+// kFailedPrecondition (ADD on a non-counter, store full; at connect: a generation that has not
+// started), kUnauthenticated (at connect), kAborted (at connect or reconnect: this generation is
+// over; the job restarted without this worker, which should exit). A call blocked in Get or Wait
+// when its generation ends fails with kUnavailable (the launcher closed the connection).
 // A call whose connection broke is not retried: whether the server applied it is unknown.
 //
 // Thread-safety: all methods may be called from any thread; a mutex serialises the calls, so one

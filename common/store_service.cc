@@ -1,5 +1,6 @@
 #include "common/store_service.h"
 
+#include <charconv>
 #include <deque>
 
 #include "common/asio.h"
@@ -28,7 +29,26 @@ std::string MissingKeys(const KvStore& store, const std::vector<std::string>& ke
   return out;
 }
 
+// What every generation's key prefix starts with.
+constexpr std::string_view kGenerationKeyRoot = "gen/";
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Every key a request names (NUM_KEYS: its prefix).
+std::vector<std::string_view> NamedKeys(const StoreRequest& r) {
+  if (r.type == msg::kStoreWait || r.type == msg::kStoreCheck) {
+    return std::vector<std::string_view>(r.keys.begin(), r.keys.end());
+  }
+  return {r.key};
+}
+
 }  // namespace
+
+std::string GenerationKeyPrefix(int generation) {
+  return std::string(kGenerationKeyRoot) + std::to_string(generation) + "/";
+}
 
 struct StoreService::Timer {
   explicit Timer(asio::io_context& io) : timer(io) {}
@@ -39,7 +59,9 @@ struct StoreService::Timer {
 class StoreSession : public SessionHandler {
  public:
   StoreSession(std::shared_ptr<StoreService> service, std::shared_ptr<EndpointConnection> conn)
-      : service_(std::move(service)), conn_(std::move(conn)) {}
+      : service_(std::move(service)),
+        conn_(std::move(conn)),
+        prefix_(GenerationKeyPrefix(conn_->generation())) {}
   ~StoreSession() override { Unpark(); }
 
   Status OnFrame(wire::Frame frame) override {
@@ -122,7 +144,23 @@ class StoreSession : public SessionHandler {
     parked_.reset();
   }
 
+  // kInvalidArgument if `r` names a key outside this connection's generation.
+  Status CheckGeneration(const StoreRequest& r) const {
+    for (std::string_view key : NamedKeys(r)) {
+      if (StartsWith(key, prefix_)) continue;
+      return InvalidArgumentError(
+          StoreOpName(r.type) + (r.type == msg::kStoreNumKeys ? " prefix '" : " key '") +
+          std::string(key) + "' is outside generation " + std::to_string(conn_->generation()) +
+          " of this connection (its keys start with '" + prefix_ + "')");
+    }
+    return Status::Ok();
+  }
+
   void Execute(StoreRequest r) {
+    if (Status st = CheckGeneration(r); !st.ok()) {
+      Reply(st);
+      return;
+    }
     KvStore& store = service_->store_;
     wire::ByteWriter w;
     switch (r.type) {
@@ -176,6 +214,7 @@ class StoreSession : public SessionHandler {
 
   std::shared_ptr<StoreService> service_;
   std::shared_ptr<EndpointConnection> conn_;
+  const std::string prefix_;  // GenerationKeyPrefix of the connection's generation
   std::optional<Parked> parked_;
   std::deque<StoreRequest> queued_;
   bool closed_ = false;
@@ -201,6 +240,17 @@ Status StoreService::Set(std::string_view key, std::string value) {
 }
 
 size_t StoreService::DeletePrefix(std::string_view prefix) { return store_.DeletePrefix(prefix); }
+
+size_t StoreService::DeleteGenerationsBefore(int generation) {
+  return store_.DeletePrefixIf(kGenerationKeyRoot, [generation](std::string_view key) {
+    std::string_view rest = key.substr(kGenerationKeyRoot.size());
+    int g = 0;
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), g);
+    // Only "gen/<decimal>/...": a key such as "gen/x" or "gen/-1/" is no generation's.
+    return ec == std::errc() && end != rest.data() && end < rest.data() + rest.size() &&
+           *end == '/' && rest.front() != '-' && g < generation;
+  });
+}
 
 KvStore::WaiterId StoreService::Park(StoreSession* session, std::vector<std::string> keys,
                                      KvStore::TimePoint deadline) {

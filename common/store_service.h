@@ -4,8 +4,14 @@
 // satisfies it or its deadline (now + the timeout the client sent) passes, which answers
 // kDeadlineExceeded. Protocol: docs/protocol.md, "Store operations".
 //
-// One endpoint serves one job (the handshake checks the job id), so the service does not
-// interpret keys; clients namespace them by generation (see StoreClient).
+// One endpoint serves one job (the handshake checks the job id), so keys carry no job. They carry
+// the generation: a connection of generation g (EndpointConnection::generation(), fenced by
+// Endpoint::BeginGeneration) may only name keys that start with "gen/<g>/" (GenerationKeyPrefix);
+// a request naming any other key, or a NUM_KEYS prefix that does not start so, is answered with a
+// STORE_ERROR kInvalidArgument and changes nothing (the connection stays open, as for a key over
+// kMaxStoreKeyBytes). So a worker of another generation can neither read nor satisfy nor poison
+// a rendezvous of this one, even when it builds its frames itself. The launcher's in-process
+// calls (Set, DeletePrefix, DeleteGenerationsBefore) are not restricted.
 //
 // Threading: all methods, and all request handling, run on the io_context thread (or before it
 // runs). Requests on one connection are answered in order: requests that arrive while a GET or
@@ -35,6 +41,9 @@ class StoreSession;
 // blocking StoreClient has one request in flight, so only a misbehaving peer comes near this.
 inline constexpr size_t kMaxQueuedStoreRequests = 1024;
 
+// "gen/<generation>/": the prefix of every key of that generation.
+std::string GenerationKeyPrefix(int generation);
+
 class StoreService : public std::enable_shared_from_this<StoreService> {
  public:
   // Creates a service and registers it on `endpoint` for PeerRole::kStoreClient. The endpoint
@@ -53,6 +62,12 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   // Removes every key starting with `prefix` (e.g. "gen/3/" once generation 3 is over); returns
   // how many. Parked waiters on those keys keep waiting.
   size_t DeletePrefix(std::string_view prefix);
+
+  // Removes the keys of every generation before `generation` ("gen/<k>/..." for every decimal k <
+  // generation); returns how many. The launcher calls it after Endpoint::BeginGeneration(
+  // generation), which has closed those generations' connections: their parked GETs and WAITs
+  // are dropped when the closes complete (OnClose), not answered.
+  size_t DeleteGenerationsBefore(int generation);
 
   // Read access for the launcher and tests.
   const KvStore& store() const { return store_; }

@@ -74,7 +74,7 @@ void CheckStoreStillWorks(TestEndpoint& ep) {
 
 TEST_CASE("A wrong secret is rejected with kUnauthenticated and the secret is never logged") {
   TestEndpoint ep;
-  auto fd = ConnectToEndpoint(ep.address(), kTestJobId, "not-the-secret", PeerRole::kStoreClient,
+  auto fd = ConnectToEndpoint(ep.address(), kTestJobId, "not-the-secret", PeerRole::kStoreClient, 0,
                               In(milliseconds(5000)));
   CHECK(fd.status().code() == StatusCode::kUnauthenticated);
   CHECK(fd.status().message().find("not-the-secret") == std::string::npos);
@@ -91,11 +91,46 @@ TEST_CASE("A wrong secret is rejected with kUnauthenticated and the secret is ne
 
 TEST_CASE("A client of another job is rejected with kUnauthenticated") {
   TestEndpoint ep;
-  auto fd = ConnectToEndpoint(ep.address(), "other-job", kTestSecret, PeerRole::kStoreClient,
+  auto fd = ConnectToEndpoint(ep.address(), "other-job", kTestSecret, PeerRole::kStoreClient, 0,
                               In(milliseconds(5000)));
   CHECK(fd.status().code() == StatusCode::kUnauthenticated);
   CHECK(fd.status().message().find("other-job") != std::string::npos);
   CheckStoreStillWorks(ep);
+}
+
+TEST_CASE("A store client of a generation that is over is refused with kAborted, not retried") {
+  TestEndpoint ep;
+  ep.OnIo([&] { ep.endpoint().BeginGeneration(2); });
+  const auto start = Clock::now();
+  // A retry would go on until this deadline; the rejection must end the attempt at once.
+  const auto deadline = In(milliseconds(20000));
+  auto fd =
+      ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kStoreClient, 1, deadline);
+  CHECK(Clock::now() - start < milliseconds(10000));
+  CHECK(fd.status().code() == StatusCode::kAborted);
+  CHECK(fd.status().message().find(
+            "endpoint rejected the connection: generation 1 of job 'test-job' is over (the job "
+            "is at generation 2)") != std::string::npos);
+  auto store = StoreClient::Connect(ep.Config(1), deadline);
+  CHECK(store.status().code() == StatusCode::kAborted);
+  // The current generation still gets in.
+  auto current = ep.Client(2);
+  CHECK(current->Set("k", "v").ok());
+  CHECK(ep.Stop());
+  CHECK(ep.LogContains("generation 1 of job 'test-job' is over"));
+}
+
+TEST_CASE("A store client of a generation that has not started is refused") {
+  TestEndpoint ep;  // at generation 0
+  auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kStoreClient, 5,
+                              In(milliseconds(20000)));
+  CHECK(fd.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(fd.status().message().find(
+            "generation 5 of job 'test-job' has not started (the job is at generation 0)") !=
+        std::string::npos);
+  ep.OnIo([&] { ep.endpoint().BeginGeneration(5); });
+  CHECK(ep.OnIo([&] { return ep.endpoint().generation(); }) == 5);
+  CHECK(ep.Client(5)->Set("k", "v").ok());
 }
 
 TEST_CASE("A garbage frame closes only that connection") {
@@ -129,14 +164,14 @@ TEST_CASE("A garbage frame closes only that connection") {
     CHECK(ClosedByServerWithin(raw.get(), milliseconds(2000)));
   }
   SUBCASE("a malformed store request after authentication") {
-    auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kStoreClient,
+    auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kStoreClient, 0,
                                 In(milliseconds(5000)));
     REQUIRE(fd.ok());
     REQUIRE(SendFrame(fd->get(), msg::kStoreSet, "junk").ok());
     CHECK(ClosedByServerWithin(fd->get(), milliseconds(2000)));
   }
   SUBCASE("an unknown message type after authentication") {
-    auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kStoreClient,
+    auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kStoreClient, 0,
                                 In(milliseconds(5000)));
     REQUIRE(fd.ok());
     REQUIRE(SendFrame(fd->get(), 200, "").ok());
@@ -195,7 +230,7 @@ TEST_CASE("Agent connections are routed to the session factory registered for th
     return 0;
   });
   auto connect = [&] {
-    auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kAgent,
+    auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kAgent, 0,
                                 In(milliseconds(5000)));
     REQUIRE(fd.ok());
     return std::move(fd).value();
@@ -240,9 +275,48 @@ TEST_CASE("Agent connections are routed to the session factory registered for th
   CHECK(closes[2].code() == StatusCode::kUnavailable);
 }
 
+TEST_CASE("Agents are not fenced by the generation; connections know the generation they gave") {
+  TestEndpoint ep;
+  std::vector<Status> closes;    // touched on the io thread only
+  std::vector<int> generations;  // likewise
+  ep.OnIo([&] {
+    ep.endpoint().SetSessionFactory(
+        PeerRole::kAgent, [&](std::shared_ptr<EndpointConnection> conn) {
+          generations.push_back(conn->generation());
+          return std::make_unique<EchoSession>(std::move(conn), &closes);
+        });
+  });
+  auto connect = [&](int generation) {
+    auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kAgent, generation,
+                                In(milliseconds(5000)));
+    REQUIRE_MESSAGE(fd.ok(), fd.status().ToString());
+    return std::move(fd).value();
+  };
+  auto echo = [&](int fd, wire::FrameDecoder& d, const std::string& text) {
+    REQUIRE(SendFrame(fd, msg::kFirstAgentMessage, text).ok());
+    auto f = ReceiveFrame(fd, d, In(milliseconds(5000)));
+    REQUIRE_MESSAGE(f.ok(), f.status().ToString());
+    CHECK(f->payload == text);
+  };
+  UniqueFd before = connect(0);
+  wire::FrameDecoder before_decoder;
+  REQUIRE(ReceiveFrame(before.get(), before_decoder, In(milliseconds(5000))).ok());  // welcome
+  ep.OnIo([&] { ep.endpoint().BeginGeneration(3); });
+  // The agent connected at generation 0 stays open, and agents of any generation still get in.
+  echo(before.get(), before_decoder, "still here");
+  for (int generation : {0, 7}) {
+    UniqueFd fd = connect(generation);
+    wire::FrameDecoder d;
+    REQUIRE(ReceiveFrame(fd.get(), d, In(milliseconds(5000))).ok());  // welcome
+    echo(fd.get(), d, "hello");
+  }
+  CHECK(ep.Stop());
+  CHECK(generations == std::vector<int>{0, 0, 7});
+}
+
 TEST_CASE("A role with no session factory is refused with kFailedPrecondition") {
   TestEndpoint ep;
-  auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kAgent,
+  auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kAgent, 0,
                               In(milliseconds(5000)));
   CHECK(fd.status().code() == StatusCode::kFailedPrecondition);
   CHECK(fd.status().message().find("agent") != std::string::npos);
@@ -269,7 +343,7 @@ TEST_CASE("ConnectToEndpoint retries until the endpoint starts listening") {
   // client has certainly tried and failed once before the endpoint exists.
   UniqueFd stand_in = ListenOn(reserved.port());
   auto connected = std::async(std::launch::async, [&] {
-    return ConnectToEndpoint(address, kTestJobId, kTestSecret, PeerRole::kStoreClient,
+    return ConnectToEndpoint(address, kTestJobId, kTestSecret, PeerRole::kStoreClient, 0,
                              In(milliseconds(10000)));
   });
   pollfd p{stand_in.get(), POLLIN, 0};
@@ -289,7 +363,7 @@ TEST_CASE("ConnectToEndpoint gives up at the deadline with kDeadlineExceeded") {
   testing::ReservedPort reserved;  // bound, never listening: every attempt is refused
   std::string address = "127.0.0.1:" + std::to_string(reserved.port());
   auto start = Clock::now();
-  auto fd = ConnectToEndpoint(address, kTestJobId, kTestSecret, PeerRole::kStoreClient,
+  auto fd = ConnectToEndpoint(address, kTestJobId, kTestSecret, PeerRole::kStoreClient, 0,
                               In(milliseconds(300)));
   CHECK(fd.status().code() == StatusCode::kDeadlineExceeded);
   CHECK(fd.status().message().find(address) != std::string::npos);

@@ -75,6 +75,21 @@ TEST_CASE("KvStore Check, Delete, NumKeys and DeletePrefix") {
   CHECK(s.bytes() == std::string("gen/1/a1").size());
 }
 
+TEST_CASE("KvStore DeletePrefixIf removes only the chosen keys under the prefix") {
+  KvStore s;
+  for (const char* k : {"gen/1/a", "gen/1/b", "gen/2/a", "other"}) REQUIRE(s.Set(k, "v").ok());
+  std::vector<std::string> asked;
+  CHECK(s.DeletePrefixIf("gen/", [&](std::string_view key) {
+    asked.emplace_back(key);
+    return key.substr(key.size() - 2) == "/a";
+  }) == 2);
+  CHECK(asked == std::vector<std::string>{"gen/1/a", "gen/1/b", "gen/2/a"});
+  CHECK(s.NumKeys("") == 2);
+  CHECK(s.Get("gen/1/b") != nullptr);
+  CHECK(s.Get("other") != nullptr);
+  CHECK(s.bytes() == std::string("gen/1/bvotherv").size());
+}
+
 TEST_CASE("KvStore Watch returns true at once when the keys exist") {
   KvStore s;
   REQUIRE(s.Set("a", "1").ok());

@@ -217,6 +217,7 @@ AuthRequest RandomAuth(std::mt19937_64& rng) {
   AuthRequest a;
   a.role = static_cast<PeerRole>(RandomBelow(rng, 4));
   a.job_id = RandomBytes(rng, 40);
+  a.generation = static_cast<int32_t>(RandomBelow(rng, 1000));
   a.client_nonce = std::string(kNonceBytes, static_cast<char>(rng()));
   a.client_proof = std::string(kSha256DigestBytes, static_cast<char>(rng()));
   return a;

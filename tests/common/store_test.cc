@@ -6,6 +6,9 @@
 #include <atomic>
 #include <thread>
 
+#include "common/endpoint_client.h"
+#include "common/message_types.h"
+#include "common/store_protocol.h"
 #include "tests/support/test_endpoint.h"
 
 namespace dslaunch {
@@ -14,6 +17,8 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
+using testing::kTestJobId;
+using testing::kTestSecret;
 using testing::TestEndpoint;
 
 double SecondsSince(Clock::time_point t) {
@@ -149,19 +154,145 @@ TEST_CASE(
   CHECK(ep.OnIo([&] { return ep.store().store().num_waiters(); }) == 0);
 }
 
-TEST_CASE("Keys of one generation are invisible to another") {
+void BeginGeneration(TestEndpoint& ep, int generation) {
+  ep.OnIo([&] { ep.endpoint().BeginGeneration(generation); });
+}
+
+TEST_CASE("Keys of one generation are invisible to the next") {
   TestEndpoint ep;
   auto gen0 = ep.Client(0);
-  auto gen1 = ep.Client(1);
   REQUIRE(gen0->Set("nccl_id", "old").ok());
+  CHECK(*gen0->NumKeys() == 1);
+  BeginGeneration(ep, 1);
+  auto gen1 = ep.Client(1);
   CHECK(gen1->Get("nccl_id", milliseconds(0)).status().code() == StatusCode::kDeadlineExceeded);
   REQUIRE(gen1->Set("nccl_id", "new").ok());
-  CHECK(*gen0->Get("nccl_id", milliseconds(0)) == "old");
   CHECK(*gen1->Get("nccl_id", milliseconds(0)) == "new");
-  CHECK(*gen0->NumKeys() == 1);
-  CHECK(ep.OnIo([&] { return ep.store().DeletePrefix("gen/0/"); }) == 1);
-  CHECK(*gen0->NumKeys() == 0);
   CHECK(*gen1->NumKeys() == 1);
+  CHECK(ep.OnIo([&] { return ep.store().DeleteGenerationsBefore(1); }) == 1);
+  CHECK(ep.OnIo([&] { return ep.store().store().NumKeys(""); }) == 1);
+  CHECK(*gen1->Get("nccl_id", milliseconds(0)) == "new");
+}
+
+TEST_CASE("DeleteGenerationsBefore removes the keys of every earlier generation and nothing else") {
+  TestEndpoint ep;
+  const std::vector<std::string> keys = {"gen/0/a", "gen/1/b",  "gen/9/c", "gen/10/d", "gen/11/e",
+                                         "gen/x/f", "gen/-1/g", "gen/3",   "other/h"};
+  for (const auto& k : keys) REQUIRE(ep.OnIo([&] { return ep.store().Set(k, "v"); }).ok());
+  CHECK(ep.OnIo([&] { return ep.store().DeleteGenerationsBefore(10); }) == 3);
+  std::vector<std::string> left = ep.OnIo([&] {
+    std::vector<std::string> out;
+    for (const auto& k : keys) {
+      if (ep.store().store().Get(k) != nullptr) out.push_back(k);
+    }
+    return out;
+  });
+  CHECK(left == std::vector<std::string>{"gen/10/d", "gen/11/e", "gen/x/f", "gen/-1/g", "gen/3",
+                                         "other/h"});
+}
+
+TEST_CASE("BeginGeneration closes an earlier generation's blocked get and wait promptly") {
+  TestEndpoint ep;
+  BeginGeneration(ep, 1);
+  auto getter = ep.Client(1);
+  auto waiter = ep.Client(1);
+  REQUIRE(getter->Set("present", "1").ok());
+  auto got = std::async(std::launch::async, [&] { return getter->Get("never", seconds(60)); });
+  auto waited = std::async(std::launch::async, [&] {
+    return waiter->Wait({"present", "absent"}, seconds(60));
+  });
+  REQUIRE(WaitUntilParked(ep, 2));
+  BeginGeneration(ep, 2);
+  // Both calls would block for 60 s; the close answers them at once.
+  REQUIRE(got.wait_for(kParkTimeout) == std::future_status::ready);
+  REQUIRE(waited.wait_for(kParkTimeout) == std::future_status::ready);
+  CHECK(got.get().status().code() == StatusCode::kUnavailable);
+  CHECK(waited.get().code() == StatusCode::kUnavailable);
+  // The closed connections' waiters are gone, and so are their generation's keys once dropped.
+  CHECK(WaitUntilParked(ep, 0));
+  CHECK(ep.OnIo([&] { return ep.store().DeleteGenerationsBefore(2); }) == 1);
+  CHECK(ep.OnIo([&] { return ep.store().store().NumKeys(""); }) == 0);
+  // The next call reconnects and learns that its generation is over.
+  Status again = getter->Set("late", "x");
+  CHECK(again.code() == StatusCode::kAborted);
+  CHECK(
+      again.message().find("generation 1 of job 'test-job' is over (the job is at generation 2)") !=
+      std::string::npos);
+  CHECK(ep.OnIo([&] { return ep.store().store().NumKeys(""); }) == 0);
+  CHECK(ep.Client(2)->Set("fresh", "1").ok());
+  CHECK(ep.Stop());
+  CHECK(ep.LogContains("generation 2 began: closed 2 store connection(s) of earlier generations"));
+}
+
+// One request on a raw store connection (frames built by hand, no StoreClient prefixing);
+// returns the reply frame.
+wire::Frame RawCall(int fd, wire::FrameDecoder& decoder, const StoreRequest& r) {
+  REQUIRE(SendFrame(fd, r.type, EncodeStoreRequest(r)).ok());
+  auto reply = ReceiveFrame(fd, decoder, Clock::now() + kParkTimeout);
+  REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
+  return std::move(reply).value();
+}
+
+TEST_CASE("A connection cannot name another generation's keys, even in frames built by hand") {
+  TestEndpoint ep;
+  BeginGeneration(ep, 2);
+  REQUIRE(ep.OnIo([&] { return ep.store().Set("gen/1/x", "old"); }).ok());
+  REQUIRE(ep.OnIo([&] { return ep.store().Set("gen/22/x", "other"); }).ok());
+  auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kStoreClient, 2,
+                              Clock::now() + kParkTimeout);
+  REQUIRE_MESSAGE(fd.ok(), fd.status().ToString());
+  wire::FrameDecoder decoder;
+  auto request = [](uint8_t type, std::string key) {
+    StoreRequest r;
+    r.type = type;
+    r.key = std::move(key);
+    return r;
+  };
+  std::vector<StoreRequest> refused;
+  for (std::string key : {"gen/1/x", "gen/22/x", "x", "gen/2"}) {
+    refused.push_back(request(msg::kStoreGet, key));
+    StoreRequest set = request(msg::kStoreSet, key);
+    set.value = "poison";
+    refused.push_back(set);
+    StoreRequest add = request(msg::kStoreAdd, key);
+    add.delta = 1;
+    refused.push_back(add);
+    StoreRequest cas = request(msg::kStoreCompareSet, key);
+    cas.value = "old";
+    cas.desired = "poison";
+    refused.push_back(cas);
+    refused.push_back(request(msg::kStoreDelete, key));
+    StoreRequest wait = request(msg::kStoreWait, "");
+    wait.keys = {"gen/2/ok", key};
+    wait.timeout = milliseconds(60000);
+    refused.push_back(wait);
+    StoreRequest check = request(msg::kStoreCheck, "");
+    check.keys = {key};
+    refused.push_back(check);
+  }
+  refused.push_back(request(msg::kStoreNumKeys, "gen/1/"));
+  refused.push_back(request(msg::kStoreNumKeys, ""));
+  for (const StoreRequest& r : refused) {
+    CAPTURE(StoreOpName(r.type));
+    CAPTURE(r.key);
+    wire::Frame reply = RawCall(fd->get(), decoder, r);
+    REQUIRE(reply.type == msg::kStoreError);
+    Status st = DecodeStoreError(reply.payload);
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(st.message().find("is outside generation 2 of this connection (its keys start with "
+                            "'gen/2/')") != std::string::npos);
+  }
+  // Nothing was read, written or parked, and the connection still serves its own generation.
+  CHECK(ep.OnIo([&] { return *ep.store().store().Get("gen/1/x"); }) == "old");
+  CHECK(ep.OnIo([&] { return *ep.store().store().Get("gen/22/x"); }) == "other");
+  CHECK(ep.OnIo([&] { return ep.store().store().NumKeys(""); }) == 2);
+  CHECK(ep.OnIo([&] { return ep.store().store().num_waiters(); }) == 0);
+  StoreRequest own = request(msg::kStoreSet, "gen/2/x");
+  own.value = "mine";
+  CHECK(RawCall(fd->get(), decoder, own).type == msg::kStoreOk);
+  wire::Frame count = RawCall(fd->get(), decoder, request(msg::kStoreNumKeys, "gen/2/"));
+  REQUIRE(count.type == msg::kStoreOk);
+  CHECK(count.payload == wire::ByteWriter().I64(1).Take());
 }
 
 TEST_CASE("StoreBarrier releases every participant and names the stragglers' count on timeout") {
@@ -189,6 +320,7 @@ TEST_CASE("StoreBarrier releases every participant and names the stragglers' cou
 
 TEST_CASE("The launcher's in-process Set wakes a parked client") {
   TestEndpoint ep;
+  BeginGeneration(ep, 2);
   auto c = ep.Client(2);
   auto got =
       std::async(std::launch::async, [&] { return c->Get("from-launcher", milliseconds(10000)); });
