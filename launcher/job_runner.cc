@@ -177,8 +177,11 @@ class JobRunner::Impl {
     for (auto& c : candidates_) c.node_rank = -1;
     for (size_t r = 0; r < active.size(); ++r) candidates_[active[r]].node_rank = static_cast<int>(r);
     if (generation > 0) {
-      // Store keys of earlier generations can serve no one now (docs/elastic.md, "Generations").
-      store_->DeletePrefix("gen/" + std::to_string(generation - 1) + "/");
+      // Workers of earlier generations (stopped late, partitioned) can never touch this one's
+      // keys: their store connections are closed and refused from now on, and their keys go
+      // (docs/protocol.md, "Generations").
+      endpoint_->BeginGeneration(generation);
+      store_->DeleteGenerationsBefore(generation);
     }
     // Agents of the previous generation that are not members of this one are released.
     for (size_t i = 0; i < candidates_.size(); ++i) {
