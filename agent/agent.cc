@@ -17,6 +17,8 @@
 #include "agent/line_splitter.h"
 #include "agent/log_files.h"
 #include "agent/node_workers.h"
+#include "agent/progress_files.h"
+#include "agent/progress_watchdog.h"
 #include "agent/secret_dir.h"
 #include "agent/worker_environment.h"
 #include "agent/worker_process.h"
@@ -43,6 +45,10 @@ constexpr size_t kStderrTailLines = 20;
 constexpr auto kOutputDrainTimeout = std::chrono::milliseconds(500);
 // Bytes read from a pipe at a time.
 constexpr size_t kReadChunkBytes = 64u << 10;
+// How often the workers' progress files are polled (docs/elastic.md, "Hang detection and progress
+// reports"): a stall is seen at most this long after the timeout, little next to the shortest
+// sensible timeout (a second); one lstat per rank five times a second costs next to nothing.
+constexpr auto kProgressPollInterval = std::chrono::milliseconds(200);
 
 class AgentSession {
  public:
@@ -55,6 +61,8 @@ class AgentSession {
         signals_(io, SIGCHLD, SIGTERM, SIGINT),
         kill_timer_(io),
         heartbeat_timer_(io),
+        progress_timer_(io),
+        watchdog_(kProgressPollInterval),
         launcher_heartbeat_(std::chrono::milliseconds(assignment_.heartbeat_timeout_ms), Clock::now()) {
     signals_.add(SIGHUP);
   }
@@ -125,6 +133,7 @@ class AgentSession {
     UniqueFd out, err;
     std::string err_path;
     std::string error_file;  // TORCHELASTIC_ERROR_FILE
+    std::string progress_file;  // DSLAUNCH_PROGRESS_FILE
   };
   // Every log file of the generation before any worker: a log directory or file that cannot be
   // used stops the node with nothing started. Names per generation (log_files.h), so that a later
@@ -142,6 +151,7 @@ class AgentSession {
       // be taken for this worker's.
       l.error_file = job_dir_ + "/" + WorkerFileName(spec.rank, generation, "error.json");
       ::unlink(l.error_file.c_str());
+      DSLAUNCH_ASSIGN_OR_RETURN(l.progress_file, CreateProgressFile(*logs_, spec.rank, generation));
       worker_logs.push_back(std::move(l));
     }
     return worker_logs;
@@ -154,6 +164,7 @@ class AgentSession {
       DSLAUNCH_RETURN_IF_ERROR(started.WithContext("rank " + std::to_string(spec.rank)));
     }
     if (assignment_.workers.empty()) Finish();
+    PollProgress();
     return Status::Ok();
   }
 
@@ -228,6 +239,10 @@ class AgentSession {
     w->error_file = std::move(logs.error_file);
     std::map<std::string, std::string> env = spec.env;
     env[env::kErrorFile] = w->error_file;
+    env[env::kProgressFile] = logs.progress_file;
+    // Watched from before the start: a report written at once is not taken for the baseline.
+    progress_files_.Watch(spec.rank, logs.progress_file);
+    watchdog_.Start(spec.rank, Clock::now(), std::chrono::milliseconds(assignment_.watchdog_timeout_ms));
     ProcessLaunch launch{spec.argv,
                          CompleteWorkerEnvironment(config_.environment, assignment_.env, env,
                                                    NodeFacts{config_.cores, static_cast<int>(assignment_.workers.size()),
@@ -321,6 +336,9 @@ class AgentSession {
       auto index = workers_.OnReaped(pid, ExitStatus::FromWaitStatus(st));
       if (!index) continue;
       Worker& w = *running_[*index];
+      // A report written just before the exit still gives the rank's last step.
+      if (auto last = progress_files_.Finish(w.rank)) OnProgressEvent(*last, Clock::now());
+      watchdog_.OnExited(w.rank);
       if (w.out.open || w.err.open) {
         w.drain_timer->expires_after(kOutputDrainTimeout);
         w.drain_timer->async_wait([this, &w](boost::system::error_code ec) {
@@ -345,6 +363,7 @@ class AgentSession {
     m.stderr_tail = w.err_tail.Lines();
     m.log_path = w.err_log_path;
     m.error_record = ReadErrorFile(w.error_file);
+    m.last_step = watchdog_.last_step(w.rank);
     Send(m);
     workers_.MarkReported(w.index);
     if (workers_.AllReported()) Finish();
@@ -370,6 +389,7 @@ class AgentSession {
       return;
     }
     workers_.BeginStop();
+    progress_timer_.cancel();  // the job is ending: no rank is stalled any more
     for (pid_t pgid : workers_.RunningGroups()) SignalProcessGroup(pgid, SIGTERM).IgnoreError();
     // Processes that left the workers' groups are part of the job too: they get the same SIGTERM
     // (once: members of a worker's group were signalled through it).
@@ -452,6 +472,37 @@ class AgentSession {
     });
   }
 
+  // Polls the workers' progress files and kills the ranks that have been silent for longer than
+  // their watchdog timeout (agent/progress_watchdog.h), until the node begins stopping.
+  void PollProgress() {
+    progress_timer_.expires_after(kProgressPollInterval);
+    progress_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || phase_ != Phase::kRunning || workers_.stopping()) return;
+      const auto now = Clock::now();
+      for (const ProgressFileEvent& e : progress_files_.Poll()) OnProgressEvent(e, now);
+      for (const Stall& stall : watchdog_.Check(now)) OnStall(stall);
+      PollProgress();
+    });
+  }
+
+  void OnProgressEvent(const ProgressFileEvent& e, Clock::time_point now) {
+    if (e.warning) std::cerr << Prefix() << *e.warning << "\n";
+    if (e.report) watchdog_.OnReport(e.rank, now, *e.report);
+  }
+
+  // A hung process cannot be trusted to stop on SIGTERM: SIGKILL to its process group. Its
+  // WORKER_EXITED follows when it is reaped.
+  void OnStall(const Stall& stall) {
+    std::cerr << Prefix() << DescribeStall(stall) << "; killing it\n";
+    Send(control::WorkerStalled{assignment_.generation, stall.rank, stall.last_step, stall.silence.count(),
+                                stall.timeout.count()});
+    for (const auto& w : running_) {
+      if (w->rank == stall.rank && workers_.state(w->index) == WorkerState::kRunning) {
+        SignalProcessGroup(workers_.pid(w->index), SIGKILL).IgnoreError();
+      }
+    }
+  }
+
   void OnControlFrame(const wire::Frame& frame) {
     launcher_heartbeat_.OnHeard(Clock::now());
     auto msg = control::Decode(frame);
@@ -505,6 +556,7 @@ class AgentSession {
   void Finish() {
     if (phase_ != Phase::kRunning) return;
     kill_timer_.cancel();
+    progress_timer_.cancel();
     if (lost_launcher_) {
       exit_code_ = kAgentLostLauncher;
     } else {
@@ -535,6 +587,9 @@ class AgentSession {
   asio::steady_timer kill_timer_;
   Clock::time_point kill_at_;  // when kill_timer_ sends SIGKILL, once stopping
   asio::steady_timer heartbeat_timer_;
+  asio::steady_timer progress_timer_;
+  ProgressFiles progress_files_;
+  ProgressWatchdog watchdog_;
   HeartbeatMonitor launcher_heartbeat_;
   Clock::time_point last_heartbeat_check_ = Clock::now();
   uint64_t heartbeat_sequence_ = 0;

@@ -36,10 +36,10 @@ Result<std::string> ReadReport(const std::string& path) {
 
 }  // namespace
 
-std::string ProgressFileName(int rank) { return "rank" + std::to_string(rank) + ".progress"; }
+std::string ProgressFileName(int rank, int generation) { return WorkerFileName(rank, generation, "progress"); }
 
-Result<std::string> CreateProgressFile(const JobLogDir& dir, int rank) {
-  const std::string name = ProgressFileName(rank);
+Result<std::string> CreateProgressFile(const JobLogDir& dir, int rank, int generation) {
+  const std::string name = ProgressFileName(rank, generation);
   DSLAUNCH_ASSIGN_OR_RETURN(UniqueFd fd, dir.CreateFile(name));
   return std::filesystem::absolute(dir.path() + "/" + name).string();
 }

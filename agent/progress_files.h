@@ -22,14 +22,15 @@
 
 namespace dslaunch::agent {
 
-// The name of a rank's progress file in the job's directory: "rank<N>.progress". Every use of the
-// name goes through here.
-std::string ProgressFileName(int rank);
+// The name of a rank's progress file in the job's directory: "rank<N>.progress" in generation 0,
+// "rank<N>.gen<G>.progress" later (WorkerFileName, agent/log_files.h). Every use of the name goes
+// through here.
+std::string ProgressFileName(int rank, int generation = 0);
 
 // Creates the rank's progress file, empty, in `dir` (mode 0600, refused if it exists, as every
 // file of the job directory: JobLogDir::CreateFile). Returns its absolute path, which the worker
 // gets as DSLAUNCH_PROGRESS_FILE.
-Result<std::string> CreateProgressFile(const JobLogDir& dir, int rank);
+Result<std::string> CreateProgressFile(const JobLogDir& dir, int rank, int generation = 0);
 
 // A change seen in a rank's progress file: a write (a report), or its removal.
 struct ProgressFileEvent {
