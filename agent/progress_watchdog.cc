@@ -161,8 +161,9 @@ std::vector<Stall> ProgressWatchdog::Check(Clock::time_point now) {
     r.last_report = std::min(now, r.last_report + suspended);
     const milliseconds timeout = TimeoutOf(r);
     if (timeout <= milliseconds(0)) continue;
-    const auto silence = std::chrono::duration_cast<milliseconds>(now - r.last_report);
     if (now - r.last_report <= timeout) continue;
+    // Rounded up: a silence found longer than the timeout never reads as equal to it.
+    const auto silence = std::chrono::ceil<milliseconds>(now - r.last_report);
     r.running = false;
     stalls.push_back(Stall{rank, r.last_step, silence, timeout});
   }

@@ -48,7 +48,7 @@ Result<ProgressReport> ParseProgressReport(std::string_view text);
 struct Stall {
   int rank = 0;
   int64_t last_step = -1;             // the last step it reported, -1 if none
-  std::chrono::milliseconds silence;  // since its last report, or since its start if none
+  std::chrono::milliseconds silence;  // since its last report (or its start), rounded up: > timeout
   std::chrono::milliseconds timeout;  // the timeout in effect
 
   bool operator==(const Stall&) const = default;

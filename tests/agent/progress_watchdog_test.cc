@@ -222,6 +222,16 @@ TEST_CASE("ProgressWatchdog finds the ranks silent for longer than their timeout
   }
 }
 
+TEST_CASE("ProgressWatchdog rounds a stall's silence up to whole milliseconds, above the timeout") {
+  ProgressWatchdog w(kTick);
+  const Clock::time_point t0{};
+  w.Start(0, t0, milliseconds(1000));
+  CHECK(w.Check(t0 + milliseconds(1000)).empty());
+  const auto stalls = w.Check(t0 + milliseconds(1000) + std::chrono::microseconds(1));
+  REQUIRE(stalls.size() == 1);
+  CHECK(stalls[0].silence == milliseconds(1001));
+}
+
 TEST_CASE("ProgressWatchdog keeps a rank's last step after it exits or stalls") {
   ProgressWatchdog w(kTick);
   CHECK(w.last_step(0) == -1);  // unknown rank
