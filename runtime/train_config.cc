@@ -145,53 +145,12 @@ void DeepMerge(Json& base, const Json& over) {
   }
 }
 
-// Bounds of the batch sizes: far beyond any real run (DeepSpeed configs use hundreds), and small
-// enough that the runtime's int-sized loop counters and buffer products cannot overflow.
-constexpr int64_t kMaxMicroBatch = 1 << 20;
-constexpr int64_t kMaxAccumulation = 1 << 20;
-
-// a x b, or nullopt when the product does not fit in int64 (the inputs are the user's).
-std::optional<int64_t> CheckedProduct(int64_t a, int64_t b) {
-  int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
-  return product;
-}
-
-std::optional<int64_t> CheckedProduct(int64_t a, int64_t b, int64_t c) {
-  std::optional<int64_t> ab = CheckedProduct(a, b);
-  return ab ? CheckedProduct(*ab, c) : std::nullopt;
-}
-
-std::string ProductText(std::optional<int64_t> product) {
-  return product ? std::to_string(*product) : std::string("(beyond 64-bit integers)");
-}
-
-std::string BatchProduct(int64_t micro, int64_t accumulation, int world) {
-  return "micro " + std::to_string(micro) + " x accumulation " + std::to_string(accumulation) + " x world " +
-         std::to_string(world) + " = " + ProductText(CheckedProduct(micro, accumulation, world));
-}
-
 // Fills *config from the merged document; config->unimplemented_keys is where `root` collects.
-Status ParseRoot(Section& root, int world_size, const std::string& base_dir, TrainConfig* config_out) {
+Status ParseRoot(Section& root, int world_size, int generation, const std::string& base_dir,
+                 TrainConfig* config_out) {
   TrainConfig& config = *config_out;
   root.Known(kDeepSpeedConfigKey);
-  std::optional<int64_t> batch, micro, accumulation;
-  DSLAUNCH_RETURN_IF_ERROR(root.OptionalInt("train_batch_size", 1, kNoMax, &batch));
-  DSLAUNCH_RETURN_IF_ERROR(root.OptionalInt("train_micro_batch_size_per_gpu", 1, kMaxMicroBatch, &micro));
-  DSLAUNCH_RETURN_IF_ERROR(root.OptionalInt("gradient_accumulation_steps", 1, kMaxAccumulation, &accumulation));
-  Result<BatchConfig> sizes = ResolveBatchSizes(batch, micro, accumulation, world_size);
-  if (!sizes.ok()) return root.Error("train_batch_size", sizes.status().message());
-  config.batch = *sizes;
-  // Inferred sizes obey the bounds of given ones.
-  if (config.batch.micro_batch_per_gpu > kMaxMicroBatch) {
-    return root.Error("train_batch_size", "gives a micro batch of " + std::to_string(config.batch.micro_batch_per_gpu) +
-                                              " per rank, more than " + std::to_string(kMaxMicroBatch) +
-                                              ": set train_micro_batch_size_per_gpu");
-  }
-  if (config.batch.gradient_accumulation_steps > kMaxAccumulation) {
-    return root.Error("train_batch_size", "gives " + std::to_string(config.batch.gradient_accumulation_steps) +
-                                              " accumulation steps, more than " + std::to_string(kMaxAccumulation));
-  }
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseBatch(root, world_size, generation, &config));
 
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizer(root, &config.optimizer));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseScheduler(root, config.optimizer, &config.scheduler));
@@ -208,13 +167,14 @@ Status ParseRoot(Section& root, int world_size, const std::string& base_dir, Tra
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseModel(root, base_dir, &config.model, &config.model_init_from));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseData(root, config.model, base_dir, &config.data));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseTrainLoop(root, config.model, &config.train));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseCheckpoint(root, base_dir, &config.checkpoint));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseCheckpoint(root, base_dir, generation, &config.checkpoint));
   return root.Finish();
 }
 
 Result<TrainConfig> ParseUnguarded(std::string_view json_text, const std::string& file, int world_size,
-                                   const ConfigLoader& loader) {
+                                   const ConfigLoader& loader, int generation) {
   if (world_size < 1) return InvalidArgumentError(file + ": world size " + std::to_string(world_size) + " < 1");
+  if (generation < 0) return InvalidArgumentError(file + ": generation " + std::to_string(generation) + " < 0");
   DSLAUNCH_ASSIGN_OR_RETURN(Json inline_doc, ParseObject(json_text, file));
   std::string base_dir = std::filesystem::path(file).parent_path().string();
   TrainConfig config;
@@ -240,64 +200,23 @@ Result<TrainConfig> ParseUnguarded(std::string_view json_text, const std::string
   }
   DSLAUNCH_RETURN_IF_ERROR(CheckNoAuto(merged, ctx));
   Section root(&ctx, &merged, "$", Json::json_pointer());
-  DSLAUNCH_RETURN_IF_ERROR(ParseRoot(root, world_size, base_dir, &config));
+  DSLAUNCH_RETURN_IF_ERROR(ParseRoot(root, world_size, generation, base_dir, &config));
   return config;
 }
 
 }  // namespace
 
-Result<BatchConfig> ResolveBatchSizes(std::optional<int64_t> train_batch_size,
-                                      std::optional<int64_t> micro_batch_per_gpu,
-                                      std::optional<int64_t> gradient_accumulation_steps, int world_size) {
-  if (world_size < 1) return InvalidArgumentError("world size " + std::to_string(world_size) + " < 1");
-  if (!train_batch_size && !micro_batch_per_gpu) {
-    return InvalidArgumentError("set train_batch_size or train_micro_batch_size_per_gpu (or both)");
-  }
-  const int64_t world = world_size;
-  BatchConfig b;
-  if (train_batch_size && micro_batch_per_gpu && gradient_accumulation_steps) {
-    b = {*train_batch_size, *micro_batch_per_gpu, *gradient_accumulation_steps};
-  } else if (train_batch_size && micro_batch_per_gpu) {
-    const std::optional<int64_t> per_step = CheckedProduct(*micro_batch_per_gpu, world);
-    if (!per_step || *train_batch_size % *per_step != 0) {
-      return InvalidArgumentError("train_batch_size " + std::to_string(*train_batch_size) +
-                                  " is not a multiple of micro " + std::to_string(*micro_batch_per_gpu) +
-                                  " x world " + std::to_string(world) + " = " + ProductText(per_step));
-    }
-    b = {*train_batch_size, *micro_batch_per_gpu, *train_batch_size / *per_step};
-  } else if (train_batch_size) {
-    int64_t accumulation = gradient_accumulation_steps.value_or(1);
-    const std::optional<int64_t> per_micro = CheckedProduct(accumulation, world);
-    if (!per_micro || *train_batch_size % *per_micro != 0) {
-      return InvalidArgumentError("train_batch_size " + std::to_string(*train_batch_size) +
-                                  " is not a multiple of accumulation " + std::to_string(accumulation) +
-                                  " x world " + std::to_string(world) + " = " + ProductText(per_micro));
-    }
-    b = {*train_batch_size, *train_batch_size / *per_micro, accumulation};
-  } else {
-    int64_t accumulation = gradient_accumulation_steps.value_or(1);
-    const std::optional<int64_t> batch = CheckedProduct(*micro_batch_per_gpu, accumulation, world);
-    if (!batch) return InvalidArgumentError(BatchProduct(*micro_batch_per_gpu, accumulation, world_size));
-    b = {*batch, *micro_batch_per_gpu, accumulation};
-  }
-  if (b.train_batch_size != CheckedProduct(b.micro_batch_per_gpu, b.gradient_accumulation_steps, world)) {
-    return InvalidArgumentError("train_batch_size " + std::to_string(b.train_batch_size) + " != " +
-                                BatchProduct(b.micro_batch_per_gpu, b.gradient_accumulation_steps, world_size));
-  }
-  return b;
-}
-
 Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_view path, int world_size,
-                                     const ConfigLoader& loader) {
+                                     const ConfigLoader& loader, int generation) {
   std::string file(path);
   try {
-    return ParseUnguarded(json_text, file, world_size, loader);
+    return ParseUnguarded(json_text, file, world_size, loader, generation);
   } catch (const std::exception& e) {  // nlohmann_json must not escape; any throw here is a bug
     return InternalError(file + ": unexpected error while parsing: " + StripExceptionId(e.what()));
   }
 }
 
-Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size) {
+Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size, int generation) {
   // Every file the config is read from goes into its hash (the checkpoint records it).
   Sha256 hash;
   ConfigLoader hashing_read = [&](const std::string& file) -> Result<std::string> {
@@ -311,7 +230,7 @@ Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size) {
     return text;
   };
   DSLAUNCH_ASSIGN_OR_RETURN(std::string text, hashing_read(path));
-  DSLAUNCH_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(text, path, world_size, hashing_read));
+  DSLAUNCH_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(text, path, world_size, hashing_read, generation));
   config.source_sha256 = HexEncode(DigestBytes(hash.Finish()));
   return config;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/elastic_batch.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
 
@@ -36,7 +37,6 @@ Result<BatchConfig> ResolveBatchSizes(std::optional<int64_t> train_batch_size,
                                       std::optional<int64_t> micro_batch_per_gpu,
                                       std::optional<int64_t> gradient_accumulation_steps,
                                       int world_size);
-
 
 struct OptimizerConfig {
   OptimizerKind type = OptimizerKind::kAdamW;
@@ -133,6 +133,9 @@ struct TrainLoopConfig {
   int64_t eval_steps = 20;    // micro-batches per validation pass
   int sample_tokens = 0;      // tokens generated at the end (gpt only); 0 = no sample
   std::string sample_prompt;  // prompt text for the sample (byte-level)
+  // Seconds without a progress report after which the agent takes the rank for hung; 0 = off;
+  // nullopt: derived from the step time (runtime/progress_report.h).
+  std::optional<double> watchdog_timeout;
 };
 
 enum class CheckpointLoad { kNone, kLatest, kPath };
@@ -146,10 +149,18 @@ struct CheckpointConfig {
   std::string load_path;     // kPath only
   bool async = false;
   bool save_on_stop = true;  // save when the job is told to stop
+  // A restart (generation > 0) with `dir`: resume from the newest complete checkpoint in dir when
+  // there is one, whatever `load` says (docs/checkpoint.md, "Loading").
+  bool resume_newest = false;
 };
 
 struct TrainConfig {
   BatchConfig batch;
+  ElasticityConfig elasticity;
+  std::optional<ElasticBatch> elastic_batch;  // what elasticity chose, when enabled
+  // Why `batch` differs from the configured sizes: a restart at another world size re-derived the
+  // micro-batch and the accumulation (docs/train-json.md); empty when it does not.
+  std::string batch_note;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   double gradient_clipping = 0.0;  // max global gradient norm; 0 = off
@@ -184,19 +195,28 @@ using ConfigLoader = std::function<Result<std::string>(const std::string& path)>
 // the parsed document takes several times the text's size in memory.
 inline constexpr size_t kMaxConfigBytes = 16u << 20;
 
-// Parses a train.json. `path` names the file in messages and is the base for relative paths
-// (data, checkpoint, "deepspeed_config"); `loader` reads a referenced DeepSpeed config.
+// Parses a train.json for a run of `world_size` ranks in generation `generation` (the restart
+// count: at generation > 0 the batch rule keeps train_batch_size at another world size, and a
+// checkpoint.dir resumes its newest checkpoint). `path` names the file in messages and is the base
+// for relative paths (data, checkpoint, "deepspeed_config"); `loader` reads a referenced DeepSpeed
+// config.
 // Returns kInvalidArgument "<file>: <JSON path>: <problem>" for syntax errors (with line and
 // column), text over kMaxConfigBytes, nesting deeper than 64 levels, duplicate keys (both
 // places), every "auto" value at once, wrong types or out-of-range values, unknown keys (with a
-// did-you-mean suggestion when one is close) and batch inconsistencies; a loader error is
+// did-you-mean suggestion when one is close) and batch inconsistencies (a world size that cannot
+// keep the batch names the world sizes that can); a loader error is
 // returned with context. Pure apart from the loader; never throws, and allocates in proportion
 // to the text (no model-sized allocation: see runtime/memory_estimate.h for that check).
 Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_view path, int world_size,
-                                     const ConfigLoader& loader);
+                                     const ConfigLoader& loader, int generation = 0);
 
 // Reads `path` and any referenced DeepSpeed config from disk, then ParseTrainConfig.
-Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size);
+Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size, int generation = 0);
+
+// One line for the start of a run, saying how the global batch splits at `world_size`:
+// "batch: train_batch_size 8 = micro-batch 2 x accumulation 2 x world size 2", with what
+// elasticity chose and its valid world sizes, or why a restart re-derived the split.
+std::string BatchSummary(const TrainConfig& config, int world_size);
 
 // One start-up warning listing config.unimplemented_keys, starting "warning: "; empty when there
 // are none. The caller prefixes only its program name.

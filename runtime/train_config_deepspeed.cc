@@ -186,7 +186,7 @@ Status ParseZero(Section& root, ZeroConfig* out) {
 void CollectUnimplementedTopLevel(Section& root) {
   root.Unimplemented({"activation_checkpointing", "flops_profiler", "wall_clock_breakdown", "memory_breakdown",
                       "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "monitor_config",
-                      "autotuning", "elasticity", "amp", "prescale_gradients", "gradient_predivide_factor",
+                      "autotuning", "amp", "prescale_gradients", "gradient_predivide_factor",
                       "sparse_gradients", "communication_data_type", "dump_state", "zero_allow_untested_optimizer",
                       "zero_force_ds_cpu_optimizer", "data_types", "compression_training", "data_efficiency",
                       "curriculum_learning", "aio", "eigenvalue", "progressive_layer_drop", "quantize_training",

@@ -21,6 +21,8 @@ constexpr int64_t kMaxEmbedding = 65536;
 constexpr int64_t kMaxBlockSize = 65536;
 // An mlp deeper than this does not train without residual connections.
 constexpr size_t kMaxMlpLayers = 1024;
+// train.watchdog_timeout, seconds: a week; a longer silence is as good as no watchdog (0).
+constexpr double kMaxWatchdogTimeout = 7 * 24 * 3600.0;
 
 Status RequireKeys(Section& s, std::initializer_list<std::string_view> keys) {
   for (std::string_view key : keys) {
@@ -132,13 +134,16 @@ Status ParseTrainLoop(Section& root, const ModelConfig& model, TrainLoopConfig* 
   DSLAUNCH_RETURN_IF_ERROR(t->Int("eval_steps", 1, kNoMax, &out->eval_steps));
   DSLAUNCH_RETURN_IF_ERROR(t->Int("sample_tokens", 0, kMaxDimension, &out->sample_tokens));
   DSLAUNCH_RETURN_IF_ERROR(t->String("sample_prompt", &out->sample_prompt));
+  double watchdog = 0.0;
+  DSLAUNCH_RETURN_IF_ERROR(t->Double("watchdog_timeout", 0.0, kMaxWatchdogTimeout, &watchdog));
+  if (t->Has("watchdog_timeout")) out->watchdog_timeout = watchdog;
   if (out->sample_tokens > 0 && !std::holds_alternative<GptModelConfig>(model)) {
     return t->Error("sample_tokens", "only the gpt model generates text");
   }
   return t->Finish();
 }
 
-Status ParseCheckpoint(Section& root, const std::string& base_dir, CheckpointConfig* out) {
+Status ParseCheckpoint(Section& root, const std::string& base_dir, int generation, CheckpointConfig* out) {
   *out = CheckpointConfig{};
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> c, root.Child("checkpoint"));
   if (!c) return Status::Ok();
@@ -161,6 +166,8 @@ Status ParseCheckpoint(Section& root, const std::string& base_dir, CheckpointCon
   }
   if (out->interval > 0 && out->dir.empty()) return c->Error("interval", "needs \"dir\"");
   out->dir = ResolvePath(base_dir, out->dir);
+  // A restart continues the run it restarts (docs/checkpoint.md, "Loading").
+  out->resume_newest = generation > 0 && !out->dir.empty();
   return Status::Ok();
 }
 

@@ -11,6 +11,11 @@
 
 namespace dslaunch::runtime::internal {
 
+// The batch keys and the elasticity section (train_config_batch.cc): fills config->batch,
+// config->elasticity, config->elastic_batch and config->batch_note for `world_size` ranks in
+// `generation`.
+Status ParseBatch(Section& root, int world_size, int generation, TrainConfig* config);
+
 // DeepSpeed keys.
 Status ParseOptimizer(Section& root, OptimizerConfig* out);
 Status ParseScheduler(Section& root, const OptimizerConfig& optimizer, SchedulerConfig* out);
@@ -24,7 +29,8 @@ void CollectUnimplementedTopLevel(Section& root);
 Status ParseModel(Section& root, const std::string& base_dir, ModelConfig* out, std::string* init_from);
 Status ParseData(Section& root, const ModelConfig& model, const std::string& base_dir, DataConfig* out);
 Status ParseTrainLoop(Section& root, const ModelConfig& model, TrainLoopConfig* out);
-Status ParseCheckpoint(Section& root, const std::string& base_dir, CheckpointConfig* out);
+// At generation > 0 a checkpoint `dir` sets resume_newest.
+Status ParseCheckpoint(Section& root, const std::string& base_dir, int generation, CheckpointConfig* out);
 
 // `path` joined to `base_dir` unless it is absolute or base_dir is empty.
 std::string ResolvePath(const std::string& base_dir, const std::string& path);

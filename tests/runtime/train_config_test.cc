@@ -115,7 +115,7 @@ TEST_CASE("ResolveBatchSizes shows the arithmetic of an inconsistency") {
 TEST_CASE("ParseTrainConfig reports a batch inconsistency with the file and key") {
   json doc = With(With(BaseConfig(), "/train_batch_size", 32), "/gradient_accumulation_steps", 2);
   CHECK(ErrorOf(doc) == "train.json: $.train_batch_size: train_batch_size 32 != micro 4 x accumulation 2 x "
-                        "world 2 = 16");
+                        "world 2 = 16; it fits world size 4");
 }
 
 TEST_CASE("ParseTrainConfig fills DeepSpeed's defaults") {
