@@ -318,6 +318,10 @@ Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& con
     }
     return std::optional<std::string>(target.string());
   };
+  if (config.resume_newest && !config.dir.empty()) {
+    DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> newest, from_latest(config.dir, false));
+    if (newest) return newest;  // else what `load` names: nothing, or the checkpoint the run started from
+  }
   switch (config.load) {
     case CheckpointLoad::kNone:
       return std::optional<std::string>();

@@ -110,8 +110,9 @@ class AsyncCheckpoint {
 
 // The checkpoint `config.load` names: with `auto`, DIR/latest's target (nullopt when DIR has no
 // `latest` yet: a fresh start); with a path, that global_step directory, or the one its `latest`
-// names when it is a checkpoint directory. A `latest` naming a missing or incomplete checkpoint
-// is an error.
+// names when it is a checkpoint directory. With `resume_newest` (a restart), DIR/latest's target
+// when there is one, before anything `load` names. A `latest` naming a missing or incomplete
+// checkpoint is an error.
 Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& config);
 
 // meta.json of the checkpoint directory `path` (a global_stepN), read and checked.

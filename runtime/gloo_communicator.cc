@@ -113,6 +113,11 @@ std::string GlooCommunicator::PeerName(int peer) const {
   return "rank " + std::to_string(peer) + (address.empty() ? "" : " (" + address + ")");
 }
 
+void GlooCommunicator::SetCollectiveTimeout(std::chrono::milliseconds timeout) {
+  options_.collective_timeout = timeout;
+  context_->setTimeout(timeout);
+}
+
 Status GlooCommunicator::GlooError(std::string_view op, const std::string& what, int peer_hint) {
   // Report our own failure first, so that a peer taking the roll call below finds us.
   const std::string failed_key = prefix_ + "failed/";

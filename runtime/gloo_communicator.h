@@ -70,6 +70,12 @@ class GlooCommunicator : public Communicator {
 
   std::string Describe() const override;
 
+  // Sets the timeout of the collectives called from now on (the worker derives it from the
+  // watchdog timeout in effect: runtime/progress_report.h, CollectiveTimeoutFor). Same thread as
+  // the collectives.
+  void SetCollectiveTimeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds collective_timeout() const { return options_.collective_timeout; }
+
  protected:
   Status DoAllReduce(BufferView data, ReduceOp op) override;
   Status DoReduceScatter(ConstBufferView input, BufferView output,
@@ -88,7 +94,7 @@ class GlooCommunicator : public Communicator {
   std::string PeerName(int rank) const;
 
   StoreClient& store_;
-  const GlooOptions options_;
+  GlooOptions options_;  // collective_timeout changes with SetCollectiveTimeout
   const std::string prefix_;  // "gloo/ctx<id>/"
   std::shared_ptr<gloo::Context> context_;
   // Per rank, the peer's listening address as Gloo prints it ("[10.0.0.3]:41234"), once read from

@@ -95,21 +95,28 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   run.precision = std::string(PrecisionName(config.precision));
   run.optimizer = std::string(OptimizerTypeName(config.optimizer.type));
   run.config_sha256 = config.source_sha256;
+  // A restart resumes on its own (checkpoint.resume_newest): say so.
+  const std::string restart = ckpt.resume_newest ? "restart: " : "";
   if (resume) {
-    DSLAUNCH_ASSIGN_OR_RETURN(LoadResult loaded, LoadCheckpoint(*resume, *engine, comm, run));
+    Result<LoadResult> load = [&] {
+      ScopedSlowPhase slow(hooks.reporter);
+      return LoadCheckpoint(*resume, *engine, comm, run);
+    }();
+    DSLAUNCH_ASSIGN_OR_RETURN(LoadResult loaded, std::move(load));
     result.first_step = loaded.meta.step;
     if (rank == 0) {
       char size[96];
       std::snprintf(size, sizeof(size), "; %.1f MB in %.2f s", static_cast<double>(loaded.bytes) / 1e6, loaded.seconds);
-      print("resumed from " + *resume + " at step " + std::to_string(loaded.meta.step) + " (saved by " +
+      print(restart + "resumed from " + *resume + " at step " + std::to_string(loaded.meta.step) + " (saved by " +
             std::to_string(loaded.meta.world_size) + " ranks at ZeRO stage " + std::to_string(loaded.meta.zero_stage) +
             ", " + loaded.meta.precision + size + ")" + (loaded.warning.empty() ? "" : "; warning: " + loaded.warning));
     }
     record("{\"event\":\"resume\",\"step\":" + std::to_string(loaded.meta.step) + ",\"saved_world_size\":" +
            std::to_string(loaded.meta.world_size) + ",\"saved_zero_stage\":" + std::to_string(loaded.meta.zero_stage) + "}");
-  } else if (ckpt.load == CheckpointLoad::kLatest && rank == 0) {
-    print("no checkpoint in " + ckpt.dir + " yet: starting at step 0");
+  } else if ((ckpt.load == CheckpointLoad::kLatest || ckpt.resume_newest) && rank == 0) {
+    print(restart + "no checkpoint in " + ckpt.dir + " yet: starting at step 0");
   }
+  if (hooks.reporter != nullptr) hooks.reporter->Starting(result.first_step);
   SaveOptions save_options;
   save_options.keep_last = ckpt.keep_last;
   save_options.fault = hooks.checkpoint_fault;
@@ -122,7 +129,10 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     double sum = 0.0;
     int64_t correct = 0;
     const int64_t batches = std::max<int64_t>(1, config.train.eval_steps);
-    for (int64_t i = 0; i < batches; ++i) sum += task->ForwardValidation(engine->access(), i, &correct);
+    for (int64_t i = 0; i < batches; ++i) {
+      sum += task->ForwardValidation(engine->access(), i, &correct);
+      if (hooks.reporter != nullptr) hooks.reporter->StillWorking();
+    }
     DSLAUNCH_RETURN_IF_ERROR(engine->status());
     float reduced[2] = {static_cast<float>(sum / static_cast<double>(batches)), static_cast<float>(correct)};
     DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(reduced, 2), ReduceOp::kSum).WithContext("validation all-reduce"));
@@ -173,6 +183,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     result.losses.push_back(loss);
     tokens_since_print += step_tokens;
     const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+    if (hooks.reporter != nullptr) hooks.reporter->StepDone(step + 1, step_seconds);
     if (recording) {  // built only where it is written: this runs every step
       record("{\"event\":\"step\",\"step\":" + std::to_string(step + 1) + ",\"loss\":" + JsonNumber(loss) +
              ",\"lr\":" + JsonNumber(stats.lr) + ",\"loss_scale\":" + JsonNumber(stats.loss_scale) +
@@ -180,6 +191,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
              ",\"tokens_per_s\":" + JsonNumber(static_cast<double>(step_tokens) / step_seconds) +
              ",\"ms_per_step\":" + JsonNumber(1e3 * step_seconds) + "}");
     }
+    if (rank == 0 && step == result.first_step && hooks.first_step_done) hooks.first_step_done(result.first_step);
     if (rank == 0 && !stats.scale_event.empty()) print("step " + std::to_string(step + 1) + " | " + stats.scale_event);
     if (rank == 0 && hooks.progress) {
       hooks.progress(FormatProgressBar(step + 1, config.train.steps, loss,
@@ -203,9 +215,15 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     // The save at the step where the run ends (the last step, or a stop) is the final one: it
     // waits for its completion and its failure fails the run (runtime/checkpoint_saver.h).
     const bool last = step + 1 == config.train.steps;
-    if (saver.IntervalDue(step + 1) && !stop && !last) DSLAUNCH_RETURN_IF_ERROR(saver.SavePeriodic(step + 1));
+    if (saver.IntervalDue(step + 1) && !stop && !last) {
+      ScopedSlowPhase slow(hooks.reporter);
+      DSLAUNCH_RETURN_IF_ERROR(saver.SavePeriodic(step + 1));
+    }
     if (stop) {
-      DSLAUNCH_RETURN_IF_ERROR(saver.SaveFinal(step + 1, "stop", ckpt.save_on_stop || saver.IntervalDue(step + 1)));
+      {
+        ScopedSlowPhase slow(hooks.reporter);
+        DSLAUNCH_RETURN_IF_ERROR(saver.SaveFinal(step + 1, "stop", ckpt.save_on_stop || saver.IntervalDue(step + 1)));
+      }
       if (rank == 0) print("step " + std::to_string(step + 1) + " | stopped on request");
       result.stopped = true;
       result.checkpoints = saver.saved();
@@ -219,7 +237,10 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     }
   }
 
-  DSLAUNCH_RETURN_IF_ERROR(saver.SaveFinal(config.train.steps, "end", /*save=*/true));
+  {
+    ScopedSlowPhase slow(hooks.reporter);
+    DSLAUNCH_RETURN_IF_ERROR(saver.SaveFinal(config.train.steps, "end", /*save=*/true));
+  }
   result.checkpoints = saver.saved();
   result.failed_checkpoints = saver.failed_steps();
   if (config.train.eval_interval <= 0 || config.train.steps % config.train.eval_interval != 0) {
@@ -228,6 +249,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   if (config.train.sample_tokens > 0 && task->name() == "gpt") {
     // Every rank samples (the same tokens): at ZeRO stage 3 each forward pass gathers parameters
     // from all ranks.
+    ScopedSlowPhase slow(hooks.reporter);
     std::string text =
         task->Sample(engine->access(), config.train.sample_prompt, config.train.sample_tokens, config.seed);
     DSLAUNCH_RETURN_IF_ERROR(engine->status());

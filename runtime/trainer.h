@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
+#include "runtime/progress_report.h"
 #include "runtime/train_config.h"
 #include "runtime/train_task.h"
 
@@ -35,6 +36,13 @@ struct TrainHooks {
   // Set (by a SIGTERM handler) when the job is told to stop: after the current step every rank
   // saves a checkpoint (with checkpoint.save_on_stop) and Train returns with `stopped`.
   const std::atomic<bool>* stop = nullptr;
+  // Every rank: progress reports for hang detection (runtime/progress_report.h): at start-up (with
+  // the step resumed), after every step, per validation batch, and around checkpoint save and load
+  // and the sample. Optional; must outlive Train.
+  ProgressReporter* reporter = nullptr;
+  // Rank 0, once: the first step of this run completed; called with the step it started from (the
+  // resumed checkpoint's, 0 for a fresh start), after that step's metrics record. Optional.
+  std::function<void(int64_t first_step)> first_step_done;
   CheckpointFaultHook checkpoint_fault;  // tests only
 };
 

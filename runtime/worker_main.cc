@@ -26,11 +26,14 @@
 #include "common/worker_identity.h"
 #include "dslaunch/config.h"
 #include "runtime/available_memory.h"
+#include "runtime/generation.h"
 #include "runtime/gloo_communicator.h"
 #include "runtime/idx_synthetic.h"
 #include "runtime/memory_estimate.h"
 #include "runtime/model_export.h"
 #include "runtime/prepare_text.h"
+#include "runtime/progress_file.h"
+#include "runtime/progress_report.h"
 #include "runtime/token_shard.h"
 #include "runtime/train_config.h"
 #include "runtime/trainer.h"
@@ -102,7 +105,11 @@ int RunTrain(const std::string& config_path) {
   const std::map<std::string, std::string> env = EnvironmentMap(environ);
   auto id = ParseWorkerIdentity(env);
   if (!id.ok()) return Fail(id.status());
-  auto config = ReadTrainConfig(config_path, id->world_size);
+  auto generation = ParseGenerationInfo(env, id->generation);
+  if (!generation.ok()) return Fail(generation.status());
+  auto watchdog_env = ParseWatchdogTimeoutEnv(env);
+  if (!watchdog_env.ok()) return Fail(watchdog_env.status());
+  auto config = ReadTrainConfig(config_path, id->world_size, id->generation);
   if (!config.ok()) return Fail(config.status());
   if (id->rank == 0) {
     // UnimplementedWarning carries its own "warning: " prefix.
@@ -110,7 +117,28 @@ int RunTrain(const std::string& config_path) {
       std::fprintf(stderr, "dslaunch-worker: %s\n", UnimplementedWarning(*config).c_str());
     }
     for (const std::string& w : config->warnings) std::fprintf(stderr, "dslaunch-worker: warning: %s\n", w.c_str());
+    std::printf("%s\n", BatchSummary(*config, id->world_size).c_str());
+    std::fflush(stdout);
   }
+
+  // Progress reports for the agent's hang detection, from now on (runtime/progress_report.h). The
+  // communicator's collective timeout follows the watchdog timeout once it exists.
+  std::unique_ptr<ProgressFile> progress_file;
+  if (auto path = env.find(env::kProgressFile); path != env.end() && !path->second.empty()) {
+    progress_file = std::make_unique<ProgressFile>(path->second, [](const std::string& warning) {
+      std::fprintf(stderr, "dslaunch-worker: warning: %s\n", warning.c_str());
+    });
+  }
+  GlooCommunicator* gloo = nullptr;
+  ProgressReporter reporter(
+      {*watchdog_env, config->train.watchdog_timeout},
+      [&](const std::string& report) {
+        if (progress_file) progress_file->Write(report);
+      },
+      [&](double timeout) {
+        if (gloo != nullptr) gloo->SetCollectiveTimeout(CollectiveTimeoutFor(timeout, kDefaultGlooCollectiveTimeout));
+      });
+  reporter.Starting(0);
   // Before anything model-sized is allocated: does the run fit this node?
   if (auto available = ReadAvailableMemory(); available.ok()) {
     const Status fits = CheckMemoryFits(EstimateTrainingMemory(*config, id->world_size), id->local_world_size,
@@ -132,14 +160,17 @@ int RunTrain(const std::string& config_path) {
   if (!address.ok()) return Fail(address.status());
   GlooOptions options;
   options.address = *address;
+  options.collective_timeout = CollectiveTimeoutFor(reporter.timeout(), kDefaultGlooCollectiveTimeout);
   auto comm = GlooCommunicator::Create(**store, id->rank, id->world_size, options);
   if (!comm.ok()) return FailTraining(comm.status(), env);
+  gloo = comm->get();
 
-  // Rank 0's metrics, one JSON object per line, in the job's directory on its node.
+  // Rank 0's metrics, one JSON object per line, in the job's directory on its node. The directory
+  // is kept across the generations of a job: a restart appends, generation 0 starts the file.
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics(nullptr, &std::fclose);
   if (auto dir = env.find(env::kJobDir); id->rank == 0 && dir != env.end() && !dir->second.empty()) {
     const std::string path = dir->second + "/metrics.jsonl";
-    metrics.reset(std::fopen(path.c_str(), "w"));
+    metrics.reset(std::fopen(path.c_str(), id->generation > 0 ? "a" : "w"));
     if (!metrics) return Fail(InternalError("cannot write " + path + ": " + std::strerror(errno)));
   }
   TrainHooks output;
@@ -163,6 +194,12 @@ int RunTrain(const std::string& config_path) {
   // checkpoint when checkpoint.save_on_stop is set; the worker then exits 143 as if killed by it.
   std::signal(SIGTERM, [](int) { g_stop_requested.store(true); });
   output.stop = &g_stop_requested;
+  output.reporter = &reporter;
+  output.first_step_done = [&](int64_t first_step) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    output.metrics(GenerationRecordJson(*generation, id->world_size, first_step, now_ms));
+  };
   if (auto fault = env.find(kCheckpointFaultEnv); fault != env.end()) {
     output.checkpoint_fault = CheckpointFault(fault->second, id->rank);
   }

@@ -102,6 +102,46 @@ TEST_CASE("A step trains on the same samples whatever the world size and accumul
   }
 }
 
+TEST_CASE("A step's samples depend only on seed, step and index in the global batch, not on the split") {
+  // What a restart at another world size relies on (docs/data.md): the global batch 8 split as
+  // world x micro x accumulation in every way a restart may choose, including other micro-batches.
+  const int64_t tokens = 3000 * 4 + 1;
+  struct Split {
+    int world, micro, accumulation;
+  };
+  const Split splits[] = {{1, 8, 1}, {1, 2, 4}, {1, 1, 8}, {2, 4, 1}, {2, 1, 4},
+                          {2, 2, 2}, {4, 2, 1}, {4, 1, 2}, {8, 1, 1}};
+  // The samples in global-batch order: micro-step m of rank r holds indices
+  // m x micro x world + r x micro + i.
+  auto ordered = [&](const Split& s, int64_t step) {
+    BatchGeometry g{tokens, 4, s.micro, s.accumulation, s.world};
+    std::vector<int64_t> batch(8);
+    for (int m = 0; m < s.accumulation; ++m) {
+      for (int r = 0; r < s.world; ++r) {
+        auto w = WindowsForMicroStep(11, g, step, m, r);
+        REQUIRE(w.size() == static_cast<size_t>(s.micro));
+        for (int i = 0; i < s.micro; ++i) batch[static_cast<size_t>((m * s.world + r) * s.micro + i)] = w[i];
+      }
+    }
+    return batch;
+  };
+  for (int64_t step : {0, 5, 374, 375, 1000}) {  // 3000 windows / 8: step 375 starts the second epoch
+    CAPTURE(step);
+    const auto reference = ordered(splits[0], step);
+    auto sorted_reference = reference;
+    std::sort(sorted_reference.begin(), sorted_reference.end());
+    for (const Split& s : splits) {
+      CAPTURE(s.world);
+      CAPTURE(s.micro);
+      const auto batch = ordered(s, step);
+      CHECK(batch == reference);  // the same sample at the same index
+      auto sorted = batch;
+      std::sort(sorted.begin(), sorted.end());
+      CHECK(sorted == sorted_reference);  // hence the same multiset
+    }
+  }
+}
+
 TEST_CASE("prepare-text splits the last fraction of the tokens off for validation") {
   auto split = SplitTokens(EncodeBytes("0123456789"), 0.2);
   CHECK(DecodeBytes(split.train) == "01234567");

@@ -1,0 +1,61 @@
+#include "runtime/generation.h"
+
+#include <charconv>
+#include <cstdio>
+
+#include "common/env_names.h"
+#include "common/text.h"
+
+namespace dslaunch::runtime {
+
+Result<GenerationInfo> ParseGenerationInfo(const std::map<std::string, std::string>& env, int generation) {
+  GenerationInfo info;
+  info.generation = generation;
+  if (auto it = env.find(env::kRestartReason); it != env.end()) info.reason = it->second;
+  if (auto it = env.find(env::kFaultTime); it != env.end() && !it->second.empty()) {
+    int64_t ms = 0;
+    const std::string& text = it->second;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+    if (ec != std::errc() || end != text.data() + text.size() || ms < 0) {
+      return InvalidArgumentError(std::string(env::kFaultTime) + "='" + text +
+                                  "' is not a Unix time in milliseconds (a non-negative integer)");
+    }
+    info.fault_time_ms = ms;
+  }
+  return info;
+}
+
+std::string GenerationRecordJson(const GenerationInfo& info, int world_size, int64_t resumed_step, int64_t now_ms) {
+  std::string json = "{\"event\":\"generation\",\"generation\":" + std::to_string(info.generation) +
+                     ",\"world_size\":" + std::to_string(world_size) +
+                     ",\"reason\":" + JsonString(info.reason.empty() ? "start" : info.reason) +
+                     ",\"resumed_step\":" + std::to_string(resumed_step);
+  if (info.generation > 0 && info.fault_time_ms) {
+    json += ",\"seconds_lost\":" + JsonNumber(static_cast<double>(now_ms - *info.fault_time_ms) / 1e3);
+  }
+  return json + "}";
+}
+
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);  // UTF-8 passes through
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace dslaunch::runtime
