@@ -53,7 +53,8 @@ std::atomic<bool> g_stop_requested{false};
 // DSLAUNCH_CHECKPOINT_FAULT=POINT@RANK@STEP kills rank RANK with SIGKILL when the save of step
 // STEP reaches POINT ("before_shard", "mid_shard", "before_meta", "before_latest"); at
 // "mid_shard" it first cuts the shard just written to half its size, which is what a crash in the
-// middle of writing leaves.
+// middle of writing leaves. It fires in generation 0 only, so that the restart it causes
+// (--max_restarts) can pass the same point.
 constexpr char kCheckpointFaultEnv[] = "DSLAUNCH_CHECKPOINT_FAULT";
 
 CheckpointFaultHook CheckpointFault(const std::string& spec, int rank) {
@@ -200,7 +201,7 @@ int RunTrain(const std::string& config_path) {
                                std::chrono::system_clock::now().time_since_epoch()).count();
     output.metrics(GenerationRecordJson(*generation, id->world_size, first_step, now_ms));
   };
-  if (auto fault = env.find(kCheckpointFaultEnv); fault != env.end()) {
+  if (auto fault = env.find(kCheckpointFaultEnv); fault != env.end() && id->generation == 0) {
     output.checkpoint_fault = CheckpointFault(fault->second, id->rank);
   }
   auto result = Train(*config, *data, **comm, output);
