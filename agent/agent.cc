@@ -493,13 +493,38 @@ class AgentSession {
   // A hung process cannot be trusted to stop on SIGTERM: SIGKILL to its process group. Its
   // WORKER_EXITED follows when it is reaped.
   void OnStall(const Stall& stall) {
-    std::cerr << Prefix() << DescribeStall(stall) << "; killing it\n";
-    Send(control::WorkerStalled{assignment_.generation, stall.rank, stall.last_step, stall.silence.count(),
-                                stall.timeout.count()});
     for (const auto& w : running_) {
-      if (w->rank == stall.rank && workers_.state(w->index) == WorkerState::kRunning) {
-        SignalProcessGroup(workers_.pid(w->index), SIGKILL).IgnoreError();
-      }
+      if (w->rank != stall.rank || workers_.state(w->index) != WorkerState::kRunning) continue;
+      const pid_t pid = workers_.pid(w->index);
+      const std::string state = StateOf(pid);
+      std::cerr << Prefix() << DescribeStall(stall) << (state.empty() ? "" : " (" + state + ")") << "; killing it\n";
+      Send(control::WorkerStalled{assignment_.generation, stall.rank, stall.last_step, stall.silence.count(),
+                                  stall.timeout.count(), state});
+      SignalProcessGroup(pid, SIGKILL).IgnoreError();
+    }
+  }
+
+  static std::string StateOf(pid_t pid) {
+    auto state = ProcessState(pid);
+    return state ? ProcessStateName(*state) : std::string();
+  }
+
+  // When the node is told to stop, a worker found stopped (SIGSTOP, a debugger) is reported as
+  // stalled whatever its watchdog says: it cannot be progressing, and its peers on other nodes
+  // (waiting for it in a collective) may have been reported first (docs/elastic.md, "Which rank
+  // hung").
+  void ReportStoppedWorkers() {
+    const auto now = Clock::now();
+    for (const auto& w : running_) {
+      if (workers_.state(w->index) != WorkerState::kRunning) continue;
+      const pid_t pid = workers_.pid(w->index);
+      auto state = ProcessState(pid);
+      if (!state || (*state != 'T' && *state != 't')) continue;
+      const Stall stall = watchdog_.Describe(w->rank, now);
+      std::cerr << Prefix() << "rank " << w->rank << " is stopped (last step "
+                << (stall.last_step >= 0 ? std::to_string(stall.last_step) : std::string("none")) << ")\n";
+      Send(control::WorkerStalled{assignment_.generation, w->rank, stall.last_step, stall.silence.count(),
+                                  stall.timeout.count(), ProcessStateName(*state)});
     }
   }
 
@@ -512,6 +537,7 @@ class AgentSession {
     }
     if (const auto* stop = std::get_if<control::Stop>(&*msg)) {
       if (stop->generation != assignment_.generation || phase_ != Phase::kRunning) return;  // stale
+      if (!workers_.stopping()) ReportStoppedWorkers();
       BeginStop(std::chrono::milliseconds(stop->grace_period_ms));
     } else if (auto* next = std::get_if<control::Assignment>(&*msg)) {
       if (phase_ != Phase::kIdle || next->generation <= assignment_.generation) {

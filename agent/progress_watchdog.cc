@@ -170,6 +170,16 @@ std::vector<Stall> ProgressWatchdog::Check(Clock::time_point now) {
   return stalls;
 }
 
+Stall ProgressWatchdog::Describe(int rank, Clock::time_point now) const {
+  Stall s{rank, -1, std::chrono::milliseconds(0), std::chrono::milliseconds(0)};
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return s;
+  s.last_step = it->second.last_step;
+  s.timeout = TimeoutOf(it->second);
+  s.silence = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_report);
+  return s;
+}
+
 int64_t ProgressWatchdog::last_step(int rank) const {
   auto it = ranks_.find(rank);
   return it == ranks_.end() ? -1 : it->second.last_step;

@@ -92,6 +92,11 @@ class ProgressWatchdog {
   // The last step the rank reported, -1 if none (or the rank is unknown).
   int64_t last_step(int rank) const;
 
+  // The rank as a Stall would describe it at `now` (its silence so far, its last step, its timeout),
+  // whether or not it is past its timeout: for a rank found stopped. A rank not watched: all zero,
+  // last step -1.
+  Stall Describe(int rank, Clock::time_point now) const;
+
  private:
   struct Rank {
     bool running = false;

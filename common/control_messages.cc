@@ -144,10 +144,11 @@ void Put(ByteWriter& w, const AgentFailed& m) { w.I32(m.generation).String(m.rea
 bool Get(ByteReader& r, AgentFailed& m, std::string& why) { return r.I32(m.generation) && r.String(m.reason); }
 
 void Put(ByteWriter& w, const WorkerStalled& m) {
-  w.I32(m.generation).I32(m.rank).I64(m.last_step).I64(m.silence_ms).I64(m.timeout_ms);
+  w.I32(m.generation).I32(m.rank).I64(m.last_step).I64(m.silence_ms).I64(m.timeout_ms).String(m.state);
 }
 bool Get(ByteReader& r, WorkerStalled& m, std::string& why) {
-  return r.I32(m.generation) && r.I32(m.rank) && r.I64(m.last_step) && r.I64(m.silence_ms) && r.I64(m.timeout_ms);
+  return r.I32(m.generation) && r.I32(m.rank) && r.I64(m.last_step) && r.I64(m.silence_ms) && r.I64(m.timeout_ms) &&
+         r.String(m.state);
 }
 
 void Put(ByteWriter& w, const Release& m) { w.I32(m.generation); }

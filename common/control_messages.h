@@ -163,6 +163,10 @@ struct WorkerStalled {
   int64_t last_step = -1;    // the last step it reported, -1 if it reported none
   int64_t silence_ms = 0;    // since its last report (or since it started, if none)
   int64_t timeout_ms = 0;    // the watchdog timeout in effect
+  // The process's state when the agent found it stalled (common/process_tree.h ProcessStateName:
+  // "stopped", "disk sleep", "running", "sleeping"); "" if unknown. Evidence for which rank hung:
+  // its peers usually sleep in a collective, waiting for it.
+  std::string state;
 };
 
 // The job is over: an agent of a restartable assignment exits once it has nothing more to report.

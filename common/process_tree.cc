@@ -38,6 +38,7 @@ bool ReadStat(pid_t pid, ProcessEntry& out) {
   int ppid = 0, pgrp = 0;
   if (std::sscanf(close + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return false;
   out.pid = pid;
+  out.state = state;
   out.parent = ppid;
   out.group = pgrp;
   out.zombie = state == 'Z' || state == 'X';
@@ -78,6 +79,25 @@ std::vector<pid_t> DescendantsOf(pid_t root, const std::vector<ProcessEntry>& ta
     }
   }
   return out;
+}
+
+std::optional<char> ProcessState(pid_t pid) {
+  ProcessEntry e;
+  if (!ReadStat(pid, e)) return std::nullopt;
+  return e.state;
+}
+
+std::string ProcessStateName(char state) {
+  switch (state) {
+    case 'T':
+    case 't': return "stopped";
+    case 'D': return "disk sleep";
+    case 'R': return "running";
+    case 'S':
+    case 'I': return "sleeping";
+    case 'Z': return "zombie";
+  }
+  return std::string(1, state);
 }
 
 Result<std::vector<ProcessEntry>> ReadProcessTable() {

@@ -13,6 +13,8 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -26,7 +28,16 @@ struct ProcessEntry {
   pid_t parent = 0;
   pid_t group = 0;  // process group id
   bool zombie = false;
+  char state = 0;  // /proc/PID/stat's state: 'R' running, 'S' sleeping, 'D' disk sleep, 'T' stopped, ...
 };
+
+// The process's state, as /proc/PID/stat gives it ('R', 'S', 'D', 'T', 't', 'Z', ...); nullopt
+// when it cannot be read (the process is gone).
+std::optional<char> ProcessState(pid_t pid);
+
+// "stopped" for 'T' and 't', "disk sleep" for 'D', "running" for 'R', "sleeping" for 'S' and 'I',
+// "zombie" for 'Z', otherwise the letter.
+std::string ProcessStateName(char state);
 
 // Every live (non-zombie) process whose chain of parents reaches `root` in `table`, excluding
 // `root` itself, in breadth-first order (parents before their children). Pure; linear in the

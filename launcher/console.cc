@@ -35,7 +35,8 @@ std::string FormatSummary(const std::string& job_id, const JobTracker& tracker) 
       s += "rank " + std::to_string(cause->rank) + " on host " + cause->host + " reported no progress for " +
            FormatSeconds(std::chrono::milliseconds(cause->silence_ms)) + " (watchdog timeout " +
            FormatSeconds(std::chrono::milliseconds(cause->timeout_ms)) + "; last step " +
-           (cause->last_step >= 0 ? std::to_string(cause->last_step) : std::string("none reported")) + ")\n";
+           (cause->last_step >= 0 ? std::to_string(cause->last_step) : std::string("none reported")) +
+           (cause->process_state.empty() ? "" : "; found " + cause->process_state) + ")\n";
       if (tracker.stalled_ranks().size() > 1) {
         s += "dslaunch: ranks that stopped reporting, longest silent first:";
         std::vector<RootCause> by_silence = tracker.stalled_ranks();

@@ -101,11 +101,15 @@ Action JobTracker::OnWorkerStalled(int node_rank, const control::WorkerStalled& 
   cause.last_step = stalled.last_step;
   cause.silence_ms = stalled.silence_ms;
   cause.timeout_ms = stalled.timeout_ms;
+  cause.process_state = stalled.state;
   stalled_.push_back(cause);
-  // A rank that was already the root cause as a failed worker (its exit came first) stays so.
+  auto stuck = [](const std::string& state) { return state == "stopped" || state == "disk sleep"; };
   if (root_cause_ && root_cause_->kind == RootCause::Kind::kWorkerFailed && root_cause_->error &&
       root_cause_->error->caused_by_peer) {
     root_cause_.reset();  // a peer's collateral failure gives way to the hang that caused it
+  } else if (root_cause_ && root_cause_->kind == RootCause::Kind::kWorkerStalled &&
+             !stuck(root_cause_->process_state) && stuck(cause.process_state)) {
+    root_cause_.reset();  // a rank waiting in a collective gives way to the one it waits for
   }
   return Fail(std::move(cause));
 }

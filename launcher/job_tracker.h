@@ -59,6 +59,7 @@ struct RootCause {
   int64_t last_step = -1;
   int64_t silence_ms = 0;
   int64_t timeout_ms = 0;
+  std::string process_state;  // kWorkerStalled: as the agent found it ("stopped", "sleeping", ...)
 };
 
 // What the shell must do after an event.
@@ -98,6 +99,9 @@ class JobTracker {
   // The agent's watchdog found a rank silent for its timeout (WORKER_STALLED): a failure of that
   // rank, the root cause if nothing failed before. Stalls reported while the job is stopping are
   // kept too (stalled_ranks()): a hang leaves every peer silent, and the summary names them all.
+  // A stalled rank found stopped or in disk sleep replaces a root cause that is a stalled rank
+  // found otherwise (sleeping: most likely waiting for it in a collective), or a peer's
+  // collateral failure (docs/elastic.md, "Which rank hung").
   Action OnWorkerStalled(int node_rank, const control::WorkerStalled& stalled);
   // The launcher stops this generation to start a bigger one (scale-up): the root cause unless
   // something failed before; the workers' SIGTERM exits that follow are not failures.

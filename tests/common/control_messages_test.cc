@@ -72,7 +72,8 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(failed.generation == 3);
   CHECK(failed.reason == "cannot create log directory '/x': Permission denied");
 
-  WorkerStalled stalled = RoundTrip(WorkerStalled{2, 5, 41, 3100, 3000});
+  WorkerStalled stalled = RoundTrip(WorkerStalled{2, 5, 41, 3100, 3000, "stopped"});
+  CHECK(stalled.state == "stopped");
   CHECK(stalled.generation == 2);
   CHECK(stalled.rank == 5);
   CHECK(stalled.last_step == 41);

@@ -308,6 +308,21 @@ TEST_CASE("JobTracker makes a stalled rank the root cause and names every silent
         std::string::npos);
 }
 
+TEST_CASE("JobTracker names a stalled rank found stopped before the sleeping peers reported first") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnWorkerStalled(0, control::WorkerStalled{0, 0, 13, 3000, 3000, "sleeping"}) == Action::kStopAll);
+  CHECK(t.root_cause()->rank == 0);
+  CHECK(t.OnWorkerStalled(1, control::WorkerStalled{0, 3, 13, 2900, 3000, "stopped"}) == Action::kNone);
+  CHECK(t.root_cause()->rank == 3);
+  CHECK(t.root_cause()->process_state == "stopped");
+  // A later stopped rank does not replace the first one found stopped.
+  CHECK(t.OnWorkerStalled(1, control::WorkerStalled{0, 2, 13, 2900, 3000, "stopped"}) == Action::kNone);
+  CHECK(t.root_cause()->rank == 3);
+  CHECK(FormatSummary("j", t).find("last step 13; found stopped)") != std::string::npos);
+}
+
 TEST_CASE("JobTracker lets a stall replace a peer's collateral failure as the root cause") {
   JobTracker t(TwoNodePlan());
   t.OnAgentRegistered(0);
