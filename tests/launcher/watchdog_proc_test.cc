@@ -49,10 +49,11 @@ void CheckNoWorkerAlive(const TempDir& dir, size_t expected_pids) {
 
 // The agent's line for a stall of `rank` with a 1 s timeout; the silence it reports is the
 // timeout plus up to a poll interval or so.
-std::regex StallLine(int rank, const std::string& step) {
+// `state`: how the agent found the process (a regex).
+std::regex StallLine(int rank, const std::string& step, const std::string& state = "sleeping") {
   return std::regex("dslaunch-agent\\[node 0\\]: rank " + std::to_string(rank) +
                     " reported no progress for 1\\.[0-9] s \\(" + step +
-                    ", watchdog timeout 1\\.0 s\\); killing it\n");
+                    ", watchdog timeout 1\\.0 s\\) \\(" + state + "\\); killing it\n");
 }
 
 TEST_CASE("A rank that reports timeout=1 and then hangs is killed, and the job ends with 137") {
@@ -68,7 +69,7 @@ TEST_CASE("A rank that reports timeout=1 and then hangs is killed, and the job e
   // The agent's line and the launcher's summary, both about rank 1: rank 0 asked for no watchdog.
   CHECK(Count(r.err, "reported no progress") == 2);
   CHECK(Contains(r.err, "failed: rank 1 on host localhost reported no progress for "));
-  CHECK(Contains(r.err, " (watchdog timeout 1.0 s; last step 0)\n"));
+  CHECK(Contains(r.err, " (watchdog timeout 1.0 s; last step 0; found sleeping)\n"));
   CheckNoWorkerAlive(dir, 2);
 }
 
@@ -79,7 +80,8 @@ TEST_CASE("A rank stopped with SIGSTOP after reporting timeout=1 is detected and
   INFO(r.err);
   CHECK(r.exit_code == 137);
   CHECK(r.seconds < kStalledJobBoundSeconds);
-  CHECK(std::regex_search(r.err, StallLine(0, "last step 3")));
+  CHECK(std::regex_search(r.err, StallLine(0, "last step 3", "stopped")));
+  CHECK(Contains(r.err, "last step 3; found stopped)"));
   CHECK_FALSE(Contains(r.out, "resumed"));
   CheckNoWorkerAlive(dir, 1);
 }
