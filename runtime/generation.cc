@@ -33,6 +33,10 @@ std::string GenerationRecordJson(const GenerationInfo& info, int world_size, int
   if (info.generation > 0 && info.fault_time_ms) {
     json += ",\"seconds_lost\":" + JsonNumber(static_cast<double>(now_ms - *info.fault_time_ms) / 1e3);
   }
+  if (info.started_ms && info.rendezvous_ms) {
+    json += ",\"started_ms\":" + std::to_string(*info.started_ms) + ",\"rendezvous_ms\":" +
+            std::to_string(*info.rendezvous_ms) + ",\"first_step_ms\":" + std::to_string(now_ms);
+  }
   return json + "}";
 }
 

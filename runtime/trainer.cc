@@ -112,7 +112,8 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
             ", " + loaded.meta.precision + size + ")" + (loaded.warning.empty() ? "" : "; warning: " + loaded.warning));
     }
     record("{\"event\":\"resume\",\"step\":" + std::to_string(loaded.meta.step) + ",\"saved_world_size\":" +
-           std::to_string(loaded.meta.world_size) + ",\"saved_zero_stage\":" + std::to_string(loaded.meta.zero_stage) + "}");
+           std::to_string(loaded.meta.world_size) + ",\"saved_zero_stage\":" + std::to_string(loaded.meta.zero_stage) +
+           ",\"load_seconds\":" + JsonNumber(loaded.seconds) + "}");
   } else if ((ckpt.load == CheckpointLoad::kLatest || ckpt.resume_newest) && rank == 0) {
     print(restart + "no checkpoint in " + ckpt.dir + " yet: starting at step 0");
   }

@@ -100,7 +100,13 @@ int FailTraining(const Status& status, const std::map<std::string, std::string>&
   return Fail(status);
 }
 
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 int RunTrain(const std::string& config_path) {
+  const int64_t started_ms = UnixMillis();
   // Gloo writes to sockets without MSG_NOSIGNAL: a dead peer must be an error, not SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
   const std::map<std::string, std::string> env = EnvironmentMap(environ);
@@ -164,6 +170,8 @@ int RunTrain(const std::string& config_path) {
   options.collective_timeout = CollectiveTimeoutFor(reporter.timeout(), kDefaultGlooCollectiveTimeout);
   auto comm = GlooCommunicator::Create(**store, id->rank, id->world_size, options);
   if (!comm.ok()) return FailTraining(comm.status(), env);
+  generation->started_ms = started_ms;
+  generation->rendezvous_ms = UnixMillis();
   gloo = comm->get();
 
   // Rank 0's metrics, one JSON object per line, in the job's directory on its node. The directory
@@ -197,8 +205,7 @@ int RunTrain(const std::string& config_path) {
   output.stop = &g_stop_requested;
   output.reporter = &reporter;
   output.first_step_done = [&](int64_t first_step) {
-    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch()).count();
+    const int64_t now_ms = UnixMillis();
     output.metrics(GenerationRecordJson(*generation, id->world_size, first_step, now_ms));
   };
   if (auto fault = env.find(kCheckpointFaultEnv); fault != env.end() && id->generation == 0) {

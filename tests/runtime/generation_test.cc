@@ -30,6 +30,12 @@ TEST_CASE("A restart records its reason, the step it resumed and the seconds sin
   // Without a fault time there is nothing to subtract from.
   auto no_time = ParseGenerationInfo(Env{{"DSLAUNCH_RESTART_REASON", "worker exited"}}, 1);
   REQUIRE(no_time.ok());
+  GenerationInfo timed = *no_time;
+  timed.started_ms = 1;
+  timed.rendezvous_ms = 3;
+  CHECK(GenerationRecordJson(timed, 2, 8, 5) ==
+        R"({"event":"generation","generation":1,"world_size":2,"reason":"worker exited","resumed_step":8,)"
+        R"("started_ms":1,"rendezvous_ms":3,"first_step_ms":5})");
   CHECK(GenerationRecordJson(*no_time, 2, 8, 5) ==
         R"({"event":"generation","generation":1,"world_size":2,"reason":"worker exited","resumed_step":8})");
 }
