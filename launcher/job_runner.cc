@@ -430,10 +430,11 @@ class JobRunner::Impl {
           const auto& cause = tracker_->root_cause();
           options_.events.Record(plan_.generation, "fault", cause ? DescribeRootCause(*cause) : "");
         }
-        SendStop(options_.grace_period.count(), "job is stopping");
+        const std::chrono::milliseconds grace = StopGrace();
+        SendStop(grace.count(), "job is stopping");
         registration_timer_.cancel();
         const int generation = plan_.generation;
-        stop_timer_.expires_after(options_.grace_period + kStopReportMargin);
+        stop_timer_.expires_after(grace + kStopReportMargin);
         stop_timer_.async_wait([this, generation](boost::system::error_code ec) {
           if (!ec && generation == plan_.generation && !finished_) Apply(tracker_->OnStopDeadline());
         });
@@ -454,6 +455,15 @@ class JobRunner::Impl {
         EndGeneration();
         return;
     }
+  }
+
+  // The grace period of this generation's stop (kFailureStopGrace).
+  std::chrono::milliseconds StopGrace() const {
+    const auto& cause = tracker_->root_cause();
+    const bool healthy_stop =
+        !cause || cause->kind == RootCause::Kind::kSignal || cause->kind == RootCause::Kind::kRescale;
+    if (healthy_stop || !policy_->restartable()) return options_.grace_period;
+    return std::min(options_.grace_period, std::chrono::duration_cast<std::chrono::milliseconds>(kFailureStopGrace));
   }
 
   static int64_t UnixMillis() {

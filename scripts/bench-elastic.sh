@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Recovery time: from a fault to the first completed step of the next generation, broken down,
+# on the namespaced test cluster (scripts/netns-cluster.sh), median of several runs. Prints
+# Markdown for docs/benchmarks.md.
+#
+#   scripts/bench-elastic.sh [runs]     (default 3 per case; needs root)
+#
+# 1. The bundled runtime (configs/gpt-demo.json's model and data, a checkpoint every 10 steps) on
+#    2 nodes x 1 rank: (a) rank 1 killed with SIGKILL at step 12, restarted on the same nodes;
+#    (b) node 1's link cut at step 12 (heartbeat timeout 3 s), replaced by the spare node 2.
+#    Breakdown from the launcher's --events_file and rank 0's metrics.jsonl: detect (fault ->
+#    the launcher's "fault" event), stop (-> "generation_end"), decide (-> next "generation_start"),
+#    start (-> the worker's start), rendezvous (-> its communicator ready), load (the checkpoint),
+#    first step (the rest, to the first completed step).
+# 2. The same kill on a stdlib-only Python worker (one step every 100 ms, no collective), 2 ranks
+#    on this machine, under dslaunch --max_restarts 1 and under torchrun --standalone
+#    --max_restarts 1 (Debian's python3-torch), in the same run: fault -> first step of the
+#    restart. (torchrun's c10d rendezvous across the namespaced nodes did not come up here; a
+#    link-down case is not measured for torchrun: its agents do not restart the survivors.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${1:-3}"
+scripts/setup.sh --bench >/dev/null
+scripts/build.sh >/dev/null
+[[ -f data/fortunes.train.bin && -f data/fortunes.val.bin ]] || scripts/prepare-data.sh >/dev/null
+export DSLAUNCH_CLUSTER_DIR="${DSLAUNCH_CLUSTER_DIR:-/tmp/dslaunch-bench-cluster}"
+trap 'ip link set dslv1 up 2>/dev/null || true; scripts/netns-cluster.sh down >/dev/null 2>&1 || true' EXIT
+scripts/netns-cluster.sh up 3 1 >/dev/null
+
+python3 - "$runs" "$DSLAUNCH_CLUSTER_DIR" "$PWD" <<'PY'
+import json, os, re, signal, statistics, subprocess, sys, tempfile, time
+runs, state, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+key, known = f"{state}/id_ed25519", f"{state}/known_hosts"
+hosts = [l.split()[0] for l in open(f"{state}/hostfile") if l.strip() and not l.startswith("#")]
+bin_ = f"{root}/build/bin"
+now_ms = lambda: int(time.time() * 1000)
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+def wait_for(cond, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    sys.exit(f"timed out waiting for {what}")
+
+def worker_pid(job, rank, generation=0):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        env = read(f"/proc/{pid}/environ").split("\0")
+        if f"DSLAUNCH_JOB_ID={job}" in env and f"RANK={rank}" in env and f"DSLAUNCH_RESTART_COUNT={generation}" in env \
+                and "dslaunch-worker" in read(f"/proc/{pid}/cmdline"):
+            return int(pid)
+    return None
+
+def last_step(metrics):
+    steps = [int(m) for m in re.findall(r'"event":"step","step":(\d+)', read(metrics))]
+    return max(steps) if steps else -1
+
+demo = json.load(open(f"{root}/configs/gpt-demo.json"))
+def runtime_case(kind, run):
+    d = tempfile.mkdtemp(prefix="bench-elastic-")
+    cfg = dict(demo)
+    cfg["data"] = {"train": f"{root}/data/fortunes.train.bin", "val": f"{root}/data/fortunes.val.bin"}
+    cfg["train"] = {"steps": 24, "eval_interval": 0, "eval_steps": 1}
+    cfg["checkpoint"] = {"dir": f"{d}/ckpt", "interval": 10}
+    with open(f"{d}/train.json", "w") as f:
+        json.dump(cfg, f)
+    with open(f"{d}/hosts", "w") as f:
+        f.write("".join(f"{h} slots=1\n" for h in hosts[:3]))
+    job = f"bench-{kind}-{run}"
+    events = f"{d}/events.jsonl"
+    cmd = [f"{bin_}/dslaunch", "--hostfile", f"{d}/hosts", "--ssh_identity", key, "--ssh_known_hosts", known,
+           "--log_dir", f"{d}/logs", "--job_id", job, "--events_file", events, "--heartbeat_timeout", "3",
+           "--grace_period", "5", "--max_restarts", "1", "--nnodes", "2:2", f"{d}/train.json"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=d)
+    metrics = f"{d}/logs/{job}/metrics.jsonl"
+    wait_for(lambda: last_step(metrics) >= 12, 300, "step 12")
+    if kind == "crash":
+        pid = wait_for(lambda: worker_pid(job, 1), 10, "rank 1")
+        t0 = now_ms()
+        os.kill(pid, signal.SIGKILL)
+    else:
+        t0 = now_ms()
+        subprocess.run(["ip", "link", "set", "dslv1", "down"], check=True)
+    err = p.communicate(timeout=600)[1].decode()
+    if kind != "crash":
+        subprocess.run(["ip", "link", "set", "dslv1", "up"], check=True)
+    if p.returncode != 0:
+        sys.exit(f"{kind}: dslaunch failed ({p.returncode}):\n{err[-3000:]}")
+    ev = [json.loads(l) for l in read(events).splitlines()]
+    t = lambda name, g: next(e["t_ms"] for e in ev if e["event"] == name and e["generation"] == g)
+    recs = [json.loads(l) for l in read(metrics).splitlines() if l.startswith("{")]
+    gen1 = next(r for r in recs if r.get("event") == "generation" and r.get("generation") == 1)
+    resume = [r for r in recs if r.get("event") == "resume"][-1]
+    load = resume["load_seconds"] * 1e3
+    parts = {
+        "detect": t("fault", 0) - t0,
+        "stop": t("generation_end", 0) - t("fault", 0),
+        "decide": t("generation_start", 1) - t("generation_end", 0),
+        "start": gen1["started_ms"] - t("generation_start", 1),
+        "rendezvous": gen1["rendezvous_ms"] - gen1["started_ms"],
+        "load": load,
+        "first step": gen1["first_step_ms"] - gen1["rendezvous_ms"] - load,
+        "total": gen1["first_step_ms"] - t0,
+    }
+    subprocess.run(["rm", "-rf", d])
+    return parts
+
+PYWORKER = r'''
+import os, sys, time, signal
+gen = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+rank = int(os.environ["RANK"])
+out = sys.argv[1]
+for step in range(1, 1000):
+    time.sleep(0.1)
+    with open(f"{out}/gen{gen}.rank{rank}.steps", "a") as f:
+        f.write(f"{step} {int(time.time()*1000)}\n")
+    if gen == 0 and rank == 1 and step == 12:
+        with open(f"{out}/killed", "w") as f:
+            f.write(str(int(time.time()*1000)))
+        os.kill(os.getpid(), signal.SIGKILL)
+    if gen == 1 and step == 3:
+        break
+'''
+
+def script_case(launcher, run):
+    d = tempfile.mkdtemp(prefix="bench-elastic-py-")
+    with open(f"{d}/worker.py", "w") as f:
+        f.write(PYWORKER)
+    if launcher == "dslaunch":
+        cmd = [f"{bin_}/dslaunch", "--nproc_per_node", "2", "--log_dir", f"{d}/logs", "--max_restarts", "1",
+               "--grace_period", "5", "--python", "/usr/bin/python3", "--no_local_rank", f"{d}/worker.py", d]
+    else:
+        cmd = ["/usr/bin/torchrun", "--standalone", "--nproc_per_node", "2", "--max_restarts", "1",
+               "--redirects", "2", "--tee", "2", "--no_python", "/usr/bin/python3", f"{d}/worker.py", d]
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=d, timeout=600)
+    if p.returncode != 0:
+        sys.exit(f"{launcher}: failed ({p.returncode}):\n{p.stderr.decode()[-3000:]}")
+    killed = int(read(f"{d}/killed"))
+    first = min(int(read(f"{d}/gen1.rank{r}.steps").split()[1]) for r in range(2))
+    subprocess.run(["rm", "-rf", d])
+    return first - killed
+
+print(f"machine: {os.cpu_count()} cores; date: {time.strftime('%Y-%m-%d')}; median of {runs} runs; ms")
+cols = ["detect", "stop", "decide", "start", "rendezvous", "load", "first step", "total"]
+print("| bundled runtime, gpt-demo | " + " | ".join(cols) + " |")
+print("|---" * (len(cols) + 1) + "|")
+for kind, label in (("crash", "worker SIGKILL, same nodes"), ("linkdown", "node link down, spare joins (heartbeat timeout 3 s)")):
+    results = [runtime_case(kind, i) for i in range(runs)]
+    med = {c: statistics.median(r[c] for r in results) for c in cols}
+    print(f"| {label} | " + " | ".join(f"{med[c]:.0f}" for c in cols) + " |")
+ds = [script_case("dslaunch", i) for i in range(runs)]
+tr = [script_case("torchrun", i) for i in range(runs)]
+print()
+print("| Python worker, SIGKILL of rank 1 of 2 (one node) | fault -> first step of the restart, ms |")
+print("|---|---|")
+print(f"| dslaunch --max_restarts 1 | {statistics.median(ds):.0f} |")
+print(f"| torchrun --max_restarts 1 | {statistics.median(tr):.0f} |")
+print(f"| ratio torchrun / dslaunch | {statistics.median(tr)/statistics.median(ds):.1f} |")
+PY
