@@ -88,6 +88,7 @@ class JobRunner::Impl {
       console_.PrintError(first.line + "\n");
       return kPreflightFailed;
     }
+    if (policy_->restartable()) console_.PrintError(first.line + "\n");
     StartGeneration(first.active, "", 0);
     // If the job already finished (no agent could start), Apply() has stopped io_ and run()
     // returns at once.
