@@ -19,6 +19,10 @@ std::map<std::string, std::string> EnvironmentMap(const char* const* entries);
 // A JSON number with 9 significant digits; "null" for inf and NaN, which JSON cannot hold.
 std::string JsonNumber(double v);
 
+// `text` as a JSON string literal, with its quotes: '"', '\\' and control characters escaped,
+// other bytes (UTF-8) as they are.
+std::string JsonString(std::string_view text);
+
 // A duration for people, in seconds with one decimal: 10400 ms -> "10.4 s".
 std::string FormatSeconds(std::chrono::milliseconds d);
 

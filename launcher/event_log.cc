@@ -4,35 +4,13 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/text.h"
+
 namespace dslaunch::launcher {
-namespace {
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string FormatEvent(int64_t unix_ms, int generation, const std::string& event, const std::string& detail) {
-  return "{\"t_ms\":" + std::to_string(unix_ms) + ",\"generation\":" + std::to_string(generation) + ",\"event\":\"" +
-         JsonEscape(event) + "\",\"detail\":\"" + JsonEscape(detail) + "\"}\n";
+  return "{\"t_ms\":" + std::to_string(unix_ms) + ",\"generation\":" + std::to_string(generation) +
+         ",\"event\":" + JsonString(event) + ",\"detail\":" + JsonString(detail) + "}\n";
 }
 
 Result<EventLog> EventLog::Open(const std::string& path) {

@@ -61,8 +61,7 @@ class JobRunner::Impl {
     policy_ = std::make_unique<ElasticPolicy>(spec.elastic, Hosts(spec.candidates));
     // Every candidate's node plan, for starting and probing its agent (workers are planned per
     // generation).
-    PlanOptions all = spec.plan_options;
-    auto everyone = PlanLaunch(spec.candidates, all);
+    auto everyone = PlanLaunch(spec.candidates, spec.plan_options);
     if (!everyone.ok()) {
       console_.PrintError("dslaunch: " + everyone.status().message() + "\n");
       return kPreflightFailed;

@@ -34,7 +34,4 @@ Result<GenerationInfo> ParseGenerationInfo(const std::map<std::string, std::stri
 // (= now_ms).
 std::string GenerationRecordJson(const GenerationInfo& info, int world_size, int64_t resumed_step, int64_t now_ms);
 
-// `text` as a JSON string literal, with its quotes.
-std::string JsonString(const std::string& text);
-
 }  // namespace dslaunch::runtime

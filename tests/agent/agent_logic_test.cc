@@ -186,6 +186,7 @@ namespace dslaunch::agent {
 
 TEST_CASE("WorkerFileName keeps generation 0's names and gives later generations their own") {
   CHECK(WorkerFileName(3, 0, "stdout.log") == "rank3.stdout.log");
+  CHECK(WorkerFileName(3, 1, "stdout.log") == "rank3.gen1.stdout.log");
   CHECK(WorkerFileName(3, 2, "stderr.log") == "rank3.gen2.stderr.log");
   CHECK(WorkerFileName(0, 11, "error.json") == "rank0.gen11.error.json");
 }

@@ -51,7 +51,7 @@ std::vector<pid_t> JobProcesses(const std::string& job_id) {
     if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
     const std::string base = std::string("/proc/") + e->d_name;
     const std::string cmdline = ReadWhole(base + "/cmdline");
-    if (cmdline.rfind(kLauncher, 0) == 0) continue;  // the launcher itself
+    if (cmdline.substr(0, cmdline.find('\0')) == kLauncher) continue;  // the launcher itself
     if (Contains(cmdline, job_id) || Contains(ReadWhole(base + "/environ"), "DSLAUNCH_JOB_ID=" + job_id)) {
       if (ProcessAlive(static_cast<pid_t>(pid))) pids.push_back(static_cast<pid_t>(pid));
     }

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -167,13 +168,17 @@ int main(int argc, char** argv) {
     std::ofstream(args["--pid_dir"] + "/rank" + std::to_string(id->rank) + gen + ".pid") << ::getpid() << "\n";
   }
 
+  std::unique_ptr<StoreClient> store;
+  std::string secret;
   if (!args.count("--no_barrier")) {
-    auto secret = ReadSecretFile(id->store_secret_file);
-    if (!secret.ok()) return Die(secret.status().ToString());
+    auto read = ReadSecretFile(id->store_secret_file);
+    if (!read.ok()) return Die(read.status().ToString());
+    secret = *read;
     auto deadline = std::chrono::steady_clock::now() + kBarrierTimeout;
-    auto store = StoreClient::Connect({id->store_address, id->job_id, id->generation, *secret}, deadline);
-    if (!store.ok()) return Die(store.status().ToString());
-    Status s = StoreBarrier(**store, "env_check", id->world_size, kBarrierTimeout);
+    auto connected = StoreClient::Connect({id->store_address, id->job_id, id->generation, secret}, deadline);
+    if (!connected.ok()) return Die(connected.status().ToString());
+    store = std::move(*connected);
+    Status s = StoreBarrier(*store, "env_check", id->world_size, kBarrierTimeout);
     if (!s.ok()) return Die(s.ToString());
   }
   std::printf("rank %d of %d: environment ok\n", id->rank, id->world_size);
