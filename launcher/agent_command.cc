@@ -13,4 +13,14 @@ std::vector<std::string> AgentArgv(const AgentCommand& command, const std::strin
           "--job_id", command.job_id, "--node_rank", std::to_string(command.node_rank)};
 }
 
+Result<std::vector<PreflightFailure>> AgentStarter::PreflightEach(const std::vector<NodePlan>& nodes,
+                                                                  const PreflightChecks& checks) {
+  std::vector<PreflightFailure> failures;
+  for (const NodePlan& node : nodes) {
+    Status s = Preflight({node}, checks);
+    if (!s.ok()) failures.push_back({node.node_rank, node.host, s.message()});
+  }
+  return failures;
+}
+
 }  // namespace dslaunch::launcher

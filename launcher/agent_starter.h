@@ -47,6 +47,13 @@ struct PreflightChecks {
   std::string working_directory;  // must exist
 };
 
+// A node that failed pre-flight, and why (one line).
+struct PreflightFailure {
+  int node_rank = 0;
+  std::string host;
+  std::string reason;
+};
+
 // Reports from an agent's transport (any thread).
 struct AgentCallbacks {
   // A line the agent process wrote on its stdout or stderr (start-up errors, mostly), without
@@ -72,6 +79,12 @@ class AgentStarter {
   // version, working directory exists. OK, or kFailedPrecondition with one report that lists
   // every failing node and its reason, one per line. Starts nothing.
   virtual Status Preflight(const std::vector<NodePlan>& nodes, const PreflightChecks& checks) = 0;
+  // Like Preflight, for a job that can run without some of its nodes (an elastic range): the nodes
+  // that pass are made ready as Preflight makes them, and the ones that fail are returned, sorted
+  // by node rank, instead of failing the call. An error only for what fails every node (bad
+  // options). The default checks each node with Preflight on its own.
+  virtual Result<std::vector<PreflightFailure>> PreflightEach(const std::vector<NodePlan>& nodes,
+                                                              const PreflightChecks& checks);
   // Starts the agent of `node` with the secret on its stdin.
   virtual Result<std::unique_ptr<AgentHandle>> Start(const NodePlan& node, const AgentCommand& command,
                                                      std::string_view secret, AgentCallbacks callbacks) = 0;

@@ -72,21 +72,39 @@ class JobRunner::Impl {
       candidates_[i].node.workers.clear();
       candidates_[i].heartbeat.emplace(options_.heartbeat_timeout, Clock::now());
     }
-    Status preflight = starter_.Preflight(
-        everyone->nodes, PreflightChecks{options_.agent_path, options_.agent_version, options_.working_dir});
-    if (!preflight.ok()) {
-      console_.PrintError("dslaunch: " + preflight.message() + (preflight.message().ends_with("\n") ? "" : "\n"));
-      return kPreflightFailed;
+    const PreflightChecks checks{options_.agent_path, options_.agent_version, options_.working_dir};
+    // A job that can run without some of its candidates (an elastic range, spares) starts on the
+    // ones that pass; the others are failed nodes from the start, re-probed later. Any other job
+    // needs every node (one report, nothing started).
+    std::vector<int> unreachable;
+    if (spec.elastic.min_nodes < static_cast<int>(candidates_.size())) {
+      auto failures = starter_.PreflightEach(everyone->nodes, checks);
+      if (!failures.ok()) {
+        console_.PrintError("dslaunch: " + failures.status().message() + "\n");
+        return kPreflightFailed;
+      }
+      for (const PreflightFailure& f : *failures) {
+        console_.PrintError("dslaunch: pre-flight failed on node " + std::to_string(f.node_rank) + " (" + f.host +
+                            "): " + f.reason + "; it stays out until it answers again\n");
+        unreachable.push_back(f.node_rank);
+      }
+    } else {
+      Status preflight = starter_.Preflight(everyone->nodes, checks);
+      if (!preflight.ok()) {
+        console_.PrintError("dslaunch: " + preflight.message() + (preflight.message().ends_with("\n") ? "" : "\n"));
+        return kPreflightFailed;
+      }
     }
 
     WaitForSignal();
     last_heartbeat_check_ = Clock::now();
     ScheduleHeartbeat();
-    Decision first = policy_->Start();
+    Decision first = policy_->Start(unreachable);
     if (first.kind != Decision::Kind::kRun) {
       console_.PrintError(first.line + "\n");
       return kPreflightFailed;
     }
+    for (int c : unreachable) ScheduleProbe(c);
     if (policy_->restartable()) console_.PrintError(first.line + "\n");
     StartGeneration(first.active, "", 0);
     // If the job already finished (no agent could start), Apply() has stopped io_ and run()

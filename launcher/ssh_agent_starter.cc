@@ -1,5 +1,6 @@
 #include "launcher/ssh_agent_starter.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <utility>
@@ -103,6 +104,15 @@ SshAgentStarter::SshAgentStarter(SshOptions options) : options_(std::move(option
 SshAgentStarter::~SshAgentStarter() = default;
 
 Status SshAgentStarter::Preflight(const std::vector<NodePlan>& nodes, const PreflightChecks& checks) {
+  DSLAUNCH_ASSIGN_OR_RETURN(std::vector<NodeFailure> failures, PreflightEach(nodes, checks));
+  if (failures.empty()) return Status::Ok();
+  // Every waiting shell reads EOF and exits: nothing stays staged.
+  staged_.clear();
+  return FailedPreconditionError(FormatPreflightReport(std::move(failures), nodes.size()));
+}
+
+Result<std::vector<PreflightFailure>> SshAgentStarter::PreflightEach(const std::vector<NodePlan>& nodes,
+                                                                     const PreflightChecks& checks) {
   DSLAUNCH_RETURN_IF_ERROR(ValidateSshOptions(options_));
   staged_.clear();
   const std::string command = StagedAgentCommand(checks);
@@ -156,12 +166,15 @@ Status SshAgentStarter::Preflight(const std::vector<NodePlan>& nodes, const Pref
   }  // joins every thread; the sessions belong to this thread again
   std::vector<NodeFailure> failures;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (reasons[i]) failures.push_back({nodes[i].node_rank, nodes[i].host, *reasons[i]});
+    if (reasons[i]) {
+      failures.push_back({nodes[i].node_rank, nodes[i].host, *reasons[i]});
+    } else {
+      staged_[nodes[i].node_rank] = std::move(staged[i]);
+    }
   }
-  // On failure `staged` is destroyed here: every waiting shell reads EOF and exits.
-  if (!failures.empty()) return FailedPreconditionError(FormatPreflightReport(std::move(failures), nodes.size()));
-  for (size_t i = 0; i < nodes.size(); ++i) staged_[nodes[i].node_rank] = std::move(staged[i]);
-  return Status::Ok();
+  std::sort(failures.begin(), failures.end(),
+            [](const NodeFailure& a, const NodeFailure& b) { return a.node_rank < b.node_rank; });
+  return failures;
 }
 
 Result<SshAgentStarter::Staged> SshAgentStarter::TakeStaged(const NodePlan& node) {

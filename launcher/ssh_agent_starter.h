@@ -44,6 +44,9 @@ class SshAgentStarter : public AgentStarter {
   // every session is closed (the staged shells exit) and nothing was started. Bad options:
   // kInvalidArgument. A second call drops what the first one staged.
   Status Preflight(const std::vector<NodePlan>& nodes, const PreflightChecks& checks) override;
+  // The same checks; the nodes that pass keep their staged shell, the failures are returned.
+  Result<std::vector<PreflightFailure>> PreflightEach(const std::vector<NodePlan>& nodes,
+                                                      const PreflightChecks& checks) override;
 
   // Starts the agent of `node` through the shell Preflight staged for it (or, when there is none for
   // that node and host, a new session and staged shell without checks). The handle owns the session

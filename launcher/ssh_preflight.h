@@ -62,11 +62,7 @@ Result<std::string> StagedAgentInput(const std::vector<std::string>& argv, std::
 // leads its own session): "kill -KILL -PID 2>/dev/null || kill -KILL PID". Works in dash and bash.
 std::string KillCommand(pid_t pid);
 
-struct NodeFailure {
-  int node_rank = 0;
-  std::string host;
-  std::string reason;  // one line
-};
+using NodeFailure = PreflightFailure;  // launcher/agent_starter.h
 
 // The report for failing nodes (sorted by node rank), one line per node:
 //   "pre-flight failed on 2 of 4 nodes; nothing was started:\n"

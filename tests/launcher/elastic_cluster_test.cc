@@ -121,6 +121,29 @@ TEST_CASE("An elastic job shrinks when a node is lost and takes the node back wh
   CHECK(WaitFor([&] { return JobProcesses(job).empty(); }, std::chrono::seconds(20)));
 }
 
+TEST_CASE("An elastic job starts on the hosts that pass pre-flight and names the one that does not") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  const std::string hosts = dir.path() + "/hosts";
+  std::ofstream(hosts) << c->Addr(0) << " slots=2\n172.30.77.99 slots=2\n" << c->Addr(1) << " slots=2\n";
+  auto argv = Launch(*c, dir, "elastic-preflight",
+                     {"--hostfile", hosts, "--ssh_connect_timeout", "1", "--nnodes", "2:3"}, {"--expect_world", "4"});
+  auto r = RunProcess(argv, kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.err, "dslaunch: pre-flight failed on node 1 (172.30.77.99): "));
+  CHECK(Contains(r.err, "it stays out until it answers again"));
+  CHECK(Contains(r.out, "[rank 3 " + c->Addr(1) + "] rank 3 of 4: environment ok\n"));
+  // Without a range every host must pass: the same hostfile starts nothing.
+  TempDir strict;
+  auto s = RunProcess(Launch(*c, strict, "elastic-preflight-strict", {"--hostfile", hosts, "--ssh_connect_timeout", "1"},
+                             {}),
+                      kRunTimeout);
+  CHECK(s.exit_code == 1);
+  CHECK(Contains(s.err, "nothing was started"));
+}
+
 TEST_CASE("SIGKILL of the launcher in the middle of a restart leaves nothing on any node") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
