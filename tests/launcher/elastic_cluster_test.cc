@@ -144,6 +144,64 @@ TEST_CASE("An elastic job starts on the hosts that pass pre-flight and names the
   CHECK(Contains(s.err, "nothing was started"));
 }
 
+// The processes of generation 0 of the job on node `node` (node ranks of generation 0 are the
+// candidates' indices): the agent, whose command line ends in --node_rank N, and its workers, whose
+// environment says NODE_RANK=N.
+std::vector<pid_t> NodeProcesses(const std::string& job_id, int node) {
+  std::vector<pid_t> out;
+  for (pid_t pid : JobProcesses(job_id)) {
+    const std::string base = "/proc/" + std::to_string(pid);
+    std::string cmd = ReadWhole(base + "/cmdline");
+    for (char& ch : cmd) ch = ch == '\0' ? ' ' : ch;
+    std::string env = ReadWhole(base + "/environ");
+    for (char& ch : env) ch = ch == '\0' ? '\n' : ch;
+    if (Contains(cmd, "--node_rank " + std::to_string(node) + " ") ||
+        Contains("\n" + env, "\nNODE_RANK=" + std::to_string(node) + "\n")) {
+      out.push_back(pid);
+    }
+  }
+  return out;
+}
+
+bool IsAgent(pid_t pid) { return Contains(ReadWhole("/proc/" + std::to_string(pid) + "/cmdline"), "dslaunch-agent"); }
+
+TEST_CASE("A stale worker of an old generation cannot touch the new generation's store") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  const std::string job = "elastic-stale";
+  const std::string probe = dir.path() + "/probe";
+  Subprocess launcher(Launch(*c, dir, job, {"--nnodes", "3:3", "--max_restarts", "1"},
+                             {"--stale_probe", probe, "--hang"}));
+  REQUIRE(WaitFor([&] { return PidFilesOf(dir, 0) == 6; }, std::chrono::seconds(60)));
+  std::vector<pid_t> agents, workers;
+  for (pid_t p : NodeProcesses(job, 2)) (IsAgent(p) ? agents : workers).push_back(p);
+  REQUIRE(agents.size() == 1);
+  REQUIRE(workers.size() == 2);
+  // Node 2 is partitioned and frozen: its agent can neither stop its workers nor be killed by the
+  // launcher. The launcher loses it and goes on with the spare.
+  for (pid_t p : agents) ::kill(p, SIGSTOP);
+  for (pid_t p : workers) ::kill(p, SIGSTOP);
+  {
+    LinkGuard guard(*c, 2);
+    REQUIRE(SetLink(*c, 2, false));
+    REQUIRE(WaitFor([&] { return PidFilesOf(dir, 1) == 6; }, std::chrono::seconds(30)));
+  }  // the link is back
+  // Generation 0's workers on node 2 run again: they try their old connection and a new one.
+  for (pid_t p : workers) ::kill(p, SIGCONT);
+  REQUIRE(WaitFor([&] { return Contains(ReadWhole(probe), "connect:"); }, std::chrono::seconds(15)));
+  for (pid_t p : agents) ::kill(p, SIGCONT);
+  const std::string result = ReadWhole(probe);
+  INFO(result);
+  CHECK_FALSE(Contains(result, "set: OK"));
+  CHECK(Contains(result, "connect: aborted: "));
+  CHECK(Contains(result, "generation 0 of job 'elastic-stale' is over (the job is at generation 1)"));
+  launcher.Signal(SIGTERM);
+  auto r = launcher.Wait(kRunTimeout);
+  CHECK(r.exit_code == 128 + SIGTERM);
+  CHECK(WaitFor([&] { return JobProcesses(job).empty(); }, std::chrono::seconds(20)));
+}
+
 TEST_CASE("SIGKILL of the launcher in the middle of a restart leaves nothing on any node") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());

@@ -17,6 +17,9 @@
 // (DSLAUNCH_RESTART_COUNT < G); from generation G on every rank meets the barrier and exits 0.
 // --code_plus_generation: --fail_rank exits with --exit_code plus the generation (a different
 // failure in every generation). Pid files of generation g > 0 are rankR.genG.pid.
+// --stale_probe F: in generation 0, wait; once running again after having been stopped (SIGSTOP,
+// then SIGCONT), try a SET on the old store connection and a new connection, and write both
+// results to F (a stale worker of an old generation).
 #include <dirent.h>
 #include <unistd.h>
 
@@ -203,6 +206,21 @@ int main(int argc, char** argv) {
     Status s = write_record("rank " + std::to_string(id->rank) + ": allreduce failed: peer closed the connection", true);
     if (!s.ok()) return Die(s.ToString());
     return 1;
+  }
+  if (args.count("--stale_probe") && store != nullptr && id->generation == 0) {
+    auto last = std::chrono::steady_clock::now();
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last > std::chrono::seconds(1)) {
+        Status set = store->Set("stale", "x");
+        auto again = StoreClient::Connect({id->store_address, id->job_id, id->generation, secret},
+                                          std::chrono::steady_clock::now() + std::chrono::seconds(5));
+        std::ofstream(args["--stale_probe"]) << "set: " << set.ToString() << "\nconnect: "
+                                             << (again.ok() ? std::string("OK") : again.status().ToString()) << "\n";
+      }
+      last = now;
+    }
   }
   if (args.count("--until_generation") && id->generation >= std::atoi(args["--until_generation"].c_str())) {
     std::printf("rank %d of %d: generation %d ok\n", id->rank, id->world_size, id->generation);
