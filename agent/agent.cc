@@ -29,6 +29,7 @@
 #include "common/error_record.h"
 #include "common/heartbeat.h"
 #include "common/process_tree.h"
+#include "common/route.h"
 #include "common/secret.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
@@ -158,6 +159,7 @@ class AgentSession {
   }
 
   Status StartWorkers(std::vector<WorkerLogs> worker_logs) {
+    master_interface_ = MasterInterface();
     for (size_t i = 0; i < assignment_.workers.size(); ++i) {
       const auto& spec = assignment_.workers[i];
       Status started = StartWorker(spec, std::move(worker_logs[i]));
@@ -166,6 +168,22 @@ class AgentSession {
     if (assignment_.workers.empty()) Finish();
     PollProgress();
     return Status::Ok();
+  }
+
+  // The interface of this node's route to the generation's MASTER_ADDR (NCCL_SOCKET_IFNAME's
+  // default), or "" with one line saying why when it cannot be found.
+  std::string MasterInterface() const {
+    auto addr = assignment_.env.find(env::kMasterAddr);
+    auto port = assignment_.env.find(env::kMasterPort);
+    if (addr == assignment_.env.end() || port == assignment_.env.end()) return "";
+    const std::string host = addr->second.find(':') != std::string::npos ? "[" + addr->second + "]" : addr->second;
+    auto ip = SourceAddressToward(host + ":" + port->second);
+    auto name = ip.ok() ? InterfaceWithAddress(*ip) : Result<std::string>(ip.status());
+    if (!name.ok()) {
+      std::cerr << Prefix() << "NCCL_SOCKET_IFNAME left unset: " << name.status().message() << "\n";
+      return "";
+    }
+    return *name;
   }
 
   // The next generation's assignment, received while idle.
@@ -246,7 +264,8 @@ class AgentSession {
     ProcessLaunch launch{spec.argv,
                          CompleteWorkerEnvironment(config_.environment, assignment_.env, env,
                                                    NodeFacts{config_.cores, static_cast<int>(assignment_.workers.size()),
-                                                             secret_file_, config_.endpoint, job_dir_}),
+                                                             secret_file_, config_.endpoint, job_dir_,
+                                                             master_interface_}),
                          assignment_.working_dir};
     DSLAUNCH_ASSIGN_OR_RETURN(SpawnedProcess p, SpawnInOwnProcessGroup(launch));
     w->index = workers_.Add(spec.rank, p.pid);
@@ -627,6 +646,7 @@ class AgentSession {
   std::string secret_dir_, secret_file_;
   std::unique_ptr<JobLogDir> logs_;
   std::string job_dir_;  // the job's log directory on this node (DSLAUNCH_JOB_DIR)
+  std::string master_interface_;  // MasterInterface() of the current generation
   Phase phase_ = Phase::kRunning;
   bool leaving_ = false;  // the agent exits after this generation (a signal, RELEASE, lost launcher)
   bool lost_launcher_ = false;

@@ -29,6 +29,12 @@ std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, s
   if (!node.store_address.empty()) env[env::kStore] = node.store_address;
   env[env::kStoreSecretFile] = node.secret_file;
   if (!node.job_dir.empty()) env[env::kJobDir] = node.job_dir;
+  // NCCL's bootstrap picks an interface by its own rules (it may take a docker bridge or a slow
+  // management network); the route to the master is the one the job's rendezvous works over.
+  if (!env.count(env::kNcclSocketIfname) && !node.master_interface.empty()) {
+    env[env::kNcclSocketIfname] = node.master_interface;
+  }
+  env.try_emplace(env::kTorchNcclAsyncErrorHandling, "1");
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);

@@ -22,13 +22,17 @@ struct NodeFacts {
   std::string secret_file;    // DSLAUNCH_STORE_SECRET_FILE
   std::string store_address;  // the endpoint as this node reaches it (the agent's --endpoint)
   std::string job_dir;        // DSLAUNCH_JOB_DIR: the job's log directory on this node
+  // The interface of this node's route to MASTER_ADDR ("eth0", "lo"); empty if unknown.
+  std::string master_interface;
 };
 
 // "NAME=VALUE" strings, sorted by name: `base` (the agent's environment), overlaid with
 // `node_planned` (the plan's variables for every worker of the node), then with `worker_planned`
 // (the worker's own: RANK, LOCAL_RANK), then OMP_NUM_THREADS = DefaultOmpThreads(...) if none set
 // it, then DSLAUNCH_STORE (the address this node reached the launcher at: the plan cannot know
-// which of the launcher's addresses each node can reach) and DSLAUNCH_STORE_SECRET_FILE.
+// which of the launcher's addresses each node can reach) and DSLAUNCH_STORE_SECRET_FILE; and,
+// unless set by then, NCCL_SOCKET_IFNAME = node.master_interface (when known) and
+// TORCH_NCCL_ASYNC_ERROR_HANDLING = 1.
 // DSLAUNCH_JOB_SECRET is removed, wherever it came from: a worker never sees the secret itself.
 std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, std::string>& base,
                                                    const std::map<std::string, std::string>& node_planned,

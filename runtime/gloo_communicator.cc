@@ -303,41 +303,4 @@ Status GlooCommunicator::DoBarrier() {
   return Status::Ok();
 }
 
-Result<std::string> SourceAddressToward(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return InvalidArgumentError("address '" + host_port + "' is not host:port");
-  }
-  std::string host = host_port.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  const std::string port = host_port.substr(colon + 1);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return InvalidArgumentError("resolving '" + host_port + "': " + gai_strerror(rc));
-  }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, &freeaddrinfo);
-  // A connected UDP socket sends nothing but makes the kernel choose the route and source.
-  UniqueFd fd(socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return ErrnoError("socket", errno);
-  if (connect(fd.get(), found->ai_addr, found->ai_addrlen) != 0) {
-    return UnavailableError("no route to " + host_port + ": " + std::strerror(errno));
-  }
-  sockaddr_storage local{};
-  socklen_t len = sizeof(local);
-  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0) {
-    return ErrnoError("getsockname", errno);
-  }
-  char text[INET6_ADDRSTRLEN] = {};
-  const void* addr =
-      local.ss_family == AF_INET6
-          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-  if (inet_ntop(local.ss_family, addr, text, sizeof(text)) == nullptr)
-    return ErrnoError("inet_ntop", errno);
-  return std::string(text);
-}
-
 }  // namespace dslaunch::runtime

@@ -105,9 +105,4 @@ class GlooCommunicator : public Communicator {
   std::vector<float> ring_scratch_[2];
 };
 
-// The local IP address the kernel would use to reach `host_port` (e.g. the store's address):
-// the address to bind Gloo to. kInvalidArgument for a malformed address, kUnavailable if there is
-// no route.
-Result<std::string> SourceAddressToward(const std::string& host_port);
-
 }  // namespace dslaunch::runtime

@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "common/env_names.h"
+#include "common/route.h"
 #include "common/error_record.h"
 #include "common/secret.h"
 #include "common/store_client.h"

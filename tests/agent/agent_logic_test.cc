@@ -147,10 +147,28 @@ TEST_CASE("CompleteWorkerEnvironment layers the plan over the node and adds node
   auto env = CompleteWorkerEnvironment(base, node_planned, worker_planned, node);
   CHECK(env == std::vector<std::string>{"DSLAUNCH_STORE=10.1.1.1:5000",
                                         "DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret", "OMP_NUM_THREADS=4",
-                                        "PATH=/bin", "RANK=3", "WORLD_SIZE=8"});
+                                        "PATH=/bin", "RANK=3", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "WORLD_SIZE=8"});
   base["OMP_NUM_THREADS"] = "7";
   env = CompleteWorkerEnvironment(base, node_planned, worker_planned, node);
   CHECK(std::find(env.begin(), env.end(), "OMP_NUM_THREADS=7") != env.end());
+}
+
+TEST_CASE("CompleteWorkerEnvironment defaults NCCL's interface to the route to the master, the user's setting winning") {
+  NodeFacts node{8, 2, "/tmp/x/store.secret", "10.1.1.1:5000", "", "eth1"};
+  auto has = [](const std::vector<std::string>& env, const std::string& entry) {
+    return std::find(env.begin(), env.end(), entry) != env.end();
+  };
+  auto env = CompleteWorkerEnvironment({}, {}, {}, node);
+  CHECK(has(env, "NCCL_SOCKET_IFNAME=eth1"));
+  CHECK(has(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"));
+  // Set on the node, or exported by the user through the plan: theirs stays.
+  env = CompleteWorkerEnvironment({{"NCCL_SOCKET_IFNAME", "ib0"}}, {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, {}, node);
+  CHECK(has(env, "NCCL_SOCKET_IFNAME=ib0"));
+  CHECK(has(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"));
+  // An interface that could not be found sets nothing.
+  node.master_interface.clear();
+  env = CompleteWorkerEnvironment({}, {}, {}, node);
+  CHECK(std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.rfind("NCCL_SOCKET_IFNAME=", 0) == 0; }));
 }
 
 TEST_CASE("CompleteWorkerEnvironment never passes the job secret on, from the node or from the plan") {
@@ -159,7 +177,7 @@ TEST_CASE("CompleteWorkerEnvironment never passes the job secret on, from the no
                                        {{"DSLAUNCH_JOB_SECRET", "node-planned"}}, {{"DSLAUNCH_JOB_SECRET", "planned"}},
                                        node);
   CHECK(env == std::vector<std::string>{"DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret", "OMP_NUM_THREADS=2",
-                                        "PATH=/bin"});
+                                        "PATH=/bin", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"});
 }
 
 TEST_CASE("Secret directory names carry the agent's pid and parse back from the end") {

@@ -266,5 +266,19 @@ TEST_CASE("--no_ssh without a shared secret is refused before anything starts") 
   CHECK(Contains(r.err, "DSLAUNCH_JOB_SECRET"));
 }
 
+TEST_CASE("Workers get NCCL's interface (the route to the master) and async error handling, unless the user set them") {
+  TempDir dir;
+  for (auto [options, expected] : {std::pair<std::vector<std::string>, std::string>{{}, "NCCL_SOCKET_IFNAME=lo"},
+                                   {{"--export", "NCCL_SOCKET_IFNAME=eth9"}, "NCCL_SOCKET_IFNAME=eth9"},
+                                   {{}, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"},
+                                   {{"--export", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"}, "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"}}) {
+    CAPTURE(expected);
+    options.insert(options.end(), {"--nproc_per_node", "2"});
+    auto r = RunProcess(Launch(dir, options, {"--expect_env", expected}), kRunTimeout);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+  }
+}
+
 }  // namespace
 }  // namespace dslaunch::testing

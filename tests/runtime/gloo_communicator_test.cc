@@ -1,5 +1,6 @@
 // Real Gloo through a real store endpoint: ranks as threads on 127.0.0.1, every collective against
 // the thread fake's results, and a dead or stalled peer failing the others in bounded time.
+#include "common/route.h"
 #include "runtime/gloo_communicator.h"
 
 #include <doctest/doctest.h>
