@@ -131,9 +131,7 @@ class AgentSession {
   };
   // A worker's log files, created before any worker starts, and where its error record goes.
   struct WorkerLogs {
-    UniqueFd out, err;
-    std::string err_path;
-    std::string error_file;  // TORCHELASTIC_ERROR_FILE
+    JobLogDir::WorkerLogs files;
     std::string progress_file;  // DSLAUNCH_PROGRESS_FILE
   };
   // Every log file of the generation before any worker: a log directory or file that cannot be
@@ -144,14 +142,7 @@ class AgentSession {
     const int generation = assignment_.generation;
     for (const auto& spec : assignment_.workers) {
       WorkerLogs l;
-      DSLAUNCH_ASSIGN_OR_RETURN(l.out, logs_->CreateFile(WorkerFileName(spec.rank, generation, "stdout.log")));
-      const std::string err_name = WorkerFileName(spec.rank, generation, "stderr.log");
-      DSLAUNCH_ASSIGN_OR_RETURN(l.err, logs_->CreateFile(err_name));
-      l.err_path = logs_->path() + "/" + err_name;
-      // The worker's error record (common/error_record.h): a file left under this name must not
-      // be taken for this worker's.
-      l.error_file = job_dir_ + "/" + WorkerFileName(spec.rank, generation, "error.json");
-      ::unlink(l.error_file.c_str());
+      DSLAUNCH_ASSIGN_OR_RETURN(l.files, logs_->CreateWorkerLogs(spec.rank, generation));
       DSLAUNCH_ASSIGN_OR_RETURN(l.progress_file, CreateProgressFile(*logs_, spec.rank, generation));
       worker_logs.push_back(std::move(l));
     }
@@ -176,9 +167,7 @@ class AgentSession {
     auto addr = assignment_.env.find(env::kMasterAddr);
     auto port = assignment_.env.find(env::kMasterPort);
     if (addr == assignment_.env.end() || port == assignment_.env.end()) return "";
-    const std::string host = addr->second.find(':') != std::string::npos ? "[" + addr->second + "]" : addr->second;
-    auto ip = SourceAddressToward(host + ":" + port->second);
-    auto name = ip.ok() ? InterfaceWithAddress(*ip) : Result<std::string>(ip.status());
+    auto name = InterfaceToward(addr->second, port->second);
     if (!name.ok()) {
       std::cerr << Prefix() << "NCCL_SOCKET_IFNAME left unset: " << name.status().message() << "\n";
       return "";
@@ -251,10 +240,10 @@ class AgentSession {
   Status StartWorker(const control::WorkerAssignment& spec, WorkerLogs logs) {
     auto w = std::make_unique<Worker>();
     w->rank = spec.rank;
-    w->err_log_path = std::move(logs.err_path);
-    w->out.log = std::move(logs.out);
-    w->err.log = std::move(logs.err);
-    w->error_file = std::move(logs.error_file);
+    w->err_log_path = std::move(logs.files.err_path);
+    w->out.log = std::move(logs.files.out);
+    w->err.log = std::move(logs.files.err);
+    w->error_file = std::move(logs.files.error_file);
     std::map<std::string, std::string> env = spec.env;
     env[env::kErrorFile] = w->error_file;
     env[env::kProgressFile] = logs.progress_file;

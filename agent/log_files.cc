@@ -114,4 +114,16 @@ Result<UniqueFd> JobLogDir::CreateFile(const std::string& name) const {
   return UniqueFd(fd);
 }
 
+Result<JobLogDir::WorkerLogs> JobLogDir::CreateWorkerLogs(int rank, int generation) const {
+  WorkerLogs l;
+  DSLAUNCH_ASSIGN_OR_RETURN(l.out, CreateFile(WorkerFileName(rank, generation, "stdout.log")));
+  const std::string err_name = WorkerFileName(rank, generation, "stderr.log");
+  DSLAUNCH_ASSIGN_OR_RETURN(l.err, CreateFile(err_name));
+  l.err_path = path_ + "/" + err_name;
+  std::error_code ec;
+  l.error_file = std::filesystem::absolute(path_ + "/" + WorkerFileName(rank, generation, "error.json"), ec).string();
+  ::unlink(l.error_file.c_str());
+  return l;
+}
+
 }  // namespace dslaunch::agent

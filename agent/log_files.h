@@ -52,6 +52,16 @@ class JobLogDir {
   // exists: job id 'J' was used before on this node ...".
   Result<UniqueFd> CreateFile(const std::string& name) const;
 
+  // A rank's files of one generation (WorkerFileName): its stdout and stderr logs, created as by
+  // CreateFile, and the absolute path of its error record (TORCHELASTIC_ERROR_FILE), where any
+  // file left under that name is removed first so that it is never taken for this worker's.
+  struct WorkerLogs {
+    UniqueFd out, err;
+    std::string err_path;    // the stderr log, as the directory's path names it
+    std::string error_file;  // absolute
+  };
+  Result<WorkerLogs> CreateWorkerLogs(int rank, int generation) const;
+
  private:
   JobLogDir(std::string path, std::string job_id, UniqueFd fd)
       : path_(std::move(path)), job_id_(std::move(job_id)), fd_(std::move(fd)) {}

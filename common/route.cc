@@ -76,4 +76,10 @@ Result<std::string> InterfaceWithAddress(const std::string& ip) {
   return NotFoundError("no interface has address " + ip);
 }
 
+Result<std::string> InterfaceToward(const std::string& host, const std::string& port) {
+  const std::string bracketed = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string ip, SourceAddressToward(bracketed + ":" + port));
+  return InterfaceWithAddress(ip);
+}
+
 }  // namespace dslaunch

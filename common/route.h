@@ -17,4 +17,8 @@ Result<std::string> SourceAddressToward(const std::string& host_port);
 // no interface has it.
 Result<std::string> InterfaceWithAddress(const std::string& ip);
 
+// The interface the kernel would send from to reach `host` on `port` (an IPv6 literal may come
+// without brackets): InterfaceWithAddress of SourceAddressToward. Their errors.
+Result<std::string> InterfaceToward(const std::string& host, const std::string& port);
+
 }  // namespace dslaunch

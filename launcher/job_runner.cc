@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/asio.h"
+#include "common/check.h"
 #include "common/control_messages.h"
 #include "common/endpoint.h"
 #include "common/heartbeat.h"
@@ -61,14 +62,11 @@ class JobRunner::Impl {
     policy_ = std::make_unique<ElasticPolicy>(spec.elastic, Hosts(spec.candidates));
     // Every candidate's node plan, for starting and probing its agent (workers are planned per
     // generation).
-    auto everyone = PlanLaunch(spec.candidates, spec.plan_options);
-    if (!everyone.ok()) {
-      console_.PrintError("dslaunch: " + everyone.status().message() + "\n");
-      return kPreflightFailed;
-    }
+    const std::vector<NodePlan>& everyone = spec.everyone.nodes;
+    DSLAUNCH_CHECK(everyone.size() == spec.candidates.size()) << "a node plan per candidate";
     candidates_.resize(spec.candidates.size());
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      candidates_[i].node = everyone->nodes[i];
+      candidates_[i].node = everyone[i];
       candidates_[i].node.workers.clear();
       candidates_[i].heartbeat.emplace(options_.heartbeat_timeout, Clock::now());
     }
@@ -78,7 +76,7 @@ class JobRunner::Impl {
     // needs every node (one report, nothing started).
     std::vector<int> unreachable;
     if (spec.elastic.min_nodes < static_cast<int>(candidates_.size())) {
-      auto failures = starter_.PreflightEach(everyone->nodes, checks);
+      auto failures = starter_.PreflightEach(everyone, checks);
       if (!failures.ok()) {
         console_.PrintError("dslaunch: " + failures.status().message() + "\n");
         return kPreflightFailed;
@@ -89,7 +87,7 @@ class JobRunner::Impl {
         unreachable.push_back(f.node_rank);
       }
     } else {
-      Status preflight = starter_.Preflight(everyone->nodes, checks);
+      Status preflight = starter_.Preflight(everyone, checks);
       if (!preflight.ok()) {
         console_.PrintError("dslaunch: " + preflight.message() + (preflight.message().ends_with("\n") ? "" : "\n"));
         return kPreflightFailed;

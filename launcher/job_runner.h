@@ -60,6 +60,9 @@ struct JobRunnerOptions {
 struct JobSpec {
   // Every selected node, in order: candidate i is the agent's node id (Register.node_rank).
   Resources candidates;
+  // The plan of generation 0 on every candidate, which checked the options (main.cc): its nodes
+  // are what starting and probing an agent need (host, user, slots).
+  LaunchPlan everyone;
   // The plan options of generation 0 (store address filled in); generation, restart reason and
   // fault time are set for each generation.
   PlanOptions plan_options;

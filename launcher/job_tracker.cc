@@ -34,6 +34,14 @@ JobTracker::JobTracker(const LaunchPlan& plan) {
   for (const auto& n : plan.nodes) nodes_.push_back(Node{n.host, false, false});
 }
 
+RootCause JobTracker::CauseAt(RootCause::Kind kind, int node_rank) const {
+  RootCause cause;
+  cause.kind = kind;
+  cause.node_rank = node_rank;
+  cause.host = nodes_[node_rank].host;
+  return cause;
+}
+
 void JobTracker::Transition(JobState to) {
   DSLAUNCH_CHECK(IsLegalTransition(state_, to))
       << "job: illegal transition " << JobStateName(state_) << " -> " << JobStateName(to);
@@ -77,10 +85,7 @@ Action JobTracker::OnWorkerExited(int node_rank, const control::WorkerExited& ex
   }
   // A failure while the job is not already stopping is a root cause even if the agent stopped
   // the worker on its own (the agent was signalled): the job cannot complete without it.
-  RootCause cause;
-  cause.kind = RootCause::Kind::kWorkerFailed;
-  cause.node_rank = node_rank;
-  cause.host = nodes_[node_rank].host;
+  RootCause cause = CauseAt(RootCause::Kind::kWorkerFailed, node_rank);
   cause.rank = exited.rank;
   cause.pid = exited.pid;
   cause.status = exited.status;
@@ -93,10 +98,7 @@ Action JobTracker::OnWorkerExited(int node_rank, const control::WorkerExited& ex
 
 Action JobTracker::OnWorkerStalled(int node_rank, const control::WorkerStalled& stalled) {
   if (state_ == JobState::kFinished) return Action::kNone;
-  RootCause cause;
-  cause.kind = RootCause::Kind::kWorkerStalled;
-  cause.node_rank = node_rank;
-  cause.host = nodes_[node_rank].host;
+  RootCause cause = CauseAt(RootCause::Kind::kWorkerStalled, node_rank);
   cause.rank = stalled.rank;
   cause.last_step = stalled.last_step;
   cause.silence_ms = stalled.silence_ms;
@@ -136,10 +138,7 @@ Action JobTracker::OnAgentDone(int node_rank) {
 }
 
 Action JobTracker::OnAgentLost(int node_rank, std::string reason, std::optional<ExitStatus> status) {
-  RootCause cause;
-  cause.kind = RootCause::Kind::kAgentLost;
-  cause.node_rank = node_rank;
-  cause.host = nodes_[node_rank].host;
+  RootCause cause = CauseAt(RootCause::Kind::kAgentLost, node_rank);
   if (status) cause.status = *status;
   cause.message = std::move(reason);
   return OnNodeGone(node_rank, std::move(cause));
@@ -159,20 +158,14 @@ Action JobTracker::OnNodeGone(int node_rank, RootCause cause) {
 
 Action JobTracker::OnAgentStopping(int node_rank, const control::AgentStopping& stopping) {
   if (state_ == JobState::kStopping || state_ == JobState::kFinished) return Action::kNone;
-  RootCause cause;
-  cause.kind = RootCause::Kind::kAgentStopped;
-  cause.node_rank = node_rank;
-  cause.host = nodes_[node_rank].host;
+  RootCause cause = CauseAt(RootCause::Kind::kAgentStopped, node_rank);
   if (stopping.signal > 0) cause.status = ExitStatus::Signaled(stopping.signal);
   cause.message = stopping.reason;
   return Fail(std::move(cause));
 }
 
 Action JobTracker::OnAgentFailed(int node_rank, std::string reason) {
-  RootCause cause;
-  cause.kind = RootCause::Kind::kAgentFailed;
-  cause.node_rank = node_rank;
-  cause.host = nodes_[node_rank].host;
+  RootCause cause = CauseAt(RootCause::Kind::kAgentFailed, node_rank);
   cause.message = std::move(reason);
   return OnNodeGone(node_rank, std::move(cause));  // the agent sends nothing after AGENT_FAILED
 }

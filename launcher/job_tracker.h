@@ -128,6 +128,8 @@ class JobTracker {
     bool registered = false;
     bool done = false;
   };
+  // A root cause of `kind` on the node with this rank (its host filled in).
+  RootCause CauseAt(RootCause::Kind kind, int node_rank) const;
   Action Fail(RootCause cause);
   // The node will say nothing more (its agent is lost, or reported that it cannot run): it counts
   // as done, and `cause` is the root cause unless the node had reported done or the job is

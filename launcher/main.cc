@@ -286,6 +286,7 @@ int Main(int argc, char** argv) {
       auto plan = PlanLaunch(*resources, po);  // generation 0 on every candidate: checks the options
       if (plan.ok()) {
         spec.candidates = *resources;
+        spec.everyone = std::move(*plan);
         spec.plan_options = po;
         spec.elastic = *elastic;
         code = runner.Run(spec);

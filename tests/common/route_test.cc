@@ -13,6 +13,7 @@ TEST_CASE("The route to a loopback peer leaves from 127.0.0.1, on the interface 
   REQUIRE(name.ok());
   CHECK(*name == "lo");
   CHECK(InterfaceWithAddress("203.0.113.77").status().code() == StatusCode::kNotFound);
+  CHECK(*InterfaceToward("127.0.0.1", "29500") == "lo");
   CHECK(SourceAddressToward("no-port").status().code() == StatusCode::kInvalidArgument);
 }
 

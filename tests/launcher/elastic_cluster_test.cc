@@ -9,6 +9,7 @@
 
 #include "tests/support/cluster.h"
 #include "tests/support/skip.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -19,8 +20,6 @@ const std::string kLauncher = kBin + "/dslaunch";
 const std::string kEnvCheck = kBin + "/env_check";
 constexpr std::chrono::seconds kRunTimeout{120};
 
-bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
-
 std::vector<std::string> Launch(const Cluster& c, const TempDir& dir, const std::string& job_id,
                                 std::vector<std::string> options, std::vector<std::string> worker_args) {
   std::vector<std::string> argv = {kLauncher, "--log_dir", dir.path() + "/logs", "--grace_period", "1",
@@ -30,13 +29,6 @@ std::vector<std::string> Launch(const Cluster& c, const TempDir& dir, const std:
   argv.insert(argv.end(), {"--no_python", kEnvCheck, "--pid_dir", dir.path()});
   argv.insert(argv.end(), worker_args.begin(), worker_args.end());
   return argv;
-}
-
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Every process on this machine (the namespaces share its PID space) that belongs to the job:

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -27,17 +28,6 @@ std::vector<std::string> Launch(const TempDir& dir, std::vector<std::string> opt
   return argv;
 }
 
-bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
-
-void CheckNoWorkerAlive(const TempDir& dir, size_t expected_pids) {
-  std::vector<pid_t> pids = ReadPidFiles(dir.path());
-  CHECK(pids.size() == expected_pids);
-  for (pid_t pid : pids) {
-    CAPTURE(pid);
-    CHECK_FALSE(ProcessAlive(pid));
-  }
-}
-
 TEST_CASE("A failed worker restarts the generation on the same node, and the job succeeds") {
   TempDir dir;
   auto r = RunProcess(Launch(dir, {"--max_restarts", "2"},
@@ -50,7 +40,7 @@ TEST_CASE("A failed worker restarts the generation on the same node, and the job
   // them TORCHELASTIC_RUN_ID = DSLAUNCH_JOB_ID and ROLE_RANK = RANK).
   CHECK(Contains(r.out, "[rank 0] rank 0 of 2: generation 1 ok\n"));
   CHECK(Contains(r.out, "[rank 1] rank 1 of 2: generation 1 ok\n"));
-  CheckNoWorkerAlive(dir, 4);
+  CheckNoWorkerAlive(dir.path(), 4);
   // Each generation has its own log files.
   std::string job_dir;
   for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/logs")) job_dir = e.path().string();
@@ -66,7 +56,7 @@ TEST_CASE("Without --max_restarts the first failure ends the job as before gener
   CHECK(r.exit_code == 3);
   CHECK_FALSE(Contains(r.err, "generation 1"));
   CHECK(Contains(r.err, "rank 1 on host localhost"));
-  CheckNoWorkerAlive(dir, 2);
+  CheckNoWorkerAlive(dir.path(), 2);
 }
 
 TEST_CASE("A used-up restart budget ends the job with the last failure's code and every generation listed") {
@@ -80,7 +70,7 @@ TEST_CASE("A used-up restart budget ends the job with the last failure's code an
   CHECK(Contains(r.err, "dslaunch: generation 0 on localhost: rank 0 on host localhost exited with exit code 10\n"));
   CHECK(Contains(r.err, "dslaunch: generation 1 on localhost: rank 0 on host localhost exited with exit code 11\n"));
   CHECK(Contains(r.err, "dslaunch: generation 2 on localhost: rank 0 on host localhost exited with exit code 12\n"));
-  CheckNoWorkerAlive(dir, 6);
+  CheckNoWorkerAlive(dir.path(), 6);
 }
 
 TEST_CASE("The same failure in two generations in a row stops the job early with its traceback") {
@@ -110,7 +100,7 @@ TEST_CASE("A SIGTERM to the launcher ends a restartable job without a restart") 
   INFO(r.err);
   CHECK(r.exit_code == 128 + SIGTERM);
   CHECK_FALSE(Contains(r.err, "generation 1"));
-  CheckNoWorkerAlive(dir, 2);
+  CheckNoWorkerAlive(dir.path(), 2);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <regex>
 
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -21,10 +22,6 @@ constexpr std::chrono::seconds kRunTimeout{90};
 constexpr int kStalledSleepSeconds = 60;
 constexpr double kStalledJobBoundSeconds = 30;
 
-bool Contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
-
 size_t Count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
@@ -36,15 +33,6 @@ std::vector<std::string> BashJob(const TempDir& dir, int ranks, const std::strin
   return {kLauncher, "--log_dir", dir.path() + "/logs", "--grace_period", "2", "--nproc_per_node",
           std::to_string(ranks), "--no_python", "/bin/bash", "-c",
           "echo $$ > " + dir.path() + "/rank$RANK.pid; " + script};
-}
-
-void CheckNoWorkerAlive(const TempDir& dir, size_t expected_pids) {
-  std::vector<pid_t> pids = ReadPidFiles(dir.path());
-  CHECK(pids.size() == expected_pids);
-  for (pid_t pid : pids) {
-    CAPTURE(pid);
-    CHECK_FALSE(ProcessAlive(pid));
-  }
 }
 
 // The agent's line for a stall of `rank` with a 1 s timeout; the silence it reports is the
@@ -70,7 +58,7 @@ TEST_CASE("A rank that reports timeout=1 and then hangs is killed, and the job e
   CHECK(Count(r.err, "reported no progress") == 2);
   CHECK(Contains(r.err, "failed: rank 1 on host localhost reported no progress for "));
   CHECK(Contains(r.err, " (watchdog timeout 1.0 s; last step 0; found sleeping)\n"));
-  CheckNoWorkerAlive(dir, 2);
+  CheckNoWorkerAlive(dir.path(), 2);
 }
 
 TEST_CASE("A rank stopped with SIGSTOP after reporting timeout=1 is detected and killed") {
@@ -83,7 +71,7 @@ TEST_CASE("A rank stopped with SIGSTOP after reporting timeout=1 is detected and
   CHECK(std::regex_search(r.err, StallLine(0, "last step 3", "stopped")));
   CHECK(Contains(r.err, "last step 3; found stopped)"));
   CHECK_FALSE(Contains(r.out, "resumed"));
-  CheckNoWorkerAlive(dir, 1);
+  CheckNoWorkerAlive(dir.path(), 1);
 }
 
 TEST_CASE("A Python rank reporting every 100 ms with timeout=1 for 3 s runs to completion") {

@@ -13,6 +13,7 @@
 #include "runtime/token_shard.h"
 #include "tests/support/cluster.h"
 #include "tests/support/skip.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -21,15 +22,6 @@ namespace {
 const std::string kBin = DSLAUNCH_BIN_DIR;
 const std::string kLauncher = kBin + "/dslaunch";
 constexpr std::chrono::seconds kRunTimeout{240};
-
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 
 // A small gpt on a synthetic token stream: 4 ranks of micro-batch 2 make the global batch of 8;
 // a checkpoint every 10 steps into DIR/ckpt; validation at the end.

@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "runtime/token_shard.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -28,11 +29,6 @@ std::vector<double> Losses(const std::string& out) {
     losses.push_back(std::stod((*it)[1]));
   }
   return losses;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // The tiny gpt of worker_proc_test.cc; `batch_keys` and `extra` are spliced into the top level.
@@ -106,7 +102,7 @@ TEST_CASE("A restarted generation resumes from the newest periodic checkpoint wi
   CHECK(losses[7] == expected[5]);
 
   // Generation 0 started the file, generation 1 appended to it.
-  const std::string metrics = Slurp(dir.path() + "/logs/job/metrics.jsonl");
+  const std::string metrics = ReadWhole(dir.path() + "/logs/job/metrics.jsonl");
   const auto records = GenerationRecords(metrics);
   REQUIRE(records.size() == 2);
   CHECK(records[0].rfind(R"({"event":"generation","generation":0,"world_size":2,"reason":"start","resumed_step":0,)"
@@ -144,7 +140,7 @@ TEST_CASE("The progress file holds the last step and the watchdog timeout in eff
   const std::string config = WriteConfig(dir, "progress.json", 5, R"("train_batch_size": 8)",
                                          R"("checkpoint": {"dir": "ckpt", "interval": 2},)");
   // train.watchdog_timeout in the train section: rewrite the file's train section.
-  std::string text = Slurp(config);
+  std::string text = ReadWhole(config);
   text.replace(text.find(R"("train": {"steps": 5})"), std::string(R"("train": {"steps": 5})").size(),
                R"("train": {"steps": 5, "watchdog_timeout": 45})");
   std::ofstream(config) << text;
@@ -158,13 +154,13 @@ TEST_CASE("The progress file holds the last step and the watchdog timeout in eff
   };
   auto json_timeout = run("");
   REQUIRE_MESSAGE(json_timeout.exit_code == 0, json_timeout.err);
-  CHECK(Slurp(dir.path() + "/progress.0") == "5 timeout=45\n");
-  CHECK(Slurp(dir.path() + "/progress.1") == "5 timeout=45\n");
+  CHECK(ReadWhole(dir.path() + "/progress.0") == "5 timeout=45\n");
+  CHECK(ReadWhole(dir.path() + "/progress.1") == "5 timeout=45\n");
   // The launcher's --watchdog_timeout (DSLAUNCH_WATCHDOG_TIMEOUT) wins over train.json.
   auto env_timeout = run("7.5");
   REQUIRE_MESSAGE(env_timeout.exit_code == 0, env_timeout.err);
-  CHECK(Slurp(dir.path() + "/progress.0") == "5 timeout=7.5\n");
-  CHECK(Slurp(dir.path() + "/progress.1") == "5 timeout=7.5\n");
+  CHECK(ReadWhole(dir.path() + "/progress.0") == "5 timeout=7.5\n");
+  CHECK(ReadWhole(dir.path() + "/progress.1") == "5 timeout=7.5\n");
 }
 
 }  // namespace
