@@ -27,6 +27,7 @@
 #include "common/endpoint_client.h"
 #include "common/env_names.h"
 #include "common/error_record.h"
+#include "common/exit_codes.h"
 #include "common/heartbeat.h"
 #include "common/process_tree.h"
 #include "common/route.h"
@@ -113,7 +114,9 @@ class AgentSession {
     asio::write(control_, asio::buffer(bytes), ignored);  // a broken connection has no one to tell
   }
 
-  int exit_code() const { return exit_code_; }
+  int exit_code() const {
+    return config_.slots > 0 ? NodeModeExitCode(released_code_, stop_signal_) : exit_code_;
+  }
 
  private:
   // kRunning: the workers of assignment_'s generation run or are being reported. kIdle: all of
@@ -322,6 +325,7 @@ class AgentSession {
         Reap();
       } else if (phase_ == Phase::kIdle) {
         std::cerr << Prefix() << "received " << SignalName(sig) << " between generations, exiting\n";
+        if (stop_signal_ == 0) stop_signal_ = sig;
         Exit();
       } else if (phase_ == Phase::kRunning) {
         // A second SIGINT (Ctrl-C again) kills at once, as the launcher does.
@@ -382,6 +386,7 @@ class AgentSession {
   void StopOnOwn(std::string reason, int signal = 0) {
     // The agent will not take part in another generation: it exits once its workers are reported.
     leaving_ = true;
+    if (stop_signal_ == 0) stop_signal_ = signal;
     if (workers_.stopping()) return;
     std::cerr << Prefix() << reason << ", stopping workers\n";
     Send(control::AgentStopping{assignment_.generation, std::move(reason), signal});
@@ -555,7 +560,8 @@ class AgentSession {
         return;
       }
       StartNextGeneration(std::move(*next));
-    } else if (std::get_if<control::Release>(&*msg) != nullptr) {
+    } else if (const auto* release = std::get_if<control::Release>(&*msg)) {
+      if (release->exit_code >= 0) released_code_ = release->exit_code;
       leaving_ = true;
       if (phase_ == Phase::kIdle) Exit();
     }
@@ -597,7 +603,7 @@ class AgentSession {
       exit_code_ = workers_.AllSucceeded() ? kAgentOk : kAgentWorkersFailed;
     }
     Send(control::AgentDone{assignment_.generation});
-    if (assignment_.restartable && !lost_launcher_ && !leaving_) {
+    if ((assignment_.restartable || assignment_.await_release) && !lost_launcher_ && !leaving_) {
       phase_ = Phase::kIdle;  // heartbeats go on; the launcher decides what comes next
       return;
     }
@@ -641,23 +647,45 @@ class AgentSession {
   bool lost_launcher_ = false;
   bool control_closed_ = false;
   int exit_code_ = kAgentOk;
+  std::optional<int> released_code_;  // the job's exit code, from RELEASE
+  int stop_signal_ = 0;               // the signal that stopped the agent, if one did
 };
 
-Result<control::Assignment> Register(int fd, const AgentConfig& config) {
+// How long the agent waits for its assignment once registered: in node mode until the membership
+// is complete, at most its join timeout (the host waits as long for the others, plus its last call).
+Clock::duration AssignmentTimeout(const AgentConfig& config) {
+  if (config.slots > 0) return config.join_timeout;
+  return kAssignmentTimeout;
+}
+
+// Registers and waits for the assignment. A RELEASE instead (node mode: the job ended while this
+// node waited to be let in) is kUnavailable, with the job's exit code in `released`.
+Result<control::Assignment> Register(int fd, const AgentConfig& config, std::optional<int>& released) {
   control::Register reg;
   reg.job_id = config.job_id;
   reg.node_rank = config.node_rank;
   reg.version = DSLAUNCH_VERSION;
   reg.host = config.host;
   reg.pid = ::getpid();
+  reg.slots = config.slots;
+  reg.hosts_endpoint = config.hosts_endpoint;
   wire::Frame f = control::Encode(reg);
   DSLAUNCH_RETURN_IF_ERROR(SendFrame(fd, f.type, f.payload));
   wire::FrameDecoder decoder;
-  DSLAUNCH_ASSIGN_OR_RETURN(wire::Frame reply,
-                            ReceiveFrame(fd, decoder, Clock::now() + kAssignmentTimeout));
-  DSLAUNCH_ASSIGN_OR_RETURN(control::Message msg, control::Decode(reply));
+  const Clock::time_point deadline = Clock::now() + AssignmentTimeout(config);
+  wire::Frame reply;
+  control::Message msg;
+  do {  // a node that rejoins a running job may hear heartbeats before its assignment
+    DSLAUNCH_ASSIGN_OR_RETURN(reply, ReceiveFrame(fd, decoder, deadline));
+    DSLAUNCH_ASSIGN_OR_RETURN(msg, control::Decode(reply));
+  } while (std::holds_alternative<control::Heartbeat>(msg));
   if (auto* stop = std::get_if<control::Stop>(&msg)) {
     return AbortedError("the launcher refused this agent: " + stop->reason);
+  }
+  if (auto* release = std::get_if<control::Release>(&msg)) {
+    if (release->exit_code >= 0) released = release->exit_code;
+    return UnavailableError("the launcher ended the job before it started (exit code " +
+                            std::to_string(release->exit_code) + ")");
   }
   auto* assignment = std::get_if<control::Assignment>(&msg);
   if (assignment == nullptr) {
@@ -668,19 +696,33 @@ Result<control::Assignment> Register(int fd, const AgentConfig& config) {
 
 }  // namespace
 
+int NodeModeExitCode(std::optional<int> released_code, int stop_signal) {
+  if (released_code) return *released_code;
+  if (stop_signal > 0) return ShellExitCode(ExitStatus::Signaled(stop_signal));
+  return kExitInfrastructure;
+}
+
 int RunAgent(const AgentConfig& config) {
-  std::string prefix = "dslaunch-agent[node " + std::to_string(config.node_rank) + "]: ";
+  const bool node_mode = config.slots > 0;
+  std::string prefix = "dslaunch-agent[" + (node_mode ? config.host : "node " + std::to_string(config.node_rank)) + "]: ";
+  // In node mode the launcher may come up minutes after this node (pods start in any order).
+  const auto connect_timeout = node_mode ? std::chrono::duration_cast<Clock::duration>(config.join_timeout)
+                                         : std::chrono::duration_cast<Clock::duration>(kConnectTimeout);
   auto fd = ConnectToEndpoint(config.endpoint, config.job_id, config.secret, PeerRole::kAgent,
-                              /*generation=*/0, Clock::now() + kConnectTimeout);
+                              /*generation=*/0, Clock::now() + connect_timeout);
   if (!fd.ok()) {
     std::cerr << prefix << "cannot reach the launcher at " << config.endpoint << ": "
               << fd.status().ToString() << "\n";
-    return kAgentStartupFailed;
+    return node_mode ? kExitInfrastructure : kAgentStartupFailed;
   }
-  auto assignment = Register(fd->get(), config);
+  std::optional<int> released;
+  auto assignment = Register(fd->get(), config, released);
   if (!assignment.ok()) {
     std::cerr << prefix << "registration failed: " << assignment.status().ToString() << "\n";
-    return kAgentStartupFailed;
+    if (!node_mode) return kAgentStartupFailed;
+    if (released) return *released;
+    // Refused (a taken node rank, a node too many, another version): the command line is wrong.
+    return assignment.status().code() == StatusCode::kAborted ? kExitUsage : kExitInfrastructure;
   }
   asio::io_context io;
   AgentSession session(io, config, std::move(*assignment), std::move(*fd));

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace dslaunch::agent {
@@ -25,7 +26,18 @@ struct AgentConfig {
   std::string runtime_dir;  // where the private directory holding the workers' secret file goes
   int cores = 1;            // CPU cores of this node, for the OMP_NUM_THREADS default
   std::map<std::string, std::string> environment;  // the agent's own environment
+  // Node mode (docs/node-mode.md): the agent joins the rendezvous with `slots` workers (0: not
+  // node mode), asking for node_rank (-1: by arrival), and waits up to join_timeout to be let in;
+  // its exit code is then its node's (NodeModeExitCode).
+  int slots = 0;
+  bool hosts_endpoint = false;
+  std::chrono::seconds join_timeout{0};
 };
+
+// The exit code of a node-mode agent, which is its node's dslaunch process and what the scheduler
+// sees (common/exit_codes.h): the job's code when the launcher sent it (RELEASE), else 128+N when
+// signal N stopped the agent, else kExitInfrastructure (the launcher was lost or unreachable).
+int NodeModeExitCode(std::optional<int> released_code, int stop_signal);
 
 // Exit codes of the agent process.
 inline constexpr int kAgentOk = 0;               // every worker ran and was reported

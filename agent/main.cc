@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "agent/agent.h"
@@ -30,7 +31,16 @@ int main(int argc, char** argv) {
   CLI::App app{"dslaunch-agent: runs one node's workers for a dslaunch job (started by dslaunch)"};
   app.add_option("--endpoint", config.endpoint, "launcher endpoint host:port")->required();
   app.add_option("--job_id", config.job_id, "job id")->required();
-  app.add_option("--node_rank", config.node_rank, "this node's rank")->required()->check(CLI::NonNegativeNumber);
+  app.add_option("--node_rank", config.node_rank, "this node's rank (node mode: the rank asked for, -1 for any)")
+      ->required()
+      ->check(CLI::Range(-1, std::numeric_limits<int>::max()));
+  // Node mode (docs/node-mode.md): set by a dslaunch that runs as one node of a rendezvous.
+  int join_timeout_seconds = 0;
+  app.add_option("--slots", config.slots, "node mode: join the rendezvous with this many workers")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  app.add_flag("--hosts_endpoint", config.hosts_endpoint, "node mode: this node hosts the endpoint");
+  app.add_option("--join_timeout", join_timeout_seconds, "node mode: seconds to wait to be let in")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   app.set_version_flag("--version", std::string("dslaunch-agent ") + DSLAUNCH_VERSION);
   try {
     app.parse(argc, argv);
@@ -38,6 +48,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  if ((config.slots > 0) != (join_timeout_seconds > 0) || (config.node_rank < 0 && config.slots == 0)) {
+    std::cerr << "dslaunch-agent: --slots and --join_timeout go together (node mode, where --node_rank may be -1)\n";
+    return dslaunch::agent::kAgentStartupFailed;
+  }
+  config.join_timeout = std::chrono::seconds(join_timeout_seconds);
   // The secret is the first line of stdin.
   if (!std::getline(std::cin, config.secret) || config.secret.empty()) {
     std::cerr << "dslaunch-agent: expected the job secret on stdin (the agent is started by dslaunch)\n";

@@ -39,11 +39,12 @@ bool GetEnv(ByteReader& r, std::map<std::string, std::string>& env, const std::s
 
 void Put(ByteWriter& w, const Register& m) {
   w.String(m.job_id).I32(m.generation).I32(m.node_rank).U32(m.protocol_version).String(m.version)
-      .String(m.host).I64(m.pid);
+      .String(m.host).I64(m.pid).I32(m.slots).Bool(m.hosts_endpoint);
 }
 bool Get(ByteReader& r, Register& m, std::string& why) {
   return r.String(m.job_id) && r.I32(m.generation) && r.I32(m.node_rank) &&
-         r.U32(m.protocol_version) && r.String(m.version) && r.String(m.host) && r.I64(m.pid);
+         r.U32(m.protocol_version) && r.String(m.version) && r.String(m.host) && r.I64(m.pid) && r.I32(m.slots) &&
+         r.Bool(m.hosts_endpoint);
 }
 
 void Put(ByteWriter& w, const Assignment& m) {
@@ -55,7 +56,7 @@ void Put(ByteWriter& w, const Assignment& m) {
     w.I32(worker.rank).I32(worker.local_rank).StringList(worker.argv);
     PutEnv(w, worker.env);
   }
-  w.Bool(m.restartable).I64(m.watchdog_timeout_ms);
+  w.Bool(m.restartable).I64(m.watchdog_timeout_ms).Bool(m.await_release);
 }
 bool Get(ByteReader& r, Assignment& m, std::string& why) {
   uint32_t n = 0;
@@ -73,7 +74,7 @@ bool Get(ByteReader& r, Assignment& m, std::string& why) {
     }
     m.workers.push_back(std::move(worker));
   }
-  return r.ok() && r.Bool(m.restartable) && r.I64(m.watchdog_timeout_ms);
+  return r.ok() && r.Bool(m.restartable) && r.I64(m.watchdog_timeout_ms) && r.Bool(m.await_release);
 }
 
 void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid); }
@@ -151,8 +152,8 @@ bool Get(ByteReader& r, WorkerStalled& m, std::string& why) {
          r.String(m.state);
 }
 
-void Put(ByteWriter& w, const Release& m) { w.I32(m.generation); }
-bool Get(ByteReader& r, Release& m, std::string& why) { return r.I32(m.generation); }
+void Put(ByteWriter& w, const Release& m) { w.I32(m.generation).I32(m.exit_code); }
+bool Get(ByteReader& r, Release& m, std::string& why) { return r.I32(m.generation) && r.I32(m.exit_code); }
 
 template <typename T>
 constexpr MessageType TypeOf();

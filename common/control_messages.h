@@ -22,7 +22,9 @@ namespace dslaunch::control {
 // Version of the control protocol; an agent of another version is refused at registration.
 // 2: ASSIGNMENT carries the node-wide environment once; AGENT_FAILED.
 // 3: generations: an agent may receive several ASSIGNMENTs (RELEASE ends it), WORKER_STALLED.
-inline constexpr uint32_t kProtocolVersion = 3;
+// 4: node mode: REGISTER carries the node's slots and whether it hosts the endpoint, ASSIGNMENT
+//    await_release, RELEASE the job's exit code.
+inline constexpr uint32_t kProtocolVersion = 4;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -49,6 +51,11 @@ struct Register {
   std::string version;  // dslaunch release of the agent binary
   std::string host;     // the agent's hostname
   int64_t pid = 0;
+  // Node mode (docs/node-mode.md): the agent joins with this many workers (its node's
+  // --nproc_per_node); node_rank is the rank it asks for, or -1 for one by arrival. 0: not a
+  // node-mode join (node_rank is then the candidate index).
+  int32_t slots = 0;
+  bool hosts_endpoint = false;  // node mode: the agent of the node that hosts the endpoint
 };
 
 struct WorkerAssignment {
@@ -79,6 +86,9 @@ struct Assignment {
   // --watchdog_timeout: a rank that reports no progress for this long is stalled (0: no watchdog
   // unless the rank asks for one; docs/elastic.md, "Hang detection").
   int64_t watchdog_timeout_ms = 0;
+  // After AGENT_DONE the agent waits for RELEASE and exits with the job's exit code it carries
+  // (node mode: every node's process ends with the job's code, which is what a scheduler sees).
+  bool await_release = false;
 };
 
 struct WorkerStarted {
@@ -172,6 +182,7 @@ struct WorkerStalled {
 // The job is over: an agent of a restartable assignment exits once it has nothing more to report.
 struct Release {
   int32_t generation = 0;
+  int32_t exit_code = -1;  // the job's exit code for an agent with await_release; -1: none
 };
 
 using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, Output, Stop,

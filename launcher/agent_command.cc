@@ -9,8 +9,14 @@ std::string JoinHostPort(const std::string& host, uint16_t port) {
 }
 
 std::vector<std::string> AgentArgv(const AgentCommand& command, const std::string& endpoint_host) {
-  return {command.agent_path, "--endpoint", JoinHostPort(endpoint_host, command.endpoint_port),
-          "--job_id", command.job_id, "--node_rank", std::to_string(command.node_rank)};
+  std::vector<std::string> argv{command.agent_path, "--endpoint", JoinHostPort(endpoint_host, command.endpoint_port),
+                                "--job_id",          command.job_id, "--node_rank", std::to_string(command.node_rank)};
+  if (command.join) {
+    argv.insert(argv.end(), {"--slots", std::to_string(command.join->slots), "--join_timeout",
+                             std::to_string(command.join->timeout.count())});
+    if (command.join->hosts_endpoint) argv.push_back("--hosts_endpoint");
+  }
+  return argv;
 }
 
 Result<std::vector<PreflightFailure>> AgentStarter::PreflightEach(const std::vector<NodePlan>& nodes,

@@ -9,6 +9,7 @@
 // on_exit, and never after the AgentHandle has been destroyed.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,7 +32,14 @@ struct AgentCommand {
   std::string endpoint_host;  // default address of the launcher's endpoint
   uint16_t endpoint_port = 0;
   std::string job_id;
-  int node_rank = 0;
+  int node_rank = 0;  // node mode: the rank asked for, -1 for one by arrival
+  // Node mode (docs/node-mode.md): the agent joins the rendezvous with this many workers.
+  struct Join {
+    int slots = 1;
+    bool hosts_endpoint = false;
+    std::chrono::seconds timeout{0};
+  };
+  std::optional<Join> join;
 };
 
 // "host:port" with IPv6 literals bracketed.

@@ -2,9 +2,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <sstream>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -56,12 +58,27 @@ struct SplitArgv {
   size_t program = 0;
 };
 
-// Splits argv without letting CLI11 look at the program's arguments.
-Result<SplitArgv> FindProgram(const CLI::App& app, const std::vector<std::string>& argv) {
+// torchrun's dashed spelling of an option ("--nproc-per-node") as dslaunch's ("--nproc_per_node"),
+// when only the latter exists; anything else unchanged.
+std::string CanonicalName(const CLI::App& app, const std::string& name) {
+  if (name.size() < 3 || name.compare(0, 2, "--") != 0 || app.get_option_no_throw(name) != nullptr) return name;
+  std::string underscored = name;
+  std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
+  return app.get_option_no_throw(underscored) != nullptr ? underscored : name;
+}
+
+// Splits argv without letting CLI11 look at the program's arguments; `given` collects the options
+// that appear.
+Result<SplitArgv> FindProgram(const CLI::App& app, const std::vector<std::string>& argv,
+                              std::set<const CLI::Option*>& given) {
   SplitArgv split;
   if (!argv.empty()) split.head.push_back(argv[0]);
   for (size_t i = 1; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
+    std::string a = argv[i];
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      const size_t eq = a.find('=');
+      a = CanonicalName(app, a.substr(0, eq)) + (eq == std::string::npos ? "" : a.substr(eq));
+    }
     if (a == "--") {
       split.program = i + 1;
       return split;
@@ -78,6 +95,7 @@ Result<SplitArgv> FindProgram(const CLI::App& app, const std::vector<std::string
       return InvalidArgumentError("unknown option '" + name + "'" + Suggest(app, name) +
                                   "; run 'dslaunch --help' for the list");
     }
+    given.insert(opt);
     bool inline_value = a.find('=') != std::string::npos || short_with_value;
     if (inline_value && opt->get_items_expected_max() == 0) {
       // As argparse does for DeepSpeed's and torchrun's flags (and CLI11 would convert the value
@@ -99,6 +117,48 @@ Result<SplitArgv> FindProgram(const CLI::App& app, const std::vector<std::string
   }
   split.program = argv.size();
   return split;
+}
+
+// The arguments that the PET_<NAME> variables of `environment` give for options absent from the
+// command line (torchrun reads every option from them; Kubernetes' PyTorchJob sets PET_NNODES,
+// PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, PET_RDZV_ENDPOINT, ...).
+// `used` gets the names of the variables taken, for messages.
+Result<std::vector<std::string>> EnvironmentArguments(const CLI::App& app, const std::set<const CLI::Option*>& given,
+                                                      const std::map<std::string, std::string>& environment,
+                                                      std::vector<std::string>& used) {
+  std::vector<std::string> args;
+  if (environment.empty()) return args;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (given.count(opt) > 0) continue;
+    for (const std::string& l : opt->get_lnames()) {
+      if (l == "help" || l == "version") continue;
+      std::string var = "PET_" + l;
+      std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) {
+        return c == '-' ? '_' : static_cast<char>(std::toupper(c));
+      });
+      auto it = environment.find(var);
+      if (it == environment.end()) continue;
+      const std::string& value = it->second;
+      const std::string option = "--" + l;
+      used.push_back(var);
+      if (opt->get_items_expected_min() == 0) {  // a flag, or an option whose value is optional
+        if (value == "0" || value == "false" || value == "False") break;
+        if (value.empty() || value == "1" || value == "true" || value == "True") {
+          args.push_back(option);
+        } else if (opt->get_items_expected_max() > 0) {
+          args.push_back(option + "=" + value);
+        } else {
+          return InvalidArgumentError(var + "='" + value + "': " + option +
+                                      " is a flag; expected 1 or true to set it, 0 or false to leave it off");
+        }
+      } else {
+        args.push_back(option);
+        args.push_back(value);
+      }
+      break;  // one variable per option, the first of its names found
+    }
+  }
+  return args;
 }
 
 // A number of seconds from the command line as milliseconds in [min, max]; the range is checked
@@ -222,6 +282,167 @@ Status ResolveElastic(const ElasticArgs& a, CliOptions& o) {
   return Status::Ok();
 }
 
+
+// --nproc_per_node: a number of workers, or one of torchrun's keywords.
+Status ParseNproc(const std::string& text, CliOptions& o) {
+  if (text == "auto") {
+    o.nproc_keyword = NprocKeyword::kAuto;
+  } else if (text == "gpu") {
+    o.nproc_keyword = NprocKeyword::kGpu;
+  } else if (text == "cpu") {
+    o.nproc_keyword = NprocKeyword::kCpu;
+  } else {
+    int value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+      return InvalidArgumentError("--nproc_per_node '" + text +
+                                  "': expected a number of workers per node, or auto, gpu or cpu");
+    }
+    o.num_gpus = value;
+  }
+  return Status::Ok();
+}
+
+// The node-mode options as given.
+struct NodeModeArgs {
+  std::string endpoint;  // --rdzv_endpoint
+  std::string backend;   // --rdzv_backend
+  std::string conf;      // --rdzv_conf
+  bool standalone = false;
+  bool rendezvous_given = false;  // --rdzv_endpoint, --rdzv_id or --rdzv_conf
+};
+
+// "HOST[:PORT]" or "[V6]:PORT" / "[V6]"; the port defaults to `default_port`.
+Status ParseEndpoint(const std::string& text, int default_port, RendezvousOptions& r) {
+  const std::string bad = "--rdzv_endpoint '" + text + "': expected HOST[:PORT] (IPv6 in brackets: [ADDR]:PORT)";
+  std::string port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) return InvalidArgumentError(bad);
+    r.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return InvalidArgumentError(bad);
+      port = text.substr(close + 2);
+      if (port.empty()) return InvalidArgumentError(bad);
+    }
+  } else {
+    const size_t colon = text.find(':');
+    if (colon != std::string::npos && text.find(':', colon + 1) != std::string::npos) return InvalidArgumentError(bad);
+    r.host = text.substr(0, colon);
+    if (colon != std::string::npos) {
+      port = text.substr(colon + 1);
+      if (port.empty()) return InvalidArgumentError(bad);
+    }
+  }
+  if (r.host.empty()) return InvalidArgumentError(bad);
+  r.port = default_port;
+  if (!port.empty()) {
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), r.port);
+    if (ec != std::errc() || end != port.data() + port.size() || r.port < 1 || r.port > 65535) {
+      return InvalidArgumentError("--rdzv_endpoint '" + text + "': port '" + port + "' is not a TCP port (1-65535)");
+    }
+  }
+  return Status::Ok();
+}
+
+// --rdzv_conf: torchrun's comma-separated KEY=VALUE list; the keys dslaunch's rendezvous has.
+Status ParseRendezvousConf(const std::string& text, RendezvousOptions& r) {
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    std::chrono::seconds* target = key == "join_timeout"        ? &r.join_timeout
+                                   : key == "last_call_timeout" ? &r.last_call_timeout
+                                                                : nullptr;
+    if (target == nullptr) {
+      return InvalidArgumentError("--rdzv_conf: unknown key '" + key +
+                                  "'; dslaunch's rendezvous has join_timeout and last_call_timeout (seconds)");
+    }
+    int seconds = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size() || seconds < 1 ||
+        seconds > kMaxRendezvousTimeoutSeconds) {
+      return InvalidArgumentError("--rdzv_conf " + key + "='" + value + "': expected whole seconds from 1 to " +
+                                  std::to_string(kMaxRendezvousTimeoutSeconds));
+    }
+    *target = std::chrono::seconds(seconds);
+  }
+  return Status::Ok();
+}
+
+// Decides whether this is node mode and fills o.rendezvous: without a hostfile and --no_ssh, any of
+// --rdzv_endpoint, --rdzv_id, --rdzv_conf or --node_rank asks for it (torchrun's c10d and static
+// rendezvous command lines both have one). --nnodes alone keeps its hostfile meaning.
+Status ResolveNodeMode(const NodeModeArgs& a, CliOptions& o) {
+  if (!a.backend.empty() && a.backend != "c10d" && a.backend != "static") {
+    return InvalidArgumentError("--rdzv_backend " + a.backend +
+                                ": dslaunch's own store plays the part of torchrun's c10d and static backends; "
+                                "give c10d or static, or leave it out");
+  }
+  const int most_nodes = o.elastic_nodes ? o.elastic_nodes->max_nodes.value_or(1) : o.num_nodes.value_or(1);
+  if (a.standalone) {
+    if (o.hostfile || o.no_ssh || a.rendezvous_given || o.node_rank || most_nodes > 1) {
+      return InvalidArgumentError("--standalone is a one-node job on this machine; it excludes --hostfile, --no_ssh, "
+                                  "--rdzv_endpoint, --rdzv_id, --rdzv_conf, --node_rank and --nnodes above 1");
+    }
+    return Status::Ok();
+  }
+  if (o.hostfile || o.no_ssh) {
+    if (a.rendezvous_given) {
+      return InvalidArgumentError(std::string("--rdzv_endpoint, --rdzv_id and --rdzv_conf are for node mode, where ") +
+                                  "every node runs dslaunch itself; they exclude " +
+                                  (o.no_ssh ? "--no_ssh" : "--hostfile"));
+    }
+    return Status::Ok();
+  }
+  if (!a.rendezvous_given && !o.node_rank) return Status::Ok();
+  RendezvousOptions r;
+  if (!a.endpoint.empty()) {
+    DSLAUNCH_RETURN_IF_ERROR(ParseEndpoint(a.endpoint, o.rdzv_port, r));
+  } else if (!o.master_addr.empty()) {
+    r.host = o.master_addr;
+    r.port = o.rdzv_port;
+  } else {
+    return InvalidArgumentError(
+        "node mode (--node_rank, --rdzv_id or --rdzv_conf without a hostfile) needs the rendezvous endpoint: "
+        "--rdzv_endpoint HOST[:PORT] or --master_addr HOST, the address of the node that hosts it");
+  }
+  if (r.port == 0) {
+    return InvalidArgumentError("node mode: the rendezvous port must be known to every node; give a port other than 0");
+  }
+  if (o.elastic_nodes) {
+    if (!o.elastic_nodes->max_nodes) {
+      return InvalidArgumentError(o.elastic_nodes->option + ": node mode needs the most nodes too (MIN:MAX)");
+    }
+    r.min_nodes = o.elastic_nodes->min_nodes;
+    r.max_nodes = *o.elastic_nodes->max_nodes;
+  } else {
+    r.min_nodes = r.max_nodes = o.num_nodes.value_or(1);
+  }
+  r.node_rank = o.node_rank;
+  if (r.node_rank && *r.node_rank >= r.max_nodes) {
+    return InvalidArgumentError("--node_rank " + std::to_string(*r.node_rank) + " is outside the " +
+                                std::to_string(r.max_nodes) + " nodes of --nnodes");
+  }
+  DSLAUNCH_RETURN_IF_ERROR(ParseRendezvousConf(a.conf, r));
+  if (o.job_id.empty()) {
+    // Every node must name the job alike before it can authenticate: without --rdzv_id (torchrun's
+    // default is "none") the endpoint names it.
+    std::string id = "rdzv-" + r.host.substr(0, kMaxJobIdLength / 2) + "-" + std::to_string(r.port);
+    for (char& c : id) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '-';
+    }
+    o.job_id = id;
+  }
+  o.rendezvous = r;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ElasticOptions> ElasticOptionsFor(const CliOptions& options, int candidates) {
@@ -242,7 +463,11 @@ Result<ElasticOptions> ElasticOptionsFor(const CliOptions& options, int candidat
   return e;
 }
 
-Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
+namespace {
+
+// ParseCommandLine, with `from_environment` naming the PET_ variables it took.
+Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment,
+                         std::vector<std::string>& from_environment) {
   CliCommand command;
   CliOptions& o = command.options;
   CLI::App app{
@@ -255,13 +480,15 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   app.set_version_flag("--version", std::string("dslaunch ") + DSLAUNCH_VERSION);
 
   std::string hostfile, dry_run, save_pid;
-  int num_nodes = -1, num_gpus = -1;
+  int num_nodes = -1;
   double grace_seconds = std::chrono::duration<double>(kDefaultGracePeriod).count();
   app.add_option("-H,--hostfile", hostfile, "hostfile with 'host slots=N' lines (docs/hostfile.md)");
   app.add_option("-i,--include", o.include, "use only these hosts/slots: 'host[:s,s]@host...'");
   app.add_option("-e,--exclude", o.exclude, "do not use these hosts/slots, same grammar as --include");
   app.add_option("--num_nodes", num_nodes, "use the first N hosts of the hostfile");
-  app.add_option("--num_gpus,--nproc_per_node", num_gpus, "workers per host (slots 0..N-1)");
+  std::string nproc_text;
+  app.add_option("--num_gpus,--nproc_per_node", nproc_text,
+                 "workers per host (slots 0..N-1); torchrun's auto (GPUs, else cores), gpu, cpu");
   app.add_option("--master_addr", o.master_addr, "MASTER_ADDR for workers (default: first host)");
   app.add_option("--master_port", o.master_port, "MASTER_PORT for workers")->capture_default_str();
   app.add_flag("--no_python", o.no_python, "start PROGRAM directly, not under python3");
@@ -319,7 +546,18 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   app.add_flag("--no_ssh", o.no_ssh, "run this same command on every node yourself, with --node_rank");
   app.add_option("--node_rank", node_rank, "--no_ssh: this node's rank (0 hosts the launcher)");
   app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")->capture_default_str();
-  app.add_option("--secret_file", o.secret_file, "--no_ssh: file holding the job secret, the same on every node");
+  app.add_option("--secret_file", o.secret_file,
+                 "--no_ssh and node mode: file holding the job secret, the same on every node");
+
+  // Node mode (torchrun's rendezvous; docs/node-mode.md).
+  std::string rdzv_endpoint, rdzv_id, rdzv_backend, rdzv_conf;
+  bool standalone = false;
+  app.add_option("--rdzv_endpoint", rdzv_endpoint,
+                 "node mode: HOST[:PORT] of the rendezvous endpoint (default port: --rdzv_port); its node hosts it");
+  app.add_option("--rdzv_id", rdzv_id, "node mode: the job's id, the same on every node (as --job_id)");
+  app.add_option("--rdzv_backend", rdzv_backend, "torchrun's rendezvous backend: c10d or static (both: dslaunch's store)");
+  app.add_option("--rdzv_conf", rdzv_conf, "node mode: join_timeout=SECONDS,last_call_timeout=SECONDS");
+  app.add_flag("--standalone", standalone, "torchrun's one-node job with a local rendezvous (the default without a hostfile)");
 
   // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
   // and "--grace_period ''" no grace at all: an empty number is an error instead.
@@ -331,9 +569,13 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
     }
   }
 
-  auto split = FindProgram(app, argv);
+  std::set<const CLI::Option*> given;
+  auto split = FindProgram(app, argv, given);
   if (!split.ok()) return split.status();
   const size_t program_at = split->program;
+  auto env_args = EnvironmentArguments(app, given, environment, from_environment);
+  if (!env_args.ok()) return env_args.status();
+  split->head.insert(split->head.end(), env_args->begin(), env_args->end());
   std::vector<const char*> head;
   for (const std::string& a : split->head) head.push_back(a.c_str());
   try {
@@ -361,7 +603,9 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
 
   if (app.count("--hostfile") > 0) o.hostfile = hostfile;
   if (num_nodes != -1) o.num_nodes = num_nodes;
-  if (num_gpus != -1) o.num_gpus = num_gpus;
+  if (app.count("--nproc_per_node") > 0) {
+    DSLAUNCH_RETURN_IF_ERROR(ParseNproc(nproc_text, o));
+  }
   if (o.master_port < 1 || o.master_port > 65535) {
     return InvalidArgumentError("--master_port " + std::to_string(o.master_port) + " is not a TCP port (1-65535)");
   }
@@ -399,8 +643,26 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
     return InvalidArgumentError("--rdzv_port " + std::to_string(o.rdzv_port) +
                                 " is not a TCP port (1-65535, or 0 for any free port on a one-node job)");
   }
-  if (node_rank != -1) o.node_rank = node_rank;
-  if (o.no_ssh) {
+  if (app.count("--node_rank") > 0) {
+    if (node_rank < 0) {
+      return InvalidArgumentError("--node_rank " + std::to_string(node_rank) + ": expected a node rank >= 0");
+    }
+    o.node_rank = node_rank;
+  }
+  if (!rdzv_id.empty()) {
+    if (!o.job_id.empty() && o.job_id != rdzv_id) {
+      return InvalidArgumentError("--rdzv_id " + rdzv_id + " and --job_id " + o.job_id +
+                                  " disagree: both name the job; keep one of them");
+    }
+    o.job_id = rdzv_id;
+  }
+  NodeModeArgs node_mode{rdzv_endpoint, rdzv_backend, rdzv_conf, standalone,
+                         app.count("--rdzv_endpoint") > 0 || app.count("--rdzv_id") > 0 ||
+                             app.count("--rdzv_conf") > 0};
+  DSLAUNCH_RETURN_IF_ERROR(ResolveNodeMode(node_mode, o));
+  if (o.rendezvous) {
+    // Node mode: every check below is of --no_ssh mode.
+  } else if (o.no_ssh) {
     if (!o.node_rank || *o.node_rank < 0) {
       return InvalidArgumentError("--no_ssh needs --node_rank N (0 on the node that hosts the launcher)");
     }
@@ -411,7 +673,8 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
       return InvalidArgumentError("--no_ssh needs --job_id, the same on every node");
     }
   } else if (o.node_rank) {
-    return InvalidArgumentError("--node_rank is only for --no_ssh mode");
+    return InvalidArgumentError("--node_rank is for node mode (with --nnodes and --rdzv_endpoint or --master_addr, "
+                                "no hostfile) or --no_ssh mode");
   }
   if (app.count("--save_pid") > 0) o.save_pid = save_pid;
   if (app.count("--dry-run") > 0) {
@@ -433,11 +696,25 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
     }
     o.python = python;
   }
-  if (app.count("--job_id") > 0) {
+  if (app.count("--job_id") > 0 || app.count("--rdzv_id") > 0) {
     Status valid = ValidateJobId(o.job_id);
-    if (!valid.ok()) return InvalidArgumentError("--job_id: " + valid.message());
+    if (!valid.ok()) {
+      return InvalidArgumentError((app.count("--job_id") > 0 ? "--job_id: " : "--rdzv_id: ") + valid.message());
+    }
   }
   return command;
+}
+
+}  // namespace
+
+Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv,
+                                    const std::map<std::string, std::string>& environment) {
+  std::vector<std::string> from_environment;
+  auto command = Parse(argv, environment, from_environment);
+  if (command.ok() || from_environment.empty() || command.status().message().starts_with("PET_")) return command;
+  std::string names;
+  for (const std::string& v : from_environment) names += (names.empty() ? "" : ", ") + v;
+  return InvalidArgumentError(command.status().message() + " (options from the environment: " + names + ")");
 }
 
 }  // namespace dslaunch::launcher

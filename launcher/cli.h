@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "common/heartbeat.h"
 #include "common/status.h"
 #include "launcher/elastic_policy.h"
+#include "launcher/node_membership.h"
 #include "launcher/ssh_options.h"
 
 namespace dslaunch::launcher {
@@ -56,6 +58,26 @@ inline constexpr int kDefaultRdzvPort = 29400;
 
 enum class DryRunFormat { kTable, kJson };
 
+// torchrun's --nproc_per_node keywords, resolved on the node at the edge (main.cc): auto = the
+// node's GPUs if it has any, else its CPU cores; gpu = its GPUs (an error without); cpu = its cores.
+enum class NprocKeyword { kAuto, kGpu, kCpu };
+
+// The longest --rdzv_conf timeout: a day, far beyond any pod's start.
+inline constexpr int kMaxRendezvousTimeoutSeconds = 86400;
+
+// Node mode (torchrun's rendezvous, docs/node-mode.md): one dslaunch per node, started by a
+// scheduler; the nodes find each other at the rendezvous endpoint instead of being started over
+// SSH. The node whose address is the endpoint's (or node rank 0) hosts it; the others join.
+struct RendezvousOptions {
+  std::string host;  // --rdzv_endpoint's host, else --master_addr
+  int port = kDefaultRdzvPort;  // --rdzv_endpoint's port, else --rdzv_port
+  int min_nodes = 1;  // --nnodes N (min = max) or MIN:MAX
+  int max_nodes = 1;
+  std::optional<int> node_rank;  // --node_rank; absent: assigned by arrival (node 0 hosts)
+  std::chrono::seconds join_timeout = kDefaultJoinTimeout;            // --rdzv_conf join_timeout=S
+  std::chrono::seconds last_call_timeout = kDefaultLastCallTimeout;  // --rdzv_conf last_call_timeout=S
+};
+
 // The elastic node range (docs/elastic.md): torchrun's --nnodes MIN:MAX, or DeepSpeed's
 // --elastic_training with --min_elastic_nodes / --max_elastic_nodes. 1 <= min_nodes <= max_nodes.
 struct NodeRange {
@@ -69,7 +91,8 @@ struct CliOptions {
   std::string include;
   std::string exclude;
   std::optional<int> num_nodes;
-  std::optional<int> num_gpus;  // --num_gpus / --nproc_per_node
+  std::optional<int> num_gpus;  // --num_gpus / --nproc_per_node N
+  std::optional<NprocKeyword> nproc_keyword;  // --nproc_per_node auto|gpu|cpu
   std::string master_addr;      // empty: the first node
   int master_port = kDefaultMasterPort;
   bool no_python = false;
@@ -109,7 +132,10 @@ struct CliOptions {
   bool no_ssh = false;
   std::optional<int> node_rank;
   int rdzv_port = kDefaultRdzvPort;
-  std::string secret_file;  // --no_ssh: the job secret, the same file content on every node
+  std::string secret_file;  // --no_ssh and node mode: the job secret, the same file content on every node
+
+  // Node mode: set when this process is one node of a rendezvous (docs/node-mode.md).
+  std::optional<RendezvousOptions> rendezvous;
 
   std::string program;
   std::vector<std::string> program_args;
@@ -127,9 +153,14 @@ struct CliCommand {
 // option as given, when MIN exceeds `candidates`.
 Result<ElasticOptions> ElasticOptionsFor(const CliOptions& options, int candidates);
 
-// Parses argv (argv[0] is the program name). Errors are kInvalidArgument and name the offending
-// argument, e.g. "unknown option '--hostfiel' (did you mean '--hostfile'?)", "--grace_period
-// 1e+10: expected seconds from 0 to 86400". Never throws.
-Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv);
+// Parses argv (argv[0] is the program name). torchrun's dashed spellings (--nproc-per-node) are the
+// options' aliases. An option absent from argv is read from `environment`'s PET_<NAME> when there
+// is one (NAME: any of the option's long names in upper case, dashes as underscores; the variables
+// Kubernetes' PyTorchJob sets), the command line winning. Errors are kInvalidArgument and name the
+// offending argument, e.g. "unknown option '--hostfiel' (did you mean '--hostfile'?)",
+// "--grace_period 1e+10: expected seconds from 0 to 86400", with "(from PET_NNODES)" where an
+// environment variable gave it. Never throws.
+Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv,
+                                    const std::map<std::string, std::string>& environment = {});
 
 }  // namespace dslaunch::launcher

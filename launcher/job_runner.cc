@@ -1,6 +1,7 @@
 #include "launcher/job_runner.h"
 
 #include <algorithm>
+#include <map>
 #include <csignal>
 #include <thread>
 
@@ -8,12 +9,14 @@
 #include "common/check.h"
 #include "common/control_messages.h"
 #include "common/endpoint.h"
+#include "common/exit_codes.h"
 #include "common/heartbeat.h"
 #include "common/store_service.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
 #include "launcher/generation_outcome.h"
 #include "launcher/job_tracker.h"
+#include "launcher/node_membership.h"
 
 namespace dslaunch::launcher {
 
@@ -31,7 +34,10 @@ class JobRunner::Impl {
         signals_(io_, SIGINT, SIGTERM, SIGHUP),
         registration_timer_(io_),
         stop_timer_(io_),
-        heartbeat_timer_(io_) {}
+        heartbeat_timer_(io_),
+        join_timer_(io_) {
+    signals_.add(SIGUSR1);  // a stop for a requeue (docs/exit-codes.md)
+  }
 
   ~Impl() {
     // Handles join their reporting threads; their callbacks post to io_, which outlives them.
@@ -57,19 +63,16 @@ class JobRunner::Impl {
   uint16_t port() const { return endpoint_->port(); }
 
   int Run(const JobSpec& spec) {
-    constexpr int kPreflightFailed = 1;
+    // A node that cannot take part (unreachable, no agent of this version): the machinery's
+    // failure, not the program's.
+    constexpr int kPreflightFailed = kExitInfrastructure;
     spec_ = &spec;
     policy_ = std::make_unique<ElasticPolicy>(spec.elastic, Hosts(spec.candidates));
     // Every candidate's node plan, for starting and probing its agent (workers are planned per
     // generation).
     const std::vector<NodePlan>& everyone = spec.everyone.nodes;
     DSLAUNCH_CHECK(everyone.size() == spec.candidates.size()) << "a node plan per candidate";
-    candidates_.resize(spec.candidates.size());
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      candidates_[i].node = everyone[i];
-      candidates_[i].node.workers.clear();
-      candidates_[i].heartbeat.emplace(options_.heartbeat_timeout, Clock::now());
-    }
+    SetUpCandidates(everyone);
     const PreflightChecks checks{options_.agent_path, options_.agent_version, options_.working_dir};
     // A job that can run without some of its candidates (an elastic range, spares) starts on the
     // ones that pass; the others are failed nodes from the start, re-probed later. Any other job
@@ -95,18 +98,38 @@ class JobRunner::Impl {
     }
 
     WaitForSignal();
-    last_heartbeat_check_ = Clock::now();
-    ScheduleHeartbeat();
-    Decision first = policy_->Start(unreachable);
-    if (first.kind != Decision::Kind::kRun) {
-      console_.PrintError(first.line + "\n");
-      return kPreflightFailed;
-    }
-    for (int c : unreachable) ScheduleProbe(c);
-    if (policy_->restartable()) console_.PrintError(first.line + "\n");
-    StartGeneration(first.active, "", 0);
+    if (!Begin(unreachable)) return kPreflightFailed;
     // If the job already finished (no agent could start), Apply() has stopped io_ and run()
     // returns at once.
+    io_.run();
+    return exit_code_;
+  }
+
+  int RunNodeMode(const NodeModeSpec& spec) {
+    node_mode_ = true;
+    node_spec_ = spec;
+    membership_.emplace(spec.min_nodes, spec.max_nodes);
+    NodePlan own;
+    own.node_rank = 0;
+    own.host = spec.own_host;
+    Status preflight = starter_.Preflight({own}, {options_.agent_path, options_.agent_version, options_.working_dir});
+    if (!preflight.ok()) {
+      console_.PrintError("dslaunch: " + preflight.message() + (preflight.message().ends_with("\n") ? "" : "\n"));
+      return kExitInfrastructure;
+    }
+    // This node is a member from the start; its agent starts with the job (node 0, the local one).
+    auto self = membership_->Join(JoinRequest{spec.own_host, spec.own_slots, std::nullopt, true});
+    DSLAUNCH_CHECK(self.ok()) << self.status().ToString();
+    const std::string range = spec.min_nodes == spec.max_nodes
+                                  ? std::to_string(spec.max_nodes)
+                                  : std::to_string(spec.min_nodes) + ":" + std::to_string(spec.max_nodes);
+    console_.PrintError("dslaunch: rendezvous of job " + job_id_ + " for " + range + " nodes at port " +
+                        std::to_string(port()) + ": waiting up to " + std::to_string(spec.join_timeout.count()) +
+                        " s for the other nodes\n");
+    WaitForSignal();
+    join_deadline_ = Clock::now() + spec.join_timeout;
+    ArmJoinTimer(join_deadline_);
+    MaybeCompleteMembership();  // a one-node job is complete at once
     io_.run();
     return exit_code_;
   }
@@ -132,7 +155,10 @@ class JobRunner::Impl {
     // The session is destroyed soon after; the runner forgets it here (its destructor may run
     // when the runner is already gone, at shutdown).
     void OnClose(const Status& why) override {
-      if (node_ < 0) return;
+      if (node_ < 0) {
+        if (arrival_ >= 0) runner_.OnJoinedClosed(arrival_);
+        return;
+      }
       if (runner_.candidates_[node_].session == this) {
         runner_.candidates_[node_].session = nullptr;
         runner_.OnAgentClosed(node_, why);
@@ -146,6 +172,7 @@ class JobRunner::Impl {
     void Close() { conn_->Close(); }
 
     int node_ = -1;  // candidate index, once registered
+    int arrival_ = -1;  // node mode: the join's arrival id, until the membership is complete
 
    private:
     Impl& runner_;
@@ -164,12 +191,190 @@ class JobRunner::Impl {
     int failed_probes = 0;
     int node_rank = -1;          // in the current generation; -1: not a member
     std::optional<HeartbeatMonitor> heartbeat;
+    // Node mode: a rejoined agent waits in its registration for an ASSIGNMENT (the next
+    // generation's): it sends no heartbeats, and must be sent none, until then.
+    bool awaiting_assignment = false;
   };
+
+  void SetUpCandidates(const std::vector<NodePlan>& everyone) {
+    candidates_.resize(everyone.size());
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      candidates_[i].node = everyone[i];
+      candidates_[i].node.workers.clear();
+      candidates_[i].heartbeat.emplace(options_.heartbeat_timeout, Clock::now());
+    }
+  }
 
   static std::vector<std::string> Hosts(const Resources& r) {
     std::vector<std::string> hosts;
     for (const auto& n : r) hosts.push_back(n.host);
     return hosts;
+  }
+
+  // Sets up the candidates of spec_ and starts generation 0; false when the policy refuses to start
+  // (too few reachable nodes: it said why).
+  bool Begin(const std::vector<int>& unreachable) {
+    last_heartbeat_check_ = Clock::now();
+    ScheduleHeartbeat();
+    Decision first = policy_->Start(unreachable);
+    if (first.kind != Decision::Kind::kRun) {
+      console_.PrintError(first.line + "\n");
+      return false;
+    }
+    for (int c : unreachable) ScheduleProbe(c);
+    if (policy_->restartable()) console_.PrintError(first.line + "\n");
+    StartGeneration(first.active, "", 0);
+    return true;
+  }
+
+  // Node mode: the join phase (docs/node-mode.md, "Rendezvous").
+  void ArmJoinTimer(Clock::time_point when) {
+    join_timer_.expires_at(when);
+    join_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || membership_complete_ || finished_) return;
+      if (membership_->enough()) {
+        CompleteMembership();
+      } else if (Clock::now() >= join_deadline_) {
+        FailJoin("only " + std::to_string(membership_->joined()) + " of at least " +
+                     std::to_string(node_spec_.min_nodes) + " nodes joined within " +
+                     std::to_string(node_spec_.join_timeout.count()) + " s (joined: " + membership_->Describe() +
+                     "); start the others with the same --rdzv_endpoint, --rdzv_id and secret, or raise "
+                     "--rdzv_conf join_timeout",
+                 kExitInfrastructure);
+      } else {
+        ArmJoinTimer(join_deadline_);  // a node left during the last call: back to the join timeout
+      }
+    });
+  }
+
+  void MaybeCompleteMembership() {
+    if (membership_->complete()) {
+      CompleteMembership();
+    } else if (membership_->enough() && !last_call_armed_) {
+      last_call_armed_ = true;
+      ArmJoinTimer(Clock::now() + node_spec_.last_call_timeout);
+    }
+  }
+
+  Status OnJoin(AgentSession& session, const control::Register& reg) {
+    auto refuse = [&](std::string why) {
+      console_.PrintError("dslaunch: rendezvous: refused " + reg.host + ": " + why + "\n");
+      session.Send(control::Stop{0, 0, why});
+      session.Close();
+      return Status::Ok();
+    };
+    if (reg.hosts_endpoint) {
+      return refuse("node '" + reg.host + "' says it hosts the rendezvous endpoint, which this node does; give every "
+                    "node the same --rdzv_endpoint");
+    }
+    if (finished_) return refuse("the job is over");
+    JoinRequest request{reg.host, reg.slots, reg.node_rank >= 0 ? std::optional<int>(reg.node_rank) : std::nullopt,
+                        false};
+    if (membership_complete_) return OnRejoin(session, request, refuse);
+    auto arrival = membership_->Join(request);
+    if (!arrival.ok()) return refuse(arrival.status().message());
+    session.arrival_ = *arrival;
+    joined_[*arrival] = &session;
+    console_.PrintError("dslaunch: rendezvous: " + reg.host + " joined (" + std::to_string(membership_->joined()) +
+                        " of " + std::to_string(node_spec_.max_nodes) + ")\n");
+    MaybeCompleteMembership();
+    return Status::Ok();
+  }
+
+  // A joined node's connection closed before the membership was complete.
+  void OnJoinedClosed(int arrival) {
+    if (membership_complete_ || joined_.erase(arrival) == 0) return;
+    console_.PrintError("dslaunch: rendezvous: " + membership_->request(arrival).host + " left before the start\n");
+    membership_->Leave(arrival);
+  }
+
+  // A node-mode agent that arrives once the job runs takes the place of a lost member: the one that
+  // asked for the same node rank, else the one on the same host (a replaced pod of an Indexed Job
+  // has both). The policy then treats it as a failed node that answered again.
+  template <typename Refuse>
+  Status OnRejoin(AgentSession& session, const JoinRequest& request, Refuse refuse) {
+    for (size_t c = 1; c < candidates_.size(); ++c) {
+      Candidate& cand = candidates_[c];
+      const bool same = request.node_rank ? asked_rank_[c] == request.node_rank : cand.node.host == request.host;
+      if (!same) continue;
+      if (cand.session != nullptr || policy_->state(static_cast<int>(c)) != NodeState::kFailed) {
+        return refuse("node '" + request.host + "' asks for the place of node " + std::to_string(c) + " (" +
+                      cand.node.host + "), which is still in the job");
+      }
+      session.node_ = static_cast<int>(c);
+      cand.session = &session;
+      cand.awaiting_assignment = true;
+      cand.heartbeat->OnHeard(Clock::now());
+      console_.PrintError("dslaunch: rendezvous: " + request.host + " rejoined in the place of node " +
+                          std::to_string(c) + "\n");
+      std::optional<Decision> d = policy_->OnNodeReturned(static_cast<int>(c));
+      if (d && d->kind == Decision::Kind::kRescale) {
+        console_.PrintError(d->line + "\n");
+        Apply(tracker_->OnRescale(d->line));
+      }
+      return Status::Ok();
+    }
+    return refuse("node '" + request.host + "' is not one of this job's nodes; once the job runs, a node can only " +
+                  "rejoin in the place of a lost one (same --node_rank, or same host)");
+  }
+
+  void CompleteMembership() {
+    membership_complete_ = true;
+    join_timer_.cancel();
+    const std::vector<int> order = membership_->NodeRankOrder();
+    Resources resources;
+    std::string members;
+    for (size_t c = 0; c < order.size(); ++c) {
+      const JoinRequest& r = membership_->request(order[c]);
+      NodeResources n;
+      n.host = r.host;
+      for (int slot = 0; slot < r.slots; ++slot) n.slots.push_back(slot);
+      resources.push_back(std::move(n));
+      asked_rank_.push_back(r.node_rank);
+      members += (c == 0 ? "" : ", ") + r.host + " (" + std::to_string(r.slots) + ")";
+    }
+    node_job_ = node_spec_.job;
+    node_job_.candidates = resources;
+    auto plan = PlanLaunch(resources, node_job_.plan_options);
+    if (!plan.ok()) {
+      FailJoin(plan.status().message(), kExitUsage);
+      return;
+    }
+    node_job_.everyone = std::move(*plan);
+    const int joined = static_cast<int>(order.size());
+    node_job_.elastic.min_nodes = std::min(node_spec_.min_nodes, joined);
+    node_job_.elastic.max_nodes = joined;
+    console_.PrintError("dslaunch: rendezvous complete: " + std::to_string(joined) + " nodes, " +
+                        std::to_string(node_job_.everyone.world_size) + " workers: " + members + "\n");
+    spec_ = &node_job_;
+    policy_ = std::make_unique<ElasticPolicy>(node_job_.elastic, Hosts(node_job_.candidates));
+    SetUpCandidates(node_job_.everyone.nodes);
+    for (size_t c = 0; c < order.size(); ++c) {
+      auto it = joined_.find(order[c]);
+      if (it == joined_.end()) continue;  // node 0: this node's agent starts with generation 0
+      it->second->node_ = static_cast<int>(c);
+      it->second->arrival_ = -1;
+      candidates_[c].session = it->second;
+      candidates_[c].heartbeat->OnHeard(Clock::now());
+    }
+    joined_.clear();
+    const bool started = Begin({});  // every member is reachable: the policy starts on all of them
+    DSLAUNCH_CHECK(started) << "node mode: generation 0 refused";
+  }
+
+  // The join phase ends without a job: every waiting node is told the exit code.
+  void FailJoin(const std::string& why, int code) {
+    console_.PrintError("dslaunch: rendezvous failed: " + why + "\n");
+    finished_ = true;
+    exit_code_ = code;
+    join_timer_.cancel();
+    for (auto& [arrival, session] : joined_) {
+      session->Send(control::Release{0, code});
+      session->Close();
+    }
+    joined_.clear();
+    endpoint_->Stop();
+    io_.stop();
   }
 
   // Starts generation policy_->generation() on `active` (candidate indices, node-rank order).
@@ -237,7 +442,7 @@ class JobRunner::Impl {
       retired_handles_.push_back(std::move(c.handle));
     }
     const uint64_t serial = ++agent_serial_;
-    AgentCommand command{options_.agent_path, options_.advertise_host, port(), job_id_, candidate};
+    AgentCommand command{options_.agent_path, options_.advertise_host, port(), job_id_, candidate, std::nullopt};
     AgentCallbacks callbacks;
     callbacks.on_output = [this](std::string line) {
       asio::post(io_, [this, line = std::move(line)] { console_.PrintError(line + "\n"); });
@@ -277,7 +482,9 @@ class JobRunner::Impl {
     for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, w.env});
     a.restartable = policy_->restartable();
     a.watchdog_timeout_ms = plan_.watchdog_timeout_ms;
+    a.await_release = node_mode_;
     session.Send(a);
+    if (session.node_ >= 0) candidates_[session.node_].awaiting_assignment = false;
   }
 
   Status OnRegister(AgentSession& session, const control::Register& reg) {
@@ -292,6 +499,8 @@ class JobRunner::Impl {
       return refuse("agent version " + reg.version + " (protocol " + std::to_string(reg.protocol_version) +
                     ") does not match the launcher's " + DSLAUNCH_VERSION);
     }
+    if (node_mode_ && reg.slots > 0) return OnJoin(session, reg);
+    if (tracker_ == nullptr) return refuse("the job has not started: its nodes are still joining");
     if (reg.node_rank < 0 || reg.node_rank >= nodes) {
       return refuse("node " + std::to_string(reg.node_rank) + " is outside 0.." + std::to_string(nodes - 1));
     }
@@ -400,7 +609,8 @@ class JobRunner::Impl {
       for (size_t i = 0; i < candidates_.size(); ++i) {
         Candidate& c = candidates_[i];
         AgentSession* s = c.session;
-        if (s == nullptr || (c.node_rank >= 0 && tracker_->agent_done(c.node_rank) && !policy_->restartable())) {
+        if (s == nullptr || c.awaiting_assignment ||
+            (c.node_rank >= 0 && tracker_->agent_done(c.node_rank) && !policy_->restartable())) {
           continue;
         }
         if (c.heartbeat->Expired(now)) {
@@ -425,6 +635,11 @@ class JobRunner::Impl {
   void WaitForSignal() {
     signals_.async_wait([this](boost::system::error_code ec, int sig) {
       if (ec) return;
+      if (tracker_ == nullptr) {  // node mode, still joining
+        FailJoin("the launcher received " + SignalName(sig),
+                 sig == SIGUSR1 ? kExitRequeue : ShellExitCode(ExitStatus::Signaled(sig)));
+        return;
+      }
       Apply(tracker_->OnSignal(sig));
       WaitForSignal();
     });
@@ -579,7 +794,8 @@ class JobRunner::Impl {
     registration_timer_.cancel();
     heartbeat_timer_.cancel();
     for (auto& c : candidates_) {
-      if (c.session != nullptr) c.session->Send(control::Release{plan_.generation});
+      // Node mode: every node's process ends with the job's code (control::Assignment::await_release).
+      if (c.session != nullptr) c.session->Send(control::Release{plan_.generation, node_mode_ ? exit_code_ : -1});
     }
     endpoint_->Stop();
     if (AllAgentsExited()) {
@@ -632,7 +848,18 @@ class JobRunner::Impl {
   Clock::time_point last_heartbeat_check_ = Clock::now();
   bool finished_ = false;
   int last_code_ = 0;
-  int exit_code_ = 1;
+  // Node mode (RunNodeMode).
+  bool node_mode_ = false;
+  NodeModeSpec node_spec_;
+  JobSpec node_job_;  // made when the membership is complete; spec_ points to it
+  std::optional<NodeMembership> membership_;
+  bool membership_complete_ = false;
+  bool last_call_armed_ = false;
+  asio::steady_timer join_timer_;
+  Clock::time_point join_deadline_;
+  std::map<int, AgentSession*> joined_;        // arrival id -> session, until the membership is complete
+  std::vector<std::optional<int>> asked_rank_;  // candidate -> the node rank its node asked for
+  int exit_code_ = kExitInfrastructure;
 };
 
 JobRunner::JobRunner(JobRunnerOptions options, std::string job_id, std::string secret,
@@ -642,5 +869,6 @@ JobRunner::~JobRunner() = default;
 Status JobRunner::Listen() { return impl_->Listen(); }
 uint16_t JobRunner::port() const { return impl_->port(); }
 int JobRunner::Run(const JobSpec& spec) { return impl_->Run(spec); }
+int JobRunner::RunNodeMode(const NodeModeSpec& spec) { return impl_->RunNodeMode(spec); }
 
 }  // namespace dslaunch::launcher

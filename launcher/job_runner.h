@@ -72,6 +72,21 @@ struct JobSpec {
   std::function<std::unique_ptr<AgentStarter>()> probe_starter;
 };
 
+// Node mode (docs/node-mode.md): the job's nodes are not known in advance; they join at the
+// endpoint, and the membership makes the candidates.
+struct NodeModeSpec {
+  // plan_options, elastic.max_restarts and probe_starter (none) as for Run(); candidates,
+  // everyone, elastic.min_nodes and elastic.max_nodes are filled in when the membership is complete.
+  JobSpec job;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::chrono::seconds join_timeout{0};
+  std::chrono::seconds last_call_timeout{0};
+  // This node, which hosts the endpoint: node 0, its agent started when the membership is complete.
+  std::string own_host;
+  int own_slots = 1;
+};
+
 class JobRunner {
  public:
   JobRunner(JobRunnerOptions options, std::string job_id, std::string secret,
@@ -85,6 +100,12 @@ class JobRunner {
   // (a failure prints one report and returns 1 with nothing started), then the agents, then the
   // generations until the policy ends the job. Precondition: Listen() succeeded.
   int Run(const JobSpec& spec);
+  // Node mode: waits for the others to join (at least min_nodes within join_timeout; then up to
+  // max_nodes, or last_call_timeout longer), numbers them (NodeMembership), then runs the job as
+  // Run() does, the starter starting node 0's agent (this node's) and expecting the others', which
+  // are already connected. Every agent gets the job's exit code at the end (RELEASE). Returns it;
+  // kExitInfrastructure when too few nodes joined. Precondition: Listen() succeeded.
+  int RunNodeMode(const NodeModeSpec& spec);
 
   class Impl;
 

@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "common/check.h"
+#include "common/exit_codes.h"
 
 namespace dslaunch::launcher {
 
@@ -177,6 +178,7 @@ Action JobTracker::OnSignal(int signal) {
   cause.kind = RootCause::Kind::kSignal;
   cause.status = ExitStatus::Signaled(signal);
   cause.message = "the launcher received " + SignalName(signal);
+  if (signal == SIGUSR1) cause.message += " (stop for a requeue: workers save on SIGTERM)";
   return Fail(std::move(cause));
 }
 
@@ -213,28 +215,31 @@ Action JobTracker::FinishIfAllDone() {
 }
 
 int JobTracker::ExitCode() const {
-  // Generic failure code when the root cause has no exit status of its own.
-  constexpr int kGenericFailure = 1;
-  if (!root_cause_) return 0;
+  // The classes are common/exit_codes.h's (docs/exit-codes.md).
+  if (!root_cause_) return kExitSuccess;
   switch (root_cause_->kind) {
     case RootCause::Kind::kWorkerFailed:
+      return ShellExitCode(root_cause_->status);
     case RootCause::Kind::kSignal:
+      // SIGUSR1 asks for a stop with save-on-stop and a requeue (Slurm's --signal=USR1@T).
+      if (root_cause_->status == ExitStatus::Signaled(SIGUSR1)) return kExitRequeue;
       return ShellExitCode(root_cause_->status);
     case RootCause::Kind::kWorkerStalled:
       // The agent killed the stalled rank: its code, as if it had died of SIGKILL.
       return ShellExitCode(ExitStatus::Signaled(SIGKILL));
     case RootCause::Kind::kRescale:
-      return kGenericFailure;  // never the job's end: the next generation follows
+      return kExitInfrastructure;  // never the job's end: the next generation follows
+    case RootCause::Kind::kAgentStopped:
+      // Stopped by a signal to the agent (its node is being shut down, its pod deleted): a
+      // disruption, 128+N like a signal to the launcher. Otherwise it lost the launcher.
+      if (root_cause_->status.kind == ExitStatus::Kind::kSignaled) return ShellExitCode(root_cause_->status);
+      return kExitInfrastructure;
     case RootCause::Kind::kAgentLost:
-    case RootCause::Kind::kAgentStopped: {
-      int code = ShellExitCode(root_cause_->status);
-      return code != 0 ? code : kGenericFailure;
-    }
     case RootCause::Kind::kAgentFailed:
     case RootCause::Kind::kStartupFailed:
-      return kGenericFailure;
+      return kExitInfrastructure;
   }
-  return kGenericFailure;
+  return kExitInfrastructure;
 }
 
 }  // namespace dslaunch::launcher

@@ -90,8 +90,8 @@ class JobTracker {
   // The agent reported that it cannot run its assignment (AGENT_FAILED): `reason` is its own
   // account (e.g. "cannot create log directory ..."), the root cause if nothing failed before.
   Action OnAgentFailed(int node_rank, std::string reason);
-  // SIGINT, SIGTERM or SIGHUP to the launcher: the root cause if nothing failed before, and the job
-  // stops (kStopAll). A SIGINT while the job is already stopping (a second Ctrl-C) is kKillAll:
+  // SIGINT, SIGTERM, SIGHUP or SIGUSR1 (a stop for a requeue) to the launcher: the root cause if
+  // nothing failed before, and the job stops (kStopAll). A SIGINT while the job is already stopping (a second Ctrl-C) is kKillAll:
   // the grace period is cut short (the usual meaning of a second Ctrl-C). Other signals while
   // stopping: kNone.
   Action OnSignal(int signal);
@@ -111,7 +111,9 @@ class JobTracker {
 
   JobState state() const { return state_; }
   const std::optional<RootCause>& root_cause() const { return root_cause_; }
-  // 0 if every worker exited 0; otherwise derived from the root cause (see docs/launcher.md).
+  // 0 if every worker exited 0; otherwise the class of the root cause (common/exit_codes.h,
+  // docs/exit-codes.md): the failed rank's code, 128+N for the launcher's signal N, kExitRequeue
+  // for SIGUSR1, kExitInfrastructure for a lost, stopped or failed agent and a failed start-up.
   int ExitCode() const;
   bool agent_done(int node_rank) const { return nodes_[node_rank].done; }
   bool agent_registered(int node_rank) const { return nodes_[node_rank].registered; }

@@ -2,17 +2,21 @@
 // its own path) into typed options, wires the pieces together, and returns the job's exit code.
 #include <pwd.h>
 #include <sys/ioctl.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "common/env_names.h"
+#include "common/exit_codes.h"
 #include "common/process_tree.h"
 #include "common/secret.h"
 #include "common/text.h"
@@ -22,9 +26,11 @@
 #include "launcher/console.h"
 #include "launcher/exported_env.h"
 #include "launcher/hostfile.h"
+#include "launcher/init_process.h"
 #include "launcher/job_runner.h"
 #include "launcher/launch_plan.h"
 #include "launcher/no_ssh.h"
+#include "launcher/node_mode.h"
 #include "launcher/open_files_limit.h"
 #include "launcher/plan_format.h"
 #include "launcher/resource_filter.h"
@@ -36,10 +42,11 @@ extern char** environ;
 namespace dslaunch::launcher {
 namespace {
 
-// Exit code for bad usage (bad option, bad hostfile), as CLI tools conventionally use.
-constexpr int kUsageError = 2;
-// Exit code when the launcher cannot do its own part (bind, read the secret, start the agent).
-constexpr int kLauncherError = 1;
+// Exit code for bad usage (bad option, bad hostfile): nothing was started.
+constexpr int kUsageError = kExitUsage;
+// Exit code when the launcher cannot do its own part (bind, become a subreaper, start the agent):
+// the machinery failed, not the program (docs/exit-codes.md).
+constexpr int kLauncherError = kExitInfrastructure;
 // Placeholder for the endpoint address in --dry-run output, where nothing is bound.
 constexpr char kDryRunStoreAddress[] = "<launcher>:<port>";
 // Every address of this machine: multi-node endpoints must be reachable from the nodes.
@@ -87,15 +94,16 @@ bool IsThisMachine(const std::string& host, const std::string& hostname) {
   return IsLocalhostName(host) || host == "127.0.0.1" || host == "::1" || SameHost(host, hostname);
 }
 
-// The job secret: generated, or in --no_ssh mode shared by every node through --secret_file or
+// The job secret: generated, or in --no_ssh and node mode shared by every node through --secret_file or
 // DSLAUNCH_JOB_SECRET (never a command-line value).
 Result<std::string> JobSecret(const CliOptions& cli, const Edges& edges) {
-  if (!cli.no_ssh) return GenerateSecret();
+  if (!cli.no_ssh && !cli.rendezvous) return GenerateSecret();
   if (!cli.secret_file.empty()) return ReadSecretFile(cli.secret_file);
   auto it = edges.env.find(env::kJobSecret);
   if (it != edges.env.end() && !it->second.empty()) return it->second;
   return InvalidArgumentError(
-      "--no_ssh needs the job secret on every node: --secret_file FILE (mode 0600) or the "
+      std::string(cli.no_ssh ? "--no_ssh" : "node mode") +
+      " needs the job secret on every node: --secret_file FILE (mode 0600; a mounted Kubernetes Secret) or the "
       "DSLAUNCH_JOB_SECRET environment variable, with the same value on every node");
 }
 
@@ -144,32 +152,33 @@ SshOptions SshOptionsFrom(const CliOptions& cli, const Edges& edges) {
   return so;
 }
 
-int Main(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  auto command = ParseCommandLine(args);
-  if (!command.ok()) return Fail(command.status(), kUsageError);
-  if (command->print) {
-    std::cout << *command->print;
-    return 0;
-  }
-  const CliOptions& cli = command->options;
-  const Edges edges = ReadEdges();
+// Whether the console is a terminal, and its width.
+struct Terminal {
+  bool interactive = false;
+  int columns = 80;
+};
 
-  auto selected = SelectNodes(cli, edges);
-  if (!selected.ok()) return Fail(selected.status(), kUsageError);
-  const Resources* resources = &selected->resources;
-  const bool local = !cli.no_ssh && resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
-  auto exports = WorkerExports(cli, edges, local);
-  if (!exports.ok()) return Fail(exports.status(), kUsageError);
+Terminal ReadTerminal() {
+  Terminal t;
+  t.interactive = ::isatty(STDOUT_FILENO) == 1 && ::isatty(STDERR_FILENO) == 1;
+  if (winsize ws{}; t.interactive && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    t.columns = ws.ws_col;
+  }
+  return t;
+}
+
+// The plan options every job shares: the program, the contract's addresses, the exports. `local`:
+// a one-node job on this machine.
+Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, const Terminal& terminal, bool local) {
+  DSLAUNCH_ASSIGN_OR_RETURN(auto exports, WorkerExports(cli, edges, local));
   PlanOptions po;
   po.program.kind = ClassifyProgram(cli.program, cli.no_python, cli.module);
   const bool python_program =
       po.program.kind == ProgramKind::kPythonScript || po.program.kind == ProgramKind::kPythonModule;
   if (cli.python && !python_program) {
-    return Fail(InvalidArgumentError("--python " + *cli.python + ": PROGRAM '" + cli.program +
-                                     "' is not a .py file and --module is not given, so it runs without an "
-                                     "interpreter; drop --python, or add --module"),
-                kUsageError);
+    return InvalidArgumentError("--python " + *cli.python + ": PROGRAM '" + cli.program +
+                                "' is not a .py file and --module is not given, so it runs without an "
+                                "interpreter; drop --python, or add --module");
   }
   po.program.python = PythonInterpreter(cli, edges);
   po.program.program = cli.program;
@@ -180,10 +189,153 @@ int Main(int argc, char** argv) {
   po.master_port = cli.master_port;
   po.job_id = cli.job_id.empty() ? NewJobId() : cli.job_id;
   po.generation = 0;
-  po.no_devices = selected->no_devices;
-  po.extra_env = std::move(*exports);
+  po.extra_env = std::move(exports);
   po.max_restarts = cli.max_restarts;
   po.watchdog_timeout_ms = cli.watchdog_timeout ? cli.watchdog_timeout->count() : 0;
+  // On a terminal, transient lines (progress bars) are drawn in place, and the bundled runtime
+  // is asked to draw one; a user's own DSLAUNCH_PROGRESS (--export) wins.
+  if (terminal.interactive) po.extra_env.emplace(env::kProgress, "1");
+  return po;
+}
+
+// The runner's options from the command line; the caller sets where the endpoint listens.
+Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges, const std::string& job_id) {
+  JobRunnerOptions ro;
+  ro.agent_path = cli.agent_path.empty() ? edges.self_dir + "/dslaunch-agent" : cli.agent_path;
+  ro.agent_version = std::string("dslaunch-agent ") + DSLAUNCH_VERSION;
+  // Empty: every agent uses its own user's default on its node (docs/launcher.md, "Log files").
+  ro.log_dir = cli.log_dir.empty() ? std::string() : cli.log_dir + "/" + job_id;
+  ro.working_dir = edges.working_dir;
+  ro.grace_period = cli.grace_period;
+  ro.heartbeat_timeout = cli.heartbeat_timeout;
+  ro.heartbeat_interval = cli.heartbeat_interval;
+  DSLAUNCH_ASSIGN_OR_RETURN(ro.events, EventLog::Open(cli.events_file));
+  ro.tee = cli.tee;
+  return ro;
+}
+
+// The soft descriptor limit agents started here get: the endpoint's own bounds, not the
+// descriptor limit, must be what a flood of connections meets, so the launcher raises its own.
+std::optional<uint64_t> RaiseLauncherOpenFiles() {
+  auto limit = RaiseOpenFilesLimit();
+  if (limit.ok()) return limit->soft;
+  std::cerr << "dslaunch: warning: " << limit.status().message() << "\n";
+  return std::nullopt;
+}
+
+// The part every launcher shares once its job is planned: the pid file, the console, the runner
+// (`run` gets it listening), and for a launcher that starts agents on this machine the subreaper
+// and the final sweep. Returns the job's exit code.
+int Execute(const CliOptions& cli, const Edges& edges, const Terminal& terminal, const JobRunnerOptions& ro,
+            const std::string& job_id, const std::string& secret, AgentStarter& starter, bool own_agents,
+            const std::function<int(JobRunner&)>& run) {
+  std::signal(SIGPIPE, SIG_IGN);  // a closed console or a dead agent's pipe must not kill the launcher
+  std::string pid_file;
+  if (cli.save_pid) {
+    pid_file = cli.save_pid->empty() ? edges.temp_dir + "/" + std::to_string(::getpid()) + ".ds" : *cli.save_pid;
+    std::ofstream(pid_file) << ::getpid() << "\n";
+  }
+  // An agent started here that dies (SIGKILL, a crash) takes its workers with it
+  // (PR_SET_PDEATHSIG), but not processes they moved into a session of their own: as a child
+  // subreaper the launcher inherits those, and sweeps them once every agent is gone.
+  if (own_agents) {
+    if (Status s = BecomeChildSubreaper(); !s.ok()) return Fail(s, kLauncherError);
+  }
+  Console console(STDOUT_FILENO, STDERR_FILENO, terminal.interactive, terminal.columns);
+  int code = kLauncherError;
+  {
+    JobRunner runner(ro, job_id, secret, starter, console);
+    Status listening = runner.Listen();
+    code = listening.ok() ? run(runner) : Fail(listening.WithContext("cannot open the launcher's endpoint"), kLauncherError);
+  }  // the runner has reaped or killed every agent it started
+  if (own_agents) {
+    auto swept = KillAllDescendants();
+    if (!swept.ok()) {
+      std::cerr << "dslaunch: " << swept.status().ToString() << "\n";
+    } else if (*swept > 0) {
+      std::cerr << "dslaunch: killed " << *swept << " leftover process" << (*swept == 1 ? "" : "es")
+                << " of a lost agent's workers\n";
+    }
+  }
+  if (!pid_file.empty()) std::remove(pid_file.c_str());
+  return code;
+}
+
+int CpuCount() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+// Node mode (docs/node-mode.md): host the rendezvous and the job, or join it as this node's agent.
+int RunNode(const CliOptions& cli, const Edges& edges) {
+  const RendezvousOptions& rdzv = *cli.rendezvous;
+  auto slots = NprocPerNode(cli, CpuCount(), /*gpus=*/0);
+  if (!slots.ok()) return Fail(slots.status(), kUsageError);
+  auto secret = JobSecret(cli, edges);
+  if (!secret.ok()) return Fail(secret.status(), kUsageError);
+  const std::string endpoint = JoinHostPort(rdzv.host, static_cast<uint16_t>(rdzv.port));
+  NodeRoleFacts facts;
+  facts.node_rank = rdzv.node_rank;
+  auto local = IsAddressOfThisMachine(rdzv.host);
+  facts.endpoint_is_local = local.ok() && *local;
+  if (facts.endpoint_is_local && !rdzv.node_rank) facts.port_in_use = PortInUse(static_cast<uint16_t>(rdzv.port));
+  const Terminal terminal = ReadTerminal();
+  auto ro = RunnerOptions(cli, edges, cli.job_id);
+  if (!ro.ok()) return Fail(ro.status(), kUsageError);
+  const std::chrono::seconds join_timeout = rdzv.join_timeout + rdzv.last_call_timeout;
+  if (DecideNodeRole(facts) == NodeRole::kJoin) {
+    std::cerr << "dslaunch: joining the rendezvous of job " << cli.job_id << " at " << endpoint << " with "
+              << *slots << " worker" << (*slots == 1 ? "" : "s")
+              << (rdzv.node_rank ? " as node " + std::to_string(*rdzv.node_rank) : std::string()) << "\n";
+    AgentCommand ac{ro->agent_path, rdzv.host, static_cast<uint16_t>(rdzv.port), cli.job_id,
+                    rdzv.node_rank.value_or(-1), AgentCommand::Join{*slots, false, join_timeout}};
+    return Fail(ExecNodeAgent(ac, *secret), kLauncherError);
+  }
+  if (!facts.endpoint_is_local) {
+    std::cerr << "dslaunch: warning: node rank 0 hosts the rendezvous, but " << rdzv.host
+              << (local.ok() ? " is not an address of this machine" : " does not resolve here (" + local.status().message() + ")")
+              << "; the other nodes must reach this one at " << endpoint << "\n";
+  }
+  CliOptions contract = cli;
+  if (contract.master_addr.empty()) contract.master_addr = rdzv.host;  // rank 0 runs on this node
+  auto po = BasePlanOptions(contract, edges, terminal, /*local=*/false);
+  if (!po.ok()) return Fail(po.status(), kUsageError);
+  if (cli.dry_run) {
+    return Fail(InvalidArgumentError("--dry-run: in node mode the plan exists only once the nodes have joined"),
+                kUsageError);
+  }
+  ro->bind_address = kBindAllAddresses;
+  ro->port = static_cast<uint16_t>(rdzv.port);
+  ro->advertise_host = kLoopback;  // this node's own agent
+  ro->show_host = rdzv.max_nodes > 1;
+  SelfStartedAgentStarter starter(0, RaiseLauncherOpenFiles());
+  return Execute(cli, edges, terminal, *ro, cli.job_id, *secret, starter, /*own_agents=*/true, [&](JobRunner& runner) {
+    NodeModeSpec spec;
+    spec.job.plan_options = *po;
+    spec.job.plan_options.store_address = JoinHostPort(kLoopback, runner.port());
+    spec.job.elastic.max_restarts = cli.max_restarts;
+    spec.min_nodes = rdzv.min_nodes;
+    spec.max_nodes = rdzv.max_nodes;
+    spec.join_timeout = rdzv.join_timeout;
+    spec.last_call_timeout = rdzv.last_call_timeout;
+    spec.own_host = edges.hostname;
+    spec.own_slots = *slots;
+    return runner.RunNodeMode(spec);
+  });
+}
+
+// A job whose nodes the launcher knows: a hostfile, one local node, or --no_ssh.
+int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
+  auto selected = SelectNodes(cli, edges);
+  if (!selected.ok()) return Fail(selected.status(), kUsageError);
+  const Resources* resources = &selected->resources;
+  const bool local = !cli.no_ssh && resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
+  const Terminal terminal = ReadTerminal();
+  auto base = BasePlanOptions(cli, edges, terminal, local);
+  if (!base.ok()) return Fail(base.status(), kUsageError);
+  PlanOptions po = std::move(*base);
+  po.no_devices = selected->no_devices;
   auto elastic = ElasticOptionsFor(cli, static_cast<int>(resources->size()));
   if (!elastic.ok()) return Fail(elastic.status(), kUsageError);
 
@@ -203,57 +355,24 @@ int Main(int argc, char** argv) {
   }
   auto secret = JobSecret(cli, edges);
   if (!secret.ok()) return Fail(secret.status(), kUsageError);
-  const std::string agent_path = cli.agent_path.empty() ? edges.self_dir + "/dslaunch-agent" : cli.agent_path;
+  auto ro = RunnerOptions(cli, edges, po.job_id);
+  if (!ro.ok()) return Fail(ro.status(), kUsageError);
   if (cli.no_ssh && *cli.node_rank != 0) {
     if (*cli.node_rank >= static_cast<int>(resources->size())) {
       return Fail(InvalidArgumentError("--node_rank " + std::to_string(*cli.node_rank) + " is outside the " +
                                        std::to_string(resources->size()) + " selected nodes"),
                   kUsageError);
     }
-    AgentCommand ac{agent_path, cli.master_addr, static_cast<uint16_t>(cli.rdzv_port), po.job_id, *cli.node_rank};
+    AgentCommand ac{ro->agent_path, cli.master_addr, static_cast<uint16_t>(cli.rdzv_port), po.job_id, *cli.node_rank, std::nullopt};
     return Fail(ExecNodeAgent(ac, *secret), kLauncherError);
   }
 
-  // On a terminal, transient lines (progress bars) are drawn in place, and the bundled runtime
-  // is asked to draw one; a user's own DSLAUNCH_PROGRESS (--export) wins.
-  const bool interactive = ::isatty(STDOUT_FILENO) == 1 && ::isatty(STDERR_FILENO) == 1;
-  int columns = 80;
-  if (winsize ws{}; interactive && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) columns = ws.ws_col;
-  if (interactive) po.extra_env.emplace(env::kProgress, "1");
+  ro->bind_address = local ? kLoopback : kBindAllAddresses;
+  ro->port = cli.no_ssh ? static_cast<uint16_t>(cli.rdzv_port) : 0;
+  ro->advertise_host = local || cli.no_ssh ? kLoopback : edges.hostname;
+  ro->show_host = resources->size() > 1;
 
-  std::signal(SIGPIPE, SIG_IGN);  // a closed console or a dead agent's pipe must not kill the launcher
-  std::string pid_file;
-  if (cli.save_pid) {
-    pid_file = cli.save_pid->empty() ? edges.temp_dir + "/" + std::to_string(::getpid()) + ".ds" : *cli.save_pid;
-    std::ofstream(pid_file) << ::getpid() << "\n";
-  }
-
-  JobRunnerOptions ro;
-  ro.bind_address = local ? kLoopback : kBindAllAddresses;
-  ro.port = cli.no_ssh ? static_cast<uint16_t>(cli.rdzv_port) : 0;
-  ro.advertise_host = local || cli.no_ssh ? kLoopback : edges.hostname;
-  ro.agent_path = agent_path;
-  ro.agent_version = std::string("dslaunch-agent ") + DSLAUNCH_VERSION;
-  // Empty: every agent uses its own user's default on its node (docs/launcher.md, "Log files").
-  ro.log_dir = cli.log_dir.empty() ? std::string() : cli.log_dir + "/" + po.job_id;
-  ro.working_dir = edges.working_dir;
-  ro.grace_period = cli.grace_period;
-  ro.heartbeat_timeout = cli.heartbeat_timeout;
-  ro.heartbeat_interval = cli.heartbeat_interval;
-  auto events = EventLog::Open(cli.events_file);
-  if (!events.ok()) return Fail(events.status(), kUsageError);
-  ro.events = *events;
-  ro.tee = cli.tee;
-  ro.show_host = resources->size() > 1;
-
-  // The endpoint's own bounds, not the descriptor limit, must be what a flood of connections
-  // meets; agents and workers get the limit the launcher started with.
-  std::optional<uint64_t> agent_open_files;
-  if (auto limit = RaiseOpenFilesLimit(); limit.ok()) {
-    agent_open_files = limit->soft;
-  } else {
-    std::cerr << "dslaunch: warning: " << limit.status().message() << "\n";
-  }
+  const std::optional<uint64_t> agent_open_files = RaiseLauncherOpenFiles();
   std::unique_ptr<AgentStarter> starter;
   JobSpec spec;
   if (local) {
@@ -267,45 +386,32 @@ int Main(int argc, char** argv) {
     starter = std::make_unique<SshAgentStarter>(ssh);
     spec.probe_starter = [ssh] { return std::make_unique<SshAgentStarter>(ssh); };
   }
-  // An agent started here that dies (SIGKILL, a crash) takes its workers with it
-  // (PR_SET_PDEATHSIG), but not processes they moved into a session of their own: as a child
-  // subreaper the launcher inherits those, and sweeps them once every agent is gone.
-  const bool own_agents = local || cli.no_ssh;
-  if (own_agents) {
-    if (Status s = BecomeChildSubreaper(); !s.ok()) return Fail(s, kLauncherError);
+  return Execute(cli, edges, terminal, *ro, po.job_id, *secret, *starter, /*own_agents=*/local || cli.no_ssh,
+                 [&](JobRunner& runner) {
+                   po.store_address = JoinHostPort(ro->advertise_host, runner.port());
+                   auto plan = PlanLaunch(*resources, po);  // generation 0 on every candidate: checks the options
+                   if (!plan.ok()) return Fail(plan.status(), kUsageError);
+                   spec.candidates = *resources;
+                   spec.everyone = std::move(*plan);
+                   spec.plan_options = po;
+                   spec.elastic = *elastic;
+                   return runner.Run(spec);
+                 });
+}
+
+int Main(int argc, char** argv) {
+  // As a container's PID 1, stay init (forward signals, reap orphans) and run as its child.
+  if (Status s = SplitOffInitIfPid1(); !s.ok()) return Fail(s, kLauncherError);
+  std::vector<std::string> args(argv, argv + argc);
+  const Edges edges = ReadEdges();
+  auto command = ParseCommandLine(args, edges.env);
+  if (!command.ok()) return Fail(command.status(), kUsageError);
+  if (command->print) {
+    std::cout << *command->print;
+    return 0;
   }
-  Console console(STDOUT_FILENO, STDERR_FILENO, interactive, columns);
-  int code = kLauncherError;
-  {
-    JobRunner runner(ro, po.job_id, *secret, *starter, console);
-    Status listening = runner.Listen();
-    if (!listening.ok()) {
-      code = Fail(listening.WithContext("cannot open the launcher's endpoint"), kLauncherError);
-    } else {
-      po.store_address = JoinHostPort(ro.advertise_host, runner.port());
-      auto plan = PlanLaunch(*resources, po);  // generation 0 on every candidate: checks the options
-      if (plan.ok()) {
-        spec.candidates = *resources;
-        spec.everyone = std::move(*plan);
-        spec.plan_options = po;
-        spec.elastic = *elastic;
-        code = runner.Run(spec);
-      } else {
-        code = Fail(plan.status(), kUsageError);
-      }
-    }
-  }  // the runner has reaped or killed every agent it started
-  if (own_agents) {
-    auto swept = KillAllDescendants();
-    if (!swept.ok()) {
-      std::cerr << "dslaunch: " << swept.status().ToString() << "\n";
-    } else if (*swept > 0) {
-      std::cerr << "dslaunch: killed " << *swept << " leftover process" << (*swept == 1 ? "" : "es")
-                << " of a lost agent's workers\n";
-    }
-  }
-  if (!pid_file.empty()) std::remove(pid_file.c_str());
-  return code;
+  const CliOptions& cli = command->options;
+  return cli.rendezvous ? RunNode(cli, edges) : RunPlannedJob(cli, edges);
 }
 
 }  // namespace

@@ -15,13 +15,15 @@ T RoundTrip(const T& m) {
 }
 
 TEST_CASE("Control messages survive encoding and decoding") {
-  Register reg{"job-1", 2, 3, kProtocolVersion, "0.1.0", "node3", 4242};
+  Register reg{"job-1", 2, 3, kProtocolVersion, "0.1.0", "node3", 4242, 8, true};
   Register r = RoundTrip(reg);
   CHECK(r.job_id == "job-1");
   CHECK(r.generation == 2);
   CHECK(r.node_rank == 3);
   CHECK(r.host == "node3");
   CHECK(r.pid == 4242);
+  CHECK(r.slots == 8);
+  CHECK(r.hosts_endpoint);
 
   Assignment a;
   a.generation = 1;
@@ -35,9 +37,11 @@ TEST_CASE("Control messages survive encoding and decoding") {
   a.workers.push_back({5, 1, {"python3", "-u", "x.py"}, {{"RANK", "5"}, {"EMPTY", ""}}});
   a.restartable = true;
   a.watchdog_timeout_ms = 7000;
+  a.await_release = true;
   Assignment b = RoundTrip(a);
   CHECK(b.restartable);
   CHECK(b.watchdog_timeout_ms == 7000);
+  CHECK(b.await_release);
   CHECK(b.grace_period_ms == 1500);
   CHECK_FALSE(b.tee);
   CHECK(b.heartbeat_interval_ms == 1000);
@@ -80,6 +84,8 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(stalled.silence_ms == 3100);
   CHECK(stalled.timeout_ms == 3000);
   CHECK(RoundTrip(Release{4}).generation == 4);
+  CHECK(RoundTrip(Release{4}).exit_code == -1);
+  CHECK(RoundTrip(Release{5, 75}).exit_code == 75);
 
   AgentStopping st = RoundTrip(AgentStopping{3, "the agent received SIGTERM", 15});
   CHECK(st.generation == 3);

@@ -96,7 +96,7 @@ TEST_CASE("ParseCommandLine refuses an empty value for every numeric option, whi
   // The message names the option by its first name (--nproc_per_node is an alias of --num_gpus).
   for (auto [option, shown] : {std::pair{"--rdzv_port", "--rdzv_port"}, {"--grace_period", "--grace_period"},
                                {"--heartbeat_timeout", "--heartbeat_timeout"}, {"--master_port", "--master_port"},
-                               {"--ssh_port", "--ssh_port"}, {"--nproc_per_node", "--num_gpus"},
+                               {"--ssh_port", "--ssh_port"},
                                {"--num_nodes", "--num_nodes"}, {"--node_rank", "--node_rank"},
                                {"--ssh_connect_timeout", "--ssh_connect_timeout"},
                                {"--heartbeat_interval", "--heartbeat_interval"}, {"--max_restarts", "--max_restarts"},
@@ -109,6 +109,10 @@ TEST_CASE("ParseCommandLine refuses an empty value for every numeric option, whi
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK(r.status().message() == std::string(shown) + ": empty value, expected a number");
   }
+  // --nproc_per_node also takes torchrun's keywords, so it says so.
+  auto nproc = Parse({"--nproc_per_node", "", "--no_python", "x"});
+  REQUIRE_FALSE(nproc.ok());
+  CHECK(nproc.status().message() == "--nproc_per_node '': expected a number of workers per node, or auto, gpu or cpu");
   // 0 itself is a value: for --rdzv_port it asks for any free port (a one-node --no_ssh job).
   auto zero = Parse({"--no_ssh", "--node_rank", "0", "--master_addr", "h", "--job_id", "j", "--rdzv_port", "0",
                      "--no_python", "x"});
@@ -223,7 +227,7 @@ TEST_CASE("ParseCommandLine checks that --no_ssh has what every node needs") {
   for (const Case& c : {Case{{"--no_ssh", "--master_addr", "a", "--job_id", "J", "x"}, "--node_rank"},
                         Case{{"--no_ssh", "--node_rank", "0", "--job_id", "J", "x"}, "--master_addr"},
                         Case{{"--no_ssh", "--node_rank", "0", "--master_addr", "a", "x"}, "--job_id"},
-                        Case{{"--node_rank", "0", "x"}, "only for --no_ssh"},
+                        Case{{"--node_rank", "0", "x"}, "needs the rendezvous endpoint"},
                         Case{{"--heartbeat_timeout", "0", "x"}, "--heartbeat_timeout"},
                         Case{{"--ssh_port", "0", "x"}, "not a TCP port"}}) {
     CAPTURE(c.expect);
@@ -468,8 +472,8 @@ TEST_CASE("ParseCommandLine refuses bad or conflicting node counts and restart b
                 "--min_elastic_nodes 3 is above --max_elastic_nodes 2; the minimum must not exceed the maximum"},
            Case{{"--max_restarts", "-1"},
                 "--max_restarts -1: expected a number of restarts >= 0 (0: the first failure ends the job)"},
-           Case{{"--max-restarts", "3"},
-                "unknown option '--max-restarts' (did you mean '--max_restarts'?); run 'dslaunch --help' for the list"},
+           Case{{"--max-restartz", "3"},
+                "unknown option '--max-restartz' (did you mean '--max_restarts'?); run 'dslaunch --help' for the list"},
        }) {
     std::vector<std::string> args = c.args;
     args.push_back("x");

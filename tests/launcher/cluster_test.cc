@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 
+#include "common/exit_codes.h"
 #include "tests/support/cluster.h"
 #include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
@@ -117,7 +118,7 @@ TEST_CASE("A node that loses its network is detected by heartbeats on both sides
   auto r = launcher.Wait(kRunTimeout);
   RunProcess({"/sbin/ip", "link", "set", "dslv2", "up"}, std::chrono::seconds(10));
   INFO(r.err);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);
   CHECK(Contains(r.err, "lost the agent of node 2 on host " + c->Addr(2)));
   CHECK(Contains(r.err, "no heartbeat"));
   // Node 2's agent stops its workers after its own heartbeat timeout and the grace period.
@@ -133,7 +134,7 @@ TEST_CASE("An unknown host key is refused before anything starts, with the finge
   auto argv = Launch(*c, dir, {"--ssh_known_hosts", empty_known_hosts}, {});
   auto r = RunProcess(argv, kRunTimeout);
   INFO(r.err);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);
   CHECK(Contains(r.err, c->Addr(0)));
   CHECK(Contains(r.err, "SHA256:"));
   CHECK(Contains(r.err, "--ssh_accept_new_host_keys"));

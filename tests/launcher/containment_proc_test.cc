@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/exit_codes.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -149,7 +150,7 @@ TEST_CASE("A launcher stopped past the heartbeat timeout is not blamed on a work
   REQUIRE(stopped);
   auto r = launcher->Wait(kRunTimeout);
   INFO(r.err);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);
   CHECK(Contains(r.err, "failed: the agent of node 0 on host localhost stopped its workers: no heartbeat from "
                         "the launcher for "));
   CHECK_FALSE(Contains(r.err, "SIGTERM"));

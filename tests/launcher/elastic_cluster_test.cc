@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/exit_codes.h"
 #include "tests/support/cluster.h"
 #include "tests/support/skip.h"
 #include "tests/support/proc_checks.h"
@@ -132,7 +133,7 @@ TEST_CASE("An elastic job starts on the hosts that pass pre-flight and names the
   auto s = RunProcess(Launch(*c, strict, "elastic-preflight-strict", {"--hostfile", hosts, "--ssh_connect_timeout", "1"},
                              {}),
                       kRunTimeout);
-  CHECK(s.exit_code == 1);
+  CHECK(s.exit_code == kExitInfrastructure);
   CHECK(Contains(s.err, "nothing was started"));
 }
 

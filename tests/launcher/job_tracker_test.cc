@@ -5,6 +5,7 @@
 #include <csignal>
 #include <optional>
 
+#include "common/exit_codes.h"
 #include "launcher/console.h"
 
 namespace dslaunch::launcher {
@@ -88,6 +89,18 @@ TEST_CASE("JobTracker stops the job on a signal to the launcher and exits 128+N"
   CHECK(FormatSummary("j", t).find("the launcher received SIGTERM") != std::string::npos);
 }
 
+TEST_CASE("JobTracker stops the job with save-on-stop on SIGUSR1 and exits with the requeue class") {
+  JobTracker t(TwoNodePlan());
+  t.OnAgentRegistered(0);
+  t.OnAgentRegistered(1);
+  CHECK(t.OnSignal(SIGUSR1) == Action::kStopAll);
+  CHECK(t.OnAgentDone(0) == Action::kNone);
+  CHECK(t.OnAgentDone(1) == Action::kFinish);
+  CHECK(t.ExitCode() == kExitRequeue);
+  CHECK(FormatSummary("j", t).find("the launcher received SIGUSR1 (stop for a requeue: workers save on SIGTERM)") !=
+        std::string::npos);
+}
+
 TEST_CASE("JobTracker escalates a second SIGINT to killing every worker at once") {
   JobTracker t(TwoNodePlan());
   t.OnAgentRegistered(0);
@@ -120,7 +133,7 @@ TEST_CASE("JobTracker reports an agent's own failure as the root cause, not a lo
   // Its connection closes right after: nothing more to say about that node.
   CHECK(t.OnAgentLost(1, "control connection closed", std::nullopt) == Action::kNone);
   CHECK(t.OnAgentDone(0) == Action::kFinish);
-  CHECK(t.ExitCode() == 1);
+  CHECK(t.ExitCode() == kExitInfrastructure);
   REQUIRE(t.root_cause()->kind == RootCause::Kind::kAgentFailed);
   std::string summary = FormatSummary("j", t);
   CHECK(summary.find("dslaunch: job j failed: node 1 on host b: cannot create log directory '/l/j': "
@@ -134,7 +147,7 @@ TEST_CASE("JobTracker treats a lost agent as a failure of the job") {
   t.OnAgentRegistered(1);
   CHECK(t.OnAgentLost(1, "connection reset", std::nullopt) == Action::kStopAll);
   CHECK(t.OnAgentDone(0) == Action::kFinish);
-  CHECK(t.ExitCode() == 1);
+  CHECK(t.ExitCode() == kExitInfrastructure);
   CHECK(t.root_cause()->kind == RootCause::Kind::kAgentLost);
 }
 
@@ -152,11 +165,11 @@ TEST_CASE("JobTracker names an agent's own reason to stop, not the SIGTERM exits
   REQUIRE(t.root_cause().has_value());
   CHECK(t.root_cause()->kind == RootCause::Kind::kAgentStopped);
   CHECK(t.root_cause()->node_rank == 1);
-  CHECK(t.ExitCode() == 1);
+  CHECK(t.ExitCode() == kExitInfrastructure);
   CHECK(FormatSummary("j", t) ==
         "dslaunch: job j failed: the agent of node 1 on host b stopped its workers: no heartbeat from the "
         "launcher for 10.4 s\n"
-        "dslaunch: stopped all workers; exit code 1\n");
+        "dslaunch: stopped all workers; exit code 75\n");
 }
 
 TEST_CASE("JobTracker exits 128+N when an agent stops its workers because it received signal N") {
@@ -217,14 +230,15 @@ TEST_CASE("JobTracker keeps a first failure that was not collateral, and ignores
   CHECK(t.ExitCode() == 4);
 }
 
-TEST_CASE("JobTracker exits with a lost agent's own exit status, or 1 when it has none") {
+TEST_CASE("JobTracker exits with the infrastructure class for a lost agent, whatever its own exit status") {
   struct Case {
     std::optional<ExitStatus> status;
     int exit_code;
   };
-  for (const Case& c : {Case{ExitStatus::Exited(5), 5}, Case{ExitStatus::Signaled(SIGKILL), 137},
-                        Case{ExitStatus::Exited(0), 1}, Case{std::nullopt, 1}}) {
-    CAPTURE(c.exit_code);
+  for (const Case& c : {Case{ExitStatus::Exited(5), kExitInfrastructure},
+                        Case{ExitStatus::Signaled(SIGKILL), kExitInfrastructure},
+                        Case{ExitStatus::Exited(0), kExitInfrastructure}, Case{std::nullopt, kExitInfrastructure}}) {
+    CAPTURE(c.status.value_or(ExitStatus{}).value);
     JobTracker t(TwoNodePlan());
     t.OnAgentRegistered(0);
     t.OnAgentRegistered(1);
@@ -248,7 +262,7 @@ TEST_CASE("JobTracker finishes at once when the last agent is lost") {
   CHECK(t.OnAgentDone(0) == Action::kNone);
   CHECK(t.OnAgentLost(1, "connection reset", ExitStatus::Exited(4)) == Action::kFinish);
   CHECK(t.state() == JobState::kFinished);
-  CHECK(t.ExitCode() == 4);
+  CHECK(t.ExitCode() == kExitInfrastructure);
 }
 
 TEST_CASE("JobTracker ignores the loss of an agent that already reported done") {
@@ -286,7 +300,7 @@ TEST_CASE("JobTracker reports a startup failure with a generic exit code") {
   CHECK(t.OnStartupFailed("not every agent registered") == Action::kStopAll);
   CHECK(t.OnAgentLost(0, "x", ExitStatus::Exited(3)) == Action::kNone);
   CHECK(t.OnAgentLost(1, "y", std::nullopt) == Action::kFinish);
-  CHECK(t.ExitCode() == 1);
+  CHECK(t.ExitCode() == kExitInfrastructure);
 }
 
 TEST_CASE("JobTracker makes a stalled rank the root cause and names every silent rank, longest first") {

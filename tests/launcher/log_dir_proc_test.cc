@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/exit_codes.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -64,7 +65,7 @@ TEST_CASE("A default log directory that others may write to is refused, and the 
   std::filesystem::create_directory(base);
   ::chmod(base.c_str(), 0777);
   auto r = Echo(dir, {"--job_id", "j2"});
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);  // the agent could not start (AGENT_FAILED)
   CHECK(Contains(r.err, "dslaunch: job j2 failed: node 0 on host localhost: log directory '" + base +
                             "' is writable by other users (mode 0777): run 'chmod go-w " + base + "'"));
   CHECK_FALSE(Contains(r.err, "lost the agent"));
@@ -80,7 +81,7 @@ TEST_CASE("A default log directory that another user owns is refused") {
   constexpr uid_t kOtherUser = 54321;
   REQUIRE(::chown(base.c_str(), kOtherUser, kOtherUser) == 0);
   auto r = Echo(dir, {"--job_id", "j3"});
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);  // the agent could not start (AGENT_FAILED)
   CHECK(Contains(r.err, "dslaunch: job j3 failed: node 0 on host localhost: log directory '" + base +
                             "' belongs to uid 54321, not to this user (uid 0)"));
 }
@@ -90,7 +91,7 @@ TEST_CASE("A log directory that cannot be created is reported as the job's root 
   std::ofstream(dir.path() + "/file") << "not a directory\n";
   auto r = Echo(dir, {"--log_dir", dir.path() + "/file/logs", "--job_id", "j4"});
   INFO(r.err);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);  // the agent could not start (AGENT_FAILED)
   CHECK(Contains(r.err, "dslaunch: job j4 failed: node 0 on host localhost: cannot create log directory '" +
                             dir.path() + "/file/logs': Not a directory\n"));
   CHECK_FALSE(Contains(r.err, "lost the agent"));
@@ -103,7 +104,7 @@ TEST_CASE("A log file is never opened through a planted symbolic link") {
   std::filesystem::create_directories(dir.path() + "/L/j5");
   std::filesystem::create_symlink(victim, dir.path() + "/L/j5/rank0.stdout.log");
   auto r = Echo(dir, {"--log_dir", dir.path() + "/L", "--job_id", "j5"});
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);  // the agent could not start (AGENT_FAILED)
   CHECK(ReadText(victim) == "precious\n");
   CHECK(Contains(r.err, "dslaunch: job j5 failed: node 0 on host localhost: log file '" + dir.path() +
                             "/L/j5/rank0.stdout.log' already exists: job id 'j5' was used before on this node"));
@@ -119,7 +120,7 @@ TEST_CASE("A reused job id is refused and the earlier run's logs stay as they we
   REQUIRE(ReadText(log) == "hello\n");
   std::ofstream(log, std::ios::app) << "first run's last words\n";
   auto second = Echo(dir, options);
-  CHECK(second.exit_code == 1);
+  CHECK(second.exit_code == kExitInfrastructure);
   CHECK(Contains(second.err, "job id 'j6' was used before on this node; choose another --job_id, or move '" +
                                  dir.path() + "/L/j6' away"));
   CHECK(ReadText(log) == "hello\nfirst run's last words\n");

@@ -342,7 +342,7 @@ TEST_CASE("Start runs the agent with the secret on stdin and reports its output 
   Recorder recorders[2];
   std::vector<std::unique_ptr<AgentHandle>> handles;
   for (int i = 0; i < 2; ++i) {
-    AgentCommand command{checks.agent_path, "ignored", 4242, "job-1", i};
+    AgentCommand command{checks.agent_path, "ignored", 4242, "job-1", i, std::nullopt};
     auto handle = starter.Start(nodes[i], command, "s3cret-" + std::to_string(i), recorders[i].Callbacks());
     REQUIRE_MESSAGE(handle.ok(), handle.status().ToString());
     handles.push_back(std::move(handle).value());
@@ -372,7 +372,7 @@ TEST_CASE("Kill ends a running agent with SIGKILL, and a lost connection or a de
   TempDir dir;
   SshAgentStarter starter(c->Options());
   PreflightChecks checks{WriteFakeAgent(dir), "dslaunch-agent 0.1.0", dir.path()};
-  AgentCommand command{checks.agent_path, "", 4242, "sleep", 0};
+  AgentCommand command{checks.agent_path, "", 4242, "sleep", 0, std::nullopt};
   const std::string pid_file = dir.path() + "/sleep.pid";
 
   SUBCASE("Kill") {

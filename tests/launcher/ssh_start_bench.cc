@@ -75,7 +75,7 @@ Result<Round> RunRound(const std::string& dir, int nodes, const std::string& age
                                ++ended;
                                cv.notify_all();
                              }};
-    AgentCommand command{agent, "", 4242, "bench", node.node_rank};
+    AgentCommand command{agent, "", 4242, "bench", node.node_rank, std::nullopt};
     DSLAUNCH_ASSIGN_OR_RETURN(auto handle, starter.Start(node, command, "secret", std::move(callbacks)));
     handles.push_back(std::move(handle));
   }

@@ -1,0 +1,65 @@
+// Node mode (torchrun's rendezvous, docs/node-mode.md): one dslaunch per node, started by a
+// scheduler; the node that hosts the endpoint waits for the others' agents to join, then numbers
+// them. This file is the pure part: who has joined, which joins are refused, when the membership is
+// complete, and the node ranks. No sockets, no clocks: the I/O shell (job_runner.cc) feeds it
+// arrivals and departures, and asks for the ranks when its join or last-call timer fires.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace dslaunch::launcher {
+
+// How long the host waits for at least MIN nodes to join (torchrun's join_timeout default): pods
+// start in any order, and pulling an image on a fresh node takes minutes.
+inline constexpr std::chrono::seconds kDefaultJoinTimeout{600};
+// Once MIN nodes have joined, how long the host still waits for more, up to MAX (torchrun's
+// last_call_timeout default).
+inline constexpr std::chrono::seconds kDefaultLastCallTimeout{30};
+
+// One node asking to join.
+struct JoinRequest {
+  std::string host;               // the agent's hostname, as it reported it
+  int slots = 0;                  // its workers (--nproc_per_node on that node), >= 1
+  std::optional<int> node_rank;   // asked for (--node_rank, PET_NODE_RANK); absent: by arrival
+  bool hosts_endpoint = false;    // the agent of the node that hosts the endpoint
+};
+
+class NodeMembership {
+ public:
+  // 1 <= min_nodes <= max_nodes.
+  NodeMembership(int min_nodes, int max_nodes);
+
+  // Admits `request` and returns its arrival id (used by Leave and in NodeRanks' answer), or
+  // kFailedPrecondition saying why it is refused: the membership is full, the asked-for rank is
+  // outside 0..max-1 or taken (naming the host that has it), or it asks for rank 0 while another
+  // node hosts the endpoint (rank 0 runs where MASTER_ADDR points), or the host node asks for a
+  // rank other than 0.
+  Result<int> Join(const JoinRequest& request);
+  // A joined node's connection closed before the membership was complete: its place is free again.
+  void Leave(int arrival);
+
+  int joined() const { return static_cast<int>(present_.size()); }
+  bool complete() const { return joined() == max_nodes_; }
+  bool enough() const { return joined() >= min_nodes_; }
+  // Who is waiting, for a timeout's message: "a (rank 0), b".
+  std::string Describe() const;
+
+  // The members in node-rank order (arrival ids): the host node first, then asked-for ranks in
+  // their places, the others in arrival order in the lowest free places, then closed up (a rank
+  // asked for beyond the number that joined moves down). Precondition: enough().
+  std::vector<int> NodeRankOrder() const;
+  const JoinRequest& request(int arrival) const { return requests_[arrival]; }
+
+ private:
+  int min_nodes_;
+  int max_nodes_;
+  std::vector<JoinRequest> requests_;  // by arrival id
+  std::vector<int> present_;          // arrival ids still joined, in arrival order
+};
+
+}  // namespace dslaunch::launcher

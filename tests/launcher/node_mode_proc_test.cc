@@ -1,0 +1,189 @@
+// Proc tests of node mode (docs/node-mode.md): several dslaunch processes on this machine play the
+// nodes of one job, each started on its own as a scheduler would, finding each other at the
+// rendezvous endpoint (the one that hosts it binds it on all addresses; 127.0.0.1 reaches it).
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <memory>
+
+#include "common/exit_codes.h"
+#include "tests/support/proc_checks.h"
+#include "tests/support/reserved_port.h"
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::testing {
+namespace {
+
+const std::string kBin = DSLAUNCH_BIN_DIR;
+const std::string kLauncher = kBin + "/dslaunch";
+const std::string kEnvCheck = kBin + "/env_check";
+constexpr std::chrono::seconds kRunTimeout{90};
+const std::vector<std::string> kSecret = {"DSLAUNCH_JOB_SECRET=0123456789abcdef0123456789abcdef"};
+
+// Whether something listens on 127.0.0.1:port.
+bool Listening(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return up;
+}
+
+// One node's command: `options` (node rank, node count, ...) then env_check.
+std::vector<std::string> Node(const TempDir& dir, const ReservedPort& port, std::vector<std::string> options,
+                              std::vector<std::string> worker_args) {
+  std::vector<std::string> argv = {kLauncher, "--rdzv_endpoint", "127.0.0.1:" + std::to_string(port.port()),
+                                   "--log_dir", dir.path() + "/logs", "--grace_period", "2"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.insert(argv.end(), {"--no_python", kEnvCheck, "--pid_dir", dir.path()});
+  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+  return argv;
+}
+
+TEST_CASE("Node mode: two nodes started in any order, one numbered by PET_ variables, run one job") {
+  TempDir dir;
+  ReservedPort port;
+  const std::vector<std::string> expect = {"--expect_world", "4", "--expect_nodes", "2", "--expect_local_world", "2"};
+  // Node 1 first, as a pod may be: its agent waits for node 0 to listen.
+  std::vector<std::string> env1 = kSecret;
+  env1.insert(env1.end(), {"PET_NODE_RANK=1", "PET_NNODES=2", "PET_NPROC_PER_NODE=2"});
+  Subprocess node1(Node(dir, port, {}, expect), env1);
+  Subprocess node0(Node(dir, port, {"--nnodes", "2", "--node_rank", "0", "--nproc-per-node", "2"}, expect), kSecret);
+  auto r0 = node0.Wait(kRunTimeout);
+  auto r1 = node1.Wait(kRunTimeout);
+  INFO(r0.err);
+  INFO(r1.err);
+  CHECK(r0.exit_code == 0);
+  CHECK(r1.exit_code == 0);
+  CHECK(Contains(r0.err, "dslaunch: rendezvous complete: 2 nodes, 4 workers"));
+  CHECK(Contains(r1.err, "dslaunch: joining the rendezvous of job rdzv-127.0.0.1-" + std::to_string(port.port()) +
+                             " at 127.0.0.1:" + std::to_string(port.port()) + " with 2 workers as node 1\n"));
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK(Contains(r0.out, "rank " + std::to_string(rank) + " of 4: environment ok"));
+  }
+  CheckNoWorkerAlive(dir.path(), 4);
+}
+
+TEST_CASE("Node mode: without node ranks the node at the endpoint hosts it and the others are numbered by arrival") {
+  TempDir dir;
+  ReservedPort port;
+  // Three nodes of one worker each; the first one started hosts (the endpoint is this machine's,
+  // and nothing listens on its port yet), the others find the port taken and join.
+  const std::vector<std::string> options = {"--nnodes", "3"};
+  const std::vector<std::string> expect = {"--expect_world", "3", "--expect_nodes", "3"};
+  Subprocess host(Node(dir, port, options, expect), kSecret);
+  REQUIRE(WaitFor([&] { return Listening(port.port()); }, std::chrono::seconds(30)));
+  Subprocess a(Node(dir, port, options, expect), kSecret);
+  Subprocess b(Node(dir, port, options, expect), kSecret);
+  auto rh = host.Wait(kRunTimeout);
+  auto ra = a.Wait(kRunTimeout);
+  auto rb = b.Wait(kRunTimeout);
+  INFO(rh.err);
+  CHECK(rh.exit_code == 0);
+  CHECK(ra.exit_code == 0);
+  CHECK(rb.exit_code == 0);
+  CHECK(Contains(rh.err, "rendezvous complete: 3 nodes, 3 workers"));
+  CHECK(Contains(ra.err, "joining the rendezvous"));
+  CHECK(Contains(rb.err, "joining the rendezvous"));
+  CHECK(Contains(rh.out, "[rank 0 "));  // rank 0 runs on the node that hosts (MASTER_ADDR's)
+  CheckNoWorkerAlive(dir.path(), 3);
+}
+
+TEST_CASE("Node mode: every node exits with the job's code, the failed rank's on another node included") {
+  TempDir dir;
+  ReservedPort port;
+  const std::vector<std::string> worker = {"--fail_rank", "3", "--exit_code", "5"};
+  Subprocess node0(Node(dir, port, {"--nnodes", "2", "--node_rank", "0", "--nproc_per_node", "2"}, worker), kSecret);
+  Subprocess node1(Node(dir, port, {"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2"}, worker), kSecret);
+  auto r0 = node0.Wait(kRunTimeout);
+  auto r1 = node1.Wait(kRunTimeout);
+  INFO(r0.err);
+  INFO(r1.err);
+  CHECK(r0.exit_code == 5);
+  CHECK(r1.exit_code == 5);
+  CHECK(Contains(r0.err, "failed: rank 3 on host "));
+  CheckNoWorkerAlive(dir.path(), 4);
+}
+
+TEST_CASE("Node mode: a lost node stops the job everywhere with the infrastructure code") {
+  TempDir dir;
+  ReservedPort port;
+  const std::vector<std::string> worker = {"--hang"};
+  const std::vector<std::string> timing = {"--heartbeat_timeout", "2", "--nnodes", "2", "--nproc_per_node", "1"};
+  auto with_rank = [&](const char* rank) {
+    std::vector<std::string> o = timing;
+    o.insert(o.end(), {"--node_rank", rank});
+    return o;
+  };
+  Subprocess node0(Node(dir, port, with_rank("0"), worker), kSecret);
+  Subprocess node1(Node(dir, port, with_rank("1"), worker), kSecret);
+  REQUIRE(WaitFor([&] { return ReadPidFiles(dir.path()).size() == 2; }, std::chrono::seconds(60)));
+  // Node 1's dslaunch became its agent (exec): SIGKILL takes the node away, its worker with it.
+  node1.Signal(SIGKILL);
+  auto r0 = node0.Wait(kRunTimeout);
+  INFO(r0.err);
+  CHECK(r0.exit_code == kExitInfrastructure);
+  CHECK(Contains(r0.err, "lost the agent of node 1"));
+  CHECK(WaitFor(
+      [&] {
+        for (pid_t pid : ReadPidFiles(dir.path())) {
+          if (ProcessAlive(pid)) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(20)));
+}
+
+TEST_CASE("Node mode: too few nodes within the join timeout ends with the infrastructure code, naming who came") {
+  TempDir dir;
+  ReservedPort port;
+  auto r = RunProcess(Node(dir, port, {"--nnodes", "3", "--node_rank", "0", "--rdzv_conf", "join_timeout=1"}, {}),
+                      kRunTimeout, kSecret);
+  INFO(r.err);
+  CHECK(r.exit_code == kExitInfrastructure);
+  CHECK(Contains(r.err, "dslaunch: rendezvous failed: only 1 of at least 3 nodes joined within 1 s (joined: "));
+  CHECK(ReadPidFiles(dir.path()).empty());
+}
+
+TEST_CASE("Node mode: a node asking for a taken node rank is refused with the usage code") {
+  TempDir dir;
+  ReservedPort port;
+  const std::vector<std::string> options = {"--nnodes", "3", "--rdzv_conf", "join_timeout=5"};
+  auto with_rank = [&](const char* rank) {
+    std::vector<std::string> o = options;
+    o.insert(o.end(), {"--node_rank", rank});
+    return o;
+  };
+  Subprocess host(Node(dir, port, with_rank("0"), {}), kSecret);
+  REQUIRE(WaitFor([&] { return Listening(port.port()); }, std::chrono::seconds(30)));
+  Subprocess first(Node(dir, port, with_rank("1"), {}), kSecret);
+  auto second = RunProcess(Node(dir, port, with_rank("1"), {}), kRunTimeout, kSecret);
+  INFO(second.err);
+  auto rh = host.Wait(kRunTimeout);
+  auto rf = first.Wait(kRunTimeout);
+  // Either node 1 may be the one refused, depending on which joined first.
+  const bool second_refused = second.exit_code == kExitUsage;
+  CHECK((second_refused ? rf.exit_code : second.exit_code) == kExitInfrastructure);  // the join then timed out
+  CHECK(Contains(second_refused ? second.err : rf.err, "asks for node rank 1, which node '"));
+  CHECK(rh.exit_code == kExitInfrastructure);
+  CHECK(Contains(rh.err, "only 2 of at least 3 nodes joined within 5 s"));
+}
+
+TEST_CASE("Node mode needs the shared secret, never from the command line") {
+  TempDir dir;
+  ReservedPort port;
+  auto r = RunProcess(Node(dir, port, {"--nnodes", "2", "--node_rank", "0"}, {}), kRunTimeout, {"DSLAUNCH_JOB_SECRET="});
+  CHECK(r.exit_code == kExitUsage);
+  CHECK(Contains(r.err, "node mode needs the job secret on every node: --secret_file FILE"));
+}
+
+}  // namespace
+}  // namespace dslaunch::testing
