@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <memory>
 
 #include "common/exit_codes.h"
@@ -140,6 +141,40 @@ TEST_CASE("Node mode: a lost node stops the job everywhere with the infrastructu
         return true;
       },
       std::chrono::seconds(20)));
+}
+
+TEST_CASE("Node mode: an elastic job shrinks when a node is lost and grows again when a replacement rejoins") {
+  TempDir dir;
+  ReservedPort port;
+  // Generations 0 and 1 hang until stopped; generation 2 (after the rejoin) meets and ends.
+  const std::vector<std::string> worker = {"--hang", "--until_generation", "2"};
+  auto node = [&](const char* rank) {
+    return Node(dir, port, {"--nnodes", "2:3", "--node_rank", rank, "--max_restarts", "3", "--heartbeat_timeout", "2",
+                            "--rdzv_conf", "last_call_timeout=30"},
+                worker);
+  };
+  Subprocess node0(node("0"), kSecret);
+  Subprocess node1(node("1"), kSecret);
+  auto node2 = std::make_unique<Subprocess>(node("2"), kSecret);
+  REQUIRE(WaitFor([&] { return ReadPidFiles(dir.path()).size() == 3; }, std::chrono::seconds(60)));
+  node2->Signal(SIGKILL);  // node 2 is lost; 2 nodes are enough to go on
+  auto gen1 = [&] {
+    return std::filesystem::exists(dir.path() + "/rank0.gen1.pid") &&
+           std::filesystem::exists(dir.path() + "/rank1.gen1.pid");
+  };
+  REQUIRE(WaitFor(gen1, std::chrono::seconds(60)));
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/rank2.gen1.pid"));
+  // The Job controller's replacement: the same command, the same node rank.
+  Subprocess replacement(node("2"), kSecret);
+  auto r0 = node0.Wait(kRunTimeout);
+  auto r1 = node1.Wait(kRunTimeout);
+  auto r2 = replacement.Wait(kRunTimeout);
+  INFO(r0.err);
+  CHECK(r0.exit_code == 0);
+  CHECK(r1.exit_code == 0);
+  CHECK(r2.exit_code == 0);
+  CHECK(Contains(r0.err, "rejoined in the place of node 2"));
+  CHECK(std::filesystem::exists(dir.path() + "/rank2.gen2.pid"));  // generation 2 ran on 3 nodes
 }
 
 TEST_CASE("Node mode: too few nodes within the join timeout ends with the infrastructure code, naming who came") {
