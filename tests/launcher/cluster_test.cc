@@ -151,7 +151,7 @@ TEST_CASE("An unreachable host is reported by pre-flight and nothing starts anyw
   auto argv = Launch(*c, dir, {"--hostfile", hosts, "--ssh_connect_timeout", "1"}, {});
   auto r = RunProcess(argv, kRunTimeout);
   INFO(r.err);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);
   CHECK(Contains(r.err, "172.30.77.99"));
   CHECK(Contains(r.err, "nothing was started"));
   CHECK(ReadPidFiles(dir.path()).empty());
