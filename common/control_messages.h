@@ -22,7 +22,8 @@ namespace dslaunch::control {
 // Version of the control protocol; an agent of another version is refused at registration.
 // 2: ASSIGNMENT carries the node-wide environment once; AGENT_FAILED.
 // 3: generations: an agent may receive several ASSIGNMENTs (RELEASE ends it), WORKER_STALLED.
-inline constexpr uint32_t kProtocolVersion = 3;
+// 4: ASSIGNMENT carries core binding (bind_cores_to_rank, bind_core_list).
+inline constexpr uint32_t kProtocolVersion = 4;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -79,6 +80,11 @@ struct Assignment {
   // --watchdog_timeout: a rank that reports no progress for this long is stalled (0: no watchdog
   // unless the rank asks for one; docs/elastic.md, "Hang detection").
   int64_t watchdog_timeout_ms = 0;
+  // --bind_cores_to_rank (docs/launch-plan.md, "Core binding"): the agent gives each local rank
+  // its own cores (agent/core_binding.h). bind_core_list: the CPUs to split, as --bind_core_list
+  // gave them (each in 0..kMaxCpuId-1); empty: the agent's own CPU affinity.
+  bool bind_cores_to_rank = false;
+  std::vector<int> bind_core_list;
 };
 
 struct WorkerStarted {

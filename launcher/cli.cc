@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/cpu_list.h"
 #include "common/job_id.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
@@ -321,6 +322,13 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")->capture_default_str();
   app.add_option("--secret_file", o.secret_file, "--no_ssh: file holding the job secret, the same on every node");
 
+  // Core binding (docs/launch-plan.md, "Core binding").
+  std::string bind_core_list;
+  app.add_flag("--bind_cores_to_rank", o.bind_cores_to_rank,
+               "give each local rank its own share of the node's cores (and NUMA node), OMP_NUM_THREADS to match");
+  app.add_option("--bind_core_list", bind_core_list,
+                 "--bind_cores_to_rank: the cores to share, e.g. 0-3,8,10-11 (default: the node's, one thread per core)");
+
   // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
   // and "--grace_period ''" no grace at all: an empty number is an error instead.
   for (CLI::Option* opt : app.get_options()) {
@@ -412,6 +420,16 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
     }
   } else if (o.node_rank) {
     return InvalidArgumentError("--node_rank is only for --no_ssh mode");
+  }
+  if (app.count("--bind_core_list") > 0) {
+    const std::string given = "--bind_core_list '" + bind_core_list + "'";
+    if (!o.bind_cores_to_rank) {
+      return InvalidArgumentError(given + " needs --bind_cores_to_rank (DeepSpeed ignores it without)");
+    }
+    auto cores = ParseCpuList(bind_core_list);
+    if (!cores.ok()) return InvalidArgumentError(given + ": " + cores.status().message() + " (expected e.g. 0-3,8,10-11)");
+    if (cores->empty()) return InvalidArgumentError(given + ": no cores listed (expected e.g. 0-3,8,10-11)");
+    o.bind_core_list = std::move(*cores);
   }
   if (app.count("--save_pid") > 0) o.save_pid = save_pid;
   if (app.count("--dry-run") > 0) {

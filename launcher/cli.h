@@ -111,6 +111,11 @@ struct CliOptions {
   int rdzv_port = kDefaultRdzvPort;
   std::string secret_file;  // --no_ssh: the job secret, the same file content on every node
 
+  // Core binding (docs/launch-plan.md, "Core binding"): DeepSpeed's --bind_cores_to_rank, and
+  // --bind_core_list parsed (common/cpu_list.h); absent: each node's own CPU affinity.
+  bool bind_cores_to_rank = false;
+  std::optional<std::vector<int>> bind_core_list;
+
   std::string program;
   std::vector<std::string> program_args;
 };

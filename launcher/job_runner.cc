@@ -277,6 +277,8 @@ class JobRunner::Impl {
     for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, w.env});
     a.restartable = policy_->restartable();
     a.watchdog_timeout_ms = plan_.watchdog_timeout_ms;
+    a.bind_cores_to_rank = plan_.bind_cores_to_rank;
+    a.bind_core_list = plan_.bind_core_list;
     session.Send(a);
   }
 

@@ -184,6 +184,8 @@ int Main(int argc, char** argv) {
   po.extra_env = std::move(*exports);
   po.max_restarts = cli.max_restarts;
   po.watchdog_timeout_ms = cli.watchdog_timeout ? cli.watchdog_timeout->count() : 0;
+  po.bind_cores_to_rank = cli.bind_cores_to_rank;
+  po.bind_core_list = cli.bind_core_list.value_or(std::vector<int>{});
   auto elastic = ElasticOptionsFor(cli, static_cast<int>(resources->size()));
   if (!elastic.ok()) return Fail(elastic.status(), kUsageError);
 
