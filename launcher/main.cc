@@ -21,6 +21,7 @@
 #include "launcher/cli.h"
 #include "launcher/console.h"
 #include "launcher/exported_env.h"
+#include "launcher/gpu_discovery.h"
 #include "launcher/hostfile.h"
 #include "launcher/job_runner.h"
 #include "launcher/launch_plan.h"
@@ -99,6 +100,20 @@ Result<std::string> JobSecret(const CliOptions& cli, const Edges& edges) {
       "DSLAUNCH_JOB_SECRET environment variable, with the same value on every node");
 }
 
+// The GPUs of this machine (launcher/gpu_discovery.h): NVML, or the nvidia-smi on the launcher's
+// PATH; DSLAUNCH_NVML_LIBRARY names another NVML library, or none when empty.
+Result<int> LocalGpus(const Edges& edges) {
+  GpuDiscoveryOptions options;
+  if (auto it = edges.env.find(kNvmlLibraryVariable); it != edges.env.end()) options.nvml_library = it->second;
+  if (auto it = edges.env.find("PATH"); it != edges.env.end()) options.path = it->second;
+  auto gpus = CountLocalGpus(options);
+  if (!gpus.ok()) {
+    return UnavailableError("cannot count this machine's GPUs for the default number of workers: " +
+                            gpus.status().message() + "; give --nproc_per_node N to skip the count");
+  }
+  return gpus->count;
+}
+
 // The selected resources, with the launcher's own CUDA_VISIBLE_DEVICES taken into account.
 Result<JobResources> SelectNodes(const CliOptions& cli, const Edges& edges) {
   std::optional<Hostfile> hostfile;
@@ -107,7 +122,12 @@ Result<JobResources> SelectNodes(const CliOptions& cli, const Edges& edges) {
   }
   std::optional<std::string> visible;
   if (auto it = edges.env.find(env::kCudaVisibleDevices); it != edges.env.end()) visible = it->second;
-  return SelectJobResources(hostfile, FilterOptions{cli.include, cli.exclude, cli.num_nodes, cli.num_gpus}, visible);
+  const FilterOptions filter{cli.include, cli.exclude, cli.num_nodes, cli.num_gpus};
+  int local_gpus = 0;
+  if (NeedsGpuDiscovery(hostfile.has_value(), filter, visible)) {
+    DSLAUNCH_ASSIGN_OR_RETURN(local_gpus, LocalGpus(edges));
+  }
+  return SelectJobResources(hostfile, filter, visible, local_gpus);
 }
 
 // The interpreter for Python programs: --python, else torchrun's PYTHON_EXEC, else python3.
@@ -156,7 +176,10 @@ int Main(int argc, char** argv) {
   const Edges edges = ReadEdges();
 
   auto selected = SelectNodes(cli, edges);
-  if (!selected.ok()) return Fail(selected.status(), kUsageError);
+  if (!selected.ok()) {
+    // kUnavailable: the GPU count failed (the machine's fault, not the command line's).
+    return Fail(selected.status(), selected.status().code() == StatusCode::kUnavailable ? kLauncherError : kUsageError);
+  }
   const Resources* resources = &selected->resources;
   const bool local = !cli.no_ssh && resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
   auto exports = WorkerExports(cli, edges, local);
