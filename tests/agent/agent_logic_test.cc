@@ -160,6 +160,9 @@ TEST_CASE("CompleteWorkerEnvironment gives a core-bound worker one OpenMP thread
     return std::find(env.begin(), env.end(), entry) != env.end();
   };
   CHECK(has(CompleteWorkerEnvironment({}, {}, {}, node), "OMP_NUM_THREADS=3"));
+  node.bound_cores = 1;
+  CHECK(has(CompleteWorkerEnvironment({}, {}, {}, node), "OMP_NUM_THREADS=1"));
+  node.bound_cores = 3;
   CHECK(has(CompleteWorkerEnvironment({{"OMP_NUM_THREADS", "5"}}, {}, {}, node), "OMP_NUM_THREADS=5"));
   CHECK(has(CompleteWorkerEnvironment({}, {{"OMP_NUM_THREADS", "6"}}, {}, node), "OMP_NUM_THREADS=6"));
 }
