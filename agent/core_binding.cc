@@ -27,7 +27,7 @@ Result<std::vector<int>> UsableCores(const CpuLayout& layout, const std::optiona
       if (!allowed.contains(cpu)) outside.push_back(cpu);
     }
     if (!outside.empty()) {
-      return InvalidArgumentError("--bind_core_list " + FormatCpuList(*core_list) + ": CPU" +
+      return InvalidArgumentError("--bind_core_list '" + FormatCpuList(*core_list) + "': CPU" +
                                   (outside.size() == 1 ? " " : "s ") + FormatCpuList(outside) +
                                   " outside the agent's CPU affinity (" + FormatCpuList(layout.allowed) +
                                   ") on this node; list only CPUs of that set");
@@ -65,7 +65,8 @@ Result<std::vector<RankCores>> SplitCores(const CpuLayout& layout, const std::op
   if (usable.size() < ranks) {
     std::vector<int> sorted = usable;
     std::sort(sorted.begin(), sorted.end());
-    const std::string option = core_list ? "--bind_core_list " + FormatCpuList(*core_list) : "--bind_cores_to_rank";
+    const std::string option =
+        core_list ? "--bind_core_list '" + FormatCpuList(*core_list) + "'" : std::string("--bind_cores_to_rank");
     return InvalidArgumentError(
         option + ": " + std::to_string(ranks) + " local ranks but " + std::to_string(usable.size()) + " usable core" +
         (usable.size() == 1 ? "" : "s") + " (" + FormatCpuList(sorted) + (core_list ? "" : ", one thread per core") +

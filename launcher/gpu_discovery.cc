@@ -95,7 +95,8 @@ Result<int> CountWithNvidiaSmi(const std::string& program, std::chrono::millisec
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool timed_out = false;
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;

@@ -109,13 +109,14 @@ TEST_CASE("SplitCores refuses fewer cores than ranks and CPUs outside the affini
   auto short_list = SplitCores(l, std::vector<int>{1}, 2);
   REQUIRE_FALSE(short_list.ok());
   CHECK(short_list.status().message() ==
-        "--bind_core_list 1: 2 local ranks but 1 usable core (1) on this node; each rank needs at least one: run "
+        "--bind_core_list '1': 2 local ranks but 1 usable core (1) on this node; each rank needs at least one: run "
         "fewer ranks per node or give more cores");
   auto outside = SplitCores(l, std::vector<int>{1, 2, 3}, 1);
   REQUIRE_FALSE(outside.ok());
   CHECK(outside.status().code() == StatusCode::kInvalidArgument);
   CHECK(outside.status().message() ==
-        "--bind_core_list 1-3: CPUs 2-3 outside the agent's CPU affinity (0-1) on this node; list only CPUs of that set");
+        "--bind_core_list '1-3': CPUs 2-3 outside the agent's CPU affinity (0-1) on this node; list only CPUs of "
+        "that set");
 }
 
 void Write(const std::string& path, const std::string& text) {

@@ -106,7 +106,8 @@ TEST_CASE("A machine without NVML or nvidia-smi runs one worker, and nvidia-smi'
   CHECK(Contains(failed.err, "dslaunch: cannot count this machine's GPUs for the default number of workers: " +
                                  broken.dir() +
                                  "/nvidia-smi: nvidia-smi -L exited with code 9: 'NVIDIA-SMI has failed because it "
-                                 "couldn't communicate with the NVIDIA driver.'; give --nproc_per_node N to skip the count"));
+                                 "couldn't communicate with the NVIDIA driver.'; give --nproc_per_node N to skip the "
+                                 "count"));
 }
 
 TEST_CASE("NVML loaded at run time wins over nvidia-smi, and its errors are reported") {

@@ -51,7 +51,8 @@ TEST_CASE("CountNvidiaSmiGpus reports a failed or unreadable nvidia-smi with its
                "nvidia-smi -L exited with code 9: 'NVIDIA-SMI has failed because it couldn't communicate with the "
                "NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.'"},
            Row{255, "", "nvidia-smi -L exited with code 255: no output"},
-           Row{4, "GPU 0: Tesla T4 (UUID: GPU-a)\n", "nvidia-smi -L exited with code 4: 'GPU 0: Tesla T4 (UUID: GPU-a)'"},
+           Row{4, "GPU 0: Tesla T4 (UUID: GPU-a)\n",
+               "nvidia-smi -L exited with code 4: 'GPU 0: Tesla T4 (UUID: GPU-a)'"},
            Row{0, "usage: something else\n", "nvidia-smi -L listed no GPU: 'usage: something else'"},
            Row{0, "", "nvidia-smi -L listed no GPU: no output"},
            Row{0, "GPU 0: a\nGPU 2: b\n", "nvidia-smi -L listed GPU 2 where GPU 1 was expected: 'GPU 2: b'"},
