@@ -14,6 +14,7 @@
 #include <iostream>
 #include <memory>
 
+#include "agent/cpu_topology.h"
 #include "agent/line_splitter.h"
 #include "agent/log_files.h"
 #include "agent/node_workers.h"
@@ -154,9 +155,11 @@ class AgentSession {
 
   Status StartWorkers(std::vector<WorkerLogs> worker_logs) {
     master_interface_ = MasterInterface();
+    // --bind_cores_to_rank: every rank's cores, split before any worker starts.
+    DSLAUNCH_ASSIGN_OR_RETURN(std::vector<RankCores> cores, AssignedCores(assignment_));
     for (size_t i = 0; i < assignment_.workers.size(); ++i) {
       const auto& spec = assignment_.workers[i];
-      Status started = StartWorker(spec, std::move(worker_logs[i]));
+      Status started = StartWorker(spec, std::move(worker_logs[i]), cores.empty() ? RankCores{} : cores[i]);
       DSLAUNCH_RETURN_IF_ERROR(started.WithContext("rank " + std::to_string(spec.rank)));
     }
     if (assignment_.workers.empty()) Finish();
@@ -240,7 +243,7 @@ class AgentSession {
     return text;
   }
 
-  Status StartWorker(const control::WorkerAssignment& spec, WorkerLogs logs) {
+  Status StartWorker(const control::WorkerAssignment& spec, WorkerLogs logs, const RankCores& cores) {
     auto w = std::make_unique<Worker>();
     w->rank = spec.rank;
     w->err_log_path = std::move(logs.files.err_path);
@@ -253,12 +256,10 @@ class AgentSession {
     // Watched from before the start: a report written at once is not taken for the baseline.
     progress_files_.Watch(spec.rank, logs.progress_file);
     watchdog_.Start(spec.rank, Clock::now(), std::chrono::milliseconds(assignment_.watchdog_timeout_ms));
-    ProcessLaunch launch{spec.argv,
-                         CompleteWorkerEnvironment(config_.environment, assignment_.env, env,
-                                                   NodeFacts{config_.cores, static_cast<int>(assignment_.workers.size()),
-                                                             secret_file_, config_.endpoint, job_dir_,
-                                                             master_interface_}),
-                         assignment_.working_dir};
+    NodeFacts node{config_.cores, static_cast<int>(assignment_.workers.size()), secret_file_, config_.endpoint,
+                   job_dir_, master_interface_, static_cast<int>(cores.cpus.size())};
+    ProcessLaunch launch{spec.argv, CompleteWorkerEnvironment(config_.environment, assignment_.env, env, node),
+                         assignment_.working_dir, cores.cpus, cores.numa_node};
     DSLAUNCH_ASSIGN_OR_RETURN(SpawnedProcess p, SpawnInOwnProcessGroup(launch));
     w->index = workers_.Add(spec.rank, p.pid);
     w->out.fd = std::make_unique<asio::posix::stream_descriptor>(io_, p.stdout_fd.Release());

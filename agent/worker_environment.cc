@@ -24,7 +24,10 @@ std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, s
   // 0600 file named by DSLAUNCH_STORE_SECRET_FILE (docs/security.md).
   env.erase(env::kJobSecret);
   if (!env.count(env::kOmpNumThreads)) {
-    env[env::kOmpNumThreads] = std::to_string(DefaultOmpThreads(node.cores, std::max(1, node.local_workers)));
+    // A bound worker gets one thread per core of its set, as DeepSpeed's --bind_cores_to_rank.
+    const int threads = node.bound_cores > 0 ? node.bound_cores
+                                             : DefaultOmpThreads(node.cores, std::max(1, node.local_workers));
+    env[env::kOmpNumThreads] = std::to_string(threads);
   }
   if (!node.store_address.empty()) env[env::kStore] = node.store_address;
   env[env::kStoreSecretFile] = node.secret_file;

@@ -24,12 +24,15 @@ struct NodeFacts {
   std::string job_dir;        // DSLAUNCH_JOB_DIR: the job's log directory on this node
   // The interface of this node's route to MASTER_ADDR ("eth0", "lo"); empty if unknown.
   std::string master_interface;
+  // --bind_cores_to_rank: the number of cores of this worker's own set (OMP_NUM_THREADS's value
+  // unless the user set one); 0: not bound, the node's cores are shared (DefaultOmpThreads).
+  int bound_cores = 0;
 };
 
 // "NAME=VALUE" strings, sorted by name: `base` (the agent's environment), overlaid with
 // `node_planned` (the plan's variables for every worker of the node), then with `worker_planned`
-// (the worker's own: RANK, LOCAL_RANK), then OMP_NUM_THREADS = DefaultOmpThreads(...) if none set
-// it, then DSLAUNCH_STORE (the address this node reached the launcher at: the plan cannot know
+// (the worker's own: RANK, LOCAL_RANK), then OMP_NUM_THREADS if none set it (node.bound_cores
+// when bound, else DefaultOmpThreads(...)), then DSLAUNCH_STORE (the address this node reached the launcher at: the plan cannot know
 // which of the launcher's addresses each node can reach) and DSLAUNCH_STORE_SECRET_FILE; and,
 // unless set by then, NCCL_SOCKET_IFNAME = node.master_interface (when known) and
 // TORCH_NCCL_ASYNC_ERROR_HANDLING = 1.

@@ -20,6 +20,8 @@ Result<SpawnedProcess> SpawnInOwnProcessGroup(const ProcessLaunch& launch) {
   options.argv = launch.argv;
   options.env = launch.env;
   options.working_dir = launch.working_dir;
+  options.cpu_affinity = launch.cpus;
+  options.memory_node = launch.memory_node;
   options.new_process_group = true;
   options.kill_with_parent = true;
   options.stdout_fd = out_w.get();

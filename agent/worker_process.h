@@ -4,7 +4,8 @@
 //    process it starts, and nothing else: no kill by name pattern),
 //  - gets SIGKILL if the agent dies (PR_SET_PDEATHSIG), so a crashed agent leaves no worker,
 //  - has stdin on /dev/null and stdout/stderr on two pipes read by the agent,
-//  - runs in `working_dir` with exactly `env`.
+//  - runs in `working_dir` with exactly `env`, on `cpus` with memory on `memory_node` when given
+//    (SpawnOptions::cpu_affinity, memory_node).
 // If exec fails the child writes "dslaunch-agent: cannot execute 'PROG': REASON" to its stderr
 // pipe and exits 127, as a shell does; the agent reports that like any other worker exit.
 // Called only on the agent's single thread (PR_SET_PDEATHSIG follows the spawning thread).
@@ -13,6 +14,7 @@
 #include <sys/types.h>
 
 #include <csignal>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,8 @@ struct ProcessLaunch {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::string> env;   // "NAME=VALUE"
   std::string working_dir;        // empty: inherit
+  std::vector<int> cpus;          // CPU affinity (--bind_cores_to_rank); empty: inherit
+  std::optional<int> memory_node; // NUMA node to bind memory to; absent: inherit
 };
 
 struct SpawnedProcess {

@@ -1,5 +1,7 @@
 #include "common/control_messages.h"
 
+#include "common/cpu_list.h"
+
 namespace dslaunch::control {
 namespace {
 
@@ -56,7 +58,10 @@ void Put(ByteWriter& w, const Assignment& m) {
     w.I32(worker.rank).I32(worker.local_rank).StringList(worker.argv);
     PutEnv(w, worker.env);
   }
-  w.Bool(m.restartable).I64(m.watchdog_timeout_ms).Bool(m.await_release);
+  w.Bool(m.restartable).I64(m.watchdog_timeout_ms).Bool(m.bind_cores_to_rank);
+  w.U32(static_cast<uint32_t>(m.bind_core_list.size()));
+  for (int cpu : m.bind_core_list) w.I32(cpu);
+  w.Bool(m.await_release);
 }
 bool Get(ByteReader& r, Assignment& m, std::string& why) {
   uint32_t n = 0;
@@ -74,7 +79,21 @@ bool Get(ByteReader& r, Assignment& m, std::string& why) {
     }
     m.workers.push_back(std::move(worker));
   }
-  return r.ok() && r.Bool(m.restartable) && r.I64(m.watchdog_timeout_ms) && r.Bool(m.await_release);
+  uint32_t cpus = 0;
+  if (!(r.ok() && r.Bool(m.restartable) && r.I64(m.watchdog_timeout_ms) && r.Bool(m.bind_cores_to_rank) &&
+        r.U32(cpus))) {
+    return false;
+  }
+  for (uint32_t i = 0; i < cpus; ++i) {  // a count beyond the bytes present fails at the first missing one
+    int32_t cpu = 0;
+    if (!r.I32(cpu)) return false;
+    if (cpu < 0 || cpu >= kMaxCpuId) {
+      why = "bind_core_list holds CPU " + std::to_string(cpu) + ", outside 0.." + std::to_string(kMaxCpuId - 1);
+      return false;
+    }
+    m.bind_core_list.push_back(cpu);
+  }
+  return r.Bool(m.await_release);
 }
 
 void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid); }

@@ -22,8 +22,9 @@ namespace dslaunch::control {
 // Version of the control protocol; an agent of another version is refused at registration.
 // 2: ASSIGNMENT carries the node-wide environment once; AGENT_FAILED.
 // 3: generations: an agent may receive several ASSIGNMENTs (RELEASE ends it), WORKER_STALLED.
-// 4: node mode: REGISTER carries the node's slots and whether it hosts the endpoint, ASSIGNMENT
-//    await_release, RELEASE the job's exit code.
+// 4: ASSIGNMENT carries core binding (bind_cores_to_rank, bind_core_list) and await_release;
+//    node mode: REGISTER carries the node's slots and whether it hosts the endpoint, RELEASE the
+//    job's exit code.
 inline constexpr uint32_t kProtocolVersion = 4;
 
 enum class MessageType : uint8_t {
@@ -89,6 +90,11 @@ struct Assignment {
   // After AGENT_DONE the agent waits for RELEASE and exits with the job's exit code it carries
   // (node mode: every node's process ends with the job's code, which is what a scheduler sees).
   bool await_release = false;
+  // --bind_cores_to_rank (docs/launch-plan.md, "Core binding"): the agent gives each local rank
+  // its own cores (agent/core_binding.h). bind_core_list: the CPUs to split, as --bind_core_list
+  // gave them (each in 0..kMaxCpuId-1); empty: the agent's own CPU affinity.
+  bool bind_cores_to_rank = false;
+  std::vector<int> bind_core_list;
 };
 
 struct WorkerStarted {

@@ -1,6 +1,7 @@
 #include "common/spawn.h"
 
 #include <fcntl.h>
+#include <linux/mempolicy.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -11,6 +12,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+
+#include "common/cpu_list.h"
 
 extern char** environ;
 
@@ -52,7 +55,35 @@ struct ChildPlan {
   pid_t parent;
   sigset_t parent_mask;
   std::optional<rlimit> open_files;  // SpawnOptions::soft_open_files_limit, with the hard limit
+  // SpawnOptions::cpu_affinity as a kernel CPU mask (empty: inherit), and as text for a message.
+  std::vector<unsigned long> cpu_mask;
+  std::string cpu_text;
+  // SpawnOptions::memory_node as a kernel node mask (empty: inherit).
+  std::vector<unsigned long> node_mask;
 };
+
+constexpr size_t kMaskBits = 8 * sizeof(unsigned long);
+
+// A kernel bitmap (cpumask, nodemask) with the bits of `ids` set. Precondition: ids >= 0.
+std::vector<unsigned long> Bitmap(const std::vector<int>& ids) {
+  std::vector<unsigned long> mask;
+  for (int id : ids) {
+    const size_t word = static_cast<size_t>(id) / kMaskBits;
+    if (mask.size() <= word) mask.resize(word + 1, 0);
+    mask[word] |= 1ul << (static_cast<size_t>(id) % kMaskBits);
+  }
+  return mask;
+}
+
+// The child's reason to stop before exec: "<prefix>WHAT: REASON\n" on its stderr.
+void WriteChildError(const SpawnOptions& o, const char* what, const char* detail, int err) {
+  WriteString(STDERR_FILENO, o.exec_error_prefix.c_str());
+  WriteString(STDERR_FILENO, what);
+  WriteString(STDERR_FILENO, detail);
+  WriteString(STDERR_FILENO, ": ");
+  WriteString(STDERR_FILENO, std::strerror(err));
+  WriteString(STDERR_FILENO, "\n");
+}
 
 // Runs in the vfork child. Only system calls and writes of prepared strings; never returns.
 [[noreturn]] void RunChild(const ChildPlan& plan) {
@@ -78,6 +109,17 @@ struct ChildPlan {
   if (o.stdout_fd >= 0) ::dup2(o.stdout_fd, STDOUT_FILENO);
   if (o.stderr_fd >= 0) ::dup2(o.stderr_fd, STDERR_FILENO);
   CloseOnExecAboveStderr();
+
+  if (!plan.cpu_mask.empty() &&
+      ::syscall(SYS_sched_setaffinity, 0, plan.cpu_mask.size() * sizeof(unsigned long), plan.cpu_mask.data()) != 0) {
+    WriteChildError(o, "cannot bind to CPUs ", plan.cpu_text.c_str(), errno);
+    _exit(127);
+  }
+  // maxnode counts bits; the kernel reads one fewer than given (set_mempolicy(2)).
+  if (!plan.node_mask.empty() &&
+      ::syscall(SYS_set_mempolicy, MPOL_BIND, plan.node_mask.data(), plan.node_mask.size() * kMaskBits + 1) != 0) {
+    WriteChildError(o, "warning: memory not bound to the NUMA node of CPUs ", plan.cpu_text.c_str(), errno);
+  }
 
   if (!o.working_dir.empty() && ::chdir(o.working_dir.c_str()) != 0) {
     const char* reason = std::strerror(errno);
@@ -122,6 +164,9 @@ Result<pid_t> SpawnProcess(const SpawnOptions& options) {
   }
   plan.options = &options;
   plan.parent = ::getpid();
+  plan.cpu_mask = Bitmap(options.cpu_affinity);
+  plan.cpu_text = FormatCpuList(options.cpu_affinity);
+  if (options.memory_node) plan.node_mask = Bitmap({*options.memory_node});
   if (rlimit now{}; options.soft_open_files_limit && ::getrlimit(RLIMIT_NOFILE, &now) == 0) {
     now.rlim_cur = std::min<rlim_t>(*options.soft_open_files_limit, now.rlim_max);
     plan.open_files = now;

@@ -8,6 +8,9 @@
 // The child inherits only stdin, stdout and stderr: every other descriptor is made close-on-exec
 // in the child before exec, whatever flags the parent opened it with.
 //
+// CPU affinity and the NUMA memory policy are set with raw system calls in the child, which
+// keeps them to the child: both are per-task, and a vfork child is a task of its own.
+//
 // If exec fails, the child writes "<exec_error_prefix>cannot execute 'PROG': REASON" to its
 // stderr and exits 127, as a shell does; the caller sees an ordinary exit.
 #pragma once
@@ -37,6 +40,14 @@ struct SpawnOptions {
   // Sets the child's soft RLIMIT_NOFILE before exec (at most the hard limit): the launcher raises
   // its own for its endpoint and gives its children back the limit it started with.
   std::optional<uint64_t> soft_open_files_limit;
+  // The CPUs the child may run on (sched_setaffinity before exec, kept across it); empty:
+  // inherit. Each below kMaxCpuId (common/cpu_list.h). If the kernel refuses the set, the child
+  // writes "<prefix>cannot bind to CPUs LIST: REASON" to its stderr and exits 127.
+  std::vector<int> cpu_affinity;
+  // Binds the child's memory to this NUMA node (set_mempolicy MPOL_BIND, as numactl -m does);
+  // absent: inherit. Best effort: where the kernel refuses (a container without CAP_SYS_NICE under
+  // Docker's seccomp profile), the child writes a warning to its stderr and runs unbound.
+  std::optional<int> memory_node;
 };
 
 // Starts the process and returns its pid. Fails (kInvalidArgument) for an empty argv and

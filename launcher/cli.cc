@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/cpu_list.h"
 #include "common/job_id.h"
 #include "common/text.h"
 #include "launcher/node_mode_options.h"
@@ -400,6 +401,13 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   app.add_option("--rdzv_conf", rdzv_conf, "node mode: join_timeout=SECONDS,last_call_timeout=SECONDS");
   app.add_flag("--standalone", standalone, "torchrun's one-node job with a local rendezvous (the default without a hostfile)");
 
+  // Core binding (docs/launch-plan.md, "Core binding").
+  std::string bind_core_list;
+  app.add_flag("--bind_cores_to_rank", o.bind_cores_to_rank,
+               "give each local rank its own share of the node's cores (and NUMA node), OMP_NUM_THREADS to match");
+  app.add_option("--bind_core_list", bind_core_list,
+                 "--bind_cores_to_rank: the cores to share, e.g. 0-3,8,10-11 (default: the node's, one thread per core)");
+
   // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
   // and "--grace_period ''" no grace at all: an empty number is an error instead.
   for (CLI::Option* opt : app.get_options()) {
@@ -516,6 +524,16 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   } else if (o.node_rank) {
     return InvalidArgumentError("--node_rank is for node mode (with --nnodes and --rdzv_endpoint or --master_addr, "
                                 "no hostfile) or --no_ssh mode");
+  }
+  if (app.count("--bind_core_list") > 0) {
+    const std::string given = "--bind_core_list '" + bind_core_list + "'";
+    if (!o.bind_cores_to_rank) {
+      return InvalidArgumentError(given + " needs --bind_cores_to_rank (DeepSpeed ignores it without)");
+    }
+    auto cores = ParseCpuList(bind_core_list);
+    if (!cores.ok()) return InvalidArgumentError(given + ": " + cores.status().message() + " (expected e.g. 0-3,8,10-11)");
+    if (cores->empty()) return InvalidArgumentError(given + ": no cores listed (expected e.g. 0-3,8,10-11)");
+    o.bind_core_list = std::move(*cores);
   }
   if (app.count("--save_pid") > 0) o.save_pid = save_pid;
   if (app.count("--dry-run") > 0) {

@@ -137,6 +137,11 @@ struct CliOptions {
   // Node mode: set when this process is one node of a rendezvous (docs/node-mode.md).
   std::optional<RendezvousOptions> rendezvous;
 
+  // Core binding (docs/launch-plan.md, "Core binding"): DeepSpeed's --bind_cores_to_rank, and
+  // --bind_core_list parsed (common/cpu_list.h); absent: each node's own CPU affinity.
+  bool bind_cores_to_rank = false;
+  std::optional<std::vector<int>> bind_core_list;
+
   std::string program;
   std::vector<std::string> program_args;
 };

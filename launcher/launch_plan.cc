@@ -3,6 +3,7 @@
 #include <set>
 #include <utility>
 
+#include "common/cpu_list.h"
 #include "launcher/hostfile.h"
 #include "launcher/worker_env.h"
 
@@ -47,8 +48,19 @@ Status ValidateOptions(const Resources& resources, const PlanOptions& options) {
     }
   }
   if (resources.empty()) return InvalidArgumentError("no slot selected: nothing to launch");
+  const std::string core_list = "--bind_core_list '" + FormatCpuList(options.bind_core_list) + "'";
+  if (!options.bind_core_list.empty() && !options.bind_cores_to_rank) {
+    return InvalidArgumentError(core_list + " needs --bind_cores_to_rank");
+  }
   for (const NodeResources& node : resources) {
     if (node.host.empty()) return InvalidArgumentError("a selected node has an empty host name");
+    if (!options.bind_core_list.empty() && options.bind_core_list.size() < node.slots.size()) {
+      const size_t cores = options.bind_core_list.size();
+      return InvalidArgumentError(core_list + " gives " + std::to_string(cores) + " core" + (cores == 1 ? "" : "s") +
+                                  " but host " + Quote(node.host) + " runs " + std::to_string(node.slots.size()) +
+                                  " local ranks; each rank needs at least one core: list more cores or run "
+                                  "fewer ranks per node");
+    }
     if (node.slots.empty()) {
       return InvalidArgumentError("host " + Quote(node.host) + " has no slot selected");
     }
@@ -118,6 +130,8 @@ Result<LaunchPlan> PlanLaunch(const Resources& resources, const PlanOptions& opt
   plan.master_port = options.master_port;
   plan.store_address = options.store_address;
   plan.no_devices = options.no_devices;
+  plan.bind_cores_to_rank = options.bind_cores_to_rank;
+  plan.bind_core_list = options.bind_core_list;
   if (!options.master_addr.empty()) {
     plan.master_addr = options.master_addr;
   } else if (IsLocalhostName(resources.front().host)) {

@@ -68,6 +68,10 @@ struct LaunchPlan {
   // The launcher's CUDA_VISIBLE_DEVICES was set and empty: every worker gets an empty
   // CUDA_VISIBLE_DEVICES (no device) instead of its node's slots.
   bool no_devices = false;
+  // --bind_cores_to_rank and --bind_core_list (docs/launch-plan.md, "Core binding"): each node's
+  // agent splits bind_core_list (empty: its own CPU affinity) between its local ranks.
+  bool bind_cores_to_rank = false;
+  std::vector<int> bind_core_list;
   std::vector<NodePlan> nodes;
 };
 
@@ -83,6 +87,8 @@ struct PlanOptions {
   int64_t fault_time_ms = 0;     // LaunchPlan::fault_time_ms
   int64_t watchdog_timeout_ms = 0;  // LaunchPlan::watchdog_timeout_ms
   bool no_devices = false;  // LaunchPlan::no_devices
+  bool bind_cores_to_rank = false;   // LaunchPlan::bind_cores_to_rank
+  std::vector<int> bind_core_list;   // LaunchPlan::bind_core_list
   // Extra variables given to every worker (exports); the contract's variables win on conflict.
   std::map<std::string, std::string> extra_env;
 };
@@ -107,7 +113,8 @@ std::vector<std::string> WorkerArgv(const ProgramSpec& program, int local_rank);
 // An empty master_addr becomes the first node's host, or 127.0.0.1 when that host is "localhost".
 // Fails with kInvalidArgument when no slot is selected or an option is out of range (port outside
 // 1..65535, empty program or python, negative generation, a node with no host, a negative or
-// repeated slot id, an extra_env name that is empty or holds '=' or NUL).
+// repeated slot id, an extra_env name that is empty or holds '=' or NUL, a bind_core_list without
+// bind_cores_to_rank or with fewer cores than a node has ranks).
 Result<LaunchPlan> PlanLaunch(const Resources& resources, const PlanOptions& options);
 
 }  // namespace dslaunch::launcher

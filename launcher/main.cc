@@ -25,6 +25,7 @@
 #include "launcher/cli.h"
 #include "launcher/console.h"
 #include "launcher/exported_env.h"
+#include "launcher/gpu_discovery.h"
 #include "launcher/hostfile.h"
 #include "launcher/init_process.h"
 #include "launcher/job_runner.h"
@@ -107,6 +108,36 @@ Result<std::string> JobSecret(const CliOptions& cli, const Edges& edges) {
       "DSLAUNCH_JOB_SECRET environment variable, with the same value on every node");
 }
 
+// The GPUs of this machine (launcher/gpu_discovery.h): NVML, or the nvidia-smi on the launcher's
+// PATH; DSLAUNCH_NVML_LIBRARY names another NVML library, or none when empty.
+Result<int> LocalGpus(const Edges& edges) {
+  GpuDiscoveryOptions options;
+  if (auto it = edges.env.find(kNvmlLibraryVariable); it != edges.env.end()) options.nvml_library = it->second;
+  if (auto it = edges.env.find("PATH"); it != edges.env.end()) options.path = it->second;
+  auto gpus = CountLocalGpus(options);
+  if (!gpus.ok()) {
+    return UnavailableError("cannot count this machine's GPUs for the default number of workers: " +
+                            gpus.status().message() + "; give --nproc_per_node N to skip the count");
+  }
+  return gpus->count;
+}
+
+int CpuCount() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+// This node's workers in node mode, or for torchrun's --nproc_per_node keywords (NprocPerNode);
+// the GPUs are counted only for the keywords that need them.
+Result<int> ThisNodesWorkers(const CliOptions& cli, const Edges& edges) {
+  int gpus = 0;
+  if (cli.nproc_keyword && *cli.nproc_keyword != NprocKeyword::kCpu) {
+    DSLAUNCH_ASSIGN_OR_RETURN(gpus, LocalGpus(edges));
+  }
+  return NprocPerNode(cli, CpuCount(), gpus);
+}
+
 // The selected resources, with the launcher's own CUDA_VISIBLE_DEVICES taken into account.
 Result<JobResources> SelectNodes(const CliOptions& cli, const Edges& edges) {
   std::optional<Hostfile> hostfile;
@@ -115,7 +146,20 @@ Result<JobResources> SelectNodes(const CliOptions& cli, const Edges& edges) {
   }
   std::optional<std::string> visible;
   if (auto it = edges.env.find(env::kCudaVisibleDevices); it != edges.env.end()) visible = it->second;
-  return SelectJobResources(hostfile, FilterOptions{cli.include, cli.exclude, cli.num_nodes, cli.num_gpus}, visible);
+  FilterOptions filter{cli.include, cli.exclude, cli.num_nodes, cli.num_gpus};
+  if (cli.nproc_keyword) {
+    // torchrun's keywords count this machine's GPUs or cores: a job on this machine only.
+    if (hostfile || cli.no_ssh) {
+      return InvalidArgumentError("--nproc_per_node auto, gpu and cpu count this machine's devices; with a hostfile "
+                                  "give a number (each host's slots 0..N-1)");
+    }
+    DSLAUNCH_ASSIGN_OR_RETURN(filter.num_gpus, ThisNodesWorkers(cli, edges));
+  }
+  int local_gpus = 0;
+  if (NeedsGpuDiscovery(hostfile.has_value(), filter, visible)) {
+    DSLAUNCH_ASSIGN_OR_RETURN(local_gpus, LocalGpus(edges));
+  }
+  return SelectJobResources(hostfile, filter, visible, local_gpus);
 }
 
 // The interpreter for Python programs: --python, else torchrun's PYTHON_EXEC, else python3.
@@ -192,6 +236,8 @@ Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, c
   po.extra_env = std::move(exports);
   po.max_restarts = cli.max_restarts;
   po.watchdog_timeout_ms = cli.watchdog_timeout ? cli.watchdog_timeout->count() : 0;
+  po.bind_cores_to_rank = cli.bind_cores_to_rank;
+  po.bind_core_list = cli.bind_core_list.value_or(std::vector<int>{});
   // On a terminal, transient lines (progress bars) are drawn in place, and the bundled runtime
   // is asked to draw one; a user's own DSLAUNCH_PROGRESS (--export) wins.
   if (terminal.interactive) po.extra_env.emplace(env::kProgress, "1");
@@ -261,17 +307,13 @@ int Execute(const CliOptions& cli, const Edges& edges, const Terminal& terminal,
   return code;
 }
 
-int CpuCount() {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-}
-
 // Node mode (docs/node-mode.md): host the rendezvous and the job, or join it as this node's agent.
 int RunNode(const CliOptions& cli, const Edges& edges) {
   const RendezvousOptions& rdzv = *cli.rendezvous;
-  auto slots = NprocPerNode(cli, CpuCount(), /*gpus=*/0);
-  if (!slots.ok()) return Fail(slots.status(), kUsageError);
+  auto slots = ThisNodesWorkers(cli, edges);
+  if (!slots.ok()) {
+    return Fail(slots.status(), slots.status().code() == StatusCode::kUnavailable ? kLauncherError : kUsageError);
+  }
   auto secret = JobSecret(cli, edges);
   if (!secret.ok()) return Fail(secret.status(), kUsageError);
   const std::string endpoint = JoinHostPort(rdzv.host, static_cast<uint16_t>(rdzv.port));
@@ -328,7 +370,10 @@ int RunNode(const CliOptions& cli, const Edges& edges) {
 // A job whose nodes the launcher knows: a hostfile, one local node, or --no_ssh.
 int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
   auto selected = SelectNodes(cli, edges);
-  if (!selected.ok()) return Fail(selected.status(), kUsageError);
+  if (!selected.ok()) {
+    // kUnavailable: the GPU count failed (the machine's fault, not the command line's).
+    return Fail(selected.status(), selected.status().code() == StatusCode::kUnavailable ? kLauncherError : kUsageError);
+  }
   const Resources* resources = &selected->resources;
   const bool local = !cli.no_ssh && resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
   const Terminal terminal = ReadTerminal();

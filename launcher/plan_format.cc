@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cpu_list.h"
 #include "launcher/exported_env.h"
 #include "launcher/shell_quote.h"
 #include "launcher/worker_env.h"
@@ -76,6 +77,11 @@ std::string FormatPlanTable(const LaunchPlan& plan) {
          std::to_string(plan.nodes.size()) + "\n";
   out += "master " + OrDash(plan.master_addr) + ":" + std::to_string(plan.master_port) +
          "  store " + OrDash(plan.store_address) + "\n";
+  if (plan.bind_cores_to_rank) {
+    out += "bind cores to rank: " +
+           (plan.bind_core_list.empty() ? std::string("each node's CPU affinity") : FormatCpuList(plan.bind_core_list)) +
+           "\n";
+  }
   out += ExportLines(plan);
 
   std::vector<Row> rows;
@@ -122,6 +128,8 @@ std::string FormatPlanJson(const LaunchPlan& plan) {
            {"master_addr", plan.master_addr},
            {"master_port", plan.master_port},
            {"store_address", plan.store_address},
+           {"bind_cores_to_rank", plan.bind_cores_to_rank},
+           {"bind_core_list", FormatCpuList(plan.bind_core_list)},
            {"nodes", std::move(nodes)}};
   // Invalid UTF-8 in an argument or variable is replaced (U+FFFD) instead of throwing: dump()
   // would otherwise raise type_error.316, and a dry run must always print.

@@ -71,10 +71,16 @@ Result<std::vector<int>> ParseVisibleDevices(const std::string& value) {
   return ids;
 }
 
+bool NeedsGpuDiscovery(bool has_hostfile, const FilterOptions& filter,
+                       const std::optional<std::string>& visible_devices) {
+  return !has_hostfile && !filter.num_gpus && !visible_devices;
+}
+
 Result<JobResources> SelectJobResources(const std::optional<Hostfile>& hostfile, const FilterOptions& filter,
-                                        const std::optional<std::string>& visible_devices) {
+                                        const std::optional<std::string>& visible_devices, int local_gpus) {
   if (!visible_devices) {
-    Hostfile pool = hostfile ? *hostfile : LocalHostfile(std::clamp(filter.num_gpus.value_or(1), 1, kMaxSlotsPerHost));
+    const int local_slots = filter.num_gpus.value_or(local_gpus > 0 ? local_gpus : 1);
+    Hostfile pool = hostfile ? *hostfile : LocalHostfile(std::clamp(local_slots, 1, kMaxSlotsPerHost));
     DSLAUNCH_ASSIGN_OR_RETURN(Resources resources, SelectResources(pool, filter));
     return JobResources{std::move(resources), false};
   }

@@ -30,9 +30,18 @@ struct JobResources {
 // kMaxSlotsPerHost or more, an empty item ("0,,1").
 Result<std::vector<int>> ParseVisibleDevices(const std::string& value);
 
+// True when a local job's slots come from the machine's GPUs (docs/cli.md, "Default slots from
+// the machine's GPUs"): no hostfile, no --num_gpus/--nproc_per_node, and the launcher's
+// CUDA_VISIBLE_DEVICES unset (`visible_devices` absent).
+bool NeedsGpuDiscovery(bool has_hostfile, const FilterOptions& filter,
+                       const std::optional<std::string>& visible_devices);
+
 // Selects the job's resources. `hostfile` absent means a local job (LocalHostfile);
-// `visible_devices` is the launcher's CUDA_VISIBLE_DEVICES, absent when unset.
-//   - unset: SelectResources as usual;
+// `visible_devices` is the launcher's CUDA_VISIBLE_DEVICES, absent when unset; `local_gpus` is the
+// number of GPUs found on this machine where NeedsGpuDiscovery held (0 otherwise, and on a machine
+// without GPUs).
+//   - unset: SelectResources as usual; a local job without --num_gpus has `local_gpus` slots,
+//     or 1 when that is 0 (a CPU machine runs one worker, as before GPU discovery);
 //   - with --hostfile: refused (the hostfile's slots are the devices, on every node);
 //   - with --include or --exclude: refused (would slot ids count all devices or the visible ones?);
 //   - empty: a local job as usual, with no_devices set (its workers see no device);
@@ -40,6 +49,6 @@ Result<std::vector<int>> ParseVisibleDevices(const std::string& value);
 //     first N of them as listed, and more than listed is an error.
 // Errors are kInvalidArgument and say what to do instead.
 Result<JobResources> SelectJobResources(const std::optional<Hostfile>& hostfile, const FilterOptions& filter,
-                                        const std::optional<std::string>& visible_devices);
+                                        const std::optional<std::string>& visible_devices, int local_gpus = 0);
 
 }  // namespace dslaunch::launcher

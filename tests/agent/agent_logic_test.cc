@@ -153,6 +153,20 @@ TEST_CASE("CompleteWorkerEnvironment layers the plan over the node and adds node
   CHECK(std::find(env.begin(), env.end(), "OMP_NUM_THREADS=7") != env.end());
 }
 
+TEST_CASE("CompleteWorkerEnvironment gives a core-bound worker one OpenMP thread per core of its set, the user's setting winning") {
+  NodeFacts node{8, 2, "/tmp/x/store.secret", "10.1.1.1:5000"};
+  node.bound_cores = 3;  // 8 cores would give 4 each unbound
+  auto has = [](const std::vector<std::string>& env, const std::string& entry) {
+    return std::find(env.begin(), env.end(), entry) != env.end();
+  };
+  CHECK(has(CompleteWorkerEnvironment({}, {}, {}, node), "OMP_NUM_THREADS=3"));
+  node.bound_cores = 1;
+  CHECK(has(CompleteWorkerEnvironment({}, {}, {}, node), "OMP_NUM_THREADS=1"));
+  node.bound_cores = 3;
+  CHECK(has(CompleteWorkerEnvironment({{"OMP_NUM_THREADS", "5"}}, {}, {}, node), "OMP_NUM_THREADS=5"));
+  CHECK(has(CompleteWorkerEnvironment({}, {{"OMP_NUM_THREADS", "6"}}, {}, node), "OMP_NUM_THREADS=6"));
+}
+
 TEST_CASE("CompleteWorkerEnvironment defaults NCCL's interface to the route to the master, the user's setting winning") {
   NodeFacts node{8, 2, "/tmp/x/store.secret", "10.1.1.1:5000", "", "eth1"};
   auto has = [](const std::vector<std::string>& env, const std::string& entry) {

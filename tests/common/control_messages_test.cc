@@ -38,7 +38,11 @@ TEST_CASE("Control messages survive encoding and decoding") {
   a.restartable = true;
   a.watchdog_timeout_ms = 7000;
   a.await_release = true;
+  a.bind_cores_to_rank = true;
+  a.bind_core_list = {0, 1, 2, 8};
   Assignment b = RoundTrip(a);
+  CHECK(b.bind_cores_to_rank);
+  CHECK(b.bind_core_list == std::vector<int>{0, 1, 2, 8});
   CHECK(b.restartable);
   CHECK(b.watchdog_timeout_ms == 7000);
   CHECK(b.await_release);
@@ -104,6 +108,24 @@ TEST_CASE("AGENT_STOPPING with a signal number outside 0..64 is malformed") {
     CHECK(m.status().message() == "malformed control message of type 72 (" + std::to_string(f.payload.size()) +
                                       " bytes): signal " + std::to_string(sig) +
                                       " is not a signal number (0 for none)");
+  }
+}
+
+TEST_CASE("ASSIGNMENT with a bind_core_list CPU outside 0..8191 is malformed") {
+  for (int32_t cpu : {-1, 8192, 1 << 30}) {
+    CAPTURE(cpu);
+    Assignment a;
+    a.bind_cores_to_rank = true;
+    a.bind_core_list = {0};
+    wire::Frame f = Encode(a);
+    // The one CPU is the 4 bytes before the payload's last one, await_release (big-endian i32,
+    // docs/protocol.md).
+    for (int i = 0; i < 4; ++i) f.payload[f.payload.size() - 5 + i] = static_cast<char>((cpu >> (8 * (3 - i))) & 0xff);
+    auto m = Decode(f);
+    REQUIRE_FALSE(m.ok());
+    CHECK(m.status().message() == "malformed control message of type 65 (" + std::to_string(f.payload.size()) +
+                                      " bytes): bind_core_list holds CPU " + std::to_string(cpu) +
+                                      ", outside 0..8191");
   }
 }
 

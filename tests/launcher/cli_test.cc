@@ -47,6 +47,20 @@ TEST_CASE("ParseCommandLine reads every option") {
   CHECK(o.program == "pkg.mod");
 }
 
+TEST_CASE("ParseCommandLine reads DeepSpeed's core binding options") {
+  auto c = Parse({"--bind_cores_to_rank", "--bind_core_list", "0-3,8,10-11", "x"});
+  REQUIRE(c.ok());
+  CHECK(c->options.bind_cores_to_rank);
+  CHECK(c->options.bind_core_list == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  auto all = Parse({"--bind_cores_to_rank", "x"});
+  REQUIRE(all.ok());
+  CHECK(all->options.bind_cores_to_rank);
+  CHECK_FALSE(all->options.bind_core_list.has_value());
+  auto none = Parse({"x"});
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->options.bind_cores_to_rank);
+}
+
 TEST_CASE("ParseCommandLine takes the last value of a repeated option, as argparse does") {
   auto c = Parse({"--grace_period", "2", "--grace_period", "0.5", "x"});
   REQUIRE(c.ok());
@@ -83,7 +97,14 @@ TEST_CASE("ParseCommandLine rejects bad input and says what is wrong") {
                         Case{{"--no_tee=99999999999999999999", "x"},
                              "option '--no_tee' takes no value: '--no_tee=99999999999999999999'"},
                         Case{{"--no_python=1", "x"}, "option '--no_python' takes no value"},
-                        Case{{"--num_gpus", "two", "x.py"}, "two"}}) {
+                        Case{{"--num_gpus", "two", "x.py"}, "two"},
+                        Case{{"--bind_core_list", "0-3", "x"},
+                             "--bind_core_list '0-3' needs --bind_cores_to_rank (DeepSpeed ignores it without)"},
+                        Case{{"--bind_cores_to_rank", "--bind_core_list", "0-3,2", "x"},
+                             "--bind_core_list '0-3,2': '2' after '0-3': items must be ascending and must not "
+                             "overlap (expected e.g. 0-3,8,10-11)"},
+                        Case{{"--bind_cores_to_rank", "--bind_core_list", "", "x"},
+                             "--bind_core_list '': no cores listed"}}) {
     CAPTURE(c.expect);
     auto r = Parse(c.args);
     REQUIRE_FALSE(r.ok());

@@ -229,6 +229,15 @@ TEST_CASE("PlanLaunch rejects an empty selection and out-of-range options") {
        "invalid environment variable 'A=B' (names must be non-empty without '=', no NUL anywhere)"},
       {"empty env name", one, with([](PlanOptions& o) { o.extra_env[""] = "x"; }),
        "invalid environment variable '' (names must be non-empty without '=', no NUL anywhere)"},
+      {"core list shorter than a node's ranks", {{"", "a", {0}}, {"", "b", {0, 1, 2}}},
+       with([](PlanOptions& o) {
+         o.bind_cores_to_rank = true;
+         o.bind_core_list = {4, 5};
+       }),
+       "--bind_core_list '4-5' gives 2 cores but host 'b' runs 3 local ranks; each rank needs at least one core: "
+       "list more cores or run fewer ranks per node"},
+      {"core list without binding", one, with([](PlanOptions& o) { o.bind_core_list = {0}; }),
+       "--bind_core_list '0' needs --bind_cores_to_rank"},
   };
   for (const Case& c : cases) {
     SUBCASE(c.name) {

@@ -62,6 +62,33 @@ TEST_CASE("SelectJobResources without CUDA_VISIBLE_DEVICES selects as usual") {
   CHECK(too_many.status().message() == "--num_gpus/--nproc_per_node 65536 exceeds the limit of 1024 slots per host");
 }
 
+TEST_CASE("NeedsGpuDiscovery holds only for a local job without a worker count or CUDA_VISIBLE_DEVICES") {
+  CHECK(NeedsGpuDiscovery(false, Gpus(std::nullopt), std::nullopt));
+  CHECK(NeedsGpuDiscovery(false, FilterOptions{"localhost:1", "", std::nullopt, std::nullopt}, std::nullopt));
+  CHECK_FALSE(NeedsGpuDiscovery(true, Gpus(std::nullopt), std::nullopt));
+  CHECK_FALSE(NeedsGpuDiscovery(false, Gpus(2), std::nullopt));
+  CHECK_FALSE(NeedsGpuDiscovery(false, Gpus(std::nullopt), std::string("0,1")));
+  CHECK_FALSE(NeedsGpuDiscovery(false, Gpus(std::nullopt), std::string("")));
+}
+
+TEST_CASE("SelectJobResources gives a local job the machine's GPUs as slots, one slot without GPUs") {
+  Result<JobResources> four = SelectJobResources(std::nullopt, Gpus(std::nullopt), std::nullopt, 4);
+  REQUIRE(four.ok());
+  CHECK(four->resources == Resources{{"", "localhost", {0, 1, 2, 3}}});
+  Result<JobResources> none = SelectJobResources(std::nullopt, Gpus(std::nullopt), std::nullopt, 0);
+  REQUIRE(none.ok());
+  CHECK(none->resources == Resources{{"", "localhost", {0}}});
+  // --include / --exclude pick among the GPUs found.
+  Result<JobResources> picked =
+      SelectJobResources(std::nullopt, FilterOptions{"", "localhost:0,2", std::nullopt, std::nullopt}, std::nullopt, 4);
+  REQUIRE(picked.ok());
+  CHECK(picked->resources == Resources{{"", "localhost", {1, 3}}});
+  // --nproc_per_node wins (the caller does not even count then).
+  Result<JobResources> given = SelectJobResources(std::nullopt, Gpus(2), std::nullopt, 8);
+  REQUIRE(given.ok());
+  CHECK(given->resources == Resources{{"", "localhost", {0, 1}}});
+}
+
 TEST_CASE("SelectJobResources runs a local job on the launcher's visible devices only") {
   Result<JobResources> all = SelectJobResources(std::nullopt, Gpus(std::nullopt), "0,2");
   REQUIRE(all.ok());
