@@ -108,7 +108,7 @@ class JobRunner::Impl {
   int RunNodeMode(const NodeModeSpec& spec) {
     node_mode_ = true;
     node_spec_ = spec;
-    membership_.emplace(spec.min_nodes, spec.max_nodes);
+    membership_.emplace(spec.min_nodes, spec.max_nodes, spec.join_timeout, spec.last_call_timeout, Clock::now());
     NodePlan own;
     own.node_rank = 0;
     own.host = spec.own_host;
@@ -127,9 +127,7 @@ class JobRunner::Impl {
                         std::to_string(port()) + ": waiting up to " + std::to_string(spec.join_timeout.count()) +
                         " s for the other nodes\n");
     WaitForSignal();
-    join_deadline_ = Clock::now() + spec.join_timeout;
-    ArmJoinTimer(join_deadline_);
-    MaybeCompleteMembership();  // a one-node job is complete at once
+    Reconsider();  // a one-node job is complete at once
     io_.run();
     return exit_code_;
   }
@@ -227,32 +225,23 @@ class JobRunner::Impl {
     return true;
   }
 
-  // Node mode: the join phase (docs/node-mode.md, "Rendezvous").
-  void ArmJoinTimer(Clock::time_point when) {
-    join_timer_.expires_at(when);
-    join_timer_.async_wait([this](boost::system::error_code ec) {
-      if (ec || membership_complete_ || finished_) return;
-      if (membership_->enough()) {
+  // Node mode: the join phase (docs/node-mode.md, "Rendezvous"). After every arrival, departure
+  // and timer, the membership decides: wait (until when), complete, or fail.
+  void Reconsider() {
+    const JoinVerdict v = membership_->Decide(Clock::now());
+    switch (v.kind) {
+      case JoinVerdict::Kind::kComplete:
         CompleteMembership();
-      } else if (Clock::now() >= join_deadline_) {
-        FailJoin("only " + std::to_string(membership_->joined()) + " of at least " +
-                     std::to_string(node_spec_.min_nodes) + " nodes joined within " +
-                     std::to_string(node_spec_.join_timeout.count()) + " s (joined: " + membership_->Describe() +
-                     "); start the others with the same --rdzv_endpoint, --rdzv_id and secret, or raise "
-                     "--rdzv_conf join_timeout",
-                 kExitInfrastructure);
-      } else {
-        ArmJoinTimer(join_deadline_);  // a node left during the last call: back to the join timeout
-      }
-    });
-  }
-
-  void MaybeCompleteMembership() {
-    if (membership_->complete()) {
-      CompleteMembership();
-    } else if (membership_->enough() && !last_call_armed_) {
-      last_call_armed_ = true;
-      ArmJoinTimer(Clock::now() + node_spec_.last_call_timeout);
+        return;
+      case JoinVerdict::Kind::kFail:
+        FailJoin(v.reason, kExitInfrastructure);
+        return;
+      case JoinVerdict::Kind::kWait:
+        join_timer_.expires_at(v.wake_at);
+        join_timer_.async_wait([this](boost::system::error_code ec) {
+          if (!ec && !membership_complete_ && !finished_) Reconsider();
+        });
+        return;
     }
   }
 
@@ -277,7 +266,7 @@ class JobRunner::Impl {
     joined_[*arrival] = &session;
     console_.PrintError("dslaunch: rendezvous: " + reg.host + " joined (" + std::to_string(membership_->joined()) +
                         " of " + std::to_string(node_spec_.max_nodes) + ")\n");
-    MaybeCompleteMembership();
+    Reconsider();
     return Status::Ok();
   }
 
@@ -286,6 +275,7 @@ class JobRunner::Impl {
     if (membership_complete_ || joined_.erase(arrival) == 0) return;
     console_.PrintError("dslaunch: rendezvous: " + membership_->request(arrival).host + " left before the start\n");
     membership_->Leave(arrival);
+    Reconsider();
   }
 
   // A node-mode agent that arrives once the job runs takes the place of a lost member: the one that
@@ -322,17 +312,9 @@ class JobRunner::Impl {
     membership_complete_ = true;
     join_timer_.cancel();
     const std::vector<int> order = membership_->NodeRankOrder();
-    Resources resources;
-    std::string members;
-    for (size_t c = 0; c < order.size(); ++c) {
-      const JoinRequest& r = membership_->request(order[c]);
-      NodeResources n;
-      n.host = r.host;
-      for (int slot = 0; slot < r.slots; ++slot) n.slots.push_back(slot);
-      resources.push_back(std::move(n));
-      asked_rank_.push_back(r.node_rank);
-      members += (c == 0 ? "" : ", ") + r.host + " (" + std::to_string(r.slots) + ")";
-    }
+    Members members = membership_->InRankOrder();
+    const Resources& resources = members.resources;
+    asked_rank_ = std::move(members.asked_ranks);
     node_job_ = node_spec_.job;
     node_job_.candidates = resources;
     auto plan = PlanLaunch(resources, node_job_.plan_options);
@@ -345,7 +327,7 @@ class JobRunner::Impl {
     node_job_.elastic.min_nodes = std::min(node_spec_.min_nodes, joined);
     node_job_.elastic.max_nodes = joined;
     console_.PrintError("dslaunch: rendezvous complete: " + std::to_string(joined) + " nodes, " +
-                        std::to_string(node_job_.everyone.world_size) + " workers: " + members + "\n");
+                        std::to_string(node_job_.everyone.world_size) + " workers: " + members.line + "\n");
     spec_ = &node_job_;
     policy_ = std::make_unique<ElasticPolicy>(node_job_.elastic, Hosts(node_job_.candidates));
     SetUpCandidates(node_job_.everyone.nodes);
@@ -856,9 +838,7 @@ class JobRunner::Impl {
   JobSpec node_job_;  // made when the membership is complete; spec_ points to it
   std::optional<NodeMembership> membership_;
   bool membership_complete_ = false;
-  bool last_call_armed_ = false;
   asio::steady_timer join_timer_;
-  Clock::time_point join_deadline_;
   std::map<int, AgentSession*> joined_;        // arrival id -> session, until the membership is complete
   std::vector<std::optional<int>> asked_rank_;  // candidate -> the node rank its node asked for
   int exit_code_ = kExitInfrastructure;

@@ -6,7 +6,13 @@
 
 namespace dslaunch::launcher {
 
-NodeMembership::NodeMembership(int min_nodes, int max_nodes) : min_nodes_(min_nodes), max_nodes_(max_nodes) {
+NodeMembership::NodeMembership(int min_nodes, int max_nodes, std::chrono::seconds join_timeout,
+                               std::chrono::seconds last_call_timeout, TimePoint start)
+    : min_nodes_(min_nodes),
+      max_nodes_(max_nodes),
+      join_timeout_(join_timeout),
+      last_call_timeout_(last_call_timeout),
+      join_deadline_(start + join_timeout) {
   DSLAUNCH_CHECK(1 <= min_nodes && min_nodes <= max_nodes) << "node range " << min_nodes << ":" << max_nodes;
 }
 
@@ -69,6 +75,48 @@ std::string NodeMembership::Describe() const {
     }
   }
   return s.empty() ? "none" : s;
+}
+
+JoinVerdict NodeMembership::Decide(TimePoint now) {
+  JoinVerdict v;
+  if (complete()) {
+    v.kind = JoinVerdict::Kind::kComplete;
+    return v;
+  }
+  if (enough()) {
+    if (!last_call_end_) last_call_end_ = now + last_call_timeout_;
+    if (now >= *last_call_end_) {
+      v.kind = JoinVerdict::Kind::kComplete;
+    } else {
+      v.wake_at = *last_call_end_;
+    }
+    return v;
+  }
+  last_call_end_.reset();  // a node left during the last call: back to waiting for min_nodes
+  if (now >= join_deadline_) {
+    v.kind = JoinVerdict::Kind::kFail;
+    v.reason = "only " + std::to_string(joined()) + " of at least " + std::to_string(min_nodes_) +
+               " nodes joined within " + std::to_string(join_timeout_.count()) + " s (joined: " + Describe() +
+               "); start the others with the same --rdzv_endpoint, --rdzv_id and secret, or raise --rdzv_conf "
+               "join_timeout";
+    return v;
+  }
+  v.wake_at = join_deadline_;
+  return v;
+}
+
+Members NodeMembership::InRankOrder() const {
+  Members m;
+  for (int a : NodeRankOrder()) {
+    const JoinRequest& r = requests_[a];
+    NodeResources n;
+    n.host = r.host;
+    for (int slot = 0; slot < r.slots; ++slot) n.slots.push_back(slot);
+    m.resources.push_back(std::move(n));
+    m.asked_ranks.push_back(r.node_rank);
+    m.line += (m.line.empty() ? "" : ", ") + r.host + " (" + std::to_string(r.slots) + ")";
+  }
+  return m;
 }
 
 std::vector<int> NodeMembership::NodeRankOrder() const {

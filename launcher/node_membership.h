@@ -1,8 +1,9 @@
 // Node mode (torchrun's rendezvous, docs/node-mode.md): one dslaunch per node, started by a
 // scheduler; the node that hosts the endpoint waits for the others' agents to join, then numbers
 // them. This file is the pure part: who has joined, which joins are refused, when the membership is
-// complete, and the node ranks. No sockets, no clocks: the I/O shell (job_runner.cc) feeds it
-// arrivals and departures, and asks for the ranks when its join or last-call timer fires.
+// complete or has failed, and the node ranks. No sockets; time is an input: the I/O shell
+// (job_runner.cc) feeds it arrivals and departures, asks Decide(now) after each, and sets its
+// timer to the wake-up time it is given.
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "launcher/resource_filter.h"
 
 namespace dslaunch::launcher {
 
@@ -29,10 +31,27 @@ struct JoinRequest {
   bool hosts_endpoint = false;    // the agent of the node that hosts the endpoint
 };
 
+// What the join phase does next (NodeMembership::Decide).
+struct JoinVerdict {
+  enum class Kind { kWait, kComplete, kFail };
+  Kind kind = Kind::kWait;
+  std::chrono::steady_clock::time_point wake_at;  // kWait: ask again then (or on the next event)
+  std::string reason;                             // kFail: who came, and what to do
+};
+
+// The members in node-rank order, as the job's candidates.
+struct Members {
+  Resources resources;                       // host, slots 0..n-1 of each member
+  std::vector<std::optional<int>> asked_ranks;  // the node rank each asked for
+  std::string line;                          // "a (2), b (2)": host (workers) in rank order
+};
+
 class NodeMembership {
  public:
-  // 1 <= min_nodes <= max_nodes.
-  NodeMembership(int min_nodes, int max_nodes);
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // 1 <= min_nodes <= max_nodes; the join timeout runs from `start`.
+  NodeMembership(int min_nodes, int max_nodes, std::chrono::seconds join_timeout = kDefaultJoinTimeout,
+                 std::chrono::seconds last_call_timeout = kDefaultLastCallTimeout, TimePoint start = {});
 
   // Admits `request` and returns its arrival id (used by Leave and in NodeRanks' answer), or
   // kFailedPrecondition saying why it is refused: the membership is full, the asked-for rank is
@@ -49,15 +68,27 @@ class NodeMembership {
   // Who is waiting, for a timeout's message: "a (rank 0), b".
   std::string Describe() const;
 
+  // At `now`: kComplete when max_nodes have joined, or min_nodes have and the last call (which
+  // starts when min_nodes are first seen, and restarts if a departure drops below) is over; kFail
+  // when the join timeout passed with fewer than min_nodes; otherwise kWait until the next of
+  // those times.
+  JoinVerdict Decide(TimePoint now);
+
   // The members in node-rank order (arrival ids): the host node first, then asked-for ranks in
   // their places, the others in arrival order in the lowest free places, then closed up (a rank
   // asked for beyond the number that joined moves down). Precondition: enough().
   std::vector<int> NodeRankOrder() const;
+  // NodeRankOrder's members as candidates. Precondition: enough().
+  Members InRankOrder() const;
   const JoinRequest& request(int arrival) const { return requests_[arrival]; }
 
  private:
   int min_nodes_;
   int max_nodes_;
+  std::chrono::seconds join_timeout_;
+  std::chrono::seconds last_call_timeout_;
+  TimePoint join_deadline_;
+  std::optional<TimePoint> last_call_end_;
   std::vector<JoinRequest> requests_;  // by arrival id
   std::vector<int> present_;          // arrival ids still joined, in arrival order
 };

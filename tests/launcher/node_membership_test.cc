@@ -91,3 +91,60 @@ TEST_CASE("NodeMembership frees a place when a node leaves before the start, and
 
 }  // namespace
 }  // namespace dslaunch::launcher
+
+namespace dslaunch::launcher {
+namespace {
+
+using std::chrono::seconds;
+const NodeMembership::TimePoint kStart{} ;
+
+TEST_CASE("NodeMembership completes at MAX nodes at once, and at MIN after the last call") {
+  NodeMembership m(2, 3, seconds(600), seconds(30), kStart);
+  REQUIRE(m.Join(Node("a", std::nullopt, true)).ok());
+  JoinVerdict waiting = m.Decide(kStart + seconds(1));
+  CHECK(waiting.kind == JoinVerdict::Kind::kWait);
+  CHECK(waiting.wake_at == kStart + seconds(600));  // the join timeout
+  REQUIRE(m.Join(Node("b")).ok());
+  JoinVerdict last_call = m.Decide(kStart + seconds(10));
+  CHECK(last_call.kind == JoinVerdict::Kind::kWait);
+  CHECK(last_call.wake_at == kStart + seconds(40));  // 30 s from the moment MIN was reached
+  CHECK(m.Decide(kStart + seconds(39)).kind == JoinVerdict::Kind::kWait);
+  CHECK(m.Decide(kStart + seconds(40)).kind == JoinVerdict::Kind::kComplete);
+  NodeMembership full(2, 2, seconds(600), seconds(30), kStart);
+  REQUIRE(full.Join(Node("a", std::nullopt, true)).ok());
+  REQUIRE(full.Join(Node("b")).ok());
+  CHECK(full.Decide(kStart).kind == JoinVerdict::Kind::kComplete);  // no last call when full
+}
+
+TEST_CASE("NodeMembership fails at the join timeout with fewer than MIN, naming who came") {
+  NodeMembership m(3, 3, seconds(5), seconds(30), kStart);
+  REQUIRE(m.Join(Node("a", std::nullopt, true)).ok());
+  REQUIRE(m.Join(Node("b", 2)).ok());
+  CHECK(m.Decide(kStart + seconds(4)).kind == JoinVerdict::Kind::kWait);
+  JoinVerdict failed = m.Decide(kStart + seconds(5));
+  CHECK(failed.kind == JoinVerdict::Kind::kFail);
+  CHECK(failed.reason ==
+        "only 2 of at least 3 nodes joined within 5 s (joined: a (endpoint), b (rank 2)); start the others with the "
+        "same --rdzv_endpoint, --rdzv_id and secret, or raise --rdzv_conf join_timeout");
+}
+
+TEST_CASE("NodeMembership restarts the last call when a departure drops below MIN") {
+  NodeMembership m(2, 3, seconds(600), seconds(30), kStart);
+  REQUIRE(m.Join(Node("a", std::nullopt, true)).ok());
+  auto b = m.Join(Node("b"));
+  REQUIRE(b.ok());
+  CHECK(m.Decide(kStart + seconds(10)).wake_at == kStart + seconds(40));
+  m.Leave(*b);
+  CHECK(m.Decide(kStart + seconds(20)).wake_at == kStart + seconds(600));
+  REQUIRE(m.Join(Node("c")).ok());
+  CHECK(m.Decide(kStart + seconds(50)).wake_at == kStart + seconds(80));
+  Members members = m.InRankOrder();
+  CHECK(members.line == "a (2), c (2)");
+  REQUIRE(members.resources.size() == 2);
+  CHECK(members.resources[1].host == "c");
+  CHECK(members.resources[1].slots == std::vector<int>{0, 1});
+  CHECK(members.asked_ranks == std::vector<std::optional<int>>{std::nullopt, std::nullopt});
+}
+
+}  // namespace
+}  // namespace dslaunch::launcher
