@@ -94,7 +94,14 @@ if [[ "$base" == "debian:12-slim" ]]; then
     rootfs="$(mktemp -d)"
     trap 'rm -rf "$rootfs"' EXIT
     t0=$SECONDS
-    mmdebstrap --quiet --variant=minbase bookworm "$rootfs/rootfs.tar"
+    # As Debian's own -slim images: no manual pages, documentation (but the copyright files),
+    # translations or info pages, now and in every package installed later (the options are
+    # kept in the image's /etc/dpkg/dpkg.cfg.d).
+    mmdebstrap --quiet --variant=minbase \
+      --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+      --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+      --dpkgopt='path-include=/usr/share/locale/locale.alias' --dpkgopt='path-exclude=/usr/share/info/*' \
+      bookworm "$rootfs/rootfs.tar"
     "$engine" import "$rootfs/rootfs.tar" "$local_base" >/dev/null
     rm -rf "$rootfs"
     trap - EXIT
@@ -103,10 +110,25 @@ if [[ "$base" == "debian:12-slim" ]]; then
   fi
 fi
 
+# The host's ccache, when there is one (podman only: docker build has no -v): the build stage
+# compiles in a directory of the same path with the same ccache settings, so that the objects
+# scripts/build.sh compiled on the host are cache hits (docs/containers.md, "Build").
+# DSLAUNCH_IMAGE_HOST_CCACHE=0 leaves it out (the build then uses its own cache mount).
+ccache_args=()
+if [[ "$engine" == podman && "${DSLAUNCH_IMAGE_HOST_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null 2>&1; then
+  host_cache="$(ccache -k cache_dir)"
+  mkdir -p "$host_cache"
+  ccache_args=(-v "$host_cache:/host-ccache" --build-arg CCACHE_CACHE_DIR=/host-ccache
+    --build-arg "CCACHE_BASE_DIR=$(ccache -k base_dir)" --build-arg "CCACHE_HASH_DIR=$(ccache -k hash_dir)"
+    --build-arg "CCACHE_MAX_SIZE=$(ccache -k max_size)" --build-arg "SRC_DIR=$PWD"
+    --build-arg "HOST_LANG=${LANG:-}" --build-arg "HOST_LC_ALL=${LC_ALL:-}"
+    --build-arg "HOST_LC_CTYPE=${LC_CTYPE:-}" --build-arg "HOST_LC_MESSAGES=${LC_MESSAGES:-}")
+fi
+
 # --network host: the build stage installs its packages from Debian's mirror, and a build
 # container reaches it only through the host's network on these machines.
 t0=$(date +%s.%N)
-"$engine" build --network host --build-arg "BASE_IMAGE=$base" -t "$tag" -f Dockerfile "${extra[@]}" .
+"$engine" build --network host --build-arg "BASE_IMAGE=$base" "${ccache_args[@]}" -t "$tag" -f Dockerfile "${extra[@]}" .
 t1=$(date +%s.%N)
 size=$("$engine" image inspect --format '{{.Size}}' "$tag")
 python3 -c "import sys; print(f'build-image: {sys.argv[1]} from {sys.argv[2]} in {float(sys.argv[4]) - float(sys.argv[3]):.1f} s, {int(sys.argv[5]) / 1e6:.1f} MB')" \
