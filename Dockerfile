@@ -43,14 +43,16 @@ ARG HOST_LANG=
 ARG HOST_LC_ALL=
 ARG HOST_LC_CTYPE=
 ARG HOST_LC_MESSAGES=
+# Destinations are absolute: buildah 1.28's layer cache does not tell WORKDIRs made of different
+# SRC_DIR values apart, so a relative COPY could reuse a layer that put the files elsewhere.
+COPY CMakeLists.txt ${SRC_DIR}/
+COPY cmake/ ${SRC_DIR}/cmake/
+COPY common/ ${SRC_DIR}/common/
+COPY launcher/ ${SRC_DIR}/launcher/
+COPY agent/ ${SRC_DIR}/agent/
+COPY runtime/ ${SRC_DIR}/runtime/
+COPY examples/ ${SRC_DIR}/examples/
 WORKDIR ${SRC_DIR}
-COPY CMakeLists.txt ./
-COPY cmake/ cmake/
-COPY common/ common/
-COPY launcher/ launcher/
-COPY agent/ agent/
-COPY runtime/ runtime/
-COPY examples/ examples/
 RUN --mount=type=cache,target=/ccache \
     { echo "cache_dir = ${CCACHE_CACHE_DIR}"; echo "hash_dir = ${CCACHE_HASH_DIR}"; \
       echo "max_size = ${CCACHE_MAX_SIZE}"; echo "stats_log = /tmp/ccache-stats.log"; \
@@ -60,15 +62,15 @@ RUN --mount=type=cache,target=/ccache \
  && if [ -n "$HOST_LC_ALL" ]; then export LC_ALL="$HOST_LC_ALL"; fi \
  && if [ -n "$HOST_LC_CTYPE" ]; then export LC_CTYPE="$HOST_LC_CTYPE"; fi \
  && if [ -n "$HOST_LC_MESSAGES" ]; then export LC_MESSAGES="$HOST_LC_MESSAGES"; fi \
- && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+ && cd "${SRC_DIR}" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DDSLAUNCH_BUILD_TESTS=OFF -DDSLAUNCH_BUILD_BENCHMARKS=OFF \
  && ninja -C build dslaunch dslaunch-agent dslaunch-worker \
  && { ccache --show-log-stats | grep -Ei 'hit|miss' || true; }
 # The demo data is made here, at build time (docs/containers.md, "Data"): it is a pure function of
 # the fortunes package and the worker, and the runtime image then needs neither `fortunes` nor a
 # writable /opt.
-COPY scripts/prepare-data.sh scripts/
-RUN scripts/prepare-data.sh \
+COPY scripts/prepare-data.sh ${SRC_DIR}/scripts/
+RUN cd "${SRC_DIR}" && scripts/prepare-data.sh \
  && mkdir -p /out/bin \
  && for b in dslaunch dslaunch-agent dslaunch-worker; do strip --strip-debug -o /out/bin/$b build/bin/$b; done \
  && mv data /out/data
