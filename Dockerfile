@@ -10,8 +10,8 @@
 # RelWithDebInfo as scripts/build.sh builds what the tests run, debug sections stripped on the way
 # out) and the runtime stage. apt's cache and ccache live in cache mounts, so a rebuild after a
 # source change recompiles only what changed. The cache mounts are not `sharing=locked`: with
-# buildah 1.28 (podman 4.3) a locked apt cache mount of the build stage hangs the runtime stage's
-# RUN (the lock file lives in the cache and apt removes it); one build at a time uses them.
+# buildah 1.28 (podman 4.3) the runtime stage's RUN hung on the apt cache mounts the build stage
+# had locked; one build at a time needs no lock.
 
 # The base of both stages: a Debian 12 (bookworm) image, or an image derived from one.
 ARG BASE_IMAGE=debian:12-slim
