@@ -43,16 +43,18 @@ ARG HOST_LANG=
 ARG HOST_LC_ALL=
 ARG HOST_LC_CTYPE=
 ARG HOST_LC_MESSAGES=
-# Destinations are absolute: buildah 1.28's layer cache does not tell WORKDIRs made of different
-# SRC_DIR values apart, so a relative COPY could reuse a layer that put the files elsewhere.
-COPY CMakeLists.txt ${SRC_DIR}/
-COPY cmake/ ${SRC_DIR}/cmake/
-COPY common/ ${SRC_DIR}/common/
-COPY launcher/ ${SRC_DIR}/launcher/
-COPY agent/ ${SRC_DIR}/agent/
-COPY runtime/ ${SRC_DIR}/runtime/
-COPY examples/ ${SRC_DIR}/examples/
-WORKDIR ${SRC_DIR}
+# The sources go to /src; the compile step copies them to SRC_DIR when that is another path.
+# (buildah 1.28 keys the layer cache of COPY and WORKDIR by their text, not by the build
+# arguments in it, so `COPY . ${SRC_DIR}/` would reuse a layer made with another SRC_DIR; RUN's
+# key holds the arguments' values.)
+COPY CMakeLists.txt /src/
+COPY cmake/ /src/cmake/
+COPY common/ /src/common/
+COPY launcher/ /src/launcher/
+COPY agent/ /src/agent/
+COPY runtime/ /src/runtime/
+COPY examples/ /src/examples/
+COPY scripts/prepare-data.sh /src/scripts/
 RUN --mount=type=cache,target=/ccache \
     { echo "cache_dir = ${CCACHE_CACHE_DIR}"; echo "hash_dir = ${CCACHE_HASH_DIR}"; \
       echo "max_size = ${CCACHE_MAX_SIZE}"; echo "stats_log = /tmp/ccache-stats.log"; \
@@ -62,6 +64,7 @@ RUN --mount=type=cache,target=/ccache \
  && if [ -n "$HOST_LC_ALL" ]; then export LC_ALL="$HOST_LC_ALL"; fi \
  && if [ -n "$HOST_LC_CTYPE" ]; then export LC_CTYPE="$HOST_LC_CTYPE"; fi \
  && if [ -n "$HOST_LC_MESSAGES" ]; then export LC_MESSAGES="$HOST_LC_MESSAGES"; fi \
+ && if [ "${SRC_DIR}" != /src ]; then mkdir -p "${SRC_DIR}" && cp -a /src/. "${SRC_DIR}/"; fi \
  && cd "${SRC_DIR}" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DDSLAUNCH_BUILD_TESTS=OFF -DDSLAUNCH_BUILD_BENCHMARKS=OFF \
  && ninja -C build dslaunch dslaunch-agent dslaunch-worker \
@@ -69,7 +72,6 @@ RUN --mount=type=cache,target=/ccache \
 # The demo data is made here, at build time (docs/containers.md, "Data"): it is a pure function of
 # the fortunes package and the worker, and the runtime image then needs neither `fortunes` nor a
 # writable /opt.
-COPY scripts/prepare-data.sh ${SRC_DIR}/scripts/
 RUN cd "${SRC_DIR}" && scripts/prepare-data.sh \
  && mkdir -p /out/bin \
  && for b in dslaunch dslaunch-agent dslaunch-worker; do strip --strip-debug -o /out/bin/$b build/bin/$b; done \
