@@ -83,12 +83,11 @@ ARG DEBIAN_FRONTEND=noninteractive
 # What `ldd` shows the three binaries need beyond the base (docs/containers.md, "Image layout"):
 # libssh (launcher's SSH transport), Gloo (the communicator), OpenBLAS (the runtime's GEMMs),
 # and libgomp; procps for `ps` when looking into a running container.
+# (The base's apt settings stay as they are here: images built on this one behave as on the base.)
 RUN --mount=type=cache,target=/var/cache/apt \
     --mount=type=cache,target=/var/lib/apt/lists \
-    rm -f /etc/apt/apt.conf.d/docker-clean \
- && apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends libssh-4 libgloo0 libopenblas0-pthread libgomp1 procps \
- && rm -f /etc/apt/apt.conf.d/keep-cache
+    apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends libssh-4 libgloo0 libopenblas0-pthread libgomp1 procps
 COPY --from=build /out/bin/ /usr/local/bin/
 COPY --from=build /out/data/ /opt/dslaunch/data/
 COPY configs/ /opt/dslaunch/configs/
@@ -105,13 +104,9 @@ ENTRYPOINT ["dslaunch"]
 CMD ["--help"]
 STOPSIGNAL SIGTERM
 
-ARG VERSION=0.1.0
-ARG REVISION=unknown
-ARG CREATED=unknown
+# org.opencontainers.image.version, .created and .revision: scripts/build-image.sh gives them as
+# `--label` (the version from CMakeLists.txt). A LABEL made of build arguments would be taken
+# from buildah's layer cache, which keys it by its text, with the values of the first build.
 LABEL org.opencontainers.image.title="dslaunch" \
       org.opencontainers.image.description="Cluster job launcher and training runtime (dslaunch, dslaunch-agent, dslaunch-worker)" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.created="${CREATED}" \
-      org.opencontainers.image.base.name="${BASE_IMAGE}" \
-      org.opencontainers.image.documentation="docs/containers.md"
+      org.opencontainers.image.base.name="${BASE_IMAGE}"
