@@ -17,6 +17,9 @@ packages=(
   python3
   # the runtime's demo data: English text of the fortunes package (scripts/prepare-data.sh)
   fortunes
+  # the container tier and scripts/build-image.sh: podman (with runc, which works on this kernel's
+  # hybrid cgroups where crun does not) and a base image made from Debian packages (docs/containers.md)
+  podman runc mmdebstrap uidmap
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch pdsh)

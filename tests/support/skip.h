@@ -29,6 +29,7 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   sse42:   the SSE4.2 crc32 instruction (the hardware CRC-32C path)
 //   f16c:    the F16C conversion instructions (the hardware fp16 path)
 //   pidns:   `unshare --pid --fork --mount-proc` (root, or user namespaces): dslaunch as PID 1
+//   container: root and podman, for the container tier (bash: tests/container/container_lib.sh)
 inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns"};
 
 // True when `list` (comma-separated names, or "all") names `requirement`.

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Start-up inside a container: wall time from start to exit of 8 local ranks of /bin/true run by
+# the image's dslaunch (`podman run --rm IMAGE --nproc_per_node 8 --no_python /bin/true`) against
+# the same job run by this tree's build/bin/dslaunch outside it, alternating in the same run, and
+# `podman run --rm IMAGE --version` (the container's own cost, no job) so that the launcher's share
+# is visible. Prints a Markdown table for docs/benchmarks.md. Needs root and podman.
+#
+#   scripts/bench-container.sh [runs]          (default 20, after 2 warm-up runs of each)
+#
+# The image is $DSLAUNCH_IMAGE (default localhost/dslaunch:latest), built by
+# scripts/build-image.sh when it does not exist.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${1:-20}"
+image="${DSLAUNCH_IMAGE:-localhost/dslaunch:latest}"
+scripts/setup.sh >/dev/null
+scripts/build.sh >/dev/null
+if ! podman image exists "$image"; then
+  scripts/build-image.sh --tag "$image" >/dev/null
+fi
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+
+python3 - "$runs" "$logs" "$image" <<'PY'
+import os, statistics, subprocess, sys, time
+runs, logs, image = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+def run_once(cmd):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=logs)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode()}")
+    return dt
+
+def measure(cmds, runs, warmup=2):
+    """Runs the commands alternately, so that each sees the same machine load."""
+    times = [[] for _ in cmds]
+    for i in range(warmup + runs):
+        for t, cmd in zip(times, cmds):
+            dt = run_once(cmd)
+            if i >= warmup:
+                t.append(dt)
+    return times
+
+job = ["--nproc_per_node", "8", "--no_python", "/bin/true"]
+cmds = [
+    # Inside: the image's dslaunch as PID 1, its log directory in the container's /tmp.
+    ["podman", "run", "--rm", image] + job,
+    # Outside: the same job, the same launcher code built on the host.
+    [os.path.abspath("build/bin/dslaunch"), "--log_dir", os.path.join(logs, "host")] + job,
+    # The container alone: create, start, run dslaunch --version, tear down.
+    ["podman", "run", "--rm", image, "--version"],
+]
+names = [
+    f"`podman run --rm IMAGE --nproc_per_node 8 --no_python /bin/true`",
+    f"`dslaunch --nproc_per_node 8 --no_python /bin/true` (host)",
+    f"`podman run --rm IMAGE --version`",
+]
+times = measure(cmds, runs)
+cpu = "?"
+with open("/proc/cpuinfo") as f:
+    for line in f:
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+podman = subprocess.run(["podman", "--version"], capture_output=True, text=True).stdout.strip()
+print(f"machine: {os.cpu_count()} cores, {cpu}; {podman}; image {image}; date: {time.strftime('%Y-%m-%d')}")
+print("| command | runs | median (ms) | min (ms) | max (ms) |")
+print("|---|---|---|---|---|")
+for name, t in zip(names, times):
+    print(f"| {name} | {len(t)} | {statistics.median(t)*1e3:.1f} | {min(t)*1e3:.1f} | {max(t)*1e3:.1f} |")
+inside, outside, bare = (statistics.median(t) for t in times)
+print(f"\ncontainer job - host job: {(inside - outside)*1e3:.1f} ms; "
+      f"container job - bare container: {(inside - bare)*1e3:.1f} ms (the launcher's share inside)")
+PY
