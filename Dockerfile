@@ -43,6 +43,10 @@ ARG HOST_LANG=
 ARG HOST_LC_ALL=
 ARG HOST_LC_CTYPE=
 ARG HOST_LC_MESSAGES=
+# buildah 1.28 keys the cache of `WORKDIR ${SRC_DIR}` by its text, not its value: a build from another
+# checkout path reused the layer and copied the sources to the other path. A RUN step keys on the
+# build arguments it sees, so this one makes the layers below differ per SRC_DIR.
+RUN mkdir -p "${SRC_DIR}"
 WORKDIR ${SRC_DIR}
 COPY CMakeLists.txt ./
 COPY cmake/ cmake/
