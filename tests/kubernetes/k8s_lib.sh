@@ -102,5 +102,9 @@ k8s_start_pod() {
 # The exit code of a container once it has ended, waiting at most $2 seconds.
 k8s_exit_code() {
   local name=$1 limit=$2
-  timeout "$limit" podman wait "$name" 2>/dev/null || fail "container $name did not end within $limit s"
+  local code rc=0
+  code="$(timeout "$limit" podman wait "$name" 2>&1)" || rc=$?
+  if ((rc == 124)); then fail "container $name did not end within $limit s"; fi
+  ((rc == 0)) || fail "podman wait $name: $code (removed by someone else?)"
+  echo "$code"
 }

@@ -11,12 +11,16 @@
 #   kubernetes_test.sh indexed-train   indexed-job.yaml: both pods exit 0, the checkpoint and the
 #                                      metrics land on the shared volume
 #   kubernetes_test.sh indexed-lost    indexed-job.yaml, pod 1 killed mid-run: the host pod exits 75
-#                                      (infrastructure), which the podFailurePolicy ignores
+#                                      (infrastructure, ignored by the podFailurePolicy); a new set
+#                                      of pods, as the Job controller makes it, resumes from the
+#                                      newest checkpoint and finishes with exit 0
 #   kubernetes_test.sh elastic         indexed-job-elastic.yaml (3 pods, --nnodes 2:3), pod 2 killed
 #                                      mid-run: the job goes on with pods 0 and 1; a replacement
 #                                      pod 2 (a new address, as the Job controller makes it) rejoins,
 #                                      and every pod of the end exits 0
 #   kubernetes_test.sh jobset          jobset.yaml: both pods exit 0
+#   kubernetes_test.sh jobset-lost     jobset.yaml, pod 0 (the host) killed mid-run: the other pod
+#                                      exits 75 (it lost the job's host)
 #   kubernetes_test.sh pytorchjob      pytorchjob-style.yaml (only PET_* variables): both pods exit 0
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -74,11 +78,11 @@ start_all() {
   done
 }
 
-# The job's metrics.jsonl on the shared volume (one job per test).
+# The job's newest metrics.jsonl on the shared volume (logs/POD_NAME/JOB_ID/: one per attempt).
 metrics_file() {
-  local files=("$work"/pvc/*/*/logs/*/metrics.jsonl)
+  local files=("$work"/pvc/*/*/logs/*/*/metrics.jsonl)
   [[ -f "${files[0]}" ]] || return 1
-  echo "${files[0]}"
+  ls -t "${files[@]}" | head -1
 }
 
 # The largest step in metrics.jsonl so far (0 when none).
@@ -92,6 +96,14 @@ print(max(steps, default=0))' "$m"
 }
 
 at_step() { (($(last_step) >= $1)); }
+
+# logs_have CONTAINER PATTERN: the container's output so far has a line matching PATTERN. (The
+# output is read whole first: `podman logs | grep -q` fails under pipefail when grep stops early.)
+logs_have() {
+  local out
+  out="$(podman logs "$1" 2>&1)"
+  grep -q -- "$2" <<<"$out"
+}
 
 show_logs() {
   local c
@@ -133,12 +145,38 @@ train_all() {
 case_indexed_lost() {
   local manifest="$here/deploy/kubernetes/indexed-job.yaml"
   start_all "$manifest" "$(long_override 100000)"
-  wait_for "$kStepLimit" "step 2 of the 2-pod job" at_step 2
+  wait_for "$kStepLimit" "step 6 of the 2-pod job (a checkpoint at step 5)" at_step 6
   echo "killing pod 1 (SIGKILL to its container) at step $(last_step)"
   podman kill -s KILL "${prefix}1" >/dev/null
   expect_exit "${prefix}0" 75
-  podman logs "${prefix}0" 2>&1 | tail -8
-  echo "the host pod exited 75: podFailurePolicy Ignore, the Job controller replaces the pods and the set meets again"
+  podman logs "${prefix}0" 2>&1 | tail -3
+  # The podFailurePolicy ignores 75 and counts the killed pod's 137 (within backoffLimitPerIndex):
+  # the Job controller makes a new pod for each index (new addresses), which resume from the
+  # newest checkpoint on the shared volume ("load": "auto") and finish the run.
+  local saved
+  saved="$(tr -d '[:space:]' <"$(echo "$work"/pvc/*/*/checkpoints/latest)")"
+  echo "the host pod exited 75; newest checkpoint $saved; starting the replacement set"
+  local hosts
+  hosts="$(k8s_hosts "$manifest" 2 3)"
+  k8s_start_pod "$manifest" 0 2 "$hosts" "${prefix}0r" "$work" "$(long_override 12)"
+  k8s_start_pod "$manifest" 1 3 "$hosts" "${prefix}1r" "$work" "$work/long.json"
+  expect_exit "${prefix}0r" 0
+  expect_exit "${prefix}1r" 0
+  logs_have "${prefix}0r" "resumed from .*/$saved" ||
+    { show_logs 20; fail "the replacement set did not resume from $saved"; }
+  [[ "$(last_step)" == 12 ]] || fail "the replacement set did not reach step 12 (last step $(last_step))"
+  echo "the replacement set resumed from $saved and finished step 12 with exit 0 in both pods"
+}
+
+case_jobset_lost() {
+  local manifest="$here/deploy/kubernetes/jobset.yaml"
+  start_all "$manifest" "$(long_override 100000)"
+  wait_for "$kStepLimit" "step 2 of the 2-pod job" at_step 2
+  echo "killing pod 0, the host (SIGKILL to its container), at step $(last_step)"
+  podman kill -s KILL "${prefix}0" >/dev/null
+  expect_exit "${prefix}1" 75
+  podman logs "${prefix}1" 2>&1 | tail -3
+  echo "the other pod exited 75: its child Job fails (backoffLimit 0) and the JobSet recreates every pod"
 }
 
 # How many ranks the newest generation record in metrics.jsonl names.
@@ -159,7 +197,7 @@ case_elastic() {
   podman kill -s KILL "${prefix}2" >/dev/null
   local before
   before="$(last_step)"
-  shrunk() { podman logs "${prefix}0" 2>&1 | grep -q 'continuing on'; }
+  shrunk() { logs_have "${prefix}0" 'continuing on'; }
   wait_for "$kStepLimit" "the job to restart on the remaining pods" shrunk
   [[ "$(podman inspect --format '{{.State.Running}}' "${prefix}0")" == true &&
     "$(podman inspect --format '{{.State.Running}}' "${prefix}1")" == true ]] || { show_logs; fail "pods 0 and 1 did not go on"; }
@@ -169,7 +207,7 @@ case_elastic() {
   local hosts
   hosts="$(k8s_hosts "$manifest" 0 1 3)"
   k8s_start_pod "$manifest" 2 3 "$hosts" "${prefix}2r" "$work" "$work/long.json"
-  rejoined() { podman logs "${prefix}0" 2>&1 | grep -q 'rejoined in the place of node'; }
+  rejoined() { logs_have "${prefix}0" 'rejoined in the place of node'; }
   wait_for "$kRejoinLimit" "the replacement pod to rejoin" rejoined
   for c in 0 1 2r; do expect_exit "${prefix}$c" 0; done
   show_logs 12
@@ -185,6 +223,7 @@ case "$case_name" in
   indexed-lost) case_indexed_lost ;;
   elastic) case_elastic ;;
   jobset) train_all jobset.yaml ;;
+  jobset-lost) case_jobset_lost ;;
   pytorchjob) train_all pytorchjob-style.yaml ;;
-  *) echo "usage: kubernetes_test.sh indexed-train|indexed-lost|elastic|jobset|pytorchjob" >&2; exit 2 ;;
+  *) echo "usage: kubernetes_test.sh indexed-train|indexed-lost|elastic|jobset|jobset-lost|pytorchjob" >&2; exit 2 ;;
 esac

@@ -34,6 +34,7 @@ import base64
 import copy
 import json
 import os
+import random
 import re
 import sys
 
@@ -42,6 +43,7 @@ import yaml
 NAMESPACE = "default"
 CLUSTER_DOMAIN = "cluster.local"
 CONTAINER = "dslaunch"  # the container of each example that runs dslaunch
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generated-name suffix characters
 
 
 def fail(message):
@@ -103,7 +105,9 @@ def job_pods(job_name, spec, extra_annotations, subdomain):
     for i in range(count):
         pod = copy.deepcopy(spec["template"])
         meta = pod.setdefault("metadata", {})
-        meta["name"] = f"{job_name}-{i}"
+        # The Job controller names a pod <job>-<index>-<5 random characters>: every replacement
+        # of an index has a name of its own (its hostname stays <job>-<index>).
+        meta["name"] = f"{job_name}-{i}-" + "".join(random.choice(_NAME_ALPHABET) for _ in range(5))
         meta["namespace"] = NAMESPACE
         meta.setdefault("annotations", {}).update(extra_annotations)
         meta["annotations"]["batch.kubernetes.io/job-completion-index"] = str(i)
