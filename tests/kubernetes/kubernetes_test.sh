@@ -42,7 +42,9 @@ readonly kElasticSteps=40
 case_name="$1"
 work="$(mktemp -d /tmp/dslaunch-k8s.XXXXXX)"
 chmod 755 "$work"
-prefix="${container_prefix}k8s-${case_name}-$$-"
+# Not the container tier's prefix: its fixture's cleanup (podman rm -f of every container named
+# with it) must not take this tier's pods away when both tiers run at once on one machine.
+prefix="dslaunch-k8stest-${case_name}-$$-"
 cleanup() {
   local c
   for c in $(podman ps -a --filter "name=^$prefix" --format '{{.Names}}' 2>/dev/null); do
