@@ -10,8 +10,8 @@
 # RelWithDebInfo as scripts/build.sh builds what the tests run, debug sections stripped on the way
 # out) and the runtime stage. apt's cache and ccache live in cache mounts, so a rebuild after a
 # source change recompiles only what changed. The cache mounts are not `sharing=locked`: with
-# buildah 1.28 (podman 4.3) a locked apt cache mount of the build stage hangs the runtime stage's
-# RUN (the lock file lives in the cache and apt removes it); one build at a time uses them.
+# buildah 1.28 (podman 4.3) the runtime stage's RUN hung on the apt cache mounts the build stage
+# had locked; one build at a time needs no lock.
 
 # The base of both stages: a Debian 12 (bookworm) image, or an image derived from one.
 ARG BASE_IMAGE=debian:12-slim
@@ -43,18 +43,18 @@ ARG HOST_LANG=
 ARG HOST_LC_ALL=
 ARG HOST_LC_CTYPE=
 ARG HOST_LC_MESSAGES=
-# buildah 1.28 keys the cache of `WORKDIR ${SRC_DIR}` by its text, not its value: a build from another
-# checkout path reused the layer and copied the sources to the other path. A RUN step keys on the
-# build arguments it sees, so this one makes the layers below differ per SRC_DIR.
-RUN mkdir -p "${SRC_DIR}"
-WORKDIR ${SRC_DIR}
-COPY CMakeLists.txt ./
-COPY cmake/ cmake/
-COPY common/ common/
-COPY launcher/ launcher/
-COPY agent/ agent/
-COPY runtime/ runtime/
-COPY examples/ examples/
+# The sources go to /src; the compile step copies them to SRC_DIR when that is another path.
+# (buildah 1.28 keys the layer cache of COPY and WORKDIR by their text, not by the build
+# arguments in it, so `COPY . ${SRC_DIR}/` would reuse a layer made with another SRC_DIR; RUN's
+# key holds the arguments' values.)
+COPY CMakeLists.txt /src/
+COPY cmake/ /src/cmake/
+COPY common/ /src/common/
+COPY launcher/ /src/launcher/
+COPY agent/ /src/agent/
+COPY runtime/ /src/runtime/
+COPY examples/ /src/examples/
+COPY scripts/prepare-data.sh /src/scripts/
 RUN --mount=type=cache,target=/ccache \
     { echo "cache_dir = ${CCACHE_CACHE_DIR}"; echo "hash_dir = ${CCACHE_HASH_DIR}"; \
       echo "max_size = ${CCACHE_MAX_SIZE}"; echo "stats_log = /tmp/ccache-stats.log"; \
@@ -64,15 +64,15 @@ RUN --mount=type=cache,target=/ccache \
  && if [ -n "$HOST_LC_ALL" ]; then export LC_ALL="$HOST_LC_ALL"; fi \
  && if [ -n "$HOST_LC_CTYPE" ]; then export LC_CTYPE="$HOST_LC_CTYPE"; fi \
  && if [ -n "$HOST_LC_MESSAGES" ]; then export LC_MESSAGES="$HOST_LC_MESSAGES"; fi \
- && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+ && if [ "${SRC_DIR}" != /src ]; then mkdir -p "${SRC_DIR}" && cp -a /src/. "${SRC_DIR}/"; fi \
+ && cd "${SRC_DIR}" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DDSLAUNCH_BUILD_TESTS=OFF -DDSLAUNCH_BUILD_BENCHMARKS=OFF \
  && ninja -C build dslaunch dslaunch-agent dslaunch-worker \
  && { ccache --show-log-stats | grep -Ei 'hit|miss' || true; }
 # The demo data is made here, at build time (docs/containers.md, "Data"): it is a pure function of
 # the fortunes package and the worker, and the runtime image then needs neither `fortunes` nor a
 # writable /opt.
-COPY scripts/prepare-data.sh scripts/
-RUN scripts/prepare-data.sh \
+RUN cd "${SRC_DIR}" && scripts/prepare-data.sh \
  && mkdir -p /out/bin \
  && for b in dslaunch dslaunch-agent dslaunch-worker; do strip --strip-debug -o /out/bin/$b build/bin/$b; done \
  && mv data /out/data
@@ -83,12 +83,11 @@ ARG DEBIAN_FRONTEND=noninteractive
 # What `ldd` shows the three binaries need beyond the base (docs/containers.md, "Image layout"):
 # libssh (launcher's SSH transport), Gloo (the communicator), OpenBLAS (the runtime's GEMMs),
 # and libgomp; procps for `ps` when looking into a running container.
+# (The base's apt settings stay as they are here: images built on this one behave as on the base.)
 RUN --mount=type=cache,target=/var/cache/apt \
     --mount=type=cache,target=/var/lib/apt/lists \
-    rm -f /etc/apt/apt.conf.d/docker-clean \
- && apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends libssh-4 libgloo0 libopenblas0-pthread libgomp1 procps \
- && rm -f /etc/apt/apt.conf.d/keep-cache
+    apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends libssh-4 libgloo0 libopenblas0-pthread libgomp1 procps
 COPY --from=build /out/bin/ /usr/local/bin/
 COPY --from=build /out/data/ /opt/dslaunch/data/
 COPY configs/ /opt/dslaunch/configs/
@@ -105,13 +104,9 @@ ENTRYPOINT ["dslaunch"]
 CMD ["--help"]
 STOPSIGNAL SIGTERM
 
-ARG VERSION=0.1.0
-ARG REVISION=unknown
-ARG CREATED=unknown
+# org.opencontainers.image.version, .created and .revision: scripts/build-image.sh gives them as
+# `--label` (the version from CMakeLists.txt). A LABEL made of build arguments would be taken
+# from buildah's layer cache, which keys it by its text, with the values of the first build.
 LABEL org.opencontainers.image.title="dslaunch" \
       org.opencontainers.image.description="Cluster job launcher and training runtime (dslaunch, dslaunch-agent, dslaunch-worker)" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.created="${CREATED}" \
-      org.opencontainers.image.base.name="${BASE_IMAGE}" \
-      org.opencontainers.image.documentation="docs/containers.md"
+      org.opencontainers.image.base.name="${BASE_IMAGE}"

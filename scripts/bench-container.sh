@@ -3,7 +3,7 @@
 # the image's dslaunch (`podman run --rm IMAGE --nproc_per_node 8 --no_python /bin/true`) against
 # the same job run by this tree's build/bin/dslaunch outside it, alternating in the same run, and
 # `podman run --rm IMAGE --version` (the container's own cost, no job) so that the launcher's share
-# is visible. Prints a Markdown table for docs/benchmarks.md. Needs root and podman.
+# is visible, and the job with `--network host` (what the container's own network costs). Prints a Markdown table for docs/benchmarks.md. Needs root and podman.
 #
 #   scripts/bench-container.sh [runs]          (default 20, after 2 warm-up runs of each)
 #
@@ -51,11 +51,14 @@ cmds = [
     [os.path.abspath("build/bin/dslaunch"), "--log_dir", os.path.join(logs, "host")] + job,
     # The container alone: create, start, run dslaunch --version, tear down.
     ["podman", "run", "--rm", image, "--version"],
+    # The same without a network namespace of its own (no bridge, no veth pair to set up).
+    ["podman", "run", "--rm", "--network", "host", image] + job,
 ]
 names = [
     f"`podman run --rm IMAGE --nproc_per_node 8 --no_python /bin/true`",
     f"`dslaunch --nproc_per_node 8 --no_python /bin/true` (host)",
     f"`podman run --rm IMAGE --version`",
+    f"`podman run --rm --network host IMAGE --nproc_per_node 8 --no_python /bin/true`",
 ]
 times = measure(cmds, runs)
 cpu = "?"
@@ -70,7 +73,7 @@ print("| command | runs | median (ms) | min (ms) | max (ms) |")
 print("|---|---|---|---|---|")
 for name, t in zip(names, times):
     print(f"| {name} | {len(t)} | {statistics.median(t)*1e3:.1f} | {min(t)*1e3:.1f} | {max(t)*1e3:.1f} |")
-inside, outside, bare = (statistics.median(t) for t in times)
+inside, outside, bare, host_net = (statistics.median(t) for t in times)
 print(f"\ncontainer job - host job: {(inside - outside)*1e3:.1f} ms; "
       f"container job - bare container: {(inside - bare)*1e3:.1f} ms (the launcher's share inside)")
 PY

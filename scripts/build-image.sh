@@ -127,8 +127,17 @@ fi
 
 # --network host: the build stage installs its packages from Debian's mirror, and a build
 # container reaches it only through the host's network on these machines.
+# The OCI labels' revision and date (docs/containers.md, "Build").
+version="$(sed -n 's/^project(dslaunch VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
+label_args=(--label "org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  --label "org.opencontainers.image.version=$version")
+if revision="$(git rev-parse HEAD 2>/dev/null)"; then
+  git diff --quiet HEAD 2>/dev/null || revision+="-dirty"
+  label_args+=(--label "org.opencontainers.image.revision=$revision")
+fi
 t0=$(date +%s.%N)
-"$engine" build --network host --build-arg "BASE_IMAGE=$base" "${ccache_args[@]}" -t "$tag" -f Dockerfile "${extra[@]}" .
+"$engine" build --network host --build-arg "BASE_IMAGE=$base" "${ccache_args[@]}" "${label_args[@]}" \
+  -t "$tag" -f Dockerfile "${extra[@]}" .
 t1=$(date +%s.%N)
 size=$("$engine" image inspect --format '{{.Size}}' "$tag")
 python3 -c "import sys; print(f'build-image: {sys.argv[1]} from {sys.argv[2]} in {float(sys.argv[4]) - float(sys.argv[3]):.1f} s, {int(sys.argv[5]) / 1e6:.1f} MB')" \

@@ -57,7 +57,7 @@ check_checkpoint() {
 # Every file the job wrote on the volume belongs to the image's non-root user.
 check_owner() {
   local foreign
-  foreign="$(find "$volume" ! -user "${image_user%%:*}" -print | head -5)"
+  foreign="$(find "$volume" ! -user "${image_user%%:*}" -print)"
   [[ -z "$foreign" ]] || fail "files on the volume not owned by uid ${image_user%%:*}: $foreign"
 }
 
@@ -106,13 +106,16 @@ case_stop() {
   local t0=$SECONDS
   podman stop -t "$kStopGrace" "$name" >/dev/null
   local took=$((SECONDS - t0))
-  local code
+  local code log
   code="$(podman inspect --format '{{.State.ExitCode}}' "$name")"
-  podman logs "$name" 2>&1 | tail -15
+  # Read once into a variable: `podman logs | grep -q` under pipefail fails when grep's early exit
+  # gives podman a SIGPIPE.
+  log="$(podman logs "$name" 2>&1)"
+  tail -15 <<<"$log"
   echo "podman stop took ${took} s; exit code $code"
   ((took < kStopGrace)) || fail "the job did not stop within the ${kStopGrace} s grace period (podman killed it)"
   [[ "$code" == "$kSigtermExit" ]] || fail "the container exited $code, not $kSigtermExit (dslaunch stopped by SIGTERM)"
-  podman logs "$name" 2>&1 | grep -q "checkpoint (stop)" || fail "the log shows no save-on-stop checkpoint"
+  grep -q "checkpoint (stop)" <<<"$log" || fail "the log shows no save-on-stop checkpoint"
   local ckpt
   ckpt="$(check_checkpoint)"
   check_owner
@@ -137,9 +140,9 @@ case_zombies() {
   ps_before="$(podman exec "$name" ps -eo pid=,ppid=,stat=,args=)"
   echo "processes while the orphans live:"
   echo "$ps_before"
-  echo "$ps_before" | awk '$2 == 1 && $4 == "sleep" && $5 == "2"' | grep -q . ||
+  [[ -n "$(awk '$2 == 1 && $4 == "sleep" && $5 == "2"' <<<"$ps_before")" ]] ||
     fail "the exec'd orphan was not reparented to PID 1: the test would prove nothing"
-  [[ "$(echo "$ps_before" | awk '$1 == 1 {print $4}')" == dslaunch ]] || fail "PID 1 is not dslaunch"
+  [[ "$(awk '$1 == 1 {print $4}' <<<"$ps_before")" == dslaunch ]] || fail "PID 1 is not dslaunch"
   # The orphans exit after 1 and 2 s; give the reaper a moment beyond that.
   sleep 4
   local ps_after left
