@@ -731,8 +731,10 @@ int RunAgent(const AgentConfig& config) {
   if (!started.ok()) {
     std::cerr << prefix << "cannot start workers: " << started.ToString() << "\n";
     session.ReportFailure(started);
-    // Workers already started are stopped by the session's destructor.
-    return kAgentStartupFailed;
+    // Workers already started are stopped by the session's destructor. In node mode this is the
+    // node's exit code: the infrastructure class, as the host reports the job (a scheduler's
+    // podFailurePolicy cannot tell the agent's own code 3 from a rank's).
+    return node_mode ? kExitInfrastructure : kAgentStartupFailed;
   }
   io.run();
   return session.exit_code();

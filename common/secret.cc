@@ -87,7 +87,9 @@ Status WriteSecretFile(const std::string& path, std::string_view secret) {
 }
 
 Result<std::string> ReadSecretFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  // Symbolic links are followed: a mounted Kubernetes Secret's files are links into ..data/ (the
+  // kubelet swaps that link to update them). The checks below apply to the file actually opened.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoError("open secret file " + path, errno);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("stat secret file " + path, errno);

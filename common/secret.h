@@ -38,7 +38,8 @@ Status WriteSecretFile(const std::string& path, std::string_view secret);
 // kFailedPrecondition if it is not a regular file, is accessible by "others" (mode & 0007), or is
 // larger than kMaxSecretFileBytes, kInvalidArgument if it is empty. One trailing newline is
 // dropped, so a file written by hand with `echo` works. Group access is allowed (Kubernetes
-// secret volumes with fsGroup); see docs/protocol.md.
+// secret volumes with fsGroup); see docs/protocol.md. Symbolic links are followed (a secret
+// volume's files are links into its ..data/ directory); the checks apply to the file they reach.
 Result<std::string> ReadSecretFile(const std::string& path);
 
 }  // namespace dslaunch

@@ -349,13 +349,16 @@ int RunNode(const CliOptions& cli, const Edges& edges) {
   }
   ro->bind_address = kBindAllAddresses;
   ro->port = static_cast<uint16_t>(rdzv.port);
-  ro->advertise_host = kLoopback;  // this node's own agent
+  // This node's own agent reaches the endpoint as the other nodes do when there are others: its
+  // workers take the agent's endpoint as DSLAUNCH_STORE, and the bundled runtime advertises the
+  // address that routes to it to its Gloo peers (a loopback store made rank 0 unreachable).
+  ro->advertise_host = rdzv.max_nodes > 1 ? rdzv.host : std::string(kLoopback);
   ro->show_host = rdzv.max_nodes > 1;
   SelfStartedAgentStarter starter(0, RaiseLauncherOpenFiles());
   return Execute(cli, edges, terminal, *ro, cli.job_id, *secret, starter, /*own_agents=*/true, [&](JobRunner& runner) {
     NodeModeSpec spec;
     spec.job.plan_options = *po;
-    spec.job.plan_options.store_address = JoinHostPort(kLoopback, runner.port());
+    spec.job.plan_options.store_address = JoinHostPort(ro->advertise_host, runner.port());
     spec.job.elastic.max_restarts = cli.max_restarts;
     spec.min_nodes = rdzv.min_nodes;
     spec.max_nodes = rdzv.max_nodes;

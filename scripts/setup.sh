@@ -20,6 +20,8 @@ packages=(
   # the container tier and scripts/build-image.sh: podman (with runc, which works on this kernel's
   # hybrid cgroups where crun does not) and a base image made from Debian packages (docs/containers.md)
   podman runc mmdebstrap uidmap
+  # the kubernetes tier reads deploy/kubernetes/*.yaml (tests/support/k8s_pods.py)
+  python3-yaml
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch pdsh)

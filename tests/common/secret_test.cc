@@ -86,5 +86,24 @@ TEST_CASE("ReadSecretFile refuses files that others can read, missing files and 
   CHECK(ReadSecretFile(empty).status().code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("ReadSecretFile reads a Kubernetes secret volume, whose files are links into ..data/") {
+  // The kubelet's layout: DIR/secret -> ..data/secret, DIR/..data -> ..TIMESTAMP/, and the file
+  // itself group-readable for the pod's fsGroup.
+  TempDir dir;
+  std::filesystem::create_directory(dir / "..2026_01_01");
+  std::string file = dir / "..2026_01_01/secret";
+  { std::ofstream(file) << "mounted-secret"; }
+  REQUIRE(::chmod(file.c_str(), 0440) == 0);
+  std::filesystem::create_directory_symlink("..2026_01_01", dir / "..data");
+  std::filesystem::create_symlink("..data/secret", dir / "secret");
+  auto read = ReadSecretFile(dir / "secret");
+  REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+  CHECK(*read == "mounted-secret");
+
+  // The mode is checked on the file the links reach.
+  REQUIRE(::chmod(file.c_str(), 0444) == 0);
+  CHECK(ReadSecretFile(dir / "secret").status().code() == StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace dslaunch

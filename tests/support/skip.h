@@ -30,7 +30,9 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   f16c:    the F16C conversion instructions (the hardware fp16 path)
 //   pidns:   `unshare --pid --fork --mount-proc` (root, or user namespaces): dslaunch as PID 1
 //   container: root and podman, for the container tier (bash: tests/container/container_lib.sh)
+//   kubernetes: root, podman, ip netns and python3-yaml (bash: tests/kubernetes/k8s_lib.sh)
 inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns"};
+
 // True when `list` (comma-separated names, or "all") names `requirement`.
 inline bool ListNames(std::string_view list, std::string_view requirement) {
   while (!list.empty()) {
