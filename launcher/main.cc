@@ -417,7 +417,16 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
 
   ro->bind_address = local ? kLoopback : kBindAllAddresses;
   ro->port = cli.no_ssh ? static_cast<uint16_t>(cli.rdzv_port) : 0;
-  ro->advertise_host = local || cli.no_ssh ? kLoopback : edges.hostname;
+  // --no_ssh: node 0's own agent reaches the endpoint at --master_addr as the other nodes do, when
+  // there are others: its workers' DSLAUNCH_STORE is that address, and the bundled runtime
+  // advertises the address routing to it to its Gloo peers (loopback would make rank 0 unreachable).
+  if (local) {
+    ro->advertise_host = kLoopback;
+  } else if (cli.no_ssh) {
+    ro->advertise_host = resources->size() > 1 ? cli.master_addr : std::string(kLoopback);
+  } else {
+    ro->advertise_host = edges.hostname;
+  }
   ro->show_host = resources->size() > 1;
 
   const std::optional<uint64_t> agent_open_files = RaiseLauncherOpenFiles();
