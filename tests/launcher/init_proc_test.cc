@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "common/exit_codes.h"
 #include "common/process_tree.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
@@ -22,15 +22,6 @@ const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
 constexpr std::chrono::seconds kRunTimeout{60};
 constexpr char kUnshare[] = "/usr/bin/unshare";
 constexpr char kNsenter[] = "/usr/bin/nsenter";
-
-bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
-
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 bool PidNamespacesWork() {
   return RunProcess({kUnshare, "--pid", "--fork", "--mount-proc", "/bin/true"}, std::chrono::seconds(10)).exit_code == 0;
@@ -61,7 +52,7 @@ std::string WriteTermWorker(const TempDir& dir) {
 
 bool EveryRankLogged(const TempDir& dir, const std::string& job, const std::string& text) {
   for (int rank = 0; rank < 2; ++rank) {
-    if (!Contains(ReadText(dir.path() + "/logs/" + job + "/rank" + std::to_string(rank) + ".stdout.log"), text)) {
+    if (!Contains(ReadWhole(dir.path() + "/logs/" + job + "/rank" + std::to_string(rank) + ".stdout.log"), text)) {
       return false;
     }
   }

@@ -49,6 +49,12 @@ std::vector<std::string> Node(const TempDir& dir, const ReservedPort& port, std:
   return argv;
 }
 
+// `options` and --node_rank `rank`.
+std::vector<std::string> WithRank(std::vector<std::string> options, const char* rank) {
+  options.insert(options.end(), {"--node_rank", rank});
+  return options;
+}
+
 TEST_CASE("Node mode: two nodes started in any order, one numbered by PET_ variables, run one job") {
   TempDir dir;
   ReservedPort port;
@@ -119,13 +125,8 @@ TEST_CASE("Node mode: a lost node stops the job everywhere with the infrastructu
   ReservedPort port;
   const std::vector<std::string> worker = {"--hang"};
   const std::vector<std::string> timing = {"--heartbeat_timeout", "2", "--nnodes", "2", "--nproc_per_node", "1"};
-  auto with_rank = [&](const char* rank) {
-    std::vector<std::string> o = timing;
-    o.insert(o.end(), {"--node_rank", rank});
-    return o;
-  };
-  Subprocess node0(Node(dir, port, with_rank("0"), worker), kSecret);
-  Subprocess node1(Node(dir, port, with_rank("1"), worker), kSecret);
+  Subprocess node0(Node(dir, port, WithRank(timing, "0"), worker), kSecret);
+  Subprocess node1(Node(dir, port, WithRank(timing, "1"), worker), kSecret);
   REQUIRE(WaitFor([&] { return ReadPidFiles(dir.path()).size() == 2; }, std::chrono::seconds(60)));
   // Node 1's dslaunch became its agent (exec): SIGKILL takes the node away, its worker with it.
   node1.Signal(SIGKILL);
@@ -192,15 +193,10 @@ TEST_CASE("Node mode: a node asking for a taken node rank is refused with the us
   TempDir dir;
   ReservedPort port;
   const std::vector<std::string> options = {"--nnodes", "3", "--rdzv_conf", "join_timeout=5"};
-  auto with_rank = [&](const char* rank) {
-    std::vector<std::string> o = options;
-    o.insert(o.end(), {"--node_rank", rank});
-    return o;
-  };
-  Subprocess host(Node(dir, port, with_rank("0"), {}), kSecret);
+  Subprocess host(Node(dir, port, WithRank(options, "0"), {}), kSecret);
   REQUIRE(WaitFor([&] { return Listening(port.port()); }, std::chrono::seconds(30)));
-  Subprocess first(Node(dir, port, with_rank("1"), {}), kSecret);
-  auto second = RunProcess(Node(dir, port, with_rank("1"), {}), kRunTimeout, kSecret);
+  Subprocess first(Node(dir, port, WithRank(options, "1"), {}), kSecret);
+  auto second = RunProcess(Node(dir, port, WithRank(options, "1"), {}), kRunTimeout, kSecret);
   INFO(second.err);
   auto rh = host.Wait(kRunTimeout);
   auto rf = first.Wait(kRunTimeout);
