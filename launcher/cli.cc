@@ -321,6 +321,10 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
   app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")->capture_default_str();
   app.add_option("--secret_file", o.secret_file, "--no_ssh: file holding the job secret, the same on every node");
 
+  std::string launcher;
+  app.add_option("--launcher", launcher,
+                 "how agents start: slurm (srun, inside an allocation), ssh or local (default: chosen, docs/slurm.md)");
+
   // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
   // and "--grace_period ''" no grace at all: an empty number is an error instead.
   for (CLI::Option* opt : app.get_options()) {
@@ -412,6 +416,13 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv) {
     }
   } else if (o.node_rank) {
     return InvalidArgumentError("--node_rank is only for --no_ssh mode");
+  }
+  if (app.count("--launcher") > 0) {
+    DSLAUNCH_ASSIGN_OR_RETURN(o.launcher, ParseLauncherKind(launcher));
+    if (o.no_ssh) {
+      return InvalidArgumentError("--launcher and --no_ssh exclude each other: with --no_ssh every node's agent is "
+                                  "started by hand");
+    }
   }
   if (app.count("--save_pid") > 0) o.save_pid = save_pid;
   if (app.count("--dry-run") > 0) {

@@ -14,6 +14,7 @@
 #include "common/heartbeat.h"
 #include "common/status.h"
 #include "launcher/elastic_policy.h"
+#include "launcher/slurm_allocation.h"
 #include "launcher/ssh_options.h"
 
 namespace dslaunch::launcher {
@@ -110,6 +111,9 @@ struct CliOptions {
   std::optional<int> node_rank;
   int rdzv_port = kDefaultRdzvPort;
   std::string secret_file;  // --no_ssh: the job secret, the same file content on every node
+
+  // --launcher: how agents start (docs/slurm.md, "Which launcher"); absent: chosen automatically.
+  std::optional<LauncherKind> launcher;
 
   std::string program;
   std::vector<std::string> program_args;
