@@ -106,6 +106,8 @@ class SrunAgentHandle : public AgentHandle {
           return;
         }
       }
+      // srun's own note of the agent's exit code repeats what on_exit reports.
+      if (line.starts_with("srun: error: ") && line.find(": task 0: Exited with exit code ") != std::string::npos) return;
       if (callbacks.on_output) callbacks.on_output(std::move(line));
     };
     bool escalated = false;

@@ -28,7 +28,8 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   ipv6:    an IPv6 loopback address (::1)
 //   sse42:   the SSE4.2 crc32 instruction (the hardware CRC-32C path)
 //   f16c:    the F16C conversion instructions (the hardware fp16 path)
-inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c"};
+//   slurm:   Slurm and munge on the test cluster (scripts/slurm-cluster.sh)
+inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "slurm"};
 
 // True when `list` (comma-separated names, or "all") names `requirement`.
 inline bool ListNames(std::string_view list, std::string_view requirement) {
