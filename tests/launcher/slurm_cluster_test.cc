@@ -134,6 +134,12 @@ std::string Submit(const Slurm& s, const TempDir& dir, const std::string& script
   return id;
 }
 
+// A job id of its own for every run: log directories of earlier runs stay, and a job id is used once.
+std::string UniqueJobId(const std::string& name) {
+  return name + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000);
+}
+
 bool Gone(const Slurm& s, const std::string& job) { return s.JobState(job).empty(); }
 
 // Cancels a submitted job when the test ends, however it ends (scancel of a finished job is a no-op).
@@ -153,8 +159,8 @@ class JobGuard {
 TEST_CASE("Inside salloc, dslaunch needs no hostfile: one agent per node started by srun, ranks meet") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
-  REQUIRE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout));
-  const std::string job = "slurm-hello";
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
+  const std::string job = UniqueJobId("slurm-hello");
   auto r = s->Run({"salloc", "--nodes=2", "--quiet", kLauncher, "--job_id", job, "--nproc_per_node", "2",
                    "--no_python", kBin + "/rank-hello"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.out << r.err);
@@ -174,8 +180,8 @@ TEST_CASE("Inside salloc, dslaunch needs no hostfile: one agent per node started
 TEST_CASE("Inside salloc, a failing rank stops every node's workers and the job exits with its code") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
-  REQUIRE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout));
-  const std::string job = "slurm-fail";
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
+  const std::string job = UniqueJobId("slurm-fail");
   auto r = s->Run({"salloc", "--nodes=2", "--quiet", kLauncher, "--job_id", job, "--nproc_per_node", "2",
                    "--grace_period", "2", "--no_python", "/bin/sh", "-c",
                    "if [ \"$RANK\" = 3 ]; then sleep 1; exit 7; fi; exec sleep 600"});
@@ -188,7 +194,7 @@ TEST_CASE("Inside salloc, a failing rank stops every node's workers and the job 
 TEST_CASE("Pre-flight runs through srun and names the nodes whose agent is missing") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
-  REQUIRE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout));
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
   auto r = s->Run({"salloc", "--nodes=2", "--quiet", kLauncher, "--agent_path", "/nonexistent/dslaunch-agent",
                    "--no_python", "/bin/true"});
   CHECK(r.exit_code == 1);
@@ -199,10 +205,10 @@ TEST_CASE("Pre-flight runs through srun and names the nodes whose agent is missi
 TEST_CASE("The sbatch example of docs/slurm.md trains the bundled runtime on two nodes") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
-  REQUIRE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout));
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
   TempDir dir;
   WriteTrainConfig(dir, 30);
-  const std::string job = "slurm-sbatch";
+  const std::string job = UniqueJobId("slurm-sbatch");
   // What docs/slurm.md says to type, with this build's dslaunch and a small train.json.
   auto r = s->Run({"sbatch", "--wait", "--chdir", dir.path(), "--output", dir.path() + "/out.txt",
                    kSource + "/deploy/slurm/dslaunch.sbatch", "train.json", "--job_id", job});
@@ -217,10 +223,10 @@ TEST_CASE("The sbatch example of docs/slurm.md trains the bundled runtime on two
 TEST_CASE("Slurm's SIGTERM to the job (scancel, as at the time limit) leaves a save-on-stop checkpoint") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
-  REQUIRE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout));
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
   TempDir dir;
   WriteTrainConfig(dir, 1000000);
-  const std::string job = "slurm-sigterm";
+  const std::string job = UniqueJobId("slurm-sigterm");
   const std::string id = Submit(*s, dir, kSource + "/deploy/slurm/dslaunch.sbatch", {"train.json", "--job_id", job});
   JobGuard guard(*s, id);
   REQUIRE_MESSAGE(WaitFor([&] { return Contains(ReadWhole(dir.path() + "/out.txt"), "step 20 |"); }, kJobTimeout),
@@ -247,7 +253,7 @@ void StartNow(const Slurm& s, const std::string& id) {
 TEST_CASE("A requeued job starts at generation SLURM_RESTART_COUNT and resumes from its checkpoint") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
-  REQUIRE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout));
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
   TempDir dir;
   WriteTrainConfig(dir, 1000000);
   const std::string id = Submit(*s, dir, kSource + "/deploy/slurm/dslaunch-requeue.sbatch",
@@ -271,7 +277,7 @@ TEST_CASE("A requeued job starts at generation SLURM_RESTART_COUNT and resumes f
 TEST_CASE("SIGUSR1 to the batch script (--signal=B:USR1@90) checkpoints, exits 76 and requeues the job") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
-  REQUIRE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout));
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
   TempDir dir;
   WriteTrainConfig(dir, 1000000);
   const std::string id = Submit(*s, dir, kSource + "/deploy/slurm/dslaunch-requeue.sbatch",
