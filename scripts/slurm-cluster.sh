@@ -79,14 +79,17 @@ stop_pidfile() {
   rm -f "$pidfile"
 }
 
-# Processes whose environment or command line names this cluster's state directory: job steps
-# and their children left behind (Slurm tracks them by pid, so nothing should remain).
+# Processes of this cluster's jobs (SLURM_CONF names its state directory and SLURM_JOB_ID is set)
+# still running: steps and their children left behind (there should be none).
 leftovers() {
   local p
   for p in /proc/[0-9]*; do
     p=${p#/proc/}
     [[ $p == "$$" || $p == "$BASHPID" ]] && continue
-    if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$STATE/slurm.conf"; then
+    local env
+    env=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null) || continue
+    # A job's processes carry SLURM_JOB_ID; a shell that merely exported SLURM_CONF does not.
+    if grep -qxF "SLURM_CONF=$STATE/slurm.conf" <<<"$env" && grep -q "^SLURM_JOB_ID=" <<<"$env"; then
       echo "$p"
     fi
   done
