@@ -408,6 +408,10 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   app.add_option("--bind_core_list", bind_core_list,
                  "--bind_cores_to_rank: the cores to share, e.g. 0-3,8,10-11 (default: the node's, one thread per core)");
 
+  std::string launcher;
+  app.add_option("--launcher", launcher,
+                 "how agents start: slurm (srun, inside an allocation), ssh or local (default: chosen, docs/slurm.md)");
+
   // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
   // and "--grace_period ''" no grace at all: an empty number is an error instead.
   for (CLI::Option* opt : app.get_options()) {
@@ -534,6 +538,13 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
     if (!cores.ok()) return InvalidArgumentError(given + ": " + cores.status().message() + " (expected e.g. 0-3,8,10-11)");
     if (cores->empty()) return InvalidArgumentError(given + ": no cores listed (expected e.g. 0-3,8,10-11)");
     o.bind_core_list = std::move(*cores);
+  }
+  if (app.count("--launcher") > 0) {
+    DSLAUNCH_ASSIGN_OR_RETURN(o.launcher, ParseLauncherKind(launcher));
+    if (o.no_ssh || o.rendezvous) {
+      return InvalidArgumentError(std::string("--launcher and ") + (o.no_ssh ? "--no_ssh" : "node mode") +
+                                  " exclude each other: there every node's agent is started by the node's own dslaunch");
+    }
   }
   if (app.count("--save_pid") > 0) o.save_pid = save_pid;
   if (app.count("--dry-run") > 0) {

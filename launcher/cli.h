@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "launcher/elastic_policy.h"
 #include "launcher/node_membership.h"
+#include "launcher/slurm_allocation.h"
 #include "launcher/ssh_options.h"
 
 namespace dslaunch::launcher {
@@ -141,6 +142,9 @@ struct CliOptions {
   // --bind_core_list parsed (common/cpu_list.h); absent: each node's own CPU affinity.
   bool bind_cores_to_rank = false;
   std::optional<std::vector<int>> bind_core_list;
+
+  // --launcher: how agents start (docs/slurm.md, "Which launcher"); absent: chosen automatically.
+  std::optional<LauncherKind> launcher;
 
   std::string program;
   std::vector<std::string> program_args;

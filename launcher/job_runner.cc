@@ -361,13 +361,14 @@ class JobRunner::Impl {
 
   // Starts generation policy_->generation() on `active` (candidate indices, node-rank order).
   void StartGeneration(const std::vector<int>& active, const std::string& reason, int64_t fault_time_ms) {
-    const int generation = policy_->generation();
+    // plan_options.generation: the first generation's number (a requeued Slurm job's restart count).
+    const int generation = spec_->plan_options.generation + policy_->generation();
     Resources resources;
     for (int c : active) resources.push_back(spec_->candidates[c]);
     PlanOptions po = spec_->plan_options;
     po.generation = generation;
     po.max_restarts = spec_->elastic.max_restarts;
-    po.restart_reason = reason;
+    po.restart_reason = reason.empty() ? spec_->plan_options.restart_reason : reason;
     po.fault_time_ms = fault_time_ms;
     auto plan = PlanLaunch(resources, po);
     DSLAUNCH_CHECK(plan.ok()) << "generation " << generation << ": " << plan.status().ToString();

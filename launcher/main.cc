@@ -18,6 +18,7 @@
 #include "common/env_names.h"
 #include "common/exit_codes.h"
 #include "common/process_tree.h"
+#include "common/route.h"
 #include "common/secret.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
@@ -35,6 +36,8 @@
 #include "launcher/open_files_limit.h"
 #include "launcher/plan_format.h"
 #include "launcher/resource_filter.h"
+#include "launcher/slurm_allocation.h"
+#include "launcher/srun_agent_starter.h"
 #include "launcher/ssh_agent_starter.h"
 #include "launcher/visible_devices.h"
 
@@ -138,14 +141,16 @@ Result<int> ThisNodesWorkers(const CliOptions& cli, const Edges& edges) {
   return NprocPerNode(cli, CpuCount(), gpus);
 }
 
-// The selected resources, with the launcher's own CUDA_VISIBLE_DEVICES taken into account.
-Result<JobResources> SelectNodes(const CliOptions& cli, const Edges& edges) {
-  std::optional<Hostfile> hostfile;
+// The selected resources, with the launcher's own CUDA_VISIBLE_DEVICES taken into account. Inside a
+// Slurm allocation without a hostfile the allocation is the hostfile; the launcher's
+// CUDA_VISIBLE_DEVICES is then the batch step's, not a choice of the user (docs/slurm.md).
+Result<JobResources> SelectNodes(const CliOptions& cli, const Edges& edges, const std::optional<Hostfile>& slurm) {
+  std::optional<Hostfile> hostfile = slurm;
   if (cli.hostfile) {
     DSLAUNCH_ASSIGN_OR_RETURN(hostfile, ReadHostfile(*cli.hostfile));
   }
   std::optional<std::string> visible;
-  if (auto it = edges.env.find(env::kCudaVisibleDevices); it != edges.env.end()) visible = it->second;
+  if (auto it = edges.env.find(env::kCudaVisibleDevices); it != edges.env.end() && !slurm) visible = it->second;
   FilterOptions filter{cli.include, cli.exclude, cli.num_nodes, cli.num_gpus};
   if (cli.nproc_keyword) {
     // torchrun's keywords count this machine's GPUs or cores: a job on this machine only.
@@ -160,6 +165,42 @@ Result<JobResources> SelectNodes(const CliOptions& cli, const Edges& edges) {
     DSLAUNCH_ASSIGN_OR_RETURN(local_gpus, LocalGpus(edges));
   }
   return SelectJobResources(hostfile, filter, visible, local_gpus);
+}
+
+// Slurm, read once (nullopt outside an allocation, and in --no_ssh mode, where every node runs its
+// own dslaunch) and the launcher it implies.
+struct SlurmEdge {
+  std::optional<SlurmAllocation> allocation;
+  LauncherChoice choice;
+  std::optional<Hostfile> hostfile;  // the allocation's nodes, when they are the job's
+  std::string slots_source;
+};
+
+Result<SlurmEdge> ReadSlurm(const CliOptions& cli, const Edges& edges) {
+  SlurmEdge s;
+  if (cli.no_ssh) return s;
+  DSLAUNCH_ASSIGN_OR_RETURN(s.allocation, ReadSlurmAllocation(edges.env));
+  LauncherInputs in;
+  in.requested = cli.launcher;
+  in.hostfile_given = cli.hostfile.has_value();
+  in.allocation = s.allocation ? &*s.allocation : nullptr;
+  in.single_node_is_here = s.allocation && s.allocation->nodes.size() == 1 &&
+                           (IsThisMachine(s.allocation->nodes[0], edges.hostname) ||
+                            SameHost(s.allocation->nodes[0], edges.hostname.substr(0, edges.hostname.find('.'))));
+  DSLAUNCH_ASSIGN_OR_RETURN(s.choice, ChooseLauncher(in));
+  if (s.choice.nodes_from_slurm) s.hostfile = AllocationHostfile(*s.allocation, cli.num_gpus, &s.slots_source);
+  return s;
+}
+
+// The address agents started by srun use to reach the launcher: this machine's source address
+// toward the first node that is reached through a real interface (not loopback, which a node name
+// mapped to 127.0.1.1 in /etc/hosts would give); the hostname when none is.
+std::string SlurmAdvertiseHost(const Resources& resources, const Edges& edges) {
+  for (const NodeResources& n : resources) {
+    auto src = SourceAddressToward(JoinHostPort(n.host, kDefaultMasterPort));
+    if (src.ok() && !src->starts_with("127.") && *src != "::1") return *src;
+  }
+  return edges.hostname;
 }
 
 // The interpreter for Python programs: --python, else torchrun's PYTHON_EXEC, else python3.
@@ -372,18 +413,46 @@ int RunNode(const CliOptions& cli, const Edges& edges) {
 
 // A job whose nodes the launcher knows: a hostfile, one local node, or --no_ssh.
 int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
-  auto selected = SelectNodes(cli, edges);
+  auto slurm = ReadSlurm(cli, edges);
+  if (!slurm.ok()) return Fail(slurm.status(), kUsageError);
+  auto selected = SelectNodes(cli, edges, slurm->hostfile);
   if (!selected.ok()) {
     // kUnavailable: the GPU count failed (the machine's fault, not the command line's).
     return Fail(selected.status(), selected.status().code() == StatusCode::kUnavailable ? kLauncherError : kUsageError);
   }
   const Resources* resources = &selected->resources;
-  const bool local = !cli.no_ssh && resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
+  const bool one_local_node = resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
+  // As before Slurm: a hostfile of this machine alone runs locally, without SSH.
+  const bool local = !cli.no_ssh && (slurm->choice.kind == LauncherKind::kLocal ||
+                                     (!cli.launcher && slurm->choice.kind == LauncherKind::kSsh && one_local_node));
+  const bool use_srun = !cli.no_ssh && slurm->choice.kind == LauncherKind::kSlurm;
+  if (cli.launcher == LauncherKind::kLocal && !one_local_node && !slurm->choice.nodes_from_slurm) {
+    return Fail(InvalidArgumentError("--launcher local starts agents on this machine only, but the selection has " +
+                                     std::to_string(resources->size()) + " host(s) starting with '" +
+                                     (*resources)[0].host + "'; use --launcher ssh or slurm"),
+                kUsageError);
+  }
+  if (slurm->allocation || cli.launcher) {
+    std::cerr << "dslaunch: launcher " << (local ? "local" : LauncherName(slurm->choice.kind)) << " ("
+              << slurm->choice.why << ")";
+    if (slurm->choice.nodes_from_slurm) {
+      std::cerr << ": " << resources->size() << (resources->size() == 1 ? " node, " : " nodes, ")
+                << (*resources)[0].slots.size() << " worker(s) on the first, slots from " << slurm->slots_source;
+    }
+    std::cerr << "\n";
+  }
   const Terminal terminal = ReadTerminal();
   auto base = BasePlanOptions(cli, edges, terminal, local);
   if (!base.ok()) return Fail(base.status(), kUsageError);
   PlanOptions po = std::move(*base);
   po.no_devices = selected->no_devices;
+  // A requeued Slurm job starts at generation SLURM_RESTART_COUNT: its workers see a restart
+  // (DSLAUNCH_RESTART_COUNT > 0: the bundled runtime resumes from checkpoint.dir and appends to
+  // metrics.jsonl), docs/slurm.md, "Requeue".
+  po.generation = slurm->allocation ? slurm->allocation->restart_count : 0;
+  if (po.generation > 0) {
+    po.restart_reason = "requeued by Slurm (SLURM_RESTART_COUNT=" + std::to_string(po.generation) + ")";
+  }
   auto elastic = ElasticOptionsFor(cli, static_cast<int>(resources->size()));
   if (!elastic.ok()) return Fail(elastic.status(), kUsageError);
 
@@ -425,7 +494,7 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
   } else if (cli.no_ssh) {
     ro->advertise_host = resources->size() > 1 ? cli.master_addr : std::string(kLoopback);
   } else {
-    ro->advertise_host = edges.hostname;
+    ro->advertise_host = use_srun ? SlurmAdvertiseHost(*resources, edges) : edges.hostname;
   }
   ro->show_host = resources->size() > 1;
 
@@ -438,6 +507,12 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
   } else if (cli.no_ssh) {
     // Every other node's agent is started by hand: a lost node cannot be re-probed from here.
     starter = std::make_unique<SelfStartedAgentStarter>(0, agent_open_files);
+  } else if (use_srun) {
+    SrunOptions so;
+    const SlurmAllocation& a = *slurm->allocation;
+    for (size_t i = 0; i < a.cpus_per_node.size(); ++i) so.cpus_per_node[a.nodes[i]] = a.cpus_per_node[i];
+    starter = std::make_unique<SrunAgentStarter>(so);
+    spec.probe_starter = [so] { return std::make_unique<SrunAgentStarter>(so); };
   } else {
     const SshOptions ssh = SshOptionsFrom(cli, edges);
     starter = std::make_unique<SshAgentStarter>(ssh);

@@ -13,6 +13,9 @@ packages=(
   libboost-dev nlohmann-json3-dev libcli11-dev doctest-dev libgloo-dev libssh-dev libopenblas-dev
   # the cluster tests: sshd in network namespaces
   openssh-server openssh-client iproute2
+  # the slurm tests: a real Slurm on the namespaced cluster (scripts/slurm-cluster.sh); its
+  # daemons are started by the tests only, with their own state, never as system services
+  slurmctld slurmd slurm-client munge
   # tests run Python worker scripts
   python3
   # the runtime's demo data: English text of the fortunes package (scripts/prepare-data.sh)

@@ -29,9 +29,10 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   sse42:   the SSE4.2 crc32 instruction (the hardware CRC-32C path)
 //   f16c:    the F16C conversion instructions (the hardware fp16 path)
 //   pidns:   `unshare --pid --fork --mount-proc` (root, or user namespaces): dslaunch as PID 1
+//   slurm:   Slurm and munge on the test cluster (scripts/slurm-cluster.sh)
 //   container: root and podman, for the container tier (bash: tests/container/container_lib.sh)
 //   kubernetes: root, podman, ip netns and python3-yaml (bash: tests/kubernetes/k8s_lib.sh)
-inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns"};
+inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns", "slurm"};
 
 // True when `list` (comma-separated names, or "all") names `requirement`.
 inline bool ListNames(std::string_view list, std::string_view requirement) {
