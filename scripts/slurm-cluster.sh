@@ -145,7 +145,8 @@ KillWait=30
 # choice (deploy/slurm/); here a requeued job may start again at once.
 JobRequeue=1
 MinJobAge=300
-InactiveLimit=0
+# A salloc or srun that stops answering (killed by a failed test) ends its allocation after this long.
+InactiveLimit=30
 SlurmctldTimeout=30
 SlurmdTimeout=30
 NodeName=$names CPUs=$cpus State=UNKNOWN

@@ -191,6 +191,58 @@ TEST_CASE("Inside salloc, a failing rank stops every node's workers and the job 
   CheckNothingLeft(*s, job);
 }
 
+// The pid of the agent of `node_rank` of job `job_id` (its argv), 0 if none.
+pid_t AgentPid(const std::string& job_id, int node_rank) {
+  const std::string tail = std::string("--job_id") + '\0' + job_id + '\0' + "--node_rank" + '\0' +
+                           std::to_string(node_rank) + '\0';
+  DIR* d = ::opendir("/proc");
+  pid_t found = 0;
+  while (d != nullptr && found == 0) {
+    dirent* e = ::readdir(d);
+    if (e == nullptr) break;
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    const std::string cmd = ReadWhole(std::string("/proc/") + e->d_name + "/cmdline");
+    // argv[0] is the agent (srun's argv holds the same words after its own).
+    const std::string argv0 = cmd.substr(0, cmd.find('\0'));
+    if (argv0.ends_with("/dslaunch-agent") && cmd.ends_with(tail)) found = static_cast<pid_t>(pid);
+  }
+  if (d != nullptr) ::closedir(d);
+  return found;
+}
+
+TEST_CASE("A frozen agent is lost, and its step is cancelled: nothing is left on its node") {
+  const Slurm* s = GetSlurm();
+  DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
+  const std::string job = UniqueJobId("slurm-frozen");
+  std::vector<std::string> env = s->Env();
+  Subprocess p({Slurm::InPath("salloc"), "--nodes=2", "--quiet", kLauncher, "--job_id", job, "--heartbeat_timeout",
+                "2", "--grace_period", "2", "--no_python", "/bin/sleep", "600"},
+               env);
+  pid_t agent = 0;
+  // Rank 1 (node 1's worker) runs: its agent has registered and started it.
+  auto rank1_running = [&] {
+    for (pid_t pid : JobProcesses(job)) {
+      const std::string env = ReadWhole("/proc/" + std::to_string(pid) + "/environ");
+      if (Contains(env, std::string("\0RANK=1", 7) + '\0')) return true;
+    }
+    return false;
+  };
+  REQUIRE(WaitFor(rank1_running, std::chrono::seconds(30)));
+  agent = AgentPid(job, 1);
+  REQUIRE(agent != 0);
+  REQUIRE(::kill(agent, SIGSTOP) == 0);
+  // Lost after the heartbeat timeout; the launcher ends the agent's srun, which cancels the step,
+  // and Slurm kills the stopped agent (its workers die with it).
+  auto r = p.Wait(kJobTimeout);
+  CHECK_MESSAGE(r.exit_code != 0, r.err);
+  CHECK_MESSAGE(Contains(r.err, "lost the agent of node 1 on host 172.30.77.11"), r.out << r.err);
+  CHECK(WaitFor([&] { return !ProcessAlive(agent); }, std::chrono::seconds(10)));
+  CheckNothingLeft(*s, job);
+}
+
 TEST_CASE("Pre-flight runs through srun and names the nodes whose agent is missing") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
