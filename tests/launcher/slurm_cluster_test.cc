@@ -177,6 +177,29 @@ TEST_CASE("Inside salloc, dslaunch needs no hostfile: one agent per node started
   CheckNothingLeft(*s, job);
 }
 
+TEST_CASE("Node mode under Slurm: srun starts one dslaunch per node, node 0 hosts, every node exits with the job's code") {
+  const Slurm* s = GetSlurm();
+  DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
+  REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
+  TempDir dir;
+  const std::string script = kSource + "/deploy/slurm/dslaunch-per-node.sbatch";
+  // The deploy script as is, in an allocation of two nodes (sbatch would run it the same way).
+  auto r = s->Run({"salloc", "--nodes=2", "--quiet", "bash", script, "--log_dir", dir.path() + "/logs",
+                   "--nproc_per_node", "2", "--no_python", kBin + "/rank-hello"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.out << r.err);
+  CHECK(Contains(r.err, "dslaunch: rendezvous complete: 2 nodes, 4 workers"));
+  CHECK(Contains(r.err, "dslaunch: joining the rendezvous of job slurm-"));
+  CHECK(Contains(r.out, "[rank 0 "));
+  CHECK(Contains(r.out, "met 4 ranks at the store barrier"));
+  // A failing rank on the joined node: both nodes' dslaunch, and so srun, exit with its code.
+  auto f = s->Run({"salloc", "--nodes=2", "--quiet", "bash", script, "--log_dir", dir.path() + "/logs2",
+                   "--grace_period", "2", "--nproc_per_node", "2", "--no_python", "/bin/sh", "-c",
+                   "if [ \"$RANK\" = 3 ]; then sleep 1; exit 7; fi; exec sleep 600"});
+  CHECK_MESSAGE(f.exit_code == 7, f.out << f.err);
+  CHECK(Contains(f.err, "rank 3 on host "));
+  CHECK(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout));
+}
+
 TEST_CASE("Inside salloc, a failing rank stops every node's workers and the job exits with its code") {
   const Slurm* s = GetSlurm();
   DSLAUNCH_SKIP_UNLESS(s != nullptr, "slurm", kMissing);
