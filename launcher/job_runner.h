@@ -6,7 +6,11 @@
 // healthy nodes stay connected across generations and get the next ASSIGNMENT; agents are started
 // only on nodes that join. Single-threaded (one Asio io_context); the starter's callbacks and the
 // re-probes of failed nodes (on threads of their own) are posted onto it. Asio stays inside
-// job_runner.cc.
+// job_runner.cc. In node mode (RunNodeMode) a join phase comes first: the nodes that register make
+// the candidates (the decisions are NodeMembership's, launcher/node_membership.h).
+//
+// job_runner.cc is past 700 lines because one class holds every session and timer of the shell;
+// the split by question (sessions, generations, join phase) belongs to the restructuring of issue 12.
 #pragma once
 
 #include <chrono>
