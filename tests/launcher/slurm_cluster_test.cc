@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 
+#include "common/exit_codes.h"
 #include "runtime/token_shard.h"
 #include "tests/support/proc_checks.h"
 #include "tests/support/skip.h"
@@ -272,7 +273,7 @@ TEST_CASE("Pre-flight runs through srun and names the nodes whose agent is missi
   REQUIRE_MESSAGE(WaitFor([&] { return s->AllIdle(); }, kIdleTimeout), s->Query({"sinfo", "-N", "-l"}));
   auto r = s->Run({"salloc", "--nodes=2", "--quiet", kLauncher, "--agent_path", "/nonexistent/dslaunch-agent",
                    "--no_python", "/bin/true"});
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == kExitInfrastructure);  // docs/exit-codes.md
   CHECK(Contains(r.err, "pre-flight failed on 2 of 2 nodes; nothing was started"));
   CHECK(Contains(r.err, "node 1 (172.30.77.11): agent '/nonexistent/dslaunch-agent' not found"));
 }
