@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Shared by the container tier: tests/support/container_fixture.sh and tests/container/*_test.sh.
-# Sourced, not run.
+# Sourced, not run, with $here the repository's root.
+
+# shellcheck source=tests/support/requirements.sh
+source "$here/tests/support/requirements.sh"
 
 # The image the fixture builds and the tests run (a tag of their own, so that a test run does not
 # replace an image someone built by hand).
@@ -9,23 +12,6 @@ image="${DSLAUNCH_TEST_IMAGE:-localhost/dslaunch:ctest}"
 container_prefix="dslaunch-ctest-"
 # The uid:gid of the image's non-root user (the Dockerfile's DSLAUNCH_UID).
 image_user="1000:1000"
-
-# True when the comma-separated list $1 names $2 or "all".
-names() {
-  local item items
-  IFS=',' read -ra items <<<"$1"
-  for item in "${items[@]}"; do
-    [[ "$item" == all || "$item" == "$2" ]] && return 0
-  done
-  return 1
-}
-
-# Whether a missing requirement $1 fails instead of skipping (tests/support/skip.h's rule).
-required() {
-  if [[ -n "${DSLAUNCH_ALLOW_SKIP:-}" ]] && names "$DSLAUNCH_ALLOW_SKIP" "$1"; then return 1; fi
-  if [[ -n "${DSLAUNCH_REQUIRE+set}" ]]; then names "$DSLAUNCH_REQUIRE" "$1"; return; fi
-  [[ "${CI:-}" == true || "${CI:-}" == 1 ]]
-}
 
 # Exits: 0 with the skip token when podman or root is missing and the tier is not required, 1 when
 # it is required. Returns when the tier can run.
@@ -37,12 +23,7 @@ require_podman_or_skip() {
     why="podman is not installed (scripts/setup.sh installs it)"
   fi
   [[ -z "$why" ]] && return 0
-  if required container; then
-    echo "container tier: required here (DSLAUNCH_REQUIRE, or CI) but $why; DSLAUNCH_ALLOW_SKIP=container lets it skip" >&2
-    exit 1
-  fi
-  echo "DSLAUNCH_TEST_SKIPPED: container: $why"
-  exit 0
+  skip_or_fail container "$why"
 }
 
 fail() {

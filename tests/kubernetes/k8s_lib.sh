@@ -29,12 +29,7 @@ require_k8s_or_skip() {
     why="python3-yaml is missing (scripts/setup.sh installs it)"
   fi
   [[ -z "$why" ]] && return 0
-  if required kubernetes; then
-    echo "kubernetes tier: required here (DSLAUNCH_REQUIRE, or CI) but $why; DSLAUNCH_ALLOW_SKIP=kubernetes lets it skip" >&2
-    exit 1
-  fi
-  echo "DSLAUNCH_TEST_SKIPPED: kubernetes: $why"
-  exit 0
+  skip_or_fail kubernetes "$why"
 }
 
 k8s_addr() { echo "${K8S_SUBNET}.$((K8S_FIRST_HOST + $1))"; }
