@@ -288,8 +288,14 @@ class JobRunner::Impl {
       const bool same = request.node_rank ? asked_rank_[c] == request.node_rank : cand.node.host == request.host;
       if (!same) continue;
       if (cand.session != nullptr || policy_->state(static_cast<int>(c)) != NodeState::kFailed) {
-        return refuse("node '" + request.host + "' asks for the place of node " + std::to_string(c) + " (" +
-                      cand.node.host + "), which is still in the job");
+        // Most likely the lost node's generation is still stopping, and the place is free soon: the
+        // replacement is told to come back (the infrastructure class: a scheduler replaces the pod
+        // and does not count it, docs/exit-codes.md), not that its command line is wrong.
+        console_.PrintError("dslaunch: rendezvous: " + request.host + " asks for the place of node " +
+                            std::to_string(c) + " (" + cand.node.host + "), which is still in the job; try again later\n");
+        session.Send(control::Release{0, kExitInfrastructure});
+        session.Close();
+        return Status::Ok();
       }
       session.node_ = static_cast<int>(c);
       cand.session = &session;

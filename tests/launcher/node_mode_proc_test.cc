@@ -178,6 +178,30 @@ TEST_CASE("Node mode: an elastic job shrinks when a node is lost and grows again
   CHECK(std::filesystem::exists(dir.path() + "/rank2.gen2.pid"));  // generation 2 ran on 3 nodes
 }
 
+TEST_CASE("Node mode: a replacement that comes while the lost node's generation still stops is told to come back later") {
+  TempDir dir;
+  ReservedPort port;
+  // Workers ignore SIGTERM, so the stop after the loss lasts its whole grace (kFailureStopGrace);
+  // generation 1 meets and ends.
+  const std::vector<std::string> worker = {"--hang", "--ignore_sigterm", "--until_generation", "1"};
+  const std::vector<std::string> options = {"--nnodes", "2:3", "--max_restarts", "2"};
+  Subprocess node0(Node(dir, port, WithRank(options, "0"), worker), kSecret);
+  Subprocess node1(Node(dir, port, WithRank(options, "1"), worker), kSecret);
+  auto node2 = std::make_unique<Subprocess>(Node(dir, port, WithRank(options, "2"), worker), kSecret);
+  REQUIRE(WaitFor([&] { return ReadPidFiles(dir.path()).size() == 3; }, std::chrono::seconds(60)));
+  node2->Signal(SIGKILL);
+  auto early = RunProcess(Node(dir, port, WithRank(options, "2"), worker), kRunTimeout, kSecret);
+  auto r0 = node0.Wait(kRunTimeout);
+  auto r1 = node1.Wait(kRunTimeout);
+  INFO(r0.err);
+  INFO(early.err);
+  CHECK(early.exit_code == kExitInfrastructure);  // a scheduler replaces it again, uncounted
+  CHECK(Contains(r0.err, "asks for the place of node 2 (" ));
+  CHECK(Contains(r0.err, "which is still in the job; try again later"));
+  CHECK(r0.exit_code == 0);  // generation 1 on the two others
+  CHECK(r1.exit_code == 0);
+}
+
 TEST_CASE("Node mode: too few nodes within the join timeout ends with the infrastructure code, naming who came") {
   TempDir dir;
   ReservedPort port;
