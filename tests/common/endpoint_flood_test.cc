@@ -9,6 +9,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -47,7 +50,8 @@ UniqueFd ConnectFrom(const char* source, uint16_t port) {
   to.sin_family = AF_INET;
   to.sin_port = htons(port);
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
+  const int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to));
+  REQUIRE_MESSAGE(rc == 0, "connect from " << source << " to port " << port << ": " << std::strerror(errno));
   return fd;
 }
 
