@@ -9,11 +9,10 @@
 
 #include <doctest/doctest.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include "common/endpoint.h"
