@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -216,12 +217,16 @@ class AgentSession {
 
   Status PrepareSecretFile() {
     // Directories of agents killed before they could clean up (SIGKILL) go first.
-    RemoveStaleSecretDirs(config_.runtime_dir);
+    const std::string pid_namespace = OwnPidNamespace();
+    RemoveStaleSecretDirs(config_.runtime_dir, pid_namespace);
     secret_dir_ = config_.runtime_dir + "/" + SecretDirName(config_.job_id, config_.node_rank, ::getpid());
     if (::mkdir(secret_dir_.c_str(), 0700) != 0) {
       std::string dir = secret_dir_;
       secret_dir_.clear();
       return ErrnoError("mkdir " + dir, errno);
+    }
+    if (!(std::ofstream(secret_dir_ + "/" + kPidNamespaceFile) << pid_namespace << "\n")) {
+      return InternalError("cannot write " + secret_dir_ + "/" + kPidNamespaceFile);
     }
     secret_file_ = secret_dir_ + "/store.secret";
     return WriteSecretFile(secret_file_, config_.secret);

@@ -54,7 +54,13 @@ std::optional<pid_t> SecretDirAgentPid(std::string_view name) {
   return static_cast<pid_t>(std::stol(std::string(pid)));
 }
 
-int RemoveStaleSecretDirs(const std::string& runtime_dir) {
+std::string OwnPidNamespace() {
+  std::error_code ec;
+  std::string ns = std::filesystem::read_symlink("/proc/self/ns/pid", ec).string();
+  return ec ? std::string() : ns;
+}
+
+int RemoveStaleSecretDirs(const std::string& runtime_dir, const std::string& own_pid_namespace) {
   DIR* dir = ::opendir(runtime_dir.c_str());
   if (dir == nullptr) return 0;
   int removed = 0;
@@ -64,6 +70,10 @@ int RemoveStaleSecretDirs(const std::string& runtime_dir) {
     std::string path = runtime_dir + "/" + d->d_name;
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
+    std::string pid_namespace;
+    std::getline(std::ifstream(path + "/" + kPidNamespaceFile), pid_namespace);
+    // A directory without the file predates it (or its agent died right after mkdir): judged by pid.
+    if (!pid_namespace.empty() && pid_namespace != own_pid_namespace) continue;
     if (AgentRuns(*pid)) continue;
     std::error_code ec;
     if (std::filesystem::remove_all(path, ec) > 0 && !ec) ++removed;

@@ -120,6 +120,17 @@ TEST_CASE("An agent removes the secret directories of agents that were killed be
   std::filesystem::create_directory(live);
   const std::string unrelated = tmp + "/dslaunch-notes";
   std::filesystem::create_directory(unrelated);
+  // The same dead pid, but the directory says its agent lives in another PID namespace (a
+  // container sharing this directory): there the number means another process, so it stays.
+  const std::string foreign = tmp + "/dslaunch-podjob-n1-" + std::to_string(dead);
+  std::filesystem::create_directory(foreign);
+  ::chmod(foreign.c_str(), 0700);
+  std::ofstream(foreign + "/pid_namespace") << "pid:[1]\n";
+  // And one of this PID namespace, named as a real agent names it: judged by its pid, stale.
+  const std::string own = tmp + "/dslaunch-ownjob-n2-" + std::to_string(dead);
+  std::filesystem::create_directory(own);
+  ::chmod(own.c_str(), 0700);
+  std::ofstream(own + "/pid_namespace") << std::filesystem::read_symlink("/proc/self/ns/pid").string() << "\n";
 
   auto r = RunProcess(EnvCheckJob(dir, {"--nproc_per_node", "1"}, {}), kRunTimeout, {"TMPDIR=" + tmp});
   INFO(r.err);
@@ -129,6 +140,8 @@ TEST_CASE("An agent removes the secret directories of agents that were killed be
   // agent's are never touched.
   CHECK_FALSE(std::filesystem::exists(live));
   CHECK(std::filesystem::exists(unrelated));
+  CHECK(std::filesystem::exists(foreign));
+  CHECK_FALSE(std::filesystem::exists(own));
 }
 
 TEST_CASE("A launcher stopped past the heartbeat timeout is not blamed on a worker's SIGTERM") {
