@@ -15,6 +15,7 @@
 #include "common/check.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
+#include "launcher/line_cutter.h"
 #include "launcher/shell_quote.h"
 #include "launcher/ssh_connection.h"
 #include "launcher/ssh_preflight.h"
@@ -47,28 +48,6 @@ std::string Trim(std::string_view s) {
   return std::string(s.substr(b, s.find_last_not_of(space) - b + 1));
 }
 
-// Cuts bytes into lines without '\n'; a line of kMaxSrunOutput bytes is cut there.
-class Lines {
- public:
-  template <typename Emit>
-  void Feed(std::string_view bytes, const Emit& emit) {
-    for (char c : bytes) {
-      if (c == '\n') {
-        emit(std::exchange(partial_, {}));
-      } else if (partial_.size() < kMaxSrunOutput) {
-        partial_ += c;
-      }
-    }
-  }
-  template <typename Emit>
-  void Finish(const Emit& emit) {
-    if (!partial_.empty()) emit(std::exchange(partial_, {}));
-  }
-
- private:
-  std::string partial_;
-};
-
 ExitStatus WaitFor(pid_t pid) {
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -98,7 +77,7 @@ class SrunAgentHandle : public AgentHandle {
 
  private:
   void Pump(UniqueFd fd, const AgentCallbacks& callbacks) {
-    Lines lines;
+    LineCutter lines(kMaxSrunOutput);
     auto emit = [&](std::string line) {
       if (step_.empty()) {
         if (auto step = ParseStepLine(line)) {
@@ -266,7 +245,7 @@ Result<std::vector<PreflightFailure>> SrunAgentStarter::PreflightEach(const std:
   err_write.Reset();
   std::vector<SrunPreflightLine> answers;
   std::string err;
-  Lines out_lines, err_lines;
+  LineCutter out_lines(kMaxSrunOutput), err_lines(kMaxSrunOutput);
   auto on_out = [&](std::string line) {
     if (auto a = ParseSrunPreflightLine(line)) answers.push_back(std::move(*a));
   };

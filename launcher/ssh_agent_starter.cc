@@ -5,33 +5,11 @@
 #include <thread>
 #include <utility>
 
+#include "launcher/line_cutter.h"
 #include "launcher/ssh_preflight.h"
 
 namespace dslaunch::launcher {
 namespace {
-
-// Cuts a byte stream into lines (without their '\n'), pieces of at most kMaxAgentOutputLine.
-class LineCutter {
- public:
-  template <typename Emit>
-  void Feed(std::string_view bytes, const Emit& emit) {
-    for (char c : bytes) {
-      if (c == '\n') {
-        emit(std::exchange(partial_, {}));
-        continue;
-      }
-      partial_ += c;
-      if (partial_.size() >= kMaxAgentOutputLine) emit(std::exchange(partial_, {}));
-    }
-  }
-  template <typename Emit>
-  void Finish(const Emit& emit) {
-    if (!partial_.empty()) emit(std::exchange(partial_, {}));
-  }
-
- private:
-  std::string partial_;
-};
 
 // A remote agent: owns its session and channel; one thread pumps the channel and reports.
 class SshAgentHandle : public AgentHandle {
@@ -58,7 +36,7 @@ class SshAgentHandle : public AgentHandle {
 
  private:
   void Pump() {
-    LineCutter lines[2];
+    LineCutter lines[2] = {LineCutter(kMaxAgentOutputLine), LineCutter(kMaxAgentOutputLine)};
     auto emit = [this](std::string line) {
       if (!pid_known_) {
         // Started without pre-flight: the staged shell's ready line gives the pid to kill.
@@ -126,7 +104,7 @@ Result<std::vector<PreflightFailure>> SshAgentStarter::PreflightEach(const std::
     if (!process.ok()) return WithoutHostPrefix(process.status().message(), node.host, options_.port);
     CommandResult ended;
     std::optional<ReadyLine> ready;
-    LineCutter out_lines;
+    LineCutter out_lines(kMaxAgentOutputLine);
     auto on_output = [&](OutputStream stream, std::string_view bytes) {
       if (stream == OutputStream::kStderr) {
         ended.err.append(bytes.substr(0, kMaxPreflightStderr - std::min(kMaxPreflightStderr, ended.err.size())));
