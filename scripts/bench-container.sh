@@ -21,27 +21,11 @@ fi
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
 
-python3 - "$runs" "$logs" "$image" <<'PY'
-import os, statistics, subprocess, sys, time
+PYTHONPATH=scripts python3 - "$runs" "$logs" "$image" <<'PY'
+import os, statistics, subprocess, sys
 runs, logs, image = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 
-def run_once(cmd):
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=logs)
-    dt = time.perf_counter() - t0
-    if p.returncode != 0:
-        sys.exit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode()}")
-    return dt
-
-def measure(cmds, runs, warmup=2):
-    """Runs the commands alternately, so that each sees the same machine load."""
-    times = [[] for _ in cmds]
-    for i in range(warmup + runs):
-        for t, cmd in zip(times, cmds):
-            dt = run_once(cmd)
-            if i >= warmup:
-                t.append(dt)
-    return times
+from bench_timing import machine_line, measure, row
 
 job = ["--nproc_per_node", "8", "--no_python", "/bin/true"]
 cmds = [
@@ -60,19 +44,13 @@ names = [
     f"`podman run --rm IMAGE --version`",
     f"`podman run --rm --network host IMAGE --nproc_per_node 8 --no_python /bin/true`",
 ]
-times = measure(cmds, runs)
-cpu = "?"
-with open("/proc/cpuinfo") as f:
-    for line in f:
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+times = measure(cmds, runs, logs)
 podman = subprocess.run(["podman", "--version"], capture_output=True, text=True).stdout.strip()
-print(f"machine: {os.cpu_count()} cores, {cpu}; {podman}; image {image}; date: {time.strftime('%Y-%m-%d')}")
+print(machine_line(f"{podman}; image {image}"))
 print("| command | runs | median (ms) | min (ms) | max (ms) |")
 print("|---|---|---|---|---|")
 for name, t in zip(names, times):
-    print(f"| {name} | {len(t)} | {statistics.median(t)*1e3:.1f} | {min(t)*1e3:.1f} | {max(t)*1e3:.1f} |")
+    print(row(name, t))
 inside, outside, bare, host_net = (statistics.median(t) for t in times)
 print(f"\ncontainer job - host job: {(inside - outside)*1e3:.1f} ms; "
       f"container job - bare container: {(inside - bare)*1e3:.1f} ms (the launcher's share inside)")
