@@ -1,7 +1,6 @@
 // dslaunch-agent: started by the launcher on every node (locally by fork/exec, remotely over
 // SSH). Reads the job secret from stdin, so it never appears on a command line. This file only
 // reads the process's edges (argv, stdin, environment, hostname, CPU count) and calls RunAgent.
-#include <sched.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,20 +10,11 @@
 #include <string>
 
 #include "agent/agent.h"
+#include "common/cpu_count.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
 
 extern char** environ;
-
-namespace {
-
-int CpuCount() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   dslaunch::agent::AgentConfig config;
@@ -62,7 +52,7 @@ int main(int argc, char** argv) {
   if (gethostname(host, sizeof(host) - 1) == 0) config.host = host;
   const char* tmp = std::getenv("TMPDIR");
   config.runtime_dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
-  config.cores = CpuCount();
+  config.cores = dslaunch::UsableCpuCount();
   config.environment = dslaunch::EnvironmentMap(environ);
   // Writes to a connection the launcher closed must fail with EPIPE, not kill the agent before
   // it has stopped its workers and cleaned up.

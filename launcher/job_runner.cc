@@ -245,12 +245,17 @@ class JobRunner::Impl {
     }
   }
 
+  // Tells an agent why it is not admitted (STOP: it exits without retrying) and closes its session.
+  Status Refuse(AgentSession& session, const std::string& why) {
+    session.Send(control::Stop{plan_.generation, 0, why});
+    session.Close();
+    return Status::Ok();
+  }
+
   Status OnJoin(AgentSession& session, const control::Register& reg) {
-    auto refuse = [&](std::string why) {
+    auto refuse = [&](const std::string& why) {
       console_.PrintError("dslaunch: rendezvous: refused " + reg.host + ": " + why + "\n");
-      session.Send(control::Stop{0, 0, why});
-      session.Close();
-      return Status::Ok();
+      return Refuse(session, why);
     };
     if (reg.hosts_endpoint) {
       return refuse("node '" + reg.host + "' says it hosts the rendezvous endpoint, which this node does; give every "
@@ -281,8 +286,8 @@ class JobRunner::Impl {
   // A node-mode agent that arrives once the job runs takes the place of a lost member: the one that
   // asked for the same node rank, else the one on the same host (a replaced pod of an Indexed Job
   // has both). The policy then treats it as a failed node that answered again.
-  template <typename Refuse>
-  Status OnRejoin(AgentSession& session, const JoinRequest& request, Refuse refuse) {
+  template <typename RefuseFn>
+  Status OnRejoin(AgentSession& session, const JoinRequest& request, RefuseFn refuse) {
     for (size_t c = 1; c < candidates_.size(); ++c) {
       Candidate& cand = candidates_[c];
       const bool same = request.node_rank ? asked_rank_[c] == request.node_rank : cand.node.host == request.host;
@@ -480,11 +485,7 @@ class JobRunner::Impl {
 
   Status OnRegister(AgentSession& session, const control::Register& reg) {
     const int nodes = static_cast<int>(candidates_.size());
-    auto refuse = [&](std::string why) {
-      session.Send(control::Stop{plan_.generation, 0, why});
-      session.Close();
-      return Status::Ok();
-    };
+    auto refuse = [&](const std::string& why) { return Refuse(session, why); };
     if (reg.job_id != job_id_) return refuse("agent of job '" + reg.job_id + "' at job '" + job_id_ + "'");
     if (reg.protocol_version != control::kProtocolVersion || reg.version != DSLAUNCH_VERSION) {
       return refuse("agent version " + reg.version + " (protocol " + std::to_string(reg.protocol_version) +

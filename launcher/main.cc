@@ -2,7 +2,6 @@
 // its own path) into typed options, wires the pieces together, and returns the job's exit code.
 #include <pwd.h>
 #include <sys/ioctl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include <functional>
 #include <iostream>
 
+#include "common/cpu_count.h"
 #include "common/env_names.h"
 #include "common/exit_codes.h"
 #include "common/process_tree.h"
@@ -125,12 +125,6 @@ Result<int> LocalGpus(const Edges& edges) {
   return gpus->count;
 }
 
-int CpuCount() {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-}
-
 // This node's workers in node mode, or for torchrun's --nproc_per_node keywords (NprocPerNode);
 // the GPUs are counted only for the keywords that need them.
 Result<int> ThisNodesWorkers(const CliOptions& cli, const Edges& edges) {
@@ -138,7 +132,7 @@ Result<int> ThisNodesWorkers(const CliOptions& cli, const Edges& edges) {
   if (cli.nproc_keyword && *cli.nproc_keyword != NprocKeyword::kCpu) {
     DSLAUNCH_ASSIGN_OR_RETURN(gpus, LocalGpus(edges));
   }
-  return NprocPerNode(cli, CpuCount(), gpus);
+  return NprocPerNode(cli, UsableCpuCount(), gpus);
 }
 
 // The selected resources, with the launcher's own CUDA_VISIBLE_DEVICES taken into account. Inside a
