@@ -27,7 +27,7 @@ inline uint32_t Crc32c(std::string_view data, uint32_t crc = 0) {
   return Crc32c(data.data(), data.size(), crc);
 }
 
-// The two implementations behind Crc32c(), for tests and the benchmark (tests/common/crc32c_bench.cc).
+// The two implementations behind Crc32c(), for tests and the benchmark (benchmarks/crc32c_bench.cc).
 // Crc32cHardware requires Crc32cHardwareAvailable() (checked: it aborts otherwise).
 bool Crc32cHardwareAvailable();
 uint32_t Crc32cPortable(const void* data, size_t size, uint32_t crc = 0);

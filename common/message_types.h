@@ -2,8 +2,8 @@
 //
 // One table for the whole protocol so that numbers never collide. Ranges:
 //   0          never valid (a frame with type 0 closes the connection)
-//   1..15      handshake (common/handshake.h)
-//   16..63     rendezvous store (common/store_protocol.h): requests 16..31, responses 32..47
+//   1..15      handshake (common/auth/handshake.h)
+//   16..63     rendezvous store (common/store/store_protocol.h): requests 16..31, responses 32..47
 //   64..127    agent control plane (launcher <-> agent); numbers assigned by agent control code
 //   128..255   reserved
 // The layouts of each message are specified in docs/protocol.md.

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "common/env_names.h"
-#include "common/secret.h"
-#include "common/store_client.h"
+#include "common/auth/secret.h"
+#include "common/store/store_client.h"
 #include "common/text.h"
 #include "common/worker_identity.h"
 

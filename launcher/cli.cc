@@ -13,7 +13,7 @@
 #include "common/cpu_list.h"
 #include "common/job_id.h"
 #include "common/text.h"
-#include "launcher/node_mode_options.h"
+#include "launcher/node_mode/options.h"
 #include "dslaunch/config.h"
 
 namespace dslaunch::launcher {

@@ -15,9 +15,9 @@
 #include "common/heartbeat.h"
 #include "common/status.h"
 #include "launcher/elastic_policy.h"
-#include "launcher/node_membership.h"
-#include "launcher/slurm_allocation.h"
-#include "launcher/ssh_options.h"
+#include "launcher/node_mode/membership.h"
+#include "launcher/slurm/allocation.h"
+#include "launcher/start/ssh/options.h"
 
 namespace dslaunch::launcher {
 

@@ -6,7 +6,7 @@
 
 #include "common/env_names.h"
 #include "launcher/launch_plan.h"
-#include "launcher/worker_env.h"
+#include "launcher/env_contract.h"
 
 namespace dslaunch::launcher {
 namespace {

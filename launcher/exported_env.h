@@ -56,7 +56,7 @@ Result<std::map<std::string, std::string>> ExportedEnvironment(const ExportOptio
 // True when the launcher exports `name` without being asked (kExportedPrefixes, kExportedNames).
 bool IsExportedByDefault(std::string_view name);
 
-// True for the names the worker contract sets for each worker (WorkerEnvironment in worker_env.h:
+// True for the names the worker contract sets for each worker (WorkerEnvironment in env_contract.h:
 // RANK, WORLD_SIZE, ..., CUDA_VISIBLE_DEVICES, DSLAUNCH_STORE, ...), and for
 // DSLAUNCH_STORE_SECRET_FILE, which the agent sets. OMP_NUM_THREADS is not one: the user may set it.
 bool IsContractVariable(std::string_view name);

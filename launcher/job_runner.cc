@@ -8,15 +8,15 @@
 #include "common/asio.h"
 #include "common/check.h"
 #include "common/control_messages.h"
-#include "common/endpoint.h"
+#include "common/endpoint/endpoint.h"
 #include "common/exit_codes.h"
 #include "common/heartbeat.h"
-#include "common/store_service.h"
+#include "common/store/store_service.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
 #include "launcher/generation_outcome.h"
 #include "launcher/job_tracker.h"
-#include "launcher/node_membership.h"
+#include "launcher/node_mode/membership.h"
 
 namespace dslaunch::launcher {
 

@@ -7,7 +7,7 @@
 // only on nodes that join. Single-threaded (one Asio io_context); the starter's callbacks and the
 // re-probes of failed nodes (on threads of their own) are posted onto it. Asio stays inside
 // job_runner.cc. In node mode (RunNodeMode) a join phase comes first: the nodes that register make
-// the candidates (the decisions are NodeMembership's, launcher/node_membership.h).
+// the candidates (the decisions are NodeMembership's, launcher/node_mode/membership.h).
 //
 // job_runner.cc is past 700 lines because one class holds every session and timer of the shell;
 // the split by question (sessions, generations, join phase) belongs to the restructuring of issue 12.
@@ -20,7 +20,7 @@
 
 #include "common/heartbeat.h"
 #include "common/status.h"
-#include "launcher/agent_starter.h"
+#include "launcher/start/agent_starter.h"
 #include "launcher/console.h"
 #include "launcher/elastic_policy.h"
 #include "launcher/event_log.h"

@@ -5,7 +5,7 @@
 
 #include "common/cpu_list.h"
 #include "launcher/hostfile.h"
-#include "launcher/worker_env.h"
+#include "launcher/env_contract.h"
 
 namespace dslaunch::launcher {
 namespace {

@@ -35,7 +35,7 @@ struct WorkerPlan {
   int local_rank = 0;  // index on its node
   std::vector<std::string> argv;
   // This worker's own variables of the contract (RANK, LOCAL_RANK; RankEnvironment in
-  // worker_env.h). Its whole planned environment is its node's `env` overlaid with these
+  // env_contract.h). Its whole planned environment is its node's `env` overlaid with these
   // (PlannedEnvironment).
   std::map<std::string, std::string> env;
 };
@@ -46,7 +46,7 @@ struct NodePlan {
   std::string host;        // as written in the hostfile ("localhost" for a local job)
   std::vector<int> slots;  // selected slot ids; CUDA_VISIBLE_DEVICES on this node
   std::vector<WorkerPlan> workers;
-  // What every worker of this node gets (NodeEnvironment in worker_env.h): the exports and the
+  // What every worker of this node gets (NodeEnvironment in env_contract.h): the exports and the
   // contract's node-wide variables (WORLD_SIZE, ..., CUDA_VISIBLE_DEVICES), without the parts the
   // agent adds (OMP_NUM_THREADS default, the store secret file). Built once per node, not per
   // rank, so that a plan's size is linear in its number of ranks. Sorted by name.
@@ -108,7 +108,7 @@ std::vector<std::string> WorkerArgv(const ProgramSpec& program, int local_rank);
 // Builds the plan: nodes in resource order get node ranks 0..N-1, workers get consecutive global
 // ranks node by node (node 0's local ranks first); local rank i runs on the node's i-th slot.
 // Each worker's argv is WorkerArgv(...); each node's env is NodeEnvironment(...) and each
-// worker's env RankEnvironment(...) (worker_env.h). Time and memory are linear in the number of
+// worker's env RankEnvironment(...) (env_contract.h). Time and memory are linear in the number of
 // ranks (plus the exports once per node).
 // An empty master_addr becomes the first node's host, or 127.0.0.1 when that host is "localhost".
 // Fails with kInvalidArgument when no slot is selected or an option is out of range (port outside

@@ -21,23 +21,23 @@
 #include "common/env_names.h"
 #include "common/route.h"
 #include "common/error_record.h"
-#include "common/secret.h"
-#include "common/store_client.h"
+#include "common/auth/secret.h"
+#include "common/store/store_client.h"
 #include "common/text.h"
 #include "common/worker_identity.h"
 #include "dslaunch/config.h"
-#include "runtime/available_memory.h"
-#include "runtime/generation.h"
-#include "runtime/gloo_communicator.h"
-#include "runtime/idx_synthetic.h"
-#include "runtime/memory_estimate.h"
-#include "runtime/model_export.h"
-#include "runtime/prepare_text.h"
-#include "runtime/progress_file.h"
-#include "runtime/progress_report.h"
-#include "runtime/token_shard.h"
-#include "runtime/train_config.h"
-#include "runtime/trainer.h"
+#include "runtime/train/available_memory.h"
+#include "runtime/train/generation.h"
+#include "runtime/comm/gloo/communicator.h"
+#include "runtime/data/idx_synthetic.h"
+#include "runtime/train/memory_estimate.h"
+#include "runtime/checkpoint/model_file.h"
+#include "runtime/data/prepare_text.h"
+#include "runtime/train/progress_file.h"
+#include "runtime/train/progress_report.h"
+#include "runtime/data/token_shard.h"
+#include "runtime/config/train_config.h"
+#include "runtime/train/trainer.h"
 
 extern char** environ;
 
@@ -129,7 +129,7 @@ int RunTrain(const std::string& config_path) {
     std::fflush(stdout);
   }
 
-  // Progress reports for the agent's hang detection, from now on (runtime/progress_report.h). The
+  // Progress reports for the agent's hang detection, from now on (runtime/train/progress_report.h). The
   // communicator's collective timeout follows the watchdog timeout once it exists.
   std::unique_ptr<ProgressFile> progress_file;
   if (auto path = env.find(env::kProgressFile); path != env.end() && !path->second.empty()) {

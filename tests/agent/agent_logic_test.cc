@@ -7,7 +7,7 @@
 #include "common/control_messages.h"
 #include "agent/node_workers.h"
 #include "agent/secret_dir.h"
-#include "agent/worker_environment.h"
+#include "agent/worker_env_on_node.h"
 
 namespace dslaunch::agent {
 namespace {

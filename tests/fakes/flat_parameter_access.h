@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/param_layout.h"
-#include "runtime/parameter_access.h"
+#include "runtime/core/param_layout.h"
+#include "runtime/core/parameter_access.h"
 
 namespace dslaunch::testing {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 
 namespace dslaunch::runtime::testing {
 

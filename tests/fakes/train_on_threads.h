@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 #include "tests/fakes/thread_communicator.h"
 
 namespace dslaunch::runtime::testing {

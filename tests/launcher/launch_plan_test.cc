@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/worker_env.h"
+#include "launcher/env_contract.h"
 
 namespace dslaunch::launcher {
 namespace {

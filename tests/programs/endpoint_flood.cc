@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "common/endpoint_client.h"
+#include "common/endpoint/endpoint_client.h"
 
 namespace {
 

@@ -37,8 +37,8 @@
 
 #include "common/env_names.h"
 #include "common/error_record.h"
-#include "common/secret.h"
-#include "common/store_client.h"
+#include "common/auth/secret.h"
+#include "common/store/store_client.h"
 #include "common/worker_identity.h"
 
 extern char** environ;

@@ -10,7 +10,7 @@
 #include <regex>
 #include <sstream>
 
-#include "runtime/token_shard.h"
+#include "runtime/data/token_shard.h"
 #include "tests/support/cluster.h"
 #include "tests/support/skip.h"
 #include "tests/support/proc_checks.h"

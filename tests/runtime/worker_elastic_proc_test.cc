@@ -12,7 +12,7 @@
 #include <iterator>
 #include <regex>
 
-#include "runtime/token_shard.h"
+#include "runtime/data/token_shard.h"
 #include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 

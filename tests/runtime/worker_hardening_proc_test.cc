@@ -14,7 +14,7 @@
 #include <iterator>
 #include <vector>
 
-#include "runtime/token_shard.h"
+#include "runtime/data/token_shard.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {

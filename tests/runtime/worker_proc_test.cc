@@ -10,7 +10,7 @@
 #include <csignal>
 #include <regex>
 
-#include "runtime/token_shard.h"
+#include "runtime/data/token_shard.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {

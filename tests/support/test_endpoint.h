@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/asio.h"
-#include "common/endpoint.h"
-#include "common/store_client.h"
-#include "common/store_service.h"
+#include "common/endpoint/endpoint.h"
+#include "common/store/store_client.h"
+#include "common/store/store_service.h"
 
 namespace dslaunch::testing {
 

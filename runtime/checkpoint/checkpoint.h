@@ -1,0 +1,135 @@
+// Checkpoints (docs/checkpoint.md): sharded, atomic, resumable at another world size or ZeRO stage.
+//
+//   DIR/global_step<N>/rank<r>.safetensors   rank r's slice ShardFor(numel, world, r) of the fp32
+//                                            state tensors ("master", "exp_avg", ...)
+//   DIR/global_step<N>/meta.json             CheckpointMeta: written last, by rank 0
+//   DIR/latest                               "global_step<N>": replaced atomically, after meta.json
+//
+// A checkpoint is complete once every rank's shard is written and fsynced and rank 0 has written
+// meta.json (temporary file, fsync, rename, directory fsync) and then replaced `latest` the same
+// way. A crash at any moment leaves `latest` naming the previous complete checkpoint. Loading
+// verifies each shard it reads against the CRC-32C in meta.json and re-partitions on the fly, so a
+// checkpoint of N ranks at any stage resumes on M ranks at any stage without a conversion step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/checkpoint/meta.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/engine/zero_engine.h"
+#include "runtime/core/param_layout.h"
+#include "runtime/config/train_config.h"
+
+namespace dslaunch::runtime {
+
+// What a checkpoint records about the run besides the engine's state.
+struct CheckpointRun {
+  std::string model;           // "gpt", "mlp"
+  const ParameterLayout* layout = nullptr;
+  int64_t global_batch = 0;
+  uint64_t seed = 0;
+  int zero_stage = 0;
+  std::string precision;
+  std::string optimizer;
+  std::string config_sha256;
+};
+
+// Called at each point of a save with its name ("before_shard", "mid_shard" with the shard just
+// written, "before_meta", "before_latest"), the step being saved and the file concerned: the
+// crash tests kill the process there. Empty: no hook.
+using CheckpointFaultHook = std::function<void(std::string_view point, int64_t step, const std::string& file)>;
+
+struct SaveOptions {
+  int keep_last = 0;  // > 0: afterwards delete complete checkpoints older than the newest keep_last
+  CheckpointFaultHook fault;
+};
+
+struct SaveResult {
+  std::string path;            // DIR/global_step<N>
+  uint64_t bytes = 0;          // all shards together
+  double seconds = 0.0;        // this rank's wall time from the start of the save to its completion
+  double stall_seconds = 0.0;  // of which training waited (all of it for a synchronous save)
+};
+
+// The directory name of step N's checkpoint: "global_step<N>".
+std::string CheckpointName(int64_t step);
+
+// Collective: saves the engine's state after `step` training steps into DIR/global_step<step>.
+// Fails (on every rank) when a rank cannot write its shard, naming the rank and the file; the
+// previous checkpoint and `latest` are then untouched.
+Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,
+                                  const CheckpointRun& run, const SaveOptions& options);
+
+// An asynchronous save (checkpoint.async): Start copies this rank's state to host memory and
+// writes its shard on a background thread while training goes on; Finish completes the checkpoint
+// (meta.json, `latest`) once every rank's shard is written. One save in flight at a time: the
+// owner finishes one before starting the next. A failed save leaves the previous checkpoint and
+// `latest` as they were.
+// The host memory an asynchronous save copies the state into: kept by the caller from one save
+// to the next (like DeepSpeed's pinned buffers), so that only the first save pays for fresh pages.
+struct AsyncCheckpointBuffers {
+  std::vector<std::vector<float>> tensors;
+  size_t bytes() const {
+    size_t n = 0;
+    for (const auto& t : tensors) n += t.capacity() * sizeof(float);
+    return n;
+  }
+};
+
+class AsyncCheckpoint {
+ public:
+  // Collective (prepares the directory): the same step on every rank. `buffers` must outlive the
+  // save (until Finish or destruction) and not be shared by two saves.
+  static Result<std::unique_ptr<AsyncCheckpoint>> Start(const std::string& dir, int64_t step, const Engine& engine,
+                                                        Communicator& comm, const CheckpointRun& run,
+                                                        const SaveOptions& options, AsyncCheckpointBuffers& buffers);
+  ~AsyncCheckpoint();  // waits for the writer thread
+  AsyncCheckpoint(const AsyncCheckpoint&) = delete;
+  AsyncCheckpoint& operator=(const AsyncCheckpoint&) = delete;
+
+  int64_t step() const;
+  // This rank's shard is written (or failed): Finish will not wait for the disk.
+  bool written() const;
+  // Time Start took (training also waits in Finish: SaveResult::stall_seconds has both).
+  double stall_seconds() const;
+  // Collective: waits for this rank's shard, then completes the checkpoint as SaveCheckpoint does.
+  Result<SaveResult> Finish(Communicator& comm);
+
+ private:
+  struct State;
+  explicit AsyncCheckpoint(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// The checkpoint `config.load` names: with `auto`, DIR/latest's target (nullopt when DIR has no
+// `latest` yet: a fresh start); with a path, that global_step directory, or the one its `latest`
+// names when it is a checkpoint directory. With `resume_newest` (a restart), DIR/latest's target
+// when there is one, before anything `load` names. A `latest` naming a missing or incomplete
+// checkpoint is an error.
+Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& config);
+
+// meta.json of the checkpoint directory `path` (a global_stepN), read and checked.
+Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
+
+struct LoadResult {
+  CheckpointMeta meta;
+  std::string warning;  // e.g. the config changed since the save; empty when none
+  uint64_t bytes = 0;    // the checkpoint's size (all shards)
+  double seconds = 0.0;  // this rank's wall time for the load
+};
+
+// Collective: restores `engine` from the checkpoint at `path`, whatever world size and ZeRO stage
+// saved it. Checks that it fits the run (model, parameter names, shapes and offsets, optimizer
+// state, global batch: the error says what differs and what to do) and that every shard this rank
+// reads matches its CRC-32C (the error names the file).
+Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Communicator& comm,
+                                  const CheckpointRun& run);
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,189 @@
+#include "runtime/checkpoint/meta.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace dslaunch::runtime {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+// Typed access to meta.json with errors that name the file and the JSON path.
+class Reader {
+ public:
+  explicit Reader(std::string path) : path_(std::move(path)) {}
+
+  template <class T>
+  Status Get(const Json& object, const std::string& at, const char* key, T* out) const {
+    const std::string where = at + "." + key;
+    auto it = object.find(key);
+    if (it == object.end()) return Error(where, "missing");
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!it->is_string()) return Error(where, "must be a string");
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (!it->is_number()) return Error(where, "must be a number");
+    } else if constexpr (std::is_unsigned_v<T>) {
+      if (!it->is_number_unsigned()) return Error(where, "must be a non-negative integer");
+    } else {
+      if (!it->is_number_integer()) return Error(where, "must be an integer");
+    }
+    *out = it->get<T>();
+    return Status::Ok();
+  }
+  Result<const Json*> Array(const Json& object, const std::string& at, const char* key) const {
+    auto it = object.find(key);
+    if (it == object.end() || !it->is_array()) return Error(at + "." + key, "must be an array");
+    return &*it;
+  }
+  Status Error(const std::string& where, const std::string& what) const {
+    return DataLossError(path_ + ": " + where + " " + what);
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+std::string CheckpointMetaToJson(const CheckpointMeta& m) {
+  Json j;
+  j["format"] = kCheckpointFormatName;
+  j["version"] = m.version;
+  j["step"] = m.step;
+  j["applied_steps"] = m.applied_steps;
+  j["optimizer_step"] = m.optimizer_step;
+  j["world_size"] = m.world_size;
+  j["zero_stage"] = m.zero_stage;
+  j["precision"] = m.precision;
+  j["model"] = m.model;
+  j["optimizer"] = m.optimizer;
+  j["numel"] = m.numel;
+  j["global_batch"] = m.global_batch;
+  j["samples_seen"] = m.step * m.global_batch;
+  j["seed"] = m.seed;
+  j["state_tensors"] = m.state_tensors;
+  j["state_dtype"] = "F32";
+  Json params = Json::array();
+  for (const auto& p : m.parameters) {
+    params.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
+  }
+  j["parameters"] = std::move(params);
+  Json parts = Json::array();
+  for (const auto& p : m.partitions) {
+    parts.push_back({{"rank", p.rank},
+                     {"begin", p.begin},
+                     {"end", p.end},
+                     {"file", p.file},
+                     {"bytes", p.bytes},
+                     {"crc32c", Hex32(p.crc32c)}});
+  }
+  j["partitions"] = std::move(parts);
+  j["loss_scaler"] = {{"scale", m.loss_scaler.scale},
+                      {"iteration", m.loss_scaler.iteration},
+                      {"last_overflow_iteration", m.loss_scaler.last_overflow_iteration},
+                      {"hysteresis_left", m.loss_scaler.hysteresis_left}};
+  // The LR schedule is a pure function of the applied steps (DeepSpeed's last_batch_iteration).
+  j["lr_scheduler"] = {{"last_batch_iteration", m.applied_steps - 1}};
+  // Nothing random is stateful: sample order and initialisation derive from the seed.
+  j["rng"] = {{"seed", m.seed}};
+  j["config_sha256"] = m.config_sha256;
+  return j.dump(1) + "\n";
+}
+
+Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std::string& path) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Reader r(path);
+  if (j.is_discarded() || !j.is_object()) return r.Error("$", "is not a JSON object (truncated or corrupt?)");
+  CheckpointMeta m;
+  std::string format;
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "format", &format));
+  if (format != kCheckpointFormatName) return r.Error("$.format", "is \"" + format + "\", not a dslaunch checkpoint");
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "version", &m.version));
+  if (m.version != kCheckpointFormatVersion) {
+    return r.Error("$.version", std::to_string(m.version) + " is not supported by this build (it reads version " +
+                                    std::to_string(kCheckpointFormatVersion) + ")");
+  }
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "step", &m.step));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "applied_steps", &m.applied_steps));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "optimizer_step", &m.optimizer_step));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "world_size", &m.world_size));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "zero_stage", &m.zero_stage));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "precision", &m.precision));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "model", &m.model));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "optimizer", &m.optimizer));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "numel", &m.numel));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "global_batch", &m.global_batch));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "seed", &m.seed));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "config_sha256", &m.config_sha256));
+  if (m.world_size < 1) return r.Error("$.world_size", "must be at least 1");
+  if (m.step < 0 || m.applied_steps < 0 || m.applied_steps > m.step) {
+    return r.Error("$.applied_steps", "must be between 0 and $.step");
+  }
+
+  DSLAUNCH_ASSIGN_OR_RETURN(const Json* names, r.Array(j, "$", "state_tensors"));
+  for (size_t i = 0; i < names->size(); ++i) {
+    if (!(*names)[i].is_string()) return r.Error("$.state_tensors[" + std::to_string(i) + "]", "must be a string");
+    m.state_tensors.push_back((*names)[i].get<std::string>());
+  }
+  DSLAUNCH_ASSIGN_OR_RETURN(const Json* params, r.Array(j, "$", "parameters"));
+  for (size_t i = 0; i < params->size(); ++i) {
+    const std::string at = "$.parameters[" + std::to_string(i) + "]";
+    const Json& p = (*params)[i];
+    CheckpointParameter cp;
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "name", &cp.name));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "offset", &cp.offset));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "numel", &cp.numel));
+    DSLAUNCH_ASSIGN_OR_RETURN(const Json* shape, r.Array(p, at, "shape"));
+    for (const auto& d : *shape) {
+      if (!d.is_number_integer()) return r.Error(at + ".shape", "must hold integers");
+      cp.shape.push_back(d.get<int64_t>());
+    }
+    m.parameters.push_back(std::move(cp));
+  }
+  DSLAUNCH_ASSIGN_OR_RETURN(const Json* parts, r.Array(j, "$", "partitions"));
+  uint64_t covered = 0;
+  for (size_t i = 0; i < parts->size(); ++i) {
+    const std::string at = "$.partitions[" + std::to_string(i) + "]";
+    const Json& p = (*parts)[i];
+    CheckpointPartition cp;
+    std::string crc;
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "rank", &cp.rank));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "begin", &cp.begin));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "end", &cp.end));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "file", &cp.file));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "bytes", &cp.bytes));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "crc32c", &crc));
+    if (cp.rank != static_cast<int>(i) || cp.begin != covered || cp.end < cp.begin) {
+      return r.Error(at, "does not continue the partitions in rank order (rank " + std::to_string(cp.rank) +
+                             ", [" + std::to_string(cp.begin) + ", " + std::to_string(cp.end) + "))");
+    }
+    if (crc.size() != 8 || crc.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return r.Error(at + ".crc32c", "must be 8 lower-case hex digits");
+    }
+    cp.crc32c = static_cast<uint32_t>(std::stoul(crc, nullptr, 16));
+    if (cp.file.empty() || cp.file.find('/') != std::string::npos) return r.Error(at + ".file", "must be a file name");
+    covered = cp.end;
+    m.partitions.push_back(std::move(cp));
+  }
+  if (static_cast<int>(m.partitions.size()) != m.world_size || covered != m.numel) {
+    return r.Error("$.partitions", "must be " + std::to_string(m.world_size) + " partitions covering [0, " +
+                                       std::to_string(m.numel) + ")");
+  }
+  auto scaler = j.find("loss_scaler");
+  if (scaler == j.end() || !scaler->is_object()) return r.Error("$.loss_scaler", "must be an object");
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(*scaler, "$.loss_scaler", "scale", &m.loss_scaler.scale));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(*scaler, "$.loss_scaler", "iteration", &m.loss_scaler.iteration));
+  DSLAUNCH_RETURN_IF_ERROR(
+      r.Get(*scaler, "$.loss_scaler", "last_overflow_iteration", &m.loss_scaler.last_overflow_iteration));
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(*scaler, "$.loss_scaler", "hysteresis_left", &m.loss_scaler.hysteresis_left));
+  return m;
+}
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,177 @@
+#include "runtime/comm/communicator.h"
+
+#include <numeric>
+
+namespace dslaunch::runtime {
+namespace {
+
+bool Is16Bit(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+}
+
+// Two byte ranges overlap.
+bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto pa = reinterpret_cast<uintptr_t>(a);
+  auto pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+std::string Where(const Communicator& c, std::string_view op) {
+  return std::string(op) + " on rank " + std::to_string(c.rank()) + "/" +
+         std::to_string(c.world_size());
+}
+
+}  // namespace
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 2;
+  }
+  DSLAUNCH_CHECK(false) << "unknown dtype";
+  return 0;
+}
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "fp32";
+    case DType::kFloat16:
+      return "fp16";
+    case DType::kBFloat16:
+      return "bf16";
+  }
+  return "?";
+}
+
+std::string_view ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+  }
+  return "?";
+}
+
+BufferView View(std::span<uint16_t> s, DType dtype) {
+  DSLAUNCH_CHECK(Is16Bit(dtype)) << "uint16 storage needs fp16 or bf16, got " << DTypeName(dtype);
+  return {s.data(), s.size(), dtype};
+}
+
+ConstBufferView View(std::span<const uint16_t> s, DType dtype) {
+  DSLAUNCH_CHECK(Is16Bit(dtype)) << "uint16 storage needs fp16 or bf16, got " << DTypeName(dtype);
+  return {s.data(), s.size(), dtype};
+}
+
+std::vector<size_t> BlockOffsets(const std::vector<size_t>& counts) {
+  std::vector<size_t> offsets(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+  return offsets;
+}
+
+void ScaleFloats(BufferView data, float factor) {
+  DSLAUNCH_CHECK(data.dtype == DType::kFloat32) << "ScaleFloats on " << DTypeName(data.dtype);
+  float* p = static_cast<float*>(data.data);
+  for (size_t i = 0; i < data.count; ++i) p[i] *= factor;
+}
+
+Communicator::Communicator(int rank, int world_size) : rank_(rank), world_size_(world_size) {
+  DSLAUNCH_CHECK(world_size > 0 && rank >= 0 && rank < world_size)
+      << "rank " << rank << " of world " << world_size;
+}
+
+Status Communicator::Usable() const {
+  if (health_.ok()) return Status::Ok();
+  return AbortedError("communicator unusable after an earlier error: " + health_.message());
+}
+
+Status Communicator::Record(Status status) {
+  if (!status.ok() && health_.ok()) health_ = status;
+  return status;
+}
+
+Status Communicator::AllReduce(BufferView data, ReduceOp op) {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  if (!CanReduce(data.dtype)) {
+    return InvalidArgumentError(Where(*this, "allreduce") + ": cannot reduce " +
+                                std::string(DTypeName(data.dtype)));
+  }
+  if (data.count == 0) return Status::Ok();  // every rank sees the same count: nothing to do
+  return Record(DoAllReduce(data, op));
+}
+
+Status Communicator::ReduceScatter(ConstBufferView input, BufferView output,
+                                   const std::vector<size_t>& counts, ReduceOp op) {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  const std::string where = Where(*this, "reduce_scatter");
+  if (!CanReduce(input.dtype)) {
+    return InvalidArgumentError(where + ": cannot reduce " + std::string(DTypeName(input.dtype)));
+  }
+  if (input.dtype != output.dtype)
+    return InvalidArgumentError(where + ": input and output dtypes differ");
+  if (counts.size() != static_cast<size_t>(world_size())) {
+    return InvalidArgumentError(where + ": " + std::to_string(counts.size()) +
+                                " counts for world size " + std::to_string(world_size()));
+  }
+  const size_t total = BlockOffsets(counts).back();
+  if (input.count != total || output.count != counts[rank()]) {
+    return InvalidArgumentError(where + ": input has " + std::to_string(input.count) +
+                                " elements (counts sum to " + std::to_string(total) + "), output " +
+                                std::to_string(output.count) + " (block is " +
+                                std::to_string(counts[rank()]) + ")");
+  }
+  if (Overlap(input.data, input.bytes(), output.data, output.bytes())) {
+    return InvalidArgumentError(where + ": input and output overlap");
+  }
+  if (total == 0) return Status::Ok();
+  return Record(DoReduceScatter(input, output, counts, op));
+}
+
+Status Communicator::AllGather(ConstBufferView input, BufferView output,
+                               const std::vector<size_t>& counts) {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  const std::string where = Where(*this, "allgather");
+  if (input.dtype != output.dtype)
+    return InvalidArgumentError(where + ": input and output dtypes differ");
+  if (counts.size() != static_cast<size_t>(world_size())) {
+    return InvalidArgumentError(where + ": " + std::to_string(counts.size()) +
+                                " counts for world size " + std::to_string(world_size()));
+  }
+  const std::vector<size_t> offsets = BlockOffsets(counts);
+  if (input.count != counts[rank()] || output.count != offsets.back()) {
+    return InvalidArgumentError(where + ": input has " + std::to_string(input.count) +
+                                " elements (block is " + std::to_string(counts[rank()]) +
+                                "), output " + std::to_string(output.count) + " (counts sum to " +
+                                std::to_string(offsets.back()) + ")");
+  }
+  const size_t elem = DTypeSize(output.dtype);
+  const void* own_block = static_cast<const char*>(output.data) + offsets[rank()] * elem;
+  if (input.data != own_block && Overlap(input.data, input.bytes(), output.data, output.bytes())) {
+    return InvalidArgumentError(where + ": input overlaps output other than as its own block");
+  }
+  if (offsets.back() == 0) return Status::Ok();
+  return Record(DoAllGather(input, output, counts));
+}
+
+Status Communicator::Broadcast(BufferView data, int root) {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  if (root < 0 || root >= world_size()) {
+    return InvalidArgumentError(Where(*this, "broadcast") + ": root " + std::to_string(root) +
+                                " out of range");
+  }
+  if (data.count == 0) return Status::Ok();
+  return Record(DoBroadcast(data, root));
+}
+
+Status Communicator::Barrier() {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  return Record(DoBarrier());
+}
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,199 @@
+// The DeepSpeed sections of train.json: optimizer, scheduler, fp16/bf16, zero_optimization, and the
+// DeepSpeed keys that are recognised but not implemented. Names and defaults follow DeepSpeed's
+// configuration reference; docs/train-json.md lists them.
+#include <limits>
+
+#include "runtime/config/sections.h"
+
+namespace dslaunch::runtime::internal {
+namespace {
+
+constexpr double kAnyPositive = std::numeric_limits<double>::max();
+// 2^64 is far beyond any useful fp16 loss scale; higher powers overflow the scale itself.
+constexpr int64_t kMaxInitialScalePower = 64;
+
+Status ParseAdamParams(Section& params, OptimizerKind type, OptimizerConfig* out) {
+  DSLAUNCH_RETURN_IF_ERROR(params.Double("lr", 0.0, kAnyPositive, &out->lr));
+  std::vector<double> betas;
+  DSLAUNCH_RETURN_IF_ERROR(params.DoubleArray("betas", 2, 0.0, 1.0, &betas));
+  if (!betas.empty()) out->betas = {betas[0], betas[1]};
+  DSLAUNCH_RETURN_IF_ERROR(params.Double("eps", 0.0, kAnyPositive, &out->eps));
+  DSLAUNCH_RETURN_IF_ERROR(params.Double("weight_decay", 0.0, kAnyPositive, &out->weight_decay));
+  DSLAUNCH_RETURN_IF_ERROR(params.Bool("bias_correction", &out->bias_correction));
+  out->decoupled_weight_decay = true;
+  DSLAUNCH_RETURN_IF_ERROR(params.Bool("adam_w_mode", &out->decoupled_weight_decay));
+  if (type == OptimizerKind::kAdamW && !out->decoupled_weight_decay) {
+    return params.Error("adam_w_mode", "false contradicts type AdamW (use type Adam for L2 weight decay)");
+  }
+  params.Unimplemented({"torch_adam", "amsgrad", "fused"});
+  return params.Finish();
+}
+
+Status ParseSgdParams(Section& params, OptimizerConfig* out) {
+  DSLAUNCH_RETURN_IF_ERROR(params.Double("lr", 0.0, kAnyPositive, &out->lr));
+  DSLAUNCH_RETURN_IF_ERROR(params.Double("momentum", 0.0, kAnyPositive, &out->momentum));
+  DSLAUNCH_RETURN_IF_ERROR(params.Double("dampening", 0.0, kAnyPositive, &out->dampening));
+  DSLAUNCH_RETURN_IF_ERROR(params.Double("weight_decay", 0.0, kAnyPositive, &out->weight_decay));
+  DSLAUNCH_RETURN_IF_ERROR(params.Bool("nesterov", &out->nesterov));
+  if (out->nesterov && (out->momentum <= 0.0 || out->dampening != 0.0)) {
+    return params.Error("nesterov", "requires momentum > 0 and dampening 0");
+  }
+  params.Unimplemented({"maximize", "foreach"});
+  return params.Finish();
+}
+
+}  // namespace
+
+Status ParseOptimizer(Section& root, OptimizerConfig* out) {
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> section, root.Child("optimizer"));
+  if (!section) return root.Error("optimizer", "required (the bundled runtime has no client optimizer)");
+  if (!section->Has("type")) return section->Error("type", "required: one of Adam, AdamW, SGD");
+  size_t index = 0;
+  // DeepSpeed matches optimizer names case-insensitively.
+  DSLAUNCH_RETURN_IF_ERROR(section->Choice("type", {"Adam", "AdamW", "SGD"}, /*ignore_case=*/true, &index));
+  static constexpr OptimizerKind kTypes[] = {OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kSgd};
+  *out = OptimizerConfig{};
+  out->type = kTypes[index];
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> params, section->Child("params"));
+  if (params) {
+    DSLAUNCH_RETURN_IF_ERROR(out->type == OptimizerKind::kSgd ? ParseSgdParams(*params, out)
+                                                              : ParseAdamParams(*params, out->type, out));
+  } else {
+    out->decoupled_weight_decay = out->type != OptimizerKind::kSgd;
+  }
+  if (out->type == OptimizerKind::kSgd) out->decoupled_weight_decay = false;
+  section->Unimplemented({"legacy_fusion"});
+  return section->Finish();
+}
+
+Status ParseScheduler(Section& root, const OptimizerConfig& optimizer, SchedulerConfig* out) {
+  *out = SchedulerConfig{};
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> section, root.Child("scheduler"));
+  if (!section) return Status::Ok();
+  if (!section->Has("type")) {
+    return section->Error("type", "required: one of WarmupLR, WarmupDecayLR, WarmupCosineLR");
+  }
+  size_t index = 0;
+  DSLAUNCH_RETURN_IF_ERROR(
+      section->Choice("type", {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR"}, /*ignore_case=*/false, &index));
+  static constexpr LrScheduleKind kTypes[] = {LrScheduleKind::kWarmupLr, LrScheduleKind::kWarmupDecayLr,
+                                             LrScheduleKind::kWarmupCosineLr};
+  out->type = kTypes[index];
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> params, section->Child("params"));
+  bool needs_total = out->type != LrScheduleKind::kWarmupLr;
+  if (!params) {
+    if (needs_total) return section->Error("params", "required: total_num_steps has no default");
+    return section->Finish();
+  }
+  Section& p = *params;
+  DSLAUNCH_RETURN_IF_ERROR(p.Int("warmup_num_steps", 0, kNoMax, &out->warmup_num_steps));
+  size_t warmup_type = 0;
+  DSLAUNCH_RETURN_IF_ERROR(p.Choice("warmup_type", {"log", "linear"}, /*ignore_case=*/false, &warmup_type));
+  out->warmup_type = warmup_type == 0 ? WarmupType::kLog : WarmupType::kLinear;
+  if (out->type == LrScheduleKind::kWarmupCosineLr) {
+    DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_min_ratio", 0.0, 1.0, &out->warmup_min_ratio));
+    DSLAUNCH_RETURN_IF_ERROR(p.Double("cos_min_ratio", 0.0, 1.0, &out->cos_min_ratio));
+    // The cosine schedule scales the optimizer's lr; keep the peak visible in the struct too.
+    out->warmup_max_lr = optimizer.lr;
+  } else {
+    DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_min_lr", 0.0, kAnyPositive, &out->warmup_min_lr));
+    DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_max_lr", 0.0, kAnyPositive, &out->warmup_max_lr));
+  }
+  if (needs_total) {
+    if (!p.Has("total_num_steps")) return p.Error("total_num_steps", "required for this scheduler type");
+    DSLAUNCH_RETURN_IF_ERROR(p.Int("total_num_steps", 1, kNoMax, &out->total_num_steps));
+    if (out->warmup_num_steps > out->total_num_steps) {
+      return p.Error("warmup_num_steps", std::to_string(out->warmup_num_steps) + " > total_num_steps " +
+                                             std::to_string(out->total_num_steps));
+    }
+  }
+  p.Unimplemented({"last_batch_iteration"});
+  DSLAUNCH_RETURN_IF_ERROR(p.Finish());
+  return section->Finish();
+}
+
+Status ParsePrecision(Section& root, Fp16Config* fp16, Bf16Config* bf16, Precision* precision) {
+  *fp16 = Fp16Config{};
+  *bf16 = Bf16Config{};
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> f, root.Child("fp16"));
+  if (f) {
+    DSLAUNCH_RETURN_IF_ERROR(f->Bool("enabled", &fp16->enabled));
+    DSLAUNCH_RETURN_IF_ERROR(f->Double("loss_scale", 0.0, kAnyPositive, &fp16->loss_scale));
+    DSLAUNCH_RETURN_IF_ERROR(f->Int("initial_scale_power", 0, kMaxInitialScalePower, &fp16->initial_scale_power));
+    DSLAUNCH_RETURN_IF_ERROR(f->Int("loss_scale_window", 1, kNoMax, &fp16->loss_scale_window));
+    DSLAUNCH_RETURN_IF_ERROR(f->Int("hysteresis", 1, kNoMax, &fp16->hysteresis));
+    DSLAUNCH_RETURN_IF_ERROR(f->Double("min_loss_scale", 0.0, kAnyPositive, &fp16->min_loss_scale));
+    if (f->Has("min_loss_scale") && fp16->min_loss_scale <= 0.0) {
+      return f->Error("min_loss_scale", "must be > 0");
+    }
+    f->Unimplemented({"auto_cast", "consecutive_hysteresis", "fp16_master_weights_and_grads"});
+    DSLAUNCH_RETURN_IF_ERROR(f->Finish());
+  }
+  // DeepSpeed accepts "bfloat16" as another name for the bf16 section.
+  for (const char* key : {"bf16", "bfloat16"}) {
+    DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> b, root.Child(key));
+    if (!b) continue;
+    DSLAUNCH_RETURN_IF_ERROR(b->Bool("enabled", &bf16->enabled));
+    b->Unimplemented({"immediate_grad_update", "check_grad_overflow"});
+    DSLAUNCH_RETURN_IF_ERROR(b->Finish());
+    if (bf16->enabled && fp16->enabled) {
+      return b->Error("enabled", "fp16.enabled is true too; enable at most one of fp16 and bf16");
+    }
+  }
+  *precision = fp16->enabled ? Precision::kFp16 : bf16->enabled ? Precision::kBf16 : Precision::kFp32;
+  return Status::Ok();
+}
+
+Status ParseZero(Section& root, ZeroConfig* out) {
+  *out = ZeroConfig{};
+  if (root.HoldsBool("zero_optimization")) {
+    // DeepSpeed's old form: true is stage 1, false stage 0, with the all-gather bucket in the
+    // top-level "allgather_size" (its read_zero_config_deprecated); accepted with its warning.
+    bool enabled = false;
+    DSLAUNCH_RETURN_IF_ERROR(root.Bool("zero_optimization", &enabled));
+    out->stage = enabled ? 1 : 0;
+    root.Known("allgather_size");  // DeepSpeed ignores it with false
+    if (enabled) DSLAUNCH_RETURN_IF_ERROR(root.Int("allgather_size", 1, kNoMax, &out->allgather_bucket_size));
+    root.Warn("zero_optimization", std::string("the boolean form is deprecated (DeepSpeed reads ") +
+                                       (enabled ? "true as stage 1" : "false as stage 0") + "); write {\"stage\": " +
+                                       (enabled ? "1" : "0") + "}");
+    return Status::Ok();
+  }
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> z, root.Child("zero_optimization"));
+  if (!z) return Status::Ok();
+  DSLAUNCH_RETURN_IF_ERROR(z->Int("stage", 0, 3, &out->stage));
+  DSLAUNCH_RETURN_IF_ERROR(z->Int("reduce_bucket_size", 1, kNoMax, &out->reduce_bucket_size));
+  DSLAUNCH_RETURN_IF_ERROR(z->Int("allgather_bucket_size", 1, kNoMax, &out->allgather_bucket_size));
+  out->overlap_comm = out->stage == 3;  // DeepSpeed's default depends on the stage
+  DSLAUNCH_RETURN_IF_ERROR(z->Bool("overlap_comm", &out->overlap_comm));
+  DSLAUNCH_RETURN_IF_ERROR(z->Bool("contiguous_gradients", &out->contiguous_gradients));
+  DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_prefetch_bucket_size", 0, kNoMax, &out->stage3_prefetch_bucket_size));
+  DSLAUNCH_RETURN_IF_ERROR(
+      z->Int("stage3_param_persistence_threshold", 0, kNoMax, &out->stage3_param_persistence_threshold));
+  DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_max_live_parameters", 0, kNoMax, &out->stage3_max_live_parameters));
+  z->Unimplemented({"offload_optimizer", "offload_param", "reduce_scatter", "allgather_partitions",
+                    "load_from_fp32_weights", "round_robin_gradients", "sub_group_size",
+                    "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
+                    "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint", "ignore_unused_parameters",
+                    "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+                    "zero_quantized_gradients", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
+                    "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
+                    "use_multi_rank_bucket_allreduce", "legacy_stage1", "pipeline_loading_checkpoint",
+                    "override_module_apply", "stage3_module_granularity_threshold", "log_trace_cache_warnings"});
+  return z->Finish();
+}
+
+void CollectUnimplementedTopLevel(Section& root) {
+  root.Unimplemented({"activation_checkpointing", "flops_profiler", "wall_clock_breakdown", "memory_breakdown",
+                      "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "monitor_config",
+                      "autotuning", "amp", "prescale_gradients", "gradient_predivide_factor",
+                      "sparse_gradients", "communication_data_type", "dump_state", "zero_allow_untested_optimizer",
+                      "zero_force_ds_cpu_optimizer", "data_types", "compression_training", "data_efficiency",
+                      "curriculum_learning", "aio", "eigenvalue", "progressive_layer_drop", "quantize_training",
+                      "sparse_attention", "dataloader_drop_last", "nebula", "hybrid_engine", "weight_quantization",
+                      "compile", "timers", "pipeline", "disable_allgather", "seq_parallel_communication_data_type",
+                      "graph_harvesting", "use_data_before_expert_parallelism", "fp32_allreduce",
+                      "gradient_accumulation_dtype", "moe", "sequence_parallel_size"});
+}
+
+}  // namespace dslaunch::runtime::internal

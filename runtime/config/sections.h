@@ -1,0 +1,38 @@
+// Internal to the train.json parser: one function per section of the schema (docs/train-json.md).
+// Each reads its keys from the root Section, fills its struct and returns kInvalidArgument with the
+// JSON path on a wrong type or value. The DeepSpeed sections live in deepspeed_sections.cc, the
+// runtime's own sections in bundled_sections.cc.
+#pragma once
+
+#include <string>
+
+#include "runtime/config/json_fields.h"
+#include "runtime/config/train_config.h"
+
+namespace dslaunch::runtime::internal {
+
+// The batch keys and the elasticity section (batch_sections.cc): fills config->batch,
+// config->elasticity, config->elastic_batch and config->batch_note for `world_size` ranks in
+// `generation`.
+Status ParseBatch(Section& root, int world_size, int generation, TrainConfig* config);
+
+// DeepSpeed keys.
+Status ParseOptimizer(Section& root, OptimizerConfig* out);
+Status ParseScheduler(Section& root, const OptimizerConfig& optimizer, SchedulerConfig* out);
+Status ParsePrecision(Section& root, Fp16Config* fp16, Bf16Config* bf16, Precision* precision);
+Status ParseZero(Section& root, ZeroConfig* out);
+// Top-level DeepSpeed keys that are recognised and ignored.
+void CollectUnimplementedTopLevel(Section& root);
+
+// Runtime sections. `base_dir` is the directory relative paths resolve against ("" = as given).
+// `init_from` receives model.init_from, resolved ("" when absent).
+Status ParseModel(Section& root, const std::string& base_dir, ModelConfig* out, std::string* init_from);
+Status ParseData(Section& root, const ModelConfig& model, const std::string& base_dir, DataConfig* out);
+Status ParseTrainLoop(Section& root, const ModelConfig& model, TrainLoopConfig* out);
+// At generation > 0 a checkpoint `dir` sets resume_newest.
+Status ParseCheckpoint(Section& root, const std::string& base_dir, int generation, CheckpointConfig* out);
+
+// `path` joined to `base_dir` unless it is absolute or base_dir is empty.
+std::string ResolvePath(const std::string& base_dir, const std::string& path);
+
+}  // namespace dslaunch::runtime::internal

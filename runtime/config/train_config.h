@@ -1,0 +1,230 @@
+// TrainConfig: a parsed train.json (a DeepSpeed config plus the runtime's model, data, train and
+// checkpoint sections), as typed structs with enums; no strings are looked up after parsing.
+//
+// The schema, every key, its type and default, the batch rule and path resolution are specified in
+// docs/train-json.md. Parsing is pure: ParseTrainConfig takes the text and an injected loader for a
+// referenced DeepSpeed config; ReadTrainConfig is the thin file-reading shell around it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/config/elastic_batch.h"
+#include "runtime/engine/lr_schedule.h"
+#include "runtime/engine/optimizer.h"
+
+namespace dslaunch::runtime {
+
+// train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x world_size.
+struct BatchConfig {
+  int64_t train_batch_size = 0;
+  int64_t micro_batch_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+};
+
+// Applies DeepSpeed's batch rule: given any of the three (at least the global or the micro batch),
+// infers the missing ones (a missing accumulation defaults to 1) and checks that
+// batch == micro x accumulation x world. On failure returns kInvalidArgument whose message shows the
+// arithmetic, e.g. "train_batch_size 32 != micro 4 x accumulation 2 x world 2 = 16".
+Result<BatchConfig> ResolveBatchSizes(std::optional<int64_t> train_batch_size,
+                                      std::optional<int64_t> micro_batch_per_gpu,
+                                      std::optional<int64_t> gradient_accumulation_steps,
+                                      int world_size);
+
+struct OptimizerConfig {
+  OptimizerKind type = OptimizerKind::kAdamW;
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  // Adam family: weight decay applied to the weights directly (AdamW), not added to the gradient.
+  // True for AdamW, and for Adam unless "adam_w_mode": false (DeepSpeed's Adam default is true).
+  bool decoupled_weight_decay = true;
+  bool bias_correction = true;
+  // SGD only.
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+};
+
+// kConstant: no "scheduler" section; the learning rate is optimizer.lr throughout.
+
+// DeepSpeed's parameter names and defaults. WarmupCosineLR takes its peak from optimizer.lr and
+// uses the *_ratio fields; WarmupLR/WarmupDecayLR use warmup_min_lr/warmup_max_lr.
+struct SchedulerConfig {
+  LrScheduleKind type = LrScheduleKind::kConstant;
+  double warmup_min_lr = 0.0;
+  double warmup_max_lr = 1e-3;
+  int64_t warmup_num_steps = 1000;
+  WarmupType warmup_type = WarmupType::kLog;
+  int64_t total_num_steps = 0;  // required for WarmupDecayLR and WarmupCosineLR
+  double warmup_min_ratio = 0.0;
+  double cos_min_ratio = 1e-4;
+};
+
+// DeepSpeed's fp16 section and defaults. loss_scale 0 means dynamic scaling.
+struct Fp16Config {
+  bool enabled = false;
+  double loss_scale = 0.0;
+  int initial_scale_power = 16;
+  int64_t loss_scale_window = 1000;
+  int hysteresis = 2;
+  double min_loss_scale = 1.0;
+};
+
+struct Bf16Config {
+  bool enabled = false;
+};
+
+// The storage type of parameters and activations; master weights are fp32 in every case.
+enum class Precision { kFp32, kFp16, kBf16 };
+
+// DeepSpeed's zero_optimization section and defaults (sizes in elements).
+struct ZeroConfig {
+  int stage = 0;
+  int64_t reduce_bucket_size = 500'000'000;
+  int64_t allgather_bucket_size = 500'000'000;
+  bool overlap_comm = false;  // default true at stage 3, as DeepSpeed
+  bool contiguous_gradients = true;
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+};
+
+// GPT-2 architecture with tied input/output embeddings.
+struct GptModelConfig {
+  int n_layer = 0;
+  int n_head = 0;
+  int n_embd = 0;
+  int block_size = 0;
+  int vocab_size = 256;  // byte-level tokenizer
+};
+
+// A stack of linear layers with ReLU between them; widths include input and output.
+struct MlpModelConfig {
+  std::vector<int> layers;
+};
+
+using ModelConfig = std::variant<GptModelConfig, MlpModelConfig>;
+
+// kTokens: llm.c token shards (.bin). kIdx: MNIST/FashionMNIST IDX image files with a label file.
+enum class DataFormat { kTokens, kIdx };
+
+// Paths are resolved against the directory of the train.json (absolute paths are kept).
+struct DataConfig {
+  DataFormat format = DataFormat::kTokens;
+  std::string train;
+  std::string val;           // empty: no validation
+  std::string train_labels;  // kIdx only
+  std::string val_labels;    // kIdx only
+  int seq_len = 0;           // tokens per sample; defaults to the gpt block_size, 0 for kIdx
+};
+
+struct TrainLoopConfig {
+  int64_t steps = 0;          // optimizer steps; required
+  int64_t eval_interval = 0;  // steps between validation passes; 0 = only at the end
+  int64_t eval_steps = 20;    // micro-batches per validation pass
+  int sample_tokens = 0;      // tokens generated at the end (gpt only); 0 = no sample
+  std::string sample_prompt;  // prompt text for the sample (byte-level)
+  // Seconds without a progress report after which the agent takes the rank for hung; 0 = off;
+  // nullopt: derived from the step time (runtime/train/progress_report.h).
+  std::optional<double> watchdog_timeout;
+};
+
+enum class CheckpointLoad { kNone, kLatest, kPath };
+
+// Parsed now, used by the checkpoint issue. Paths resolve like DataConfig's.
+struct CheckpointConfig {
+  std::string dir;           // empty: checkpointing off
+  int64_t interval = 0;      // steps between saves; 0 = no periodic saves
+  int keep_last = 0;         // checkpoints to keep; 0 = keep all
+  CheckpointLoad load = CheckpointLoad::kNone;
+  std::string load_path;     // kPath only
+  bool async = false;
+  bool save_on_stop = true;  // save when the job is told to stop
+  // A restart (generation > 0) with `dir`: resume from the newest complete checkpoint in dir when
+  // there is one, whatever `load` says (docs/checkpoint.md, "Loading").
+  bool resume_newest = false;
+};
+
+struct TrainConfig {
+  BatchConfig batch;
+  ElasticityConfig elasticity;
+  std::optional<ElasticBatch> elastic_batch;  // what elasticity chose, when enabled
+  // Why `batch` differs from the configured sizes: a restart at another world size re-derived the
+  // micro-batch and the accumulation (docs/train-json.md); empty when it does not.
+  std::string batch_note;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  double gradient_clipping = 0.0;  // max global gradient norm; 0 = off
+  Fp16Config fp16;
+  Bf16Config bf16;
+  Precision precision = Precision::kFp32;  // from fp16/bf16
+  ZeroConfig zero;
+  int64_t steps_per_print = 10;
+  uint64_t seed = 42;
+  ModelConfig model;
+  // model.init_from, resolved like the data paths: a safetensors file of parameters (read with
+  // ImportParameters, runtime/checkpoint/model_file.h) that replaces the model's own initialisation when
+  // training starts from scratch; a resumed checkpoint takes precedence. Empty: not given.
+  std::string model_init_from;
+  DataConfig data;
+  TrainLoopConfig train;
+  CheckpointConfig checkpoint;
+  std::string deepspeed_config_path;  // resolved "deepspeed_config", empty when inline
+  std::string source_sha256;          // hex SHA-256 of the files read (ReadTrainConfig; checkpoints record it)
+  // DeepSpeed keys this runtime recognises but does not implement, as JSON paths
+  // ("$.zero_optimization.offload_optimizer"), in the order the parser visits them.
+  std::vector<std::string> unimplemented_keys;
+  // Other start-up warnings, each a whole line "<file>: <JSON path>: <what>" (a deprecated form
+  // that was accepted, e.g. "zero_optimization": true).
+  std::vector<std::string> warnings;
+};
+
+// Reads the file at a resolved path; returns its text or an error (kNotFound, ...).
+using ConfigLoader = std::function<Result<std::string>(const std::string& path)>;
+
+// The largest train.json or referenced DeepSpeed config read: real ones are a few kilobytes, and
+// the parsed document takes several times the text's size in memory.
+inline constexpr size_t kMaxConfigBytes = 16u << 20;
+
+// Parses a train.json for a run of `world_size` ranks in generation `generation` (the restart
+// count: at generation > 0 the batch rule keeps train_batch_size at another world size, and a
+// checkpoint.dir resumes its newest checkpoint). `path` names the file in messages and is the base
+// for relative paths (data, checkpoint, "deepspeed_config"); `loader` reads a referenced DeepSpeed
+// config.
+// Returns kInvalidArgument "<file>: <JSON path>: <problem>" for syntax errors (with line and
+// column), text over kMaxConfigBytes, nesting deeper than 64 levels, duplicate keys (both
+// places), every "auto" value at once, wrong types or out-of-range values, unknown keys (with a
+// did-you-mean suggestion when one is close) and batch inconsistencies (a world size that cannot
+// keep the batch names the world sizes that can); a loader error is
+// returned with context. Pure apart from the loader; never throws, and allocates in proportion
+// to the text (no model-sized allocation: see runtime/train/memory_estimate.h for that check).
+Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_view path, int world_size,
+                                     const ConfigLoader& loader, int generation = 0);
+
+// Reads `path` and any referenced DeepSpeed config from disk, then ParseTrainConfig.
+Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size, int generation = 0);
+
+// One line for the start of a run, saying how the global batch splits at `world_size`:
+// "batch: train_batch_size 8 = micro-batch 2 x accumulation 2 x world size 2", with what
+// elasticity chose and its valid world sizes, or why a restart re-derived the split.
+std::string BatchSummary(const TrainConfig& config, int world_size);
+
+// One start-up warning listing config.unimplemented_keys, starting "warning: "; empty when there
+// are none. The caller prefixes only its program name.
+std::string UnimplementedWarning(const TrainConfig& config);
+
+// Stable lower-case names, for logs: "adamw", "warmup_cosine_lr", "bf16", ...
+std::string_view OptimizerTypeName(OptimizerKind type);
+std::string_view SchedulerTypeName(LrScheduleKind type);
+std::string_view PrecisionName(Precision precision);
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,134 @@
+// Engine: one rank's share of data-parallel training: parameters, gradients, optimizer state,
+// the gradient reduction and the optimizer step, reached by the model through ParameterAccess.
+// Design, buffers and memory formulas: docs/engine.md.
+//
+// One implementation covers ZeRO stages 0-3 with fp32, fp16 or bf16 storage of the model's
+// parameters and gradients (compute is fp32; the master weights the optimizer updates are fp32 in
+// every case):
+//   stage 0: parameters, gradients, master weights and optimizer state whole on every rank;
+//            the gradient is all-reduced at the step.
+//   stage 1: master weights and optimizer state partitioned (ShardFor); the gradient is
+//            reduce-scattered at the step, each rank updates its partition, the updated 16-bit
+//            (or fp32) parameters are all-gathered.
+//   stage 2: as 1, and only the owned partition of the gradient is kept: a group's gradient is
+//            reduce-scattered in buckets of reduce_bucket_size as soon as the backward pass
+//            reports it ready, every micro-step.
+//   stage 3: as 2, and the parameters are partitioned too: Acquire all-gathers a group (with the
+//            next groups in the direction of travel fetched in the same collective, up to
+//            stage3_prefetch_bucket_size), Release frees it; groups of at most
+//            stage3_param_persistence_threshold elements stay whole on every rank.
+//
+// A step: BeginStep() zeroes the gradients; for each micro-step the caller runs forward and
+// backward with loss scale loss_scale() / accumulation; Step() finishes the reduction, computes
+// the global gradient norm, and with fp16 skips the step on every rank when any gradient
+// overflowed (the dynamic loss scaler decides the next scale), else unscales, clips to
+// gradient_clipping (DeepSpeed's max_norm / (norm + 1e-6)) and applies the optimizer with the
+// scheduled learning rate.
+//
+// Collective calls happen inside Acquire (stage 3), GradientReady (stages 2-3) and Step, in the
+// same order on every rank because every rank runs the same model calls. A failed collective in
+// Acquire or GradientReady, which cannot return a Status, is kept and returned by the next Step()
+// or status(); the communicator fails fast after its first error, so nothing hangs meanwhile.
+// Not thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/engine/loss_scaler.h"
+#include "runtime/engine/lr_schedule.h"
+#include "runtime/engine/optimizer.h"
+#include "runtime/core/param_layout.h"
+#include "runtime/core/partition.h"
+#include "runtime/core/parameter_access.h"
+#include "runtime/config/train_config.h"
+
+namespace dslaunch::runtime {
+
+struct EngineOptions {
+  ZeroConfig zero;  // stage and bucket sizes (elements)
+  Precision precision = Precision::kFp32;
+  LossScalerConfig loss_scaler;  // used with fp16 only
+  OptimizerParams optimizer;
+  LrSchedule schedule;
+  double gradient_clipping = 0.0;  // 0: off
+};
+
+// The engine's options from a parsed train.json.
+EngineOptions EngineOptionsFrom(const TrainConfig& config);
+
+struct StepStats {
+  double grad_norm = 0.0;   // unscaled, before clipping
+  double lr = 0.0;          // the rate applied (of the skipped step's schedule position if skipped)
+  double loss_scale = 1.0;  // the scale this step's backward used
+  bool skipped = false;     // fp16 overflow: no update on any rank
+  std::string scale_event;  // the loss scaler's line when it skipped or changed the scale, else empty
+};
+
+// Bytes the engine holds per rank, from its own allocations (docs/engine.md compares them with
+// the ZeRO paper's formulas; docs/benchmarks.md has the table).
+struct MemoryStats {
+  size_t parameters = 0;       // model parameters in their storage type (whole or partition)
+  size_t gradients = 0;        // gradient storage (whole or partition)
+  size_t optimizer_state = 0;  // fp32 master weights (16-bit storage only) + optimizer moments
+  size_t working = 0;          // transient fp32 buffers (acquired groups, buckets, step gradient):
+                               // their high-water mark so far
+};
+
+// The optimizer's fp32 state, by checkpoint tensor name: "master" (the fp32 master weights),
+// then the optimizer's buffers ("exp_avg", "exp_avg_sq" for Adam/AdamW; "momentum_buffer" for
+// SGD with momentum; none for plain SGD).
+std::vector<std::string> StateTensorNames(const OptimizerParams& optimizer);
+
+// What a checkpoint saves of one rank (docs/checkpoint.md): the slice `range` =
+// ShardFor(numel, world, rank) of every state tensor, whatever the ZeRO stage (at stage 0 every
+// rank holds everything and saves its slice), and the counters. The spans point into the engine
+// and are valid until its next Step().
+struct EngineSnapshot {
+  ShardRange range;
+  std::vector<std::pair<std::string, std::span<const float>>> tensors;  // StateTensorNames order
+  int64_t optimizer_step = 0;  // updates applied by the optimizer (Adam's t)
+  int64_t applied_steps = 0;   // = optimizer_step; kept apart for the LR schedule
+  LossScaler::State loss_scaler;
+};
+
+// Fills out[0 .. end-begin) with elements [begin, end) of the saved state tensor `name`
+// (flat indices of the model), from whatever shards hold them.
+using StateReader = std::function<Status(const std::string& name, size_t begin, size_t end, float* out)>;
+
+class Engine {
+ public:
+  // `initial` (layout.numel() values, the same on every rank) becomes the parameters. `comm` and
+  // `layout` must outlive the engine. Fails with kInvalidArgument for options that cannot work
+  // (a stage outside 0-3, an fp16 section out of range, a wrong initial size).
+  static Result<std::unique_ptr<Engine>> Create(const ParameterLayout& layout, Communicator& comm,
+                                                const EngineOptions& options, std::span<const float> initial);
+  virtual ~Engine() = default;
+
+  virtual ParameterAccess& access() = 0;
+  // What the backward pass multiplies the loss by (the fp16 loss scale; 1 otherwise).
+  virtual double loss_scale() const = 0;
+  virtual void BeginStep() = 0;
+  virtual Result<StepStats> Step() = 0;
+  // OK, or the first failure of a collective made inside access() (also returned by Step()).
+  virtual Status status() const = 0;
+  // Collective: every rank receives the full fp32 master weights (layout.numel() values).
+  virtual Status GatherParameters(std::span<float> out) = 0;
+  virtual MemoryStats memory() const = 0;
+  virtual int64_t applied_steps() const = 0;
+
+  // This rank's part of a checkpoint (no collective).
+  virtual EngineSnapshot Snapshot() const = 0;
+  // Collective: restores the state from a checkpoint of any world size and ZeRO stage. Each rank
+  // reads the ranges it holds through `read`, takes the counters given, and the parameters in
+  // their storage type are rebuilt from the master weights (all-gathered where the stage needs
+  // them whole). After a failure the engine's state is unspecified: do not train on.
+  virtual Status Restore(const StateReader& read, int64_t optimizer_step, int64_t applied_steps,
+                         const LossScaler::State& loss_scaler) = 0;
+};
+
+}  // namespace dslaunch::runtime

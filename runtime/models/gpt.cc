@@ -1,0 +1,268 @@
+#include "runtime/models/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "common/check.h"
+#include "runtime/ops/cpu/ops.h"
+#include "runtime/core/random.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+// GPT-2's initialisation scales.
+constexpr float kInitStd = 0.02f;
+constexpr float kPositionInitStd = 0.01f;
+
+// Standard normal samples by Box-Muller on splitmix64: the same values on every platform and
+// library version (std::normal_distribution is implementation-defined).
+void FillNormal(float* out, size_t n, float stddev, uint64_t& state) {
+  constexpr double kTwoPi = 6.283185307179586;
+  for (size_t i = 0; i < n; i += 2) {
+    double u1 = (static_cast<double>(SplitMix64(state) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (static_cast<double>(SplitMix64(state) >> 11) + 0.5) / 9007199254740992.0;
+    double r = std::sqrt(-2.0 * std::log(u1));
+    out[i] = static_cast<float>(r * std::cos(kTwoPi * u2)) * stddev;
+    if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(kTwoPi * u2)) * stddev;
+  }
+}
+
+}  // namespace
+
+GptModel::GptModel(const GptConfig& config, int max_batch) : config_(config), max_batch_(max_batch) {
+  DSLAUNCH_CHECK(config.n_head > 0 && config.n_embd % config.n_head == 0)
+      << "n_embd " << config.n_embd << " must divide into n_head " << config.n_head;
+  BuildLayout();
+  const size_t n = static_cast<size_t>(max_batch) * config.block_size;
+  const size_t c = config.n_embd, l = config.n_layer, v = config.vocab_size, nh = config.n_head;
+  const size_t tt = static_cast<size_t>(config.block_size) * config.block_size;
+  tokens_.resize(n);
+  targets_.resize(n);
+  x_.resize((l + 1) * n * c);
+  ln1_.resize(l * n * c), ln1_mean_.resize(l * n), ln1_rstd_.resize(l * n);
+  qkv_.resize(l * n * 3 * c), att_.resize(l * max_batch * nh * tt), atty_.resize(l * n * c);
+  res2_.resize(l * n * c), ln2_.resize(l * n * c), ln2_mean_.resize(l * n), ln2_rstd_.resize(l * n);
+  fch_.resize(l * n * 4 * c), fch_gelu_.resize(l * n * 4 * c);
+  lnf_.resize(n * c), lnf_mean_.resize(n), lnf_rstd_.resize(n), logits_.resize(n * v), probs_.resize(n * v),
+      losses_.resize(n);
+  dx_.resize(n * c), dres_.resize(n * c), dtmp_c_.resize(n * c), dtmp_c2_.resize(n * c), dqkv_.resize(n * 3 * c),
+      dfch_.resize(n * 4 * c), dfch_gelu_.resize(n * 4 * c), dlnf_.resize(n * c), dlogits_.resize(n * v);
+}
+
+std::vector<double> GptModel::GroupSizes(const GptConfig& config) {
+  const double c = config.n_embd;
+  // Per block: ln_1 and ln_2 (2c each), c_attn (3c x c + 3c), attn c_proj (c x c + c),
+  // mlp c_fc (4c x c + 4c), mlp c_proj (c x 4c + c): 12c^2 + 13c.
+  std::vector<double> sizes = {(static_cast<double>(config.vocab_size) + config.block_size) * c};
+  sizes.insert(sizes.end(), static_cast<size_t>(std::max(config.n_layer, 0)), 12.0 * c * c + 13.0 * c);
+  sizes.push_back(2.0 * c);  // ln_f
+  return sizes;
+}
+
+double GptModel::NumParameters(const GptConfig& config) {
+  const std::vector<double> sizes = GroupSizes(config);
+  return std::accumulate(sizes.begin(), sizes.end(), 0.0);
+}
+
+double GptModel::ActivationBytes(const GptConfig& config, int max_batch) {
+  // Element counts of the constructor's buffers, in its order.
+  const double n = static_cast<double>(max_batch) * config.block_size;
+  const double c = config.n_embd, l = config.n_layer, v = config.vocab_size, nh = config.n_head;
+  const double tt = static_cast<double>(config.block_size) * config.block_size;
+  const double ints = 2 * n;  // tokens, targets
+  const double floats = (l + 1) * n * c                                 // x
+                        + l * n * c + 2 * l * n                          // ln1, mean, rstd
+                        + l * n * 3 * c + l * max_batch * nh * tt + l * n * c  // qkv, att, atty
+                        + 2 * l * n * c + 2 * l * n                      // res2, ln2, mean, rstd
+                        + 2 * l * n * 4 * c                              // fch, fch_gelu
+                        + n * c + 2 * n + 2 * n * v + n                  // lnf, mean, rstd, logits, probs, losses
+                        + 4 * n * c + n * 3 * c + 2 * n * 4 * c + n * c + n * v;  // backward scratch
+  return ints * sizeof(int) + floats * sizeof(float);
+}
+
+size_t GptModel::activation_bytes() const {
+  size_t floats = 0;
+  for (const auto* b : {&x_, &ln1_, &ln1_mean_, &ln1_rstd_, &qkv_, &att_, &atty_, &res2_, &ln2_, &ln2_mean_,
+                        &ln2_rstd_, &fch_, &fch_gelu_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &probs_, &losses_,
+                        &dx_, &dres_, &dtmp_c_, &dtmp_c2_, &dqkv_, &dfch_, &dfch_gelu_, &dlnf_, &dlogits_}) {
+    floats += b->size();
+  }
+  return floats * sizeof(float) + (tokens_.size() + targets_.size()) * sizeof(int);
+}
+
+void GptModel::BuildLayout() {
+  const int c = config_.n_embd;
+  layout_.BeginGroup("embeddings");
+  layout_.Add("wte.weight", {config_.vocab_size, c}, true);
+  wpe_offset_ = layout_.Add("wpe.weight", {config_.block_size, c}, true);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    layout_.BeginGroup("h." + std::to_string(l));
+    size_t base = layout_.numel();
+    size_t off[kBlockTensors];
+    off[kLn1W] = layout_.Add(p + "ln_1.weight", {c}, false);
+    off[kLn1B] = layout_.Add(p + "ln_1.bias", {c}, false);
+    off[kAttnW] = layout_.Add(p + "attn.c_attn.weight", {3 * c, c}, true);
+    off[kAttnB] = layout_.Add(p + "attn.c_attn.bias", {3 * c}, false);
+    off[kProjW] = layout_.Add(p + "attn.c_proj.weight", {c, c}, true);
+    off[kProjB] = layout_.Add(p + "attn.c_proj.bias", {c}, false);
+    off[kLn2W] = layout_.Add(p + "ln_2.weight", {c}, false);
+    off[kLn2B] = layout_.Add(p + "ln_2.bias", {c}, false);
+    off[kFcW] = layout_.Add(p + "mlp.c_fc.weight", {4 * c, c}, true);
+    off[kFcB] = layout_.Add(p + "mlp.c_fc.bias", {4 * c}, false);
+    off[kFcProjW] = layout_.Add(p + "mlp.c_proj.weight", {c, 4 * c}, true);
+    off[kFcProjB] = layout_.Add(p + "mlp.c_proj.bias", {c}, false);
+    for (int i = 0; i < kBlockTensors; ++i) block_offset_[i] = off[i] - base;
+  }
+  layout_.BeginGroup("ln_f");
+  layout_.Add("ln_f.weight", {c}, false);
+  layout_.Add("ln_f.bias", {c}, false);
+}
+
+void GptModel::InitParameters(std::span<float> flat, uint64_t seed) const {
+  DSLAUNCH_CHECK(flat.size() == layout_.numel()) << "flat buffer of " << flat.size() << " for " << layout_.numel();
+  uint64_t state = seed;
+  const float proj_std = kInitStd / std::sqrt(2.0f * static_cast<float>(std::max(1, config_.n_layer)));
+  for (const auto& g : layout_.groups()) {
+    for (const auto& t : g.tensors) {
+      float* p = flat.data() + t.offset;
+      const bool is_weight = t.name.ends_with(".weight");
+      if (t.name.find("ln_") != std::string::npos) {
+        std::fill(p, p + t.numel, is_weight ? 1.0f : 0.0f);
+      } else if (!is_weight) {
+        std::fill(p, p + t.numel, 0.0f);
+      } else if (t.name == "wpe.weight") {
+        FillNormal(p, t.numel, kPositionInitStd, state);
+      } else {
+        FillNormal(p, t.numel, t.name.ends_with("c_proj.weight") ? proj_std : kInitStd, state);
+      }
+    }
+  }
+}
+
+float GptModel::Forward(ParameterAccess& params, const int* tokens, const int* targets, int b, int t) {
+  DSLAUNCH_CHECK(b <= max_batch_ && t <= config_.block_size) << "batch " << b << "x" << t << " too large";
+  b_ = b, t_ = t;
+  const int n = b * t, c = config_.n_embd, nh = config_.n_head, v = config_.vocab_size, L = config_.n_layer;
+  const size_t nc = static_cast<size_t>(n) * c, natt = static_cast<size_t>(b) * nh * t * t;
+  std::copy(tokens, tokens + n, tokens_.begin());
+  std::copy(targets, targets + n, targets_.begin());
+
+  std::span<const float> emb = params.Acquire(0);
+  ops::EmbeddingForward(x_.data(), tokens, emb.data(), emb.data() + wpe_offset_, b, t, c);
+  params.Release(0);
+
+  for (int l = 0; l < L; ++l) {
+    std::span<const float> g = params.Acquire(1 + l);
+    auto w = [&](BlockTensor k) { return g.data() + block_offset_[k]; };
+    float* x = x_.data() + l * nc;
+    float* ln1 = ln1_.data() + l * nc;
+    float* qkv = qkv_.data() + l * 3 * nc;
+    float* atty = atty_.data() + l * nc;
+    float* res2 = res2_.data() + l * nc;
+    float* ln2 = ln2_.data() + l * nc;
+    float* fch = fch_.data() + l * 4 * nc;
+    float* fch_gelu = fch_gelu_.data() + l * 4 * nc;
+    float* x_next = x_.data() + (l + 1) * nc;
+    ops::LayerNormForward(ln1, ln1_mean_.data() + l * n, ln1_rstd_.data() + l * n, x, w(kLn1W), w(kLn1B), n, c);
+    ops::LinearForward(qkv, ln1, w(kAttnW), w(kAttnB), n, c, 3 * c);
+    ops::AttentionForward(atty, att_.data() + l * natt, qkv, b, t, c, nh);
+    ops::LinearForward(res2, atty, w(kProjW), w(kProjB), n, c, c);
+    for (size_t i = 0; i < nc; ++i) res2[i] += x[i];
+    ops::LayerNormForward(ln2, ln2_mean_.data() + l * n, ln2_rstd_.data() + l * n, res2, w(kLn2W), w(kLn2B), n, c);
+    ops::LinearForward(fch, ln2, w(kFcW), w(kFcB), n, c, 4 * c);
+    ops::GeluForward(fch_gelu, fch, static_cast<long>(4 * nc));
+    ops::LinearForward(x_next, fch_gelu, w(kFcProjW), w(kFcProjB), n, 4 * c, c);
+    for (size_t i = 0; i < nc; ++i) x_next[i] += res2[i];
+    params.Release(1 + l);
+  }
+
+  std::span<const float> lnf = params.Acquire(1 + L);
+  ops::LayerNormForward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x_.data() + L * nc, lnf.data(),
+                        lnf.data() + c, n, c);
+  params.Release(1 + L);
+  emb = params.Acquire(0);
+  ops::LinearForward(logits_.data(), lnf_.data(), emb.data(), nullptr, n, c, v);
+  params.Release(0);
+  ops::CrossEntropyForward(losses_.data(), probs_.data(), logits_.data(), targets, n, v);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += losses_[i];
+  return static_cast<float>(sum / n);
+}
+
+void GptModel::Backward(ParameterAccess& params, float loss_scale) {
+  const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = config_.n_head, v = config_.vocab_size,
+            L = config_.n_layer;
+  const size_t nc = static_cast<size_t>(n) * c, natt = static_cast<size_t>(b) * nh * t * t;
+  auto zero = [](std::vector<float>& buf, size_t count) { std::fill(buf.begin(), buf.begin() + count, 0.0f); };
+
+  // Loss -> logits -> final layer norm (mean loss: each row's share is 1/n).
+  zero(dlogits_, static_cast<size_t>(n) * v);
+  ops::CrossEntropyBackward(dlogits_.data(), probs_.data(), targets_.data(), loss_scale / n, n, v);
+  std::span<const float> emb = params.Acquire(0);
+  std::span<float> demb = params.Gradient(0);
+  zero(dlnf_, nc);
+  ops::LinearBackward(dlnf_.data(), demb.data(), nullptr, dlogits_.data(), lnf_.data(), emb.data(), n, c, v);
+  params.Release(0);
+
+  std::span<const float> lnf = params.Acquire(1 + L);
+  std::span<float> dlnf = params.Gradient(1 + L);
+  zero(dx_, nc);
+  ops::LayerNormBackward(dx_.data(), dlnf.data(), dlnf.data() + c, dlnf_.data(), x_.data() + L * nc, lnf.data(),
+                         lnf_mean_.data(), lnf_rstd_.data(), n, c);
+  params.Release(1 + L);
+  params.GradientReady(1 + L);
+
+  for (int l = L - 1; l >= 0; --l) {
+    std::span<const float> g = params.Acquire(1 + l);
+    std::span<float> dg = params.Gradient(1 + l);
+    auto w = [&](BlockTensor k) { return g.data() + block_offset_[k]; };
+    auto dw = [&](BlockTensor k) { return dg.data() + block_offset_[k]; };
+    const float* x = x_.data() + l * nc;
+    const float* ln1 = ln1_.data() + l * nc;
+    const float* qkv = qkv_.data() + l * 3 * nc;
+    const float* atty = atty_.data() + l * nc;
+    const float* res2 = res2_.data() + l * nc;
+    const float* ln2 = ln2_.data() + l * nc;
+    const float* fch = fch_.data() + l * 4 * nc;
+    const float* fch_gelu = fch_gelu_.data() + l * 4 * nc;
+    // dx_ holds d(x_{l+1}); x_{l+1} = res2 + mlp(res2): dres_ = dx_ + the MLP branch.
+    std::copy(dx_.begin(), dx_.begin() + nc, dres_.begin());
+    zero(dfch_gelu_, 4 * nc);
+    ops::LinearBackward(dfch_gelu_.data(), dw(kFcProjW), dw(kFcProjB), dx_.data(), fch_gelu, w(kFcProjW), n, 4 * c, c);
+    zero(dfch_, 4 * nc);
+    ops::GeluBackward(dfch_.data(), dfch_gelu_.data(), fch, static_cast<long>(4 * nc));
+    zero(dtmp_c_, nc);
+    ops::LinearBackward(dtmp_c_.data(), dw(kFcW), dw(kFcB), dfch_.data(), ln2, w(kFcW), n, c, 4 * c);
+    ops::LayerNormBackward(dres_.data(), dw(kLn2W), dw(kLn2B), dtmp_c_.data(), res2, w(kLn2W),
+                           ln2_mean_.data() + l * n, ln2_rstd_.data() + l * n, n, c);
+    // res2 = x + attn(x): dx_ = dres_ + the attention branch.
+    std::copy(dres_.begin(), dres_.begin() + nc, dx_.begin());
+    zero(dtmp_c_, nc);
+    ops::LinearBackward(dtmp_c_.data(), dw(kProjW), dw(kProjB), dres_.data(), atty, w(kProjW), n, c, c);
+    zero(dqkv_, 3 * nc);
+    ops::AttentionBackward(dqkv_.data(), dtmp_c_.data(), qkv, att_.data() + l * natt, b, t, c, nh);
+    zero(dtmp_c2_, nc);
+    ops::LinearBackward(dtmp_c2_.data(), dw(kAttnW), dw(kAttnB), dqkv_.data(), ln1, w(kAttnW), n, c, 3 * c);
+    ops::LayerNormBackward(dx_.data(), dw(kLn1W), dw(kLn1B), dtmp_c2_.data(), x, w(kLn1W),
+                           ln1_mean_.data() + l * n, ln1_rstd_.data() + l * n, n, c);
+    params.Release(1 + l);
+    params.GradientReady(1 + l);
+  }
+
+  demb = params.Gradient(0);
+  ops::EmbeddingBackward(demb.data(), demb.data() + wpe_offset_, dx_.data(), tokens_.data(), b, t, c);
+  params.GradientReady(0);
+}
+
+double GptModel::FlopsPerToken(int t) const {
+  // 6 FLOPs per matmul parameter per token (forward 2, backward 4), the lm head included (tied
+  // wte), plus attention's q.k and a.v: 2 x 2 x t x C per layer forward, x3 with backward.
+  const double c = config_.n_embd, l = config_.n_layer, v = config_.vocab_size;
+  const double matmul_params = l * 12.0 * c * c + v * c;
+  return 6.0 * matmul_params + 12.0 * l * t * c;
+}
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,87 @@
+// GptModel: the GPT-2 architecture (learned position embeddings, pre-norm blocks of causal
+// self-attention and a GELU MLP, final layer norm, language-model head tied to the token
+// embedding), forward and backward on CPU in fp32 through runtime/ops/cpu/ops.h.
+//
+// Parameters live outside the model, in the engine's flat buffers, reached group by group through
+// ParameterAccess (group 0: wte, wpe; group 1+l: block l; group 1+n_layer: ln_f). Names follow
+// Hugging Face's GPT-2 checkpoint ("h.0.attn.c_attn.weight"); linear weights are [out][in].
+// Activations are owned by the model and sized for at most max_batch x block_size tokens.
+// Not thread-safe; Forward then Backward, once per micro-step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/core/param_layout.h"
+#include "runtime/core/parameter_access.h"
+
+namespace dslaunch::runtime {
+
+struct GptConfig {
+  int n_layer = 0;
+  int n_head = 0;
+  int n_embd = 0;
+  int block_size = 0;  // the longest sequence (position embeddings)
+  int vocab_size = 0;
+};
+
+class GptModel {
+ public:
+  GptModel(const GptConfig& config, int max_batch);
+
+  // What a model of `config` holds, computed without building it (the memory check before
+  // allocating, runtime/train/memory_estimate.h). Doubles: a hostile config's products pass 2^64.
+  // Parameters: layout().numel(). Groups: the elements of each parameter group, in layout order.
+  static double NumParameters(const GptConfig& config);
+  static std::vector<double> GroupSizes(const GptConfig& config);
+  // Bytes of the activations and scratch gradients the constructor allocates for max_batch.
+  static double ActivationBytes(const GptConfig& config, int max_batch);
+  // The same, measured on this model's buffers.
+  size_t activation_bytes() const;
+
+  const GptConfig& config() const { return config_; }
+  const ParameterLayout& layout() const { return layout_; }
+
+  // GPT-2's initialisation into the full flat buffer (size layout().numel()): weights N(0, 0.02),
+  // residual projections scaled by 1/sqrt(2 n_layer), position embeddings N(0, 0.01), biases 0,
+  // layer-norm weights 1. Deterministic for a seed.
+  void InitParameters(std::span<float> flat, uint64_t seed) const;
+
+  // Runs the model on tokens[b][t] (t <= block_size, b <= max_batch) and returns the mean
+  // cross-entropy against targets[b][t]. Keeps what Backward needs.
+  float Forward(ParameterAccess& params, const int* tokens, const int* targets, int b, int t);
+  // Accumulates d(mean loss)/d(parameters) x loss_scale into params.Gradient(group), group by
+  // group from the last block to the embeddings, calling GradientReady after each.
+  void Backward(ParameterAccess& params, float loss_scale);
+
+  // The logits of the last Forward's rows, [b*t][vocab] (for sampling).
+  std::span<const float> logits() const { return logits_; }
+
+  // Model FLOPs per token for forward + backward (6 x matmul parameters + attention), for MFU.
+  double FlopsPerToken(int t) const;
+
+ private:
+  // A block's tensors, in layout order; their offsets relative to the block's group are the same
+  // for every block.
+  enum BlockTensor { kLn1W, kLn1B, kAttnW, kAttnB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB,
+                     kBlockTensors };
+  void BuildLayout();
+
+  GptConfig config_;
+  int max_batch_;
+  ParameterLayout layout_;
+  size_t block_offset_[kBlockTensors] = {};  // group-relative
+  size_t wpe_offset_ = 0;                    // relative to group 0 (wte is at 0)
+  int b_ = 0, t_ = 0;
+  std::vector<int> tokens_, targets_;
+  // Activations: per layer, and the final ones.
+  std::vector<float> x_, ln1_, ln1_mean_, ln1_rstd_, qkv_, att_, atty_, res2_, ln2_, ln2_mean_, ln2_rstd_, fch_,
+      fch_gelu_;
+  std::vector<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
+  // Scratch gradients of activations for the backward pass.
+  std::vector<float> dx_, dres_, dtmp_c_, dtmp_c2_, dqkv_, dfch_, dfch_gelu_, dlnf_, dlogits_;
+};
+
+}  // namespace dslaunch::runtime

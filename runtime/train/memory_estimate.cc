@@ -1,0 +1,116 @@
+#include "runtime/train/memory_estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <variant>
+#include <vector>
+
+#include "runtime/models/gpt.h"
+#include "runtime/models/mlp.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+constexpr double kFloat = sizeof(float);
+
+// fp32 optimizer buffers per owned parameter besides the master weights (OptimizerState::For).
+double MomentsPerParameter(const OptimizerConfig& optimizer) {
+  if (optimizer.type != OptimizerKind::kSgd) return 2.0;  // Adam, AdamW: exp_avg, exp_avg_sq
+  return optimizer.momentum != 0.0 ? 1.0 : 0.0;
+}
+
+struct ModelShape {
+  std::vector<double> groups;  // elements per parameter group
+  double activations = 0;      // bytes
+};
+
+ModelShape ShapeOf(const TrainConfig& config) {
+  const int micro = static_cast<int>(std::min<int64_t>(config.batch.micro_batch_per_gpu, 1 << 30));
+  if (const auto* gpt = std::get_if<GptModelConfig>(&config.model)) {
+    const GptConfig g{gpt->n_layer, gpt->n_head, gpt->n_embd, gpt->block_size, gpt->vocab_size};
+    return {GptModel::GroupSizes(g), GptModel::ActivationBytes(g, micro)};
+  }
+  const auto& mlp = std::get<MlpModelConfig>(config.model);
+  return {MlpModel::GroupSizes(mlp.layers), MlpModel::ActivationBytes(mlp.layers, micro)};
+}
+
+}  // namespace
+
+MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size) {
+  const ModelShape shape = ShapeOf(config);
+  double numel = 0, largest_group = 0;
+  for (double g : shape.groups) {
+    numel += g;
+    largest_group = std::max(largest_group, g);
+  }
+  const int stage = config.zero.stage;
+  const double world = std::max(world_size, 1);
+  const double shard = stage >= 1 ? std::ceil(numel / world) : numel;  // rank 0's, the largest
+  const bool fp32 = config.precision == Precision::kFp32;
+  const double storage = fp32 ? 4.0 : 2.0;
+  const double moments = MomentsPerParameter(config.optimizer);
+
+  MemoryEstimate m;
+  // The engine's allocations (runtime/engine/zero_engine.cc, ZeroEngine's constructor and memory()).
+  m.parameters = (stage == 3 ? shard : numel) * storage;
+  if (stage == 3) {
+    for (double g : shape.groups) {
+      if (g <= static_cast<double>(config.zero.stage3_param_persistence_threshold)) m.parameters += g * storage;
+    }
+  }
+  m.gradients = (stage >= 2 ? shard : numel) * storage;
+  m.optimizer_state = moments * shard * kFloat + (fp32 ? 0.0 : shard * kFloat);
+  m.activations = shape.activations;
+
+  // Transient buffers: at start-up the fp32 initial parameters exist while the engine is built;
+  // during training the step's fp32 gradient, the reduce bucket (stages 2-3), one acquired fp32
+  // group and its micro-step gradient. The larger of the two phases counts.
+  double training = 0;
+  if (!fp32 || stage >= 1) training += (stage == 0 ? numel : shard) * kFloat;  // the step's gradient
+  if (stage >= 2) {
+    const double bucket = std::min(numel, static_cast<double>(std::max<int64_t>(1, config.zero.reduce_bucket_size)));
+    training += std::max(largest_group, bucket) * kFloat;
+  }
+  if (!fp32 || stage == 3) training += largest_group * kFloat;  // an acquired group
+  if (!fp32 || stage >= 2) training += largest_group * kFloat;  // its micro-step gradient
+  m.buffers = std::max(numel * kFloat, training);
+  if (config.checkpoint.async && !config.checkpoint.dir.empty()) {
+    m.buffers += (1.0 + moments) * std::ceil(numel / world) * kFloat;  // the host copy of the state slice
+  }
+  return m;
+}
+
+std::string FormatBytesHuman(double bytes) {
+  char buf[48];
+  if (bytes >= 1024.0 * 1024 * 1024) {
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  } else if (bytes >= 1024.0 * 1024) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024));
+  } else if (bytes >= 1024.0) {
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", bytes / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0f B", bytes);
+  }
+  return buf;
+}
+
+Status CheckMemoryFits(const MemoryEstimate& need, int ranks_on_node, const AvailableMemory& available,
+                       std::string_view file) {
+  const int ranks = std::max(ranks_on_node, 1);
+  const double total = need.total() * ranks;
+  if (std::isfinite(total) && total <= available.bytes) return Status::Ok();
+  std::string text = std::string(file) + ": model needs about " + FormatBytesHuman(need.total()) +
+                     " per rank (parameters " + FormatBytesHuman(need.parameters) + ", gradients " +
+                     FormatBytesHuman(need.gradients) + ", optimizer state " + FormatBytesHuman(need.optimizer_state) +
+                     ", activations " + FormatBytesHuman(need.activations) + ", buffers " +
+                     FormatBytesHuman(need.buffers) + ")";
+  if (ranks > 1) text += " x " + std::to_string(ranks) + " ranks on this node = " + FormatBytesHuman(total);
+  text += "; this machine has " + FormatBytesHuman(available.bytes) + " available (" + available.source + "). ";
+  text += need.activations >= need.total() / 2
+              ? "Lower train_micro_batch_size_per_gpu, model.block_size or the model's size"
+              : "Use a higher zero_optimization.stage, more nodes, fp16/bf16, or a smaller model";
+  return FailedPreconditionError(text);
+}
+
+}  // namespace dslaunch::runtime

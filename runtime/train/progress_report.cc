@@ -1,0 +1,115 @@
+#include "runtime/train/progress_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/env_names.h"
+
+namespace dslaunch::runtime {
+
+WatchdogTimeout::WatchdogTimeout(WatchdogSettings settings)
+    : fixed_(settings.env_seconds ? settings.env_seconds : settings.config_seconds) {
+  window_.reserve(kStepTimeWindow);
+}
+
+void WatchdogTimeout::AddStep(double seconds) {
+  ++measured_;
+  if (fixed_) return;  // nothing to derive
+  if (window_.size() < kStepTimeWindow) {
+    window_.push_back(seconds);
+  } else {
+    window_[next_] = seconds;
+    next_ = (next_ + 1) % kStepTimeWindow;
+  }
+}
+
+double WatchdogTimeout::For(ProgressPhase phase) const {
+  if (fixed_ && *fixed_ == 0.0) return 0.0;
+  double between_steps = kStartupAllowance;
+  if (fixed_) {
+    between_steps = *fixed_;
+  } else if (measured_ >= kStepsBeforeDerived) {
+    std::vector<double> sorted = window_;
+    auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+    std::nth_element(sorted.begin(), middle, sorted.end());
+    between_steps = std::ceil(std::max(kMinDerivedTimeout, kStepTimeFactor * *middle));
+  }
+  switch (phase) {
+    case ProgressPhase::kStartup: return std::max(between_steps, kStartupAllowance);
+    case ProgressPhase::kTraining: return between_steps;
+    case ProgressPhase::kSlow: return std::max(between_steps, kSlowPhaseAllowance);
+  }
+  return between_steps;
+}
+
+std::string FormatProgressReport(int64_t step, double timeout_seconds) {
+  char buf[64];
+  if (timeout_seconds == std::floor(timeout_seconds)) {
+    std::snprintf(buf, sizeof(buf), "%lld timeout=%.0f\n", static_cast<long long>(step), timeout_seconds);
+  } else {
+    int n = std::snprintf(buf, sizeof(buf), "%lld timeout=%.3f", static_cast<long long>(step), timeout_seconds);
+    while (n > 0 && buf[n - 1] == '0') --n;  // "0.500" -> "0.5"
+    buf[n++] = '\n';
+    buf[n] = '\0';
+  }
+  return buf;
+}
+
+Result<std::optional<double>> ParseWatchdogTimeoutEnv(const std::map<std::string, std::string>& env) {
+  auto it = env.find(env::kWatchdogTimeout);
+  if (it == env.end() || it->second.empty()) return std::optional<double>();
+  const char* text = it->second.c_str();
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(seconds) || seconds < 0.0) {
+    return InvalidArgumentError(std::string(env::kWatchdogTimeout) + "='" + it->second +
+                                "' is not a number of seconds >= 0 (0 = no watchdog)");
+  }
+  return std::optional<double>(seconds);
+}
+
+std::chrono::milliseconds CollectiveTimeoutFor(double watchdog_seconds, std::chrono::milliseconds when_off) {
+  if (watchdog_seconds <= 0.0) return when_off;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(kCollectiveTimeoutFactor * watchdog_seconds * 1e3)));
+}
+
+ProgressReporter::ProgressReporter(WatchdogSettings settings, Writer write, std::function<void(double)> on_timeout)
+    : watchdog_(settings), write_(std::move(write)), on_timeout_(std::move(on_timeout)) {}
+
+void ProgressReporter::Starting(int64_t step) {
+  step_ = step;
+  Report();
+}
+
+void ProgressReporter::StepDone(int64_t step, double seconds) {
+  watchdog_.AddStep(seconds);
+  step_ = step;
+  stepped_ = true;
+  Report();
+}
+
+void ProgressReporter::StillWorking() { Report(); }
+
+void ProgressReporter::BeginSlowPhase() {
+  ++slow_depth_;
+  Report();
+}
+
+void ProgressReporter::EndSlowPhase() {
+  if (slow_depth_ > 0) --slow_depth_;
+  Report();
+}
+
+void ProgressReporter::Report() {
+  const ProgressPhase phase = slow_depth_ > 0 ? ProgressPhase::kSlow
+                              : stepped_      ? ProgressPhase::kTraining
+                                              : ProgressPhase::kStartup;
+  const double timeout = watchdog_.For(phase);
+  if (write_) write_(FormatProgressReport(step_, timeout));
+  if (timeout != timeout_ && on_timeout_) on_timeout_(timeout);
+  timeout_ = timeout;
+}
+
+}  // namespace dslaunch::runtime

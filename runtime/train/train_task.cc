@@ -1,0 +1,235 @@
+#include "runtime/train/train_task.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/data/batch_sampler.h"
+#include "runtime/models/gpt.h"
+#include "runtime/models/mlp.h"
+#include "runtime/data/token_shard.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+// ---- gpt on token shards ----
+
+class GptTask final : public TrainTask {
+ public:
+  GptTask(const TrainConfig& config, const GptModelConfig& gpt, const TrainData& data, int rank, int world)
+      : config_(config),
+        data_(data),
+        rank_(rank),
+        seq_len_(config.data.seq_len > 0 ? config.data.seq_len : gpt.block_size),
+        micro_(static_cast<int>(config.batch.micro_batch_per_gpu)),
+        train_{static_cast<int64_t>(data.train.size()), seq_len_, micro_,
+               static_cast<int>(config.batch.gradient_accumulation_steps), world},
+        val_{static_cast<int64_t>(data.val.size()), seq_len_, micro_, 1, world},
+        model_(GptConfig{gpt.n_layer, gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab_size}, micro_) {}
+
+  Status Validate(const GptModelConfig& gpt) const {
+    // A sample is seq_len inputs and their seq_len next tokens: seq_len + 1 tokens of the shard.
+    auto too_short = [&](const std::string& file, size_t tokens) {
+      return InvalidArgumentError(file + ": " + std::to_string(tokens) + " tokens hold no sequence of " +
+                                  std::to_string(seq_len_) + " + 1 tokens ($.data.seq_len is " +
+                                  std::to_string(seq_len_) + ")");
+    };
+    if (train_.windows() == 0) return too_short(config_.data.train, data_.train.size());
+    // A validation file that was given but holds no sample would silently skip validation.
+    if (!config_.data.val.empty() && val_.windows() == 0) return too_short(config_.data.val, data_.val.size());
+    for (const auto* shard : {&data_.train, &data_.val}) {
+      for (uint16_t t : *shard) {
+        if (t >= gpt.vocab_size) {
+          return InvalidArgumentError("token id " + std::to_string(t) + " in " +
+                                      (shard == &data_.train ? config_.data.train : config_.data.val) +
+                                      " is outside model.vocab_size " + std::to_string(gpt.vocab_size));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  const ParameterLayout& layout() const override { return model_.layout(); }
+  void InitParameters(std::span<float> flat, uint64_t seed) const override { model_.InitParameters(flat, seed); }
+  std::string_view name() const override { return "gpt"; }
+  bool classifier() const override { return false; }
+  int64_t TokensPerSample() const override { return seq_len_; }
+  double FlopsPerToken() const override { return model_.FlopsPerToken(seq_len_); }
+  int64_t GlobalBatch() const override { return train_.global_batch(); }
+
+  float ForwardTrain(ParameterAccess& params, int64_t step, int micro_step) override {
+    Fill(data_.train, WindowsForMicroStep(config_.seed, train_, step, micro_step, rank_));
+    return model_.Forward(params, inputs_.data(), targets_.data(), micro_, seq_len_);
+  }
+  void Backward(ParameterAccess& params, float scale) override { model_.Backward(params, scale); }
+  bool HasValidation() const override { return val_.windows() > 0; }
+  float ForwardValidation(ParameterAccess& params, int64_t batch, int64_t*) override {
+    Fill(data_.val, WindowsForMicroStep(config_.seed, val_, batch, 0, rank_));
+    return model_.Forward(params, inputs_.data(), targets_.data(), micro_, seq_len_);
+  }
+  int ValidationRows() const override { return micro_ * seq_len_; }
+
+  // Each next token drawn from the softmax of the last position's logits with a generator seeded
+  // by `seed`, over a window of at most block_size tokens.
+  std::string Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) override {
+    std::vector<int> context;
+    for (char ch : prompt.empty() ? std::string("\n") : prompt) context.push_back(static_cast<unsigned char>(ch));
+    const int block = model_.config().block_size, vocab = model_.config().vocab_size;
+    uint64_t state = seed ^ 0x5a5a5a5a5a5a5a5aull;
+    std::string out;
+    std::vector<int> window, dummy_targets;
+    std::vector<double> p(static_cast<size_t>(vocab));
+    for (int k = 0; k < count; ++k) {
+      const size_t len = std::min<size_t>(context.size(), static_cast<size_t>(block));
+      window.assign(context.end() - static_cast<std::ptrdiff_t>(len), context.end());
+      dummy_targets.assign(len, 0);
+      model_.Forward(params, window.data(), dummy_targets.data(), 1, static_cast<int>(len));
+      const float* logits = model_.logits().data() + (len - 1) * static_cast<size_t>(vocab);
+      const float mx = *std::max_element(logits, logits + vocab);
+      double total = 0.0;
+      for (int v = 0; v < vocab; ++v) total += p[static_cast<size_t>(v)] = std::exp(static_cast<double>(logits[v] - mx));
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      double r = static_cast<double>(state >> 11) / 9007199254740992.0 * total;
+      int next = vocab - 1;
+      for (int v = 0; v < vocab; ++v) {
+        r -= p[static_cast<size_t>(v)];
+        if (r <= 0) {
+          next = v;
+          break;
+        }
+      }
+      context.push_back(next);
+      out.push_back(next < 256 ? static_cast<char>(next) : '?');
+    }
+    return out;
+  }
+
+ private:
+  // Inputs and targets of `windows` (each seq_len + 1 tokens from the shard).
+  void Fill(const std::vector<uint16_t>& shard, const std::vector<int64_t>& windows) {
+    inputs_.resize(windows.size() * seq_len_);
+    targets_.resize(windows.size() * seq_len_);
+    for (size_t i = 0; i < windows.size(); ++i) {
+      const size_t start = static_cast<size_t>(windows[i]) * seq_len_;
+      for (int k = 0; k < seq_len_; ++k) {
+        inputs_[i * seq_len_ + k] = shard[start + k];
+        targets_[i * seq_len_ + k] = shard[start + k + 1];
+      }
+    }
+  }
+
+  const TrainConfig& config_;
+  const TrainData& data_;
+  const int rank_;
+  const int seq_len_;
+  const int micro_;
+  const BatchGeometry train_, val_;
+  GptModel model_;
+  std::vector<int> inputs_, targets_;
+};
+
+// ---- mlp on IDX images ----
+
+// A set of n images is sampled as n "windows" of one token: BatchGeometry{n + 1 tokens, length 1}
+// has exactly n windows, so the sample order is the token shards' (docs/data.md).
+BatchGeometry ImageGeometry(const IdxDataset& data, int micro, int accumulation, int world) {
+  return {static_cast<int64_t>(data.images.n) + 1, 1, micro, accumulation, world};
+}
+
+class MlpTask final : public TrainTask {
+ public:
+  MlpTask(const TrainConfig& config, const MlpModelConfig& mlp, const TrainData& data, int rank, int world)
+      : config_(config),
+        data_(data),
+        rank_(rank),
+        micro_(static_cast<int>(config.batch.micro_batch_per_gpu)),
+        train_(ImageGeometry(data.train_images, micro_, static_cast<int>(config.batch.gradient_accumulation_steps),
+                             world)),
+        val_(ImageGeometry(data.val_images, micro_, 1, world)),
+        model_(mlp.layers, micro_) {}
+
+  Status Validate() const {
+    DSLAUNCH_RETURN_IF_ERROR(
+        CheckIdxDatasetFits(data_.train_images, model_.input_width(), model_.num_classes(), "data.train"));
+    if (data_.val_images.images.n > 0) {
+      DSLAUNCH_RETURN_IF_ERROR(
+          CheckIdxDatasetFits(data_.val_images, model_.input_width(), model_.num_classes(), "data.val"));
+    }
+    return Status::Ok();
+  }
+
+  const ParameterLayout& layout() const override { return model_.layout(); }
+  void InitParameters(std::span<float> flat, uint64_t seed) const override { model_.InitParameters(flat, seed); }
+  std::string_view name() const override { return "mlp"; }
+  bool classifier() const override { return true; }
+  int64_t TokensPerSample() const override { return 1; }
+  double FlopsPerToken() const override { return model_.FlopsPerSample(); }
+  int64_t GlobalBatch() const override { return train_.global_batch(); }
+
+  float ForwardTrain(ParameterAccess& params, int64_t step, int micro_step) override {
+    Fill(data_.train_images, WindowsForMicroStep(config_.seed, train_, step, micro_step, rank_));
+    return model_.Forward(params, inputs_.data(), labels_.data(), micro_);
+  }
+  void Backward(ParameterAccess& params, float scale) override { model_.Backward(params, scale); }
+  bool HasValidation() const override { return val_.windows() > 0; }
+  float ForwardValidation(ParameterAccess& params, int64_t batch, int64_t* correct) override {
+    Fill(data_.val_images, WindowsForMicroStep(config_.seed, val_, batch, 0, rank_));
+    const float loss = model_.Forward(params, inputs_.data(), labels_.data(), micro_);
+    *correct += model_.correct();
+    return loss;
+  }
+  int ValidationRows() const override { return micro_; }
+  std::string Sample(ParameterAccess&, const std::string&, int, uint64_t) override { return {}; }
+
+ private:
+  void Fill(const IdxDataset& data, const std::vector<int64_t>& indices) {
+    inputs_.resize(indices.size() * static_cast<size_t>(model_.input_width()));
+    labels_.resize(indices.size());
+    GatherIdxBatch(data, indices, inputs_.data(), labels_.data());
+  }
+
+  const TrainConfig& config_;
+  const TrainData& data_;
+  const int rank_;
+  const int micro_;
+  const BatchGeometry train_, val_;
+  MlpModel model_;
+  std::vector<float> inputs_;
+  std::vector<int> labels_;
+};
+
+}  // namespace
+
+Result<TrainData> ReadTrainData(const TrainConfig& config) {
+  TrainData data;
+  if (config.data.format == DataFormat::kIdx) {
+    DSLAUNCH_ASSIGN_OR_RETURN(data.train_images, ReadIdxDataset(config.data.train, config.data.train_labels));
+    if (!config.data.val.empty()) {
+      DSLAUNCH_ASSIGN_OR_RETURN(data.val_images, ReadIdxDataset(config.data.val, config.data.val_labels));
+    }
+    return data;
+  }
+  DSLAUNCH_ASSIGN_OR_RETURN(data.train, ReadTokenShard(config.data.train));
+  if (!config.data.val.empty()) {
+    DSLAUNCH_ASSIGN_OR_RETURN(data.val, ReadTokenShard(config.data.val));
+  }
+  return data;
+}
+
+Result<std::unique_ptr<TrainTask>> TrainTask::Create(const TrainConfig& config, const TrainData& data, int rank,
+                                                     int world) {
+  if (const auto* gpt = std::get_if<GptModelConfig>(&config.model)) {
+    auto task = std::make_unique<GptTask>(config, *gpt, data, rank, world);
+    DSLAUNCH_RETURN_IF_ERROR(task->Validate(*gpt));
+    return std::unique_ptr<TrainTask>(std::move(task));
+  }
+  const auto& mlp = std::get<MlpModelConfig>(config.model);
+  if (data.train_images.images.n == 0) {
+    return InvalidArgumentError("model.type \"mlp\" trains on images: set data.format to \"idx\" with "
+                                "data.train and data.train_labels");
+  }
+  auto task = std::make_unique<MlpTask>(config, mlp, data, rank, world);
+  DSLAUNCH_RETURN_IF_ERROR(task->Validate());
+  return std::unique_ptr<TrainTask>(std::move(task));
+}
+
+}  // namespace dslaunch::runtime

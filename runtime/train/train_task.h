@@ -1,0 +1,73 @@
+// TrainTask: a model and its data behind one face, so that one training loop (runtime/train/trainer.h)
+// trains either bundled model: `gpt` on token shards, `mlp` on IDX images. A task knows how to
+// fill the micro-batch a rank reads at a step (a pure function of seed, step, micro-step, rank;
+// runtime/data/batch_sampler.h), run the model forward and backward through ParameterAccess, and run a
+// validation batch. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/data/idx_data.h"
+#include "runtime/core/param_layout.h"
+#include "runtime/core/parameter_access.h"
+#include "runtime/config/train_config.h"
+
+namespace dslaunch::runtime {
+
+// What a run trains on, read from the files named in the config's `data` section.
+struct TrainData {
+  std::vector<uint16_t> train;  // tokens (format "tokens")
+  std::vector<uint16_t> val;    // may be empty: no validation
+  IdxDataset train_images;      // format "idx"
+  IdxDataset val_images;        // n == 0: no validation
+};
+
+// Reads the data files of `config` (token shards or IDX images and labels).
+Result<TrainData> ReadTrainData(const TrainConfig& config);
+
+class TrainTask {
+ public:
+  // The task for config.model on `data`, for rank `rank` of `world`. Fails with
+  // kInvalidArgument when the data does not fit the model (a token id past vocab_size, an image
+  // size or label that does not fit the mlp, a training or validation shard too short for one
+  // sample of data.seq_len + 1 tokens).
+  static Result<std::unique_ptr<TrainTask>> Create(const TrainConfig& config, const TrainData& data, int rank,
+                                                   int world);
+  virtual ~TrainTask() = default;
+
+  virtual const ParameterLayout& layout() const = 0;
+  virtual void InitParameters(std::span<float> flat, uint64_t seed) const = 0;
+  // "gpt" or "mlp".
+  virtual std::string_view name() const = 0;
+  // Whether the task classifies (mlp): validation then reports accuracy, and throughput is in
+  // samples (images). A language model (gpt) is not one, whatever its seq_len, even 1.
+  virtual bool classifier() const = 0;
+  // Tokens per sample (seq_len) for gpt, 1 (an image) for mlp: throughput is GlobalBatch() x this
+  // per step, in tokens or (a classifier) samples.
+  virtual int64_t TokensPerSample() const = 0;
+  // Model FLOPs per token (or image) for forward + backward, for MFU.
+  virtual double FlopsPerToken() const = 0;
+  // Samples in one optimizer step over all ranks.
+  virtual int64_t GlobalBatch() const = 0;
+
+  // Forward on this rank's micro-batch `micro_step` of `step`; returns the mean loss.
+  virtual float ForwardTrain(ParameterAccess& params, int64_t step, int micro_step) = 0;
+  // Backward of the last forward, the loss multiplied by `scale`.
+  virtual void Backward(ParameterAccess& params, float scale) = 0;
+  // Whether there is validation data.
+  virtual bool HasValidation() const = 0;
+  // Forward on validation batch `batch` of this rank; returns the mean loss, and adds to
+  // *correct the rows classified right (mlp; gpt leaves it).
+  virtual float ForwardValidation(ParameterAccess& params, int64_t batch, int64_t* correct) = 0;
+  // Rows per validation batch on this rank.
+  virtual int ValidationRows() const = 0;
+  // gpt: `count` tokens sampled after `prompt` (empty: "\n"), seeded; mlp: empty.
+  virtual std::string Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) = 0;
+};
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,161 @@
+// meta.json (docs/checkpoint.md, "meta.json"): the documented fields with hand-worked derived
+// values, a round trip of every field, and each damage refused with the file and the JSON path.
+#include "runtime/checkpoint/meta.h"
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+
+namespace dslaunch::runtime {
+namespace {
+
+using Json = nlohmann::json;
+
+// A run of 2 ranks over 10 parameters that has done 12 steps, 2 of them skipped by fp16.
+CheckpointMeta Sample() {
+  CheckpointMeta m;
+  m.step = 12;
+  m.applied_steps = 10;
+  m.optimizer_step = 10;
+  m.world_size = 2;
+  m.zero_stage = 1;
+  m.precision = "fp16";
+  m.model = "gpt";
+  m.optimizer = "adamw";
+  m.numel = 10;
+  m.global_batch = 8;
+  m.seed = 5;
+  m.state_tensors = {"master", "exp_avg", "exp_avg_sq"};
+  m.parameters = {{"wte", {3, 2}, 0, 6}, {"ln_f.weight", {4}, 6, 4}};
+  m.partitions = {{0, 0, 5, "rank00000.safetensors", 300, 0x0000beefu},
+                  {1, 5, 10, "rank00001.safetensors", 301, 0xdeadbeefu}};
+  m.loss_scaler = {1024.0, 12, 9, 2};
+  m.config_sha256 = "ab12";
+  return m;
+}
+
+TEST_CASE("meta.json holds the documented fields, with the derived ones worked out") {
+  const Json j = Json::parse(CheckpointMetaToJson(Sample()));
+  CHECK(j.at("format") == "dslaunch-checkpoint");
+  CHECK(j.at("version") == 1);
+  CHECK(j.at("step") == 12);
+  CHECK(j.at("applied_steps") == 10);
+  CHECK(j.at("optimizer_step") == 10);
+  CHECK(j.at("samples_seen") == 96);  // 12 steps x 8 samples
+  CHECK(j.at("lr_scheduler").at("last_batch_iteration") == 9);  // DeepSpeed's: applied steps - 1
+  CHECK(j.at("rng").at("seed") == 5);
+  CHECK(j.at("state_dtype") == "F32");
+  CHECK(j.at("partitions").at(0).at("crc32c") == "0000beef");  // 8 lower-case digits, zeros kept
+  CHECK(j.at("partitions").at(1).at("crc32c") == "deadbeef");
+  CHECK(j.at("partitions").at(1).at("begin") == 5);
+  CHECK(j.at("partitions").at(1).at("bytes") == 301);
+  CHECK(j.at("loss_scaler") == Json{{"scale", 1024.0}, {"iteration", 12}, {"last_overflow_iteration", 9},
+                                    {"hysteresis_left", 2}});
+  CHECK(j.at("parameters").at(1) == Json{{"name", "ln_f.weight"}, {"shape", {4}}, {"offset", 6}, {"numel", 4}});
+}
+
+TEST_CASE("meta.json round-trips every field") {
+  const CheckpointMeta a = Sample();
+  auto b = CheckpointMetaFromJson(CheckpointMetaToJson(a), "meta.json");
+  REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+  CHECK(b->version == a.version);
+  CHECK(b->step == a.step);
+  CHECK(b->applied_steps == a.applied_steps);
+  CHECK(b->optimizer_step == a.optimizer_step);
+  CHECK(b->world_size == a.world_size);
+  CHECK(b->zero_stage == a.zero_stage);
+  CHECK(b->precision == a.precision);
+  CHECK(b->model == a.model);
+  CHECK(b->optimizer == a.optimizer);
+  CHECK(b->numel == a.numel);
+  CHECK(b->global_batch == a.global_batch);
+  CHECK(b->seed == a.seed);
+  CHECK(b->state_tensors == a.state_tensors);
+  CHECK(b->config_sha256 == a.config_sha256);
+  REQUIRE(b->parameters.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    CHECK(b->parameters[i].name == a.parameters[i].name);
+    CHECK(b->parameters[i].shape == a.parameters[i].shape);
+    CHECK(b->parameters[i].offset == a.parameters[i].offset);
+    CHECK(b->parameters[i].numel == a.parameters[i].numel);
+  }
+  REQUIRE(b->partitions.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    CHECK(b->partitions[i].rank == a.partitions[i].rank);
+    CHECK(b->partitions[i].begin == a.partitions[i].begin);
+    CHECK(b->partitions[i].end == a.partitions[i].end);
+    CHECK(b->partitions[i].file == a.partitions[i].file);
+    CHECK(b->partitions[i].bytes == a.partitions[i].bytes);
+    CHECK(b->partitions[i].crc32c == a.partitions[i].crc32c);
+  }
+  CHECK(b->loss_scaler.scale == a.loss_scaler.scale);
+  CHECK(b->loss_scaler.iteration == a.loss_scaler.iteration);
+  CHECK(b->loss_scaler.last_overflow_iteration == a.loss_scaler.last_overflow_iteration);
+  CHECK(b->loss_scaler.hysteresis_left == a.loss_scaler.hysteresis_left);
+}
+
+TEST_CASE("CheckpointMetaFromJson refuses a damaged meta.json as data loss, naming the file and the JSON path") {
+  struct Case {
+    const char* what;
+    std::function<void(Json&)> damage;
+    std::string error;  // after "ck/meta.json: "
+  };
+  const Case cases[] = {
+      {"another format", [](Json& j) { j["format"] = "zip"; }, "$.format is \"zip\", not a dslaunch checkpoint"},
+      {"a later version", [](Json& j) { j["version"] = 2; },
+       "$.version 2 is not supported by this build (it reads version 1)"},
+      {"a missing field", [](Json& j) { j.erase("seed"); }, "$.seed missing"},
+      {"a field of the wrong type", [](Json& j) { j["step"] = "12"; }, "$.step must be an integer"},
+      {"a negative count", [](Json& j) { j["numel"] = -10; }, "$.numel must be a non-negative integer"},
+      {"no world", [](Json& j) { j["world_size"] = 0; }, "$.world_size must be at least 1"},
+      {"more applied steps than steps", [](Json& j) { j["applied_steps"] = 13; },
+       "$.applied_steps must be between 0 and $.step"},
+      {"negative applied steps", [](Json& j) { j["applied_steps"] = -1; },
+       "$.applied_steps must be between 0 and $.step"},
+      {"a gap between partitions", [](Json& j) { j["partitions"][1]["begin"] = 6; },
+       "$.partitions[1] does not continue the partitions in rank order (rank 1, [6, 10))"},
+      {"overlapping partitions", [](Json& j) { j["partitions"][1]["begin"] = 4; },
+       "$.partitions[1] does not continue the partitions in rank order (rank 1, [4, 10))"},
+      {"partitions out of rank order", [](Json& j) { j["partitions"][1]["rank"] = 0; },
+       "$.partitions[1] does not continue the partitions in rank order (rank 0, [5, 10))"},
+      {"a partition ending before it begins", [](Json& j) { j["partitions"][1]["end"] = 4; },
+       "$.partitions[1] does not continue the partitions in rank order (rank 1, [5, 4))"},
+      {"a short checksum", [](Json& j) { j["partitions"][0]["crc32c"] = "beef"; },
+       "$.partitions[0].crc32c must be 8 lower-case hex digits"},
+      {"a long checksum", [](Json& j) { j["partitions"][0]["crc32c"] = "0deadbeef"; },
+       "$.partitions[0].crc32c must be 8 lower-case hex digits"},
+      {"an upper-case checksum", [](Json& j) { j["partitions"][1]["crc32c"] = "DEADBEEF"; },
+       "$.partitions[1].crc32c must be 8 lower-case hex digits"},
+      {"a shard path", [](Json& j) { j["partitions"][0]["file"] = "../rank00000.safetensors"; },
+       "$.partitions[0].file must be a file name"},
+      {"partitions not covering numel", [](Json& j) { j["numel"] = 11; },
+       "$.partitions must be 2 partitions covering [0, 11)"},
+      {"fewer partitions than ranks", [](Json& j) { j["world_size"] = 3; },
+       "$.partitions must be 3 partitions covering [0, 10)"},
+      {"no loss scaler", [](Json& j) { j.erase("loss_scaler"); }, "$.loss_scaler must be an object"},
+      {"a loss scaler without its iteration", [](Json& j) { j["loss_scaler"].erase("iteration"); },
+       "$.loss_scaler.iteration missing"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    Json j = Json::parse(CheckpointMetaToJson(Sample()));
+    c.damage(j);
+    auto r = CheckpointMetaFromJson(j.dump(1), "ck/meta.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(r.status().message() == "ck/meta.json: " + c.error);
+  }
+  for (const char* text : {"", "{\"format\": \"dslaunch-checkpoint\", \"vers", "[1, 2]"}) {
+    CAPTURE(text);
+    auto r = CheckpointMetaFromJson(text, "ck/meta.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(r.status().message() == "ck/meta.json: $ is not a JSON object (truncated or corrupt?)");
+  }
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime

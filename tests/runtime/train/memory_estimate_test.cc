@@ -1,0 +1,136 @@
+// The memory check before allocating (runtime/train/memory_estimate.h): the estimate against the
+// engine's own accounting and the models' real buffers, the message, and the readers of
+// /proc/meminfo and the cgroup files (runtime/train/available_memory.h).
+#include "runtime/train/memory_estimate.h"
+
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "runtime/train/available_memory.h"
+#include "runtime/engine/zero_engine.h"
+#include "runtime/models/gpt.h"
+#include "runtime/models/mlp.h"
+#include "tests/fakes/thread_communicator.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+TrainConfig TinyGpt() {
+  TrainConfig c;
+  c.batch = {8, 2, 2};
+  c.model = GptModelConfig{2, 2, 16, 8, 32};
+  c.data.seq_len = 8;
+  c.zero.reduce_bucket_size = 700;
+  c.zero.stage3_param_persistence_threshold = 100;
+  return c;
+}
+
+TEST_CASE("The estimate of the engine's states is the engine's own accounting, at every stage and precision") {
+  for (int world : {1, 2, 3}) {
+    for (int stage : {0, 1, 2, 3}) {
+      for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+        for (OptimizerKind optimizer : {OptimizerKind::kAdamW, OptimizerKind::kSgd}) {
+          CAPTURE(world);
+          CAPTURE(stage);
+          CAPTURE(PrecisionName(precision));
+          CAPTURE(OptimizerTypeName(optimizer));
+          TrainConfig c = TinyGpt();
+          c.zero.stage = stage;
+          c.precision = precision;
+          c.optimizer.type = optimizer;
+          c.optimizer.momentum = optimizer == OptimizerKind::kSgd ? 0.9 : 0.0;
+          const auto& g = std::get<GptModelConfig>(c.model);
+          GptModel model(GptConfig{g.n_layer, g.n_head, g.n_embd, g.block_size, g.vocab_size}, 2);
+          std::vector<float> initial(model.layout().numel(), 0.5f);
+          testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(10));
+          MemoryStats rank0;
+          std::vector<std::thread> threads;
+          for (int r = 0; r < world; ++r) {
+            threads.emplace_back([&, r] {
+              auto engine = Engine::Create(model.layout(), group.Get(r), EngineOptionsFrom(c), initial);
+              REQUIRE(engine.ok());
+              if (r == 0) rank0 = (*engine)->memory();
+            });
+          }
+          for (auto& t : threads) t.join();
+          const MemoryEstimate m = EstimateTrainingMemory(c, world);
+          CHECK(m.parameters == static_cast<double>(rank0.parameters));
+          CHECK(m.gradients == static_cast<double>(rank0.gradients));
+          CHECK(m.optimizer_state == static_cast<double>(rank0.optimizer_state));
+          CHECK(m.activations == static_cast<double>(model.activation_bytes()));
+          CHECK(m.buffers >= 4.0 * static_cast<double>(model.layout().numel()));  // the initial fp32 copy
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("The models' activation formulas are their constructors' allocations") {
+  for (GptConfig g : {GptConfig{1, 1, 8, 4, 16}, GptConfig{3, 4, 32, 17, 256}}) {
+    for (int batch : {1, 3}) {
+      GptModel model(g, batch);
+      CHECK(GptModel::ActivationBytes(g, batch) == static_cast<double>(model.activation_bytes()));
+      CHECK(GptModel::NumParameters(g) == static_cast<double>(model.layout().numel()));
+      double sum = 0;
+      for (double s : GptModel::GroupSizes(g)) sum += s;
+      CHECK(sum == static_cast<double>(model.layout().numel()));
+    }
+  }
+  const std::vector<int> widths = {784, 300, 7, 10};
+  MlpModel mlp(widths, 5);
+  CHECK(MlpModel::ActivationBytes(widths, 5) == static_cast<double>(mlp.activation_bytes()));
+  double sum = 0;
+  for (double s : MlpModel::GroupSizes(widths)) sum += s;
+  CHECK(sum == static_cast<double>(mlp.layout().numel()));
+}
+
+TEST_CASE("A model that cannot fit is refused with what it needs and what the machine has") {
+  // The n_layer 4000 (the demo's other dimensions): before, std::bad_alloc while the model
+  // was built. Figures by hand: 793,153,792 parameters (x4 bytes each for parameters, gradients and
+  // the initial copy, x8 for AdamW's moments); activations 93.9 GiB, of which the attention matrices
+  // (4000 layers x 8 sequences x 4 heads x 256^2 floats) are 31.25 GiB.
+  TrainConfig c = TinyGpt();
+  c.batch = {16, 8, 1};
+  c.model = GptModelConfig{4000, 4, 128, 256, 256};
+  c.zero.reduce_bucket_size = 500'000'000;
+  const MemoryEstimate m = EstimateTrainingMemory(c, 2);
+  const Status s = CheckMemoryFits(m, 2, AvailableMemory{23.1 * (1 << 30), "MemAvailable"}, "train.json");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK(s.message() ==
+        "train.json: model needs about 108.7 GiB per rank (parameters 3.0 GiB, gradients 3.0 GiB, optimizer state "
+        "5.9 GiB, activations 93.9 GiB, buffers 3.0 GiB) x 2 ranks on this node = 217.3 GiB; this machine has "
+        "23.1 GiB available (MemAvailable). Lower train_micro_batch_size_per_gpu, model.block_size or the model's "
+        "size");
+  // The same run fits a machine with enough memory; one rank's need is compared per rank.
+  CHECK(CheckMemoryFits(m, 2, AvailableMemory{m.total() * 2, "MemAvailable"}, "train.json").ok());
+  CHECK_FALSE(CheckMemoryFits(m, 2, AvailableMemory{m.total() * 2 - 1, "MemAvailable"}, "train.json").ok());
+  // A model whose states dominate gets the other advice.
+  c.model = GptModelConfig{1000, 64, 4096, 16, 256};
+  c.batch = {2, 1, 1};
+  const Status big = CheckMemoryFits(EstimateTrainingMemory(c, 2), 1, AvailableMemory{1e12, "cgroup limit"}, "t.json");
+  CHECK(big.message().find("Use a higher zero_optimization.stage, more nodes, fp16/bf16, or a smaller model") !=
+        std::string::npos);
+}
+
+TEST_CASE("MemAvailable and cgroup limits are read from the files' text") {
+  CHECK(ParseMemAvailable("MemTotal:       32594380 kB\nMemFree:  1 kB\nMemAvailable:   23452380 kB\n") ==
+        23452380.0 * 1024);
+  CHECK_FALSE(ParseMemAvailable("MemTotal: 5 kB\n").has_value());
+  CHECK_FALSE(ParseMemAvailable("MemAvailable: lots\n").has_value());
+  const auto cgroups = ParseMemoryCgroups("9:name=systemd:/\n4:memory:/job/a\n3:cpu,memory:/x\n0::/user.slice/s\n");
+  REQUIRE(cgroups.size() == 3);
+  CHECK((cgroups[0].path == "/job/a" && !cgroups[0].v2));
+  CHECK((cgroups[1].path == "/x" && !cgroups[1].v2));
+  CHECK((cgroups[2].path == "/user.slice/s" && cgroups[2].v2));
+  CHECK(CgroupRoom("1073741824\n", "73741824\n") == 1e9);
+  CHECK(CgroupRoom("100", "200") == 0.0);
+  CHECK_FALSE(CgroupRoom("max\n", "5").has_value());
+  CHECK_FALSE(CgroupRoom("9223372036854771712\n", "5").has_value());  // v1: no limit
+  CHECK(FormatBytesHuman(512) == "512 B");
+  CHECK(FormatBytesHuman(1.5 * (1 << 20)) == "1.5 MiB");
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime
