@@ -3,7 +3,8 @@
 // (TrainConfig holds ZeroConfig and Precision); the engine never reads train.json's types.
 //
 // ZeroPartitioning turns the stage into the three questions the engine's parts ask (docs/engine.md,
-// "The three parts"): the stage is compared with a number here and nowhere else in the engine.
+// "The engine's three parts"): the stage is compared with a number here, and in Engine::Create's
+// check of its range, and nowhere else in the engine.
 #pragma once
 
 #include <cstdint>

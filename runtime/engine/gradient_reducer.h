@@ -1,6 +1,6 @@
 // GradientReducer: the model's gradients in their storage type S, their reduction across ranks,
 // and the step's gradient; the answer to "are gradients partitioned?" (ZeRO 2-3,
-// docs/engine.md "The three parts").
+// docs/engine.md "The engine's three parts").
 //
 //   not partitioned (ZeRO 0-1): every rank accumulates the whole gradient over the micro-steps
 //     (fp32 storage: the model adds into it directly; 16-bit: the group's fp32 micro-step gradient

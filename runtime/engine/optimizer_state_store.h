@@ -1,6 +1,6 @@
 // OptimizerStateStore: where the fp32 master weights and the optimizer's moments of the owned
 // slice live, and how the step reaches them; the answer to "where does optimizer state live?"
-// (docs/engine.md "The three parts").
+// (docs/engine.md "The engine's three parts").
 //
 // The step never holds the whole state: it visits it sub-group by sub-group (ForEachSubGroup),
 // so that a store that keeps the state in files (ZeRO-Infinity's NVMe offload, issue 12 part 2)

@@ -1,5 +1,5 @@
 // ParameterStore: the model's parameters in their storage type S (fp32, fp16 or bf16), and the
-// answer to "are parameters partitioned?" (ZeRO 3, docs/engine.md "The three parts").
+// answer to "are parameters partitioned?" (ZeRO 3, docs/engine.md "The engine's three parts").
 //
 //   not partitioned (ZeRO 0-2): every rank holds all parameters. Acquire hands out the group
 //     itself (fp32 storage) or an fp32 copy of it (16-bit storage).

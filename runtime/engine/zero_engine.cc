@@ -97,7 +97,8 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     DSLAUNCH_CHECK(out.size() == shards_.numel());
     const ShardRange& own = shards_.own();
     DSLAUNCH_RETURN_IF_ERROR(state_->ForEachSubGroup(StateAccess::kRead, [&](const StateSubGroup& sub) {
-      std::copy(sub.master().begin(), sub.master().end(), out.begin() + static_cast<std::ptrdiff_t>(own.begin + sub.begin));
+      const std::span<float> master = sub.master();
+      std::copy(master.begin(), master.end(), out.begin() + static_cast<std::ptrdiff_t>(own.begin + sub.begin));
       return Status::Ok();
     }));
     if (!shards_.partitioned()) return Status::Ok();
@@ -113,7 +114,9 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     const size_t at = snap.range.begin - shards_.own().begin;
     const std::vector<std::string> names = StateTensorNames(options_.optimizer);
     const std::vector<std::span<const float>> tensors = state_->Resident();
-    for (size_t i = 0; i < names.size(); ++i) snap.tensors.emplace_back(names[i], tensors[i].subspan(at, snap.range.size()));
+    for (size_t i = 0; i < names.size(); ++i) {
+      snap.tensors.emplace_back(names[i], tensors[i].subspan(at, snap.range.size()));
+    }
     snap.optimizer_step = state_->step();
     snap.applied_steps = applied_;
     snap.loss_scaler = scaler_.state();
@@ -125,9 +128,8 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     const std::vector<std::string> names = StateTensorNames(options_.optimizer);
     const size_t base = shards_.own().begin;
     DSLAUNCH_RETURN_IF_ERROR(state_->ForEachSubGroup(StateAccess::kWrite, [&](const StateSubGroup& sub) {
-      for (size_t i = 0; i < names.size(); ++i) {
-        DSLAUNCH_RETURN_IF_ERROR(read(names[i], base + sub.begin, base + sub.begin + sub.size(), sub.tensors[i].data()));
-      }
+      const size_t begin = base + sub.begin, end = begin + sub.size();
+      for (size_t i = 0; i < names.size(); ++i) DSLAUNCH_RETURN_IF_ERROR(read(names[i], begin, end, sub.tensors[i].data()));
       params_.WriteOwned(sub.begin, sub.master());
       return Status::Ok();
     }));
