@@ -262,13 +262,4 @@ std::string_view SchedulerTypeName(LrScheduleKind type) {
   return "unknown";
 }
 
-std::string_view PrecisionName(Precision precision) {
-  switch (precision) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
-  }
-  return "unknown";
-}
-
 }  // namespace dslaunch::runtime

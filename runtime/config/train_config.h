@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "runtime/config/elastic_batch.h"
+#include "runtime/engine/engine_options.h"
 #include "runtime/engine/lr_schedule.h"
 #include "runtime/engine/optimizer.h"
 
@@ -83,20 +84,8 @@ struct Bf16Config {
   bool enabled = false;
 };
 
-// The storage type of parameters and activations; master weights are fp32 in every case.
-enum class Precision { kFp32, kFp16, kBf16 };
-
-// DeepSpeed's zero_optimization section and defaults (sizes in elements).
-struct ZeroConfig {
-  int stage = 0;
-  int64_t reduce_bucket_size = 500'000'000;
-  int64_t allgather_bucket_size = 500'000'000;
-  bool overlap_comm = false;  // default true at stage 3, as DeepSpeed
-  bool contiguous_gradients = true;
-  int64_t stage3_prefetch_bucket_size = 50'000'000;
-  int64_t stage3_param_persistence_threshold = 100'000;
-  int64_t stage3_max_live_parameters = 1'000'000'000;
-};
+// Precision and ZeroConfig (DeepSpeed's zero_optimization section) are the engine's own types:
+// runtime/engine/engine_options.h.
 
 // GPT-2 architecture with tied input/output embeddings.
 struct GptModelConfig {
@@ -166,8 +155,8 @@ struct TrainConfig {
   double gradient_clipping = 0.0;  // max global gradient norm; 0 = off
   Fp16Config fp16;
   Bf16Config bf16;
-  Precision precision = Precision::kFp32;  // from fp16/bf16
-  ZeroConfig zero;
+  Precision precision = Precision::kFp32;  // from fp16/bf16 (runtime/engine/engine_options.h)
+  ZeroConfig zero;                         // runtime/engine/engine_options.h
   int64_t steps_per_print = 10;
   uint64_t seed = 42;
   ModelConfig model;
@@ -222,9 +211,12 @@ std::string BatchSummary(const TrainConfig& config, int world_size);
 // are none. The caller prefixes only its program name.
 std::string UnimplementedWarning(const TrainConfig& config);
 
-// Stable lower-case names, for logs: "adamw", "warmup_cosine_lr", "bf16", ...
+// Stable lower-case names, for logs: "adamw", "warmup_cosine_lr", ... (PrecisionName is the
+// engine's: runtime/engine/engine_options.h).
 std::string_view OptimizerTypeName(OptimizerKind type);
 std::string_view SchedulerTypeName(LrScheduleKind type);
-std::string_view PrecisionName(Precision precision);
+
+// The engine's options from a parsed train.json (runtime/config/engine_options_from.cc).
+EngineOptions EngineOptionsFrom(const TrainConfig& config);
 
 }  // namespace dslaunch::runtime

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -52,5 +53,18 @@ struct OptimizerState {
 // segment by segment. Increments state.step.
 void OptimizerStep(const OptimizerParams& p, double lr, std::span<float> params, std::span<const float> grads,
                    const std::vector<DecaySegment>& segments, OptimizerState& state);
+
+// The same update on a slice of the weights with the state's buffers borrowed: update number `t`
+// (1-based; OptimizerStep passes ++state.step) applied to `params` from `grads`, with `m` (Adam's
+// first moment, SGD's momentum buffer) and `v` (Adam's second moment) of the same length where
+// the optimizer keeps them, empty otherwise. Each element's arithmetic depends on that element
+// alone, so updating a buffer slice by slice gives the bits of one whole update.
+void OptimizerUpdate(const OptimizerParams& p, double lr, int64_t t, std::span<float> params,
+                     std::span<const float> grads, const std::vector<DecaySegment>& segments, std::span<float> m,
+                     std::span<float> v);
+
+// The parts of `segments` inside [begin, end), shifted to start at `begin`: the segments of a
+// slice of the spans they describe.
+std::vector<DecaySegment> SegmentsWithin(const std::vector<DecaySegment>& segments, size_t begin, size_t end);
 
 }  // namespace dslaunch::runtime

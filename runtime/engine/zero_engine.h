@@ -4,19 +4,17 @@
 //
 // One implementation covers ZeRO stages 0-3 with fp32, fp16 or bf16 storage of the model's
 // parameters and gradients (compute is fp32; the master weights the optimizer updates are fp32 in
-// every case):
-//   stage 0: parameters, gradients, master weights and optimizer state whole on every rank;
-//            the gradient is all-reduced at the step.
-//   stage 1: master weights and optimizer state partitioned (ShardFor); the gradient is
-//            reduce-scattered at the step, each rank updates its partition, the updated 16-bit
-//            (or fp32) parameters are all-gathered.
-//   stage 2: as 1, and only the owned partition of the gradient is kept: a group's gradient is
-//            reduce-scattered in buckets of reduce_bucket_size as soon as the backward pass
-//            reports it ready, every micro-step.
-//   stage 3: as 2, and the parameters are partitioned too: Acquire all-gathers a group (with the
-//            next groups in the direction of travel fetched in the same collective, up to
-//            stage3_prefetch_bucket_size), Release frees it; groups of at most
-//            stage3_param_persistence_threshold elements stay whole on every rank.
+// every case). It composes three parts, each answering one question of the stage
+// (ZeroPartitioning, runtime/engine/engine_options.h):
+//   ParameterStore (parameter_store.h): are parameters partitioned (stage 3)? Acquire, Release,
+//     prefetch, and Publish of the updated parameters (all-gathered at stages 1-2).
+//   GradientReducer (gradient_reducer.h): are gradients partitioned (stages 2-3)? Buckets
+//     reduce-scattered during backward, or the whole gradient reduced at the step; the step's
+//     gradient and its norm.
+//   OptimizerStateStore (optimizer_state_store.h): where do the fp32 master weights and moments
+//     of the owned slice live (ShardFor at stages 1-3, everything at 0)? In memory here, visited
+//     sub-group by sub-group.
+// The engine keeps the step (norm, loss scaling, clipping, the update), Snapshot and Restore.
 //
 // A step: BeginStep() zeroes the gradients; for each micro-step the caller runs forward and
 // backward with loss scale loss_scale() / accumulation; Step() finishes the reduction, computes
@@ -36,30 +34,19 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/engine/loss_scaler.h"
-#include "runtime/engine/lr_schedule.h"
-#include "runtime/engine/optimizer.h"
 #include "runtime/core/param_layout.h"
-#include "runtime/core/partition.h"
 #include "runtime/core/parameter_access.h"
-#include "runtime/config/train_config.h"
+#include "runtime/core/partition.h"
+#include "runtime/engine/engine_options.h"
+#include "runtime/engine/loss_scaler.h"
+#include "runtime/engine/optimizer_state_store.h"
 
 namespace dslaunch::runtime {
-
-struct EngineOptions {
-  ZeroConfig zero;  // stage and bucket sizes (elements)
-  Precision precision = Precision::kFp32;
-  LossScalerConfig loss_scaler;  // used with fp16 only
-  OptimizerParams optimizer;
-  LrSchedule schedule;
-  double gradient_clipping = 0.0;  // 0: off
-};
-
-// The engine's options from a parsed train.json.
-EngineOptions EngineOptionsFrom(const TrainConfig& config);
 
 struct StepStats {
   double grad_norm = 0.0;   // unscaled, before clipping
@@ -78,11 +65,6 @@ struct MemoryStats {
   size_t working = 0;          // transient fp32 buffers (acquired groups, buckets, step gradient):
                                // their high-water mark so far
 };
-
-// The optimizer's fp32 state, by checkpoint tensor name: "master" (the fp32 master weights),
-// then the optimizer's buffers ("exp_avg", "exp_avg_sq" for Adam/AdamW; "momentum_buffer" for
-// SGD with momentum; none for plain SGD).
-std::vector<std::string> StateTensorNames(const OptimizerParams& optimizer);
 
 // What a checkpoint saves of one rank (docs/checkpoint.md): the slice `range` =
 // ShardFor(numel, world, rank) of every state tensor, whatever the ZeRO stage (at stage 0 every

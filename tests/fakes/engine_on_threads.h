@@ -28,6 +28,16 @@ inline ParameterLayout OddLayout() {
   return layout;
 }
 
+// Runs `body(rank, comm)` on `world` threads, each with its rank's communicator of one group: for
+// tests of the engine's parts (parameter store, gradient reducer) on their own.
+template <class Body>
+void OnEveryRankComm(int world, Body body) {
+  ThreadCommunicatorGroup group(world, std::chrono::seconds(10));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back([&, r] { body(r, group.Get(r)); });
+  for (auto& t : threads) t.join();
+}
+
 // Runs `body(rank, engine)` on `world` threads, each with an engine created from `initial`; a
 // failed Create fails the test on that rank.
 template <class Body>

@@ -1,0 +1,62 @@
+// The engine's own option types: the ZeRO stage and its bucket sizes, the storage precision, and
+// the options an Engine is created with. runtime/config/train_config.h fills them from train.json
+// (TrainConfig holds ZeroConfig and Precision); the engine never reads train.json's types.
+//
+// ZeroPartitioning turns the stage into the three questions the engine's parts ask (docs/engine.md,
+// "The engine's three parts"): the stage is compared with a number here, and in Engine::Create's
+// check of its range, and nowhere else in the engine.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "runtime/engine/loss_scaler.h"
+#include "runtime/engine/lr_schedule.h"
+#include "runtime/engine/optimizer.h"
+
+namespace dslaunch::runtime {
+
+// The storage type of parameters and activations; master weights are fp32 in every case.
+enum class Precision { kFp32, kFp16, kBf16 };
+
+// Stable lower-case name, for logs: "fp32", "fp16", "bf16".
+std::string_view PrecisionName(Precision precision);
+
+// DeepSpeed's zero_optimization section and defaults (sizes in elements).
+struct ZeroConfig {
+  int stage = 0;
+  int64_t reduce_bucket_size = 500'000'000;
+  int64_t allgather_bucket_size = 500'000'000;
+  bool overlap_comm = false;  // default true at stage 3, as DeepSpeed
+  bool contiguous_gradients = true;
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+};
+
+// The highest ZeRO stage (DeepSpeed's 0-3).
+inline constexpr int kMaxZeroStage = 3;
+
+// Which model states a ZeRO stage partitions across the ranks; each is a superset of the one
+// before it. Stage 0: none; 1: optimizer state; 2: and gradients; 3: and parameters.
+struct ZeroPartitioning {
+  bool optimizer_state = false;  // fp32 master weights and moments: each rank owns ShardFor's slice
+  bool gradients = false;        // each rank keeps only the gradient of its slice
+  bool parameters = false;       // each rank keeps only its slice of the 16-bit (or fp32) parameters
+};
+
+// Precondition: 0 <= stage <= kMaxZeroStage (Engine::Create checks it).
+constexpr ZeroPartitioning PartitioningFor(int stage) {
+  return {.optimizer_state = stage >= 1, .gradients = stage >= 2, .parameters = stage >= 3};
+}
+
+struct EngineOptions {
+  ZeroConfig zero;  // stage and bucket sizes (elements)
+  Precision precision = Precision::kFp32;
+  LossScalerConfig loss_scaler;  // used with fp16 only
+  OptimizerParams optimizer;
+  LrSchedule schedule;
+  double gradient_clipping = 0.0;  // 0: off
+};
+
+}  // namespace dslaunch::runtime
