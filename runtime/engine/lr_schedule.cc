@@ -37,9 +37,8 @@ Status ValidateLrSchedule(const LrSchedule& s) {
     return InvalidArgumentError("optimizer.params.lr: must be a finite number >= 0");
   }
   if (s.kind == LrScheduleKind::kConstant) return Status::Ok();
-  if (s.warmup_num_steps < 1) {
-    return Bad("warmup_num_steps", "must be a positive integer, got " +
-                                       std::to_string(s.warmup_num_steps));
+  if (s.warmup_num_steps < 0) {
+    return Bad("warmup_num_steps", "must be an integer >= 0, got " + std::to_string(s.warmup_num_steps));
   }
   if (s.kind == LrScheduleKind::kWarmupLr || s.kind == LrScheduleKind::kWarmupDecayLr) {
     if (!FiniteNonNegative(s.warmup_min_lr)) return Bad("warmup_min_lr", "must be finite and >= 0");
@@ -58,6 +57,10 @@ Status ValidateLrSchedule(const LrSchedule& s) {
     if (!(s.cos_min_ratio >= 0.0 && s.cos_min_ratio <= 1.0)) {
       return Bad("cos_min_ratio", "must be in [0, 1]");
     }
+  }
+  if (s.kind != LrScheduleKind::kWarmupLr && s.warmup_num_steps > s.total_num_steps) {
+    return Bad("warmup_num_steps", std::to_string(s.warmup_num_steps) + " > total_num_steps " +
+                                       std::to_string(s.total_num_steps));
   }
   return Status::Ok();
 }
