@@ -67,9 +67,8 @@ Status ParseOptimizer(Section& root, OptimizerParams* out) {
   return section->Finish();
 }
 
-Status ParseScheduler(Section& root, const OptimizerParams& optimizer, LrSchedule* out) {
+Status ParseScheduler(Section& root, LrSchedule* out) {
   *out = LrSchedule{};
-  out->base_lr = optimizer.lr;
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> section, root.Child("scheduler"));
   if (!section) return root.Validated(ValidateLrSchedule(*out));
   if (!section->Has("type")) {

@@ -20,8 +20,7 @@ Status ParseBatch(Section& root, int world_size, int generation, TrainConfig* co
 // validator (ValidateOptimizerParams, ValidateLrSchedule, ValidateLossScalerConfig), whose error
 // Section::Validated turns into one naming the file and JSON path.
 Status ParseOptimizer(Section& root, OptimizerParams* out);
-// out->base_lr is optimizer.lr.
-Status ParseScheduler(Section& root, const OptimizerParams& optimizer, LrSchedule* out);
+Status ParseScheduler(Section& root, LrSchedule* out);
 // The fp16 section into *loss_scaler; fp16.enabled and bf16.enabled into *precision.
 Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* precision);
 Status ParseZero(Section& root, ZeroConfig* out);

@@ -153,7 +153,7 @@ Status ParseRoot(Section& root, int world_size, int generation, const std::strin
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseBatch(root, world_size, generation, &config));
 
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizer(root, &config.optimizer));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseScheduler(root, config.optimizer, &config.lr_schedule));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseScheduler(root, &config.lr_schedule));
   DSLAUNCH_RETURN_IF_ERROR(root.Double("gradient_clipping", 0.0, std::numeric_limits<double>::max(),
                                        &config.gradient_clipping));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParsePrecision(root, &config.loss_scaler, &config.precision));

@@ -108,7 +108,7 @@ struct TrainConfig {
   // The DeepSpeed sections, parsed straight into the types of the components that use them, each
   // checked by the validator next to its type.
   OptimizerParams optimizer;  // `optimizer`; kind is the update rule (adam_w_mode decides Adam/AdamW)
-  LrSchedule lr_schedule;     // `scheduler` (kConstant when absent); base_lr = optimizer.lr
+  LrSchedule lr_schedule;     // `scheduler` (kConstant when absent); scales optimizer.lr
   double gradient_clipping = 0.0;  // max global gradient norm; 0 = off
   LossScalerConfig loss_scaler;    // `fp16` (used when precision is kFp16)
   Precision precision = Precision::kFp32;  // from fp16.enabled / bf16.enabled

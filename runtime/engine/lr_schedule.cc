@@ -33,9 +33,6 @@ Status Bad(const char* key, const std::string& why) {
 }  // namespace
 
 Status ValidateLrSchedule(const LrSchedule& s) {
-  if (!FiniteNonNegative(s.base_lr)) {
-    return InvalidArgumentError("optimizer.params.lr: must be a finite number >= 0");
-  }
   if (s.kind == LrScheduleKind::kConstant) return Status::Ok();
   if (s.warmup_num_steps < 0) {
     return Bad("warmup_num_steps", "must be an integer >= 0, got " + std::to_string(s.warmup_num_steps));
@@ -65,11 +62,11 @@ Status ValidateLrSchedule(const LrSchedule& s) {
   return Status::Ok();
 }
 
-double LearningRate(const LrSchedule& s, int64_t iteration) {
+double LearningRate(const LrSchedule& s, double base_lr, int64_t iteration) {
   const int64_t warmup = EffectiveWarmupSteps(s);
   switch (s.kind) {
     case LrScheduleKind::kConstant:
-      return s.base_lr;
+      return base_lr;
 
     case LrScheduleKind::kWarmupLr:
     case LrScheduleKind::kWarmupDecayLr: {
@@ -100,10 +97,10 @@ double LearningRate(const LrSchedule& s, int64_t iteration) {
         const double cosine = (1.0 + std::cos(std::numbers::pi * progress)) / 2.0;
         ratio = std::max(0.0, s.cos_min_ratio + (1.0 - s.cos_min_ratio) * cosine);
       }
-      return s.base_lr * ratio;
+      return base_lr * ratio;
     }
   }
-  return s.base_lr;
+  return base_lr;
 }
 
 }  // namespace dslaunch::runtime

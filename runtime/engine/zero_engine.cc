@@ -160,7 +160,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     }
     const double scale = stats.loss_scale;
     stats.grad_norm = std::sqrt(sum) / scale;
-    stats.lr = LearningRateForAppliedSteps(options_.schedule, applied_);
+    stats.lr = LearningRateForAppliedSteps(options_.schedule, options_.optimizer.lr, applied_);
     const bool overflow = !std::isfinite(stats.grad_norm);
     if (options_.precision == Precision::kFp16) {
       StepDecision decision = scaler_.Update(overflow);
