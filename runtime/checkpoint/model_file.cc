@@ -135,7 +135,7 @@ Result<int> ResolveHeads(const ExportOptions& options, const CheckpointMeta& met
   int n_head = options.n_head;
   if (!options.train_config.empty()) {
     DSLAUNCH_ASSIGN_OR_RETURN(TrainConfig config, ReadTrainConfig(options.train_config, std::max(1, meta.world_size)));
-    const auto* gpt = std::get_if<GptModelConfig>(&config.model);
+    const auto* gpt = std::get_if<GptConfig>(&config.model);
     if (gpt == nullptr) return InvalidArgumentError(options.train_config + ": model is not gpt; the checkpoint's is");
     if (gpt->n_layer != shape.n_layer || gpt->n_embd != shape.n_embd || gpt->vocab_size != shape.vocab_size ||
         gpt->block_size != shape.block_size) {

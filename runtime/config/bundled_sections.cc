@@ -6,21 +6,10 @@
 namespace dslaunch::runtime::internal {
 namespace {
 
-// Token ids are stored as uint16 in llm.c shards.
-constexpr int64_t kMaxVocabSize = 65536;
-// Keeps layer widths and dimensions far from int overflow in products like n_embd * block_size.
+// train.sample_tokens: keeps generated lengths far from int overflow.
 constexpr int64_t kMaxDimension = 1 << 20;
-// The gpt model's bounds (values past them are mistakes, not models; whether a model within them
-// fits the machine is the memory check's question, runtime/train/memory_estimate.h):
-// 4x the deepest transformer trained (DeepNet, 1,000 layers); the layout then names ~50,000 tensors.
-constexpr int64_t kMaxLayers = 4096;
-// 2.5x the widest published GPT (25,600); one c x 4c weight is then 64 GiB.
-constexpr int64_t kMaxEmbedding = 65536;
-// This runtime keeps every head's T x T attention matrix: 16 GiB for one head of one layer of one
-// sequence at 65,536 tokens; longer contexts need another attention algorithm.
-constexpr int64_t kMaxBlockSize = 65536;
-// An mlp deeper than this does not train without residual connections.
-constexpr size_t kMaxMlpLayers = 1024;
+// The bundled tokenizer is byte-level: 256 token ids unless model.vocab_size says otherwise.
+constexpr int kByteVocabSize = 256;
 // train.watchdog_timeout, seconds: a week; a longer silence is as good as no watchdog (0).
 constexpr double kMaxWatchdogTimeout = 7 * 24 * 3600.0;
 
@@ -31,31 +20,25 @@ Status RequireKeys(Section& s, std::initializer_list<std::string_view> keys) {
   return Status::Ok();
 }
 
-Status ParseGpt(Section& m, GptModelConfig* gpt) {
+// The bounds and the divisibility rule are GptConfig's (runtime/models/gpt.h); the getters' ranges
+// use its bounds so that a wrong value is quoted as written.
+Status ParseGpt(Section& root, Section& m, GptConfig* gpt) {
   DSLAUNCH_RETURN_IF_ERROR(RequireKeys(m, {"n_layer", "n_head", "n_embd", "block_size"}));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_layer", 1, kMaxLayers, &gpt->n_layer));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_head", 1, kMaxEmbedding, &gpt->n_head));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_embd", 1, kMaxEmbedding, &gpt->n_embd));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("block_size", 1, kMaxBlockSize, &gpt->block_size));
-  DSLAUNCH_RETURN_IF_ERROR(m.Int("vocab_size", 1, kMaxVocabSize, &gpt->vocab_size));
-  if (gpt->n_embd % gpt->n_head != 0) {
-    return m.Error("n_embd", std::to_string(gpt->n_embd) + " is not divisible by n_head " +
-                                 std::to_string(gpt->n_head));
-  }
-  return Status::Ok();
+  gpt->vocab_size = kByteVocabSize;
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_layer", 1, kMaxGptLayers, &gpt->n_layer));
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_head", 1, kMaxGptEmbedding, &gpt->n_head));
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("n_embd", 1, kMaxGptEmbedding, &gpt->n_embd));
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("block_size", 1, kMaxGptBlockSize, &gpt->block_size));
+  DSLAUNCH_RETURN_IF_ERROR(m.Int("vocab_size", 1, kMaxGptVocabSize, &gpt->vocab_size));
+  return root.Validated(ValidateGptConfig(*gpt));
 }
 
-Status ParseMlp(Section& m, MlpModelConfig* mlp) {
+Status ParseMlp(Section& root, Section& m, MlpConfig* mlp) {
   DSLAUNCH_RETURN_IF_ERROR(RequireKeys(m, {"layers"}));
   std::vector<int64_t> layers;
-  DSLAUNCH_RETURN_IF_ERROR(m.IntArray("layers", 1, kMaxDimension, &layers));
-  if (layers.size() < 2) return m.Error("layers", "needs at least 2 widths (input and output)");
-  if (layers.size() > kMaxMlpLayers + 1) {
-    return m.Error("layers", std::to_string(layers.size()) + " widths; at most " + std::to_string(kMaxMlpLayers + 1) +
-                                 " (" + std::to_string(kMaxMlpLayers) + " layers)");
-  }
-  mlp->layers.assign(layers.begin(), layers.end());
-  return Status::Ok();
+  DSLAUNCH_RETURN_IF_ERROR(m.IntArray("layers", 1, kMaxMlpWidth, &layers));
+  mlp->widths.assign(layers.begin(), layers.end());
+  return root.Validated(ValidateMlpConfig(*mlp));
 }
 
 }  // namespace
@@ -76,12 +59,12 @@ Status ParseModel(Section& root, const std::string& base_dir, ModelConfig* out, 
   size_t type = 0;
   DSLAUNCH_RETURN_IF_ERROR(m->Choice("type", {"gpt", "mlp"}, /*ignore_case=*/false, &type));
   if (type == 0) {
-    GptModelConfig gpt;
-    DSLAUNCH_RETURN_IF_ERROR(ParseGpt(*m, &gpt));
+    GptConfig gpt;
+    DSLAUNCH_RETURN_IF_ERROR(ParseGpt(root, *m, &gpt));
     *out = gpt;
   } else {
-    MlpModelConfig mlp;
-    DSLAUNCH_RETURN_IF_ERROR(ParseMlp(*m, &mlp));
+    MlpConfig mlp;
+    DSLAUNCH_RETURN_IF_ERROR(ParseMlp(root, *m, &mlp));
     *out = mlp;
   }
   return m->Finish();
@@ -94,7 +77,7 @@ Status ParseData(Section& root, const ModelConfig& model, const std::string& bas
   size_t format = 0;
   DSLAUNCH_RETURN_IF_ERROR(d->Choice("format", {"tokens", "idx"}, /*ignore_case=*/false, &format));
   out->format = format == 0 ? DataFormat::kTokens : DataFormat::kIdx;
-  const auto* gpt = std::get_if<GptModelConfig>(&model);
+  const auto* gpt = std::get_if<GptConfig>(&model);
   if (gpt != nullptr && out->format != DataFormat::kTokens) {
     return d->Error("format", "the gpt model reads \"tokens\"");
   }
@@ -137,7 +120,7 @@ Status ParseTrainLoop(Section& root, const ModelConfig& model, TrainLoopConfig* 
   double watchdog = 0.0;
   DSLAUNCH_RETURN_IF_ERROR(t->Double("watchdog_timeout", 0.0, kMaxWatchdogTimeout, &watchdog));
   if (t->Has("watchdog_timeout")) out->watchdog_timeout = watchdog;
-  if (out->sample_tokens > 0 && !std::holds_alternative<GptModelConfig>(model)) {
+  if (out->sample_tokens > 0 && !std::holds_alternative<GptConfig>(model)) {
     return t->Error("sample_tokens", "only the gpt model generates text");
   }
   return t->Finish();

@@ -9,42 +9,43 @@ namespace dslaunch::runtime::internal {
 namespace {
 
 constexpr double kAnyPositive = std::numeric_limits<double>::max();
-// 2^64 is far beyond any useful fp16 loss scale; higher powers overflow the scale itself.
-constexpr int64_t kMaxInitialScalePower = 64;
 
-Status ParseAdamParams(Section& params, OptimizerKind type, OptimizerConfig* out) {
+// Adam and AdamW: `type` is the name train.json gives; out->kind becomes the update rule.
+Status ParseAdamParams(Section& params, OptimizerKind type, OptimizerParams* out) {
   DSLAUNCH_RETURN_IF_ERROR(params.Double("lr", 0.0, kAnyPositive, &out->lr));
   std::vector<double> betas;
   DSLAUNCH_RETURN_IF_ERROR(params.DoubleArray("betas", 2, 0.0, 1.0, &betas));
-  if (!betas.empty()) out->betas = {betas[0], betas[1]};
+  if (!betas.empty()) {
+    out->beta1 = betas[0];
+    out->beta2 = betas[1];
+  }
   DSLAUNCH_RETURN_IF_ERROR(params.Double("eps", 0.0, kAnyPositive, &out->eps));
   DSLAUNCH_RETURN_IF_ERROR(params.Double("weight_decay", 0.0, kAnyPositive, &out->weight_decay));
   DSLAUNCH_RETURN_IF_ERROR(params.Bool("bias_correction", &out->bias_correction));
-  out->decoupled_weight_decay = true;
-  DSLAUNCH_RETURN_IF_ERROR(params.Bool("adam_w_mode", &out->decoupled_weight_decay));
-  if (type == OptimizerKind::kAdamW && !out->decoupled_weight_decay) {
+  // DeepSpeed's Adam decouples weight decay (AdamW) unless "adam_w_mode": false.
+  bool adam_w_mode = true;
+  DSLAUNCH_RETURN_IF_ERROR(params.Bool("adam_w_mode", &adam_w_mode));
+  if (type == OptimizerKind::kAdamW && !adam_w_mode) {
     return params.Error("adam_w_mode", "false contradicts type AdamW (use type Adam for L2 weight decay)");
   }
+  out->kind = adam_w_mode ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
   params.Unimplemented({"torch_adam", "amsgrad", "fused"});
   return params.Finish();
 }
 
-Status ParseSgdParams(Section& params, OptimizerConfig* out) {
+Status ParseSgdParams(Section& params, OptimizerParams* out) {
   DSLAUNCH_RETURN_IF_ERROR(params.Double("lr", 0.0, kAnyPositive, &out->lr));
   DSLAUNCH_RETURN_IF_ERROR(params.Double("momentum", 0.0, kAnyPositive, &out->momentum));
   DSLAUNCH_RETURN_IF_ERROR(params.Double("dampening", 0.0, kAnyPositive, &out->dampening));
   DSLAUNCH_RETURN_IF_ERROR(params.Double("weight_decay", 0.0, kAnyPositive, &out->weight_decay));
   DSLAUNCH_RETURN_IF_ERROR(params.Bool("nesterov", &out->nesterov));
-  if (out->nesterov && (out->momentum <= 0.0 || out->dampening != 0.0)) {
-    return params.Error("nesterov", "requires momentum > 0 and dampening 0");
-  }
   params.Unimplemented({"maximize", "foreach"});
   return params.Finish();
 }
 
 }  // namespace
 
-Status ParseOptimizer(Section& root, OptimizerConfig* out) {
+Status ParseOptimizer(Section& root, OptimizerParams* out) {
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> section, root.Child("optimizer"));
   if (!section) return root.Error("optimizer", "required (the bundled runtime has no client optimizer)");
   if (!section->Has("type")) return section->Error("type", "required: one of Adam, AdamW, SGD");
@@ -52,24 +53,24 @@ Status ParseOptimizer(Section& root, OptimizerConfig* out) {
   // DeepSpeed matches optimizer names case-insensitively.
   DSLAUNCH_RETURN_IF_ERROR(section->Choice("type", {"Adam", "AdamW", "SGD"}, /*ignore_case=*/true, &index));
   static constexpr OptimizerKind kTypes[] = {OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kSgd};
-  *out = OptimizerConfig{};
-  out->type = kTypes[index];
+  const OptimizerKind type = kTypes[index];
+  *out = OptimizerParams{};
+  // Without params, Adam and AdamW both decouple weight decay (adam_w_mode defaults to true).
+  out->kind = type == OptimizerKind::kSgd ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> params, section->Child("params"));
   if (params) {
-    DSLAUNCH_RETURN_IF_ERROR(out->type == OptimizerKind::kSgd ? ParseSgdParams(*params, out)
-                                                              : ParseAdamParams(*params, out->type, out));
-  } else {
-    out->decoupled_weight_decay = out->type != OptimizerKind::kSgd;
+    DSLAUNCH_RETURN_IF_ERROR(type == OptimizerKind::kSgd ? ParseSgdParams(*params, out)
+                                                         : ParseAdamParams(*params, type, out));
   }
-  if (out->type == OptimizerKind::kSgd) out->decoupled_weight_decay = false;
+  DSLAUNCH_RETURN_IF_ERROR(root.Validated(ValidateOptimizerParams(*out)));
   section->Unimplemented({"legacy_fusion"});
   return section->Finish();
 }
 
-Status ParseScheduler(Section& root, const OptimizerConfig& optimizer, SchedulerConfig* out) {
-  *out = SchedulerConfig{};
+Status ParseScheduler(Section& root, LrSchedule* out) {
+  *out = LrSchedule{};
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> section, root.Child("scheduler"));
-  if (!section) return Status::Ok();
+  if (!section) return root.Validated(ValidateLrSchedule(*out));
   if (!section->Has("type")) {
     return section->Error("type", "required: one of WarmupLR, WarmupDecayLR, WarmupCosineLR");
   }
@@ -78,23 +79,23 @@ Status ParseScheduler(Section& root, const OptimizerConfig& optimizer, Scheduler
       section->Choice("type", {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR"}, /*ignore_case=*/false, &index));
   static constexpr LrScheduleKind kTypes[] = {LrScheduleKind::kWarmupLr, LrScheduleKind::kWarmupDecayLr,
                                              LrScheduleKind::kWarmupCosineLr};
-  out->type = kTypes[index];
+  out->kind = kTypes[index];
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> params, section->Child("params"));
-  bool needs_total = out->type != LrScheduleKind::kWarmupLr;
+  bool needs_total = out->kind != LrScheduleKind::kWarmupLr;
   if (!params) {
     if (needs_total) return section->Error("params", "required: total_num_steps has no default");
+    DSLAUNCH_RETURN_IF_ERROR(root.Validated(ValidateLrSchedule(*out)));
     return section->Finish();
   }
   Section& p = *params;
+  // 0 is accepted, as DeepSpeed does: the schedule warms up over max(2, warmup_num_steps) steps.
   DSLAUNCH_RETURN_IF_ERROR(p.Int("warmup_num_steps", 0, kNoMax, &out->warmup_num_steps));
   size_t warmup_type = 0;
   DSLAUNCH_RETURN_IF_ERROR(p.Choice("warmup_type", {"log", "linear"}, /*ignore_case=*/false, &warmup_type));
   out->warmup_type = warmup_type == 0 ? WarmupType::kLog : WarmupType::kLinear;
-  if (out->type == LrScheduleKind::kWarmupCosineLr) {
+  if (out->kind == LrScheduleKind::kWarmupCosineLr) {
     DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_min_ratio", 0.0, 1.0, &out->warmup_min_ratio));
     DSLAUNCH_RETURN_IF_ERROR(p.Double("cos_min_ratio", 0.0, 1.0, &out->cos_min_ratio));
-    // The cosine schedule scales the optimizer's lr; keep the peak visible in the struct too.
-    out->warmup_max_lr = optimizer.lr;
   } else {
     DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_min_lr", 0.0, kAnyPositive, &out->warmup_min_lr));
     DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_max_lr", 0.0, kAnyPositive, &out->warmup_max_lr));
@@ -102,30 +103,26 @@ Status ParseScheduler(Section& root, const OptimizerConfig& optimizer, Scheduler
   if (needs_total) {
     if (!p.Has("total_num_steps")) return p.Error("total_num_steps", "required for this scheduler type");
     DSLAUNCH_RETURN_IF_ERROR(p.Int("total_num_steps", 1, kNoMax, &out->total_num_steps));
-    if (out->warmup_num_steps > out->total_num_steps) {
-      return p.Error("warmup_num_steps", std::to_string(out->warmup_num_steps) + " > total_num_steps " +
-                                             std::to_string(out->total_num_steps));
-    }
   }
+  DSLAUNCH_RETURN_IF_ERROR(root.Validated(ValidateLrSchedule(*out)));
   p.Unimplemented({"last_batch_iteration"});
   DSLAUNCH_RETURN_IF_ERROR(p.Finish());
   return section->Finish();
 }
 
-Status ParsePrecision(Section& root, Fp16Config* fp16, Bf16Config* bf16, Precision* precision) {
-  *fp16 = Fp16Config{};
-  *bf16 = Bf16Config{};
+Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* precision) {
+  *loss_scaler = LossScalerConfig{};
+  bool fp16 = false, bf16 = false;
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> f, root.Child("fp16"));
   if (f) {
-    DSLAUNCH_RETURN_IF_ERROR(f->Bool("enabled", &fp16->enabled));
-    DSLAUNCH_RETURN_IF_ERROR(f->Double("loss_scale", 0.0, kAnyPositive, &fp16->loss_scale));
-    DSLAUNCH_RETURN_IF_ERROR(f->Int("initial_scale_power", 0, kMaxInitialScalePower, &fp16->initial_scale_power));
-    DSLAUNCH_RETURN_IF_ERROR(f->Int("loss_scale_window", 1, kNoMax, &fp16->loss_scale_window));
-    DSLAUNCH_RETURN_IF_ERROR(f->Int("hysteresis", 1, kNoMax, &fp16->hysteresis));
-    DSLAUNCH_RETURN_IF_ERROR(f->Double("min_loss_scale", 0.0, kAnyPositive, &fp16->min_loss_scale));
-    if (f->Has("min_loss_scale") && fp16->min_loss_scale <= 0.0) {
-      return f->Error("min_loss_scale", "must be > 0");
-    }
+    DSLAUNCH_RETURN_IF_ERROR(f->Bool("enabled", &fp16));
+    DSLAUNCH_RETURN_IF_ERROR(f->Double("loss_scale", 0.0, kAnyPositive, &loss_scaler->loss_scale));
+    DSLAUNCH_RETURN_IF_ERROR(
+        f->Int("initial_scale_power", 0, kMaxInitialScalePower, &loss_scaler->initial_scale_power));
+    DSLAUNCH_RETURN_IF_ERROR(f->Int("loss_scale_window", 1, kNoMax, &loss_scaler->loss_scale_window));
+    DSLAUNCH_RETURN_IF_ERROR(f->Int("hysteresis", 1, kNoMax, &loss_scaler->hysteresis));
+    DSLAUNCH_RETURN_IF_ERROR(f->Double("min_loss_scale", 0.0, kAnyPositive, &loss_scaler->min_loss_scale));
+    DSLAUNCH_RETURN_IF_ERROR(root.Validated(ValidateLossScalerConfig(*loss_scaler)));
     f->Unimplemented({"auto_cast", "consecutive_hysteresis", "fp16_master_weights_and_grads"});
     DSLAUNCH_RETURN_IF_ERROR(f->Finish());
   }
@@ -133,14 +130,14 @@ Status ParsePrecision(Section& root, Fp16Config* fp16, Bf16Config* bf16, Precisi
   for (const char* key : {"bf16", "bfloat16"}) {
     DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> b, root.Child(key));
     if (!b) continue;
-    DSLAUNCH_RETURN_IF_ERROR(b->Bool("enabled", &bf16->enabled));
+    DSLAUNCH_RETURN_IF_ERROR(b->Bool("enabled", &bf16));
     b->Unimplemented({"immediate_grad_update", "check_grad_overflow"});
     DSLAUNCH_RETURN_IF_ERROR(b->Finish());
-    if (bf16->enabled && fp16->enabled) {
+    if (bf16 && fp16) {
       return b->Error("enabled", "fp16.enabled is true too; enable at most one of fp16 and bf16");
     }
   }
-  *precision = fp16->enabled ? Precision::kFp16 : bf16->enabled ? Precision::kBf16 : Precision::kFp32;
+  *precision = fp16 ? Precision::kFp16 : bf16 ? Precision::kBf16 : Precision::kFp32;
   return Status::Ok();
 }
 

@@ -96,6 +96,26 @@ Status Section::Error(std::string_view key, std::string_view message) const {
                               std::string(message));
 }
 
+Status Section::Validated(const Status& status) const {
+  if (status.ok()) return status;
+  const std::string& message = status.message();
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos) return InvalidArgumentError(FileFor(pointer_) + ": " + message);
+  const std::string key_path = message.substr(0, colon);
+  // "a.b[2]" -> the pointer /a/b/2, to find which file the key came from.
+  Json::json_pointer pointer = pointer_;
+  std::string token;
+  for (char c : key_path + ".") {
+    if (c == '.' || c == '[' || c == ']') {
+      if (!token.empty()) pointer /= token;
+      token.clear();
+    } else {
+      token += c;
+    }
+  }
+  return InvalidArgumentError(FileFor(pointer) + ": " + ChildPath(path_, key_path) + message.substr(colon));
+}
+
 void Section::Warn(std::string_view key, std::string_view message) const {
   if (ctx_->warnings == nullptr) return;
   ctx_->warnings->push_back(FileFor(pointer_ / std::string(key)) + ": " + ChildPath(path_, key) + ": " +

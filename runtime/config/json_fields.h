@@ -76,6 +76,12 @@ class Section {
   Status Error(std::string_view key, std::string_view message) const;
   // "<file>: <path>: <message>".
   Status SelfError(std::string_view message) const;
+  // A config type's validator result (e.g. ValidateLrSchedule) as this parser's error. The
+  // validator's message is "<dotted key path>: <problem>" with the path relative to this section
+  // ("scheduler.params.warmup_num_steps", "model.layers[2]" from the root); returns
+  // "<file>: <path>.<dotted key path>: <problem>", naming the file the key came from. OK stays OK;
+  // a message without that shape is returned with only the file as context.
+  Status Validated(const Status& status) const;
   // Adds "<file>: <path>.<key>: <message>" to the context's warnings.
   void Warn(std::string_view key, std::string_view message) const;
 

@@ -16,15 +16,19 @@ namespace dslaunch::runtime::internal {
 // `generation`.
 Status ParseBatch(Section& root, int world_size, int generation, TrainConfig* config);
 
-// DeepSpeed keys.
-Status ParseOptimizer(Section& root, OptimizerConfig* out);
-Status ParseScheduler(Section& root, const OptimizerConfig& optimizer, SchedulerConfig* out);
-Status ParsePrecision(Section& root, Fp16Config* fp16, Bf16Config* bf16, Precision* precision);
+// DeepSpeed keys, each section parsed into its component's own type and checked by that type's
+// validator (ValidateOptimizerParams, ValidateLrSchedule, ValidateLossScalerConfig), whose error
+// Section::Validated turns into one naming the file and JSON path.
+Status ParseOptimizer(Section& root, OptimizerParams* out);
+Status ParseScheduler(Section& root, LrSchedule* out);
+// The fp16 section into *loss_scaler; fp16.enabled and bf16.enabled into *precision.
+Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* precision);
 Status ParseZero(Section& root, ZeroConfig* out);
 // Top-level DeepSpeed keys that are recognised and ignored.
 void CollectUnimplementedTopLevel(Section& root);
 
-// Runtime sections. `base_dir` is the directory relative paths resolve against ("" = as given).
+// Runtime sections; the model into GptConfig or MlpConfig, checked by ValidateGptConfig or
+// ValidateMlpConfig. `base_dir` is the directory relative paths resolve against ("" = as given).
 // `init_from` receives model.init_from, resolved ("" when absent).
 Status ParseModel(Section& root, const std::string& base_dir, ModelConfig* out, std::string* init_from);
 Status ParseData(Section& root, const ModelConfig& model, const std::string& base_dir, DataConfig* out);

@@ -153,10 +153,10 @@ Status ParseRoot(Section& root, int world_size, int generation, const std::strin
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseBatch(root, world_size, generation, &config));
 
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizer(root, &config.optimizer));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseScheduler(root, config.optimizer, &config.scheduler));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseScheduler(root, &config.lr_schedule));
   DSLAUNCH_RETURN_IF_ERROR(root.Double("gradient_clipping", 0.0, std::numeric_limits<double>::max(),
                                        &config.gradient_clipping));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParsePrecision(root, &config.fp16, &config.bf16, &config.precision));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParsePrecision(root, &config.loss_scaler, &config.precision));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseZero(root, &config.zero));
   DSLAUNCH_RETURN_IF_ERROR(root.Int("steps_per_print", 1, kNoMax, &config.steps_per_print));
   int64_t seed = static_cast<int64_t>(config.seed);

@@ -6,7 +6,6 @@
 // referenced DeepSpeed config; ReadTrainConfig is the thin file-reading shell around it.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -18,8 +17,11 @@
 #include "common/status.h"
 #include "runtime/config/elastic_batch.h"
 #include "runtime/engine/engine_options.h"
+#include "runtime/engine/loss_scaler.h"
 #include "runtime/engine/lr_schedule.h"
 #include "runtime/engine/optimizer.h"
+#include "runtime/models/gpt.h"
+#include "runtime/models/mlp.h"
 
 namespace dslaunch::runtime {
 
@@ -39,69 +41,11 @@ Result<BatchConfig> ResolveBatchSizes(std::optional<int64_t> train_batch_size,
                                       std::optional<int64_t> gradient_accumulation_steps,
                                       int world_size);
 
-struct OptimizerConfig {
-  OptimizerKind type = OptimizerKind::kAdamW;
-  double lr = 1e-3;
-  std::array<double, 2> betas = {0.9, 0.999};
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  // Adam family: weight decay applied to the weights directly (AdamW), not added to the gradient.
-  // True for AdamW, and for Adam unless "adam_w_mode": false (DeepSpeed's Adam default is true).
-  bool decoupled_weight_decay = true;
-  bool bias_correction = true;
-  // SGD only.
-  double momentum = 0.0;
-  double dampening = 0.0;
-  bool nesterov = false;
-};
-
-// kConstant: no "scheduler" section; the learning rate is optimizer.lr throughout.
-
-// DeepSpeed's parameter names and defaults. WarmupCosineLR takes its peak from optimizer.lr and
-// uses the *_ratio fields; WarmupLR/WarmupDecayLR use warmup_min_lr/warmup_max_lr.
-struct SchedulerConfig {
-  LrScheduleKind type = LrScheduleKind::kConstant;
-  double warmup_min_lr = 0.0;
-  double warmup_max_lr = 1e-3;
-  int64_t warmup_num_steps = 1000;
-  WarmupType warmup_type = WarmupType::kLog;
-  int64_t total_num_steps = 0;  // required for WarmupDecayLR and WarmupCosineLR
-  double warmup_min_ratio = 0.0;
-  double cos_min_ratio = 1e-4;
-};
-
-// DeepSpeed's fp16 section and defaults. loss_scale 0 means dynamic scaling.
-struct Fp16Config {
-  bool enabled = false;
-  double loss_scale = 0.0;
-  int initial_scale_power = 16;
-  int64_t loss_scale_window = 1000;
-  int hysteresis = 2;
-  double min_loss_scale = 1.0;
-};
-
-struct Bf16Config {
-  bool enabled = false;
-};
-
 // Precision and ZeroConfig (DeepSpeed's zero_optimization section) are the engine's own types:
 // runtime/engine/engine_options.h.
 
-// GPT-2 architecture with tied input/output embeddings.
-struct GptModelConfig {
-  int n_layer = 0;
-  int n_head = 0;
-  int n_embd = 0;
-  int block_size = 0;
-  int vocab_size = 256;  // byte-level tokenizer
-};
-
-// A stack of linear layers with ReLU between them; widths include input and output.
-struct MlpModelConfig {
-  std::vector<int> layers;
-};
-
-using ModelConfig = std::variant<GptModelConfig, MlpModelConfig>;
+// The model section: the model's own config type (runtime/models), filled by the parser.
+using ModelConfig = std::variant<GptConfig, MlpConfig>;
 
 // kTokens: llm.c token shards (.bin). kIdx: MNIST/FashionMNIST IDX image files with a label file.
 enum class DataFormat { kTokens, kIdx };
@@ -150,12 +94,13 @@ struct TrainConfig {
   // Why `batch` differs from the configured sizes: a restart at another world size re-derived the
   // micro-batch and the accumulation (docs/train-json.md); empty when it does not.
   std::string batch_note;
-  OptimizerConfig optimizer;
-  SchedulerConfig scheduler;
+  // The DeepSpeed sections, parsed straight into the types of the components that use them, each
+  // checked by the validator next to its type.
+  OptimizerParams optimizer;  // `optimizer`; kind is the update rule (adam_w_mode decides Adam/AdamW)
+  LrSchedule lr_schedule;     // `scheduler` (kConstant when absent); scales optimizer.lr
   double gradient_clipping = 0.0;  // max global gradient norm; 0 = off
-  Fp16Config fp16;
-  Bf16Config bf16;
-  Precision precision = Precision::kFp32;  // from fp16/bf16 (runtime/engine/engine_options.h)
+  LossScalerConfig loss_scaler;    // `fp16` (used when precision is kFp16)
+  Precision precision = Precision::kFp32;  // from fp16.enabled / bf16.enabled (runtime/engine/engine_options.h)
   ZeroConfig zero;                         // runtime/engine/engine_options.h
   int64_t steps_per_print = 10;
   uint64_t seed = 42;

@@ -43,9 +43,8 @@ Status ValidateLossScalerConfig(const LossScalerConfig& config) {
     return InvalidArgumentError("fp16.hysteresis: must be >= 1, got " +
                                 std::to_string(config.hysteresis));
   }
-  if (!(config.min_loss_scale > 0.0) || !std::isfinite(config.min_loss_scale)) {
-    return InvalidArgumentError("fp16.min_loss_scale: must be a positive finite number");
-  }
+  if (!(config.min_loss_scale > 0.0)) return InvalidArgumentError("fp16.min_loss_scale: must be > 0");
+  if (!std::isfinite(config.min_loss_scale)) return InvalidArgumentError("fp16.min_loss_scale: must be finite");
   return Status::Ok();
 }
 

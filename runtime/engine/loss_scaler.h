@@ -15,7 +15,8 @@
 
 namespace dslaunch::runtime {
 
-// The `fp16` section of train.json, already parsed and typed (DeepSpeed's key names and defaults).
+// The `fp16` section of train.json, typed; the parser fills it directly (DeepSpeed's key names and
+// defaults, docs/train-json.md). `fp16.enabled` is not here: it chooses the precision.
 struct LossScalerConfig {
   // > 0: a static scale of exactly this value; 0: dynamic scaling (DeepSpeed's `loss_scale`).
   double loss_scale = 0.0;
@@ -34,13 +35,14 @@ struct LossScalerConfig {
   bool raise_error_at_min_scale = true;
 };
 
-// Checks ranges: loss_scale >= 0 and finite, 0 <= initial_scale_power <= kMaxInitialScalePower,
-// loss_scale_window >= 1, hysteresis >= 1, min_loss_scale > 0 and finite. kInvalidArgument names
-// the offending key as "fp16.<key>".
-Status ValidateLossScalerConfig(const LossScalerConfig& config);
-
 // 2^127 is the largest power of two a float holds; 2^64 already overflows every fp16 gradient.
 inline constexpr int kMaxInitialScalePower = 64;
+
+// The one check of LossScalerConfig (the parser and Engine::Create call it): loss_scale >= 0 and
+// finite, 0 <= initial_scale_power <= kMaxInitialScalePower, loss_scale_window >= 1,
+// hysteresis >= 1, min_loss_scale > 0 and finite. kInvalidArgument whose message starts with the
+// train.json key, "fp16.<key>: ".
+Status ValidateLossScalerConfig(const LossScalerConfig& config);
 
 // What Update() did to the scale, for the log line.
 enum class ScaleChange {

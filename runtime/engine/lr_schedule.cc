@@ -33,13 +33,9 @@ Status Bad(const char* key, const std::string& why) {
 }  // namespace
 
 Status ValidateLrSchedule(const LrSchedule& s) {
-  if (!FiniteNonNegative(s.base_lr)) {
-    return InvalidArgumentError("optimizer.params.lr: must be a finite number >= 0");
-  }
   if (s.kind == LrScheduleKind::kConstant) return Status::Ok();
-  if (s.warmup_num_steps < 1) {
-    return Bad("warmup_num_steps", "must be a positive integer, got " +
-                                       std::to_string(s.warmup_num_steps));
+  if (s.warmup_num_steps < 0) {
+    return Bad("warmup_num_steps", "must be an integer >= 0, got " + std::to_string(s.warmup_num_steps));
   }
   if (s.kind == LrScheduleKind::kWarmupLr || s.kind == LrScheduleKind::kWarmupDecayLr) {
     if (!FiniteNonNegative(s.warmup_min_lr)) return Bad("warmup_min_lr", "must be finite and >= 0");
@@ -59,14 +55,18 @@ Status ValidateLrSchedule(const LrSchedule& s) {
       return Bad("cos_min_ratio", "must be in [0, 1]");
     }
   }
+  if (s.kind != LrScheduleKind::kWarmupLr && s.warmup_num_steps > s.total_num_steps) {
+    return Bad("warmup_num_steps", std::to_string(s.warmup_num_steps) + " > total_num_steps " +
+                                       std::to_string(s.total_num_steps));
+  }
   return Status::Ok();
 }
 
-double LearningRate(const LrSchedule& s, int64_t iteration) {
+double LearningRate(const LrSchedule& s, double base_lr, int64_t iteration) {
   const int64_t warmup = EffectiveWarmupSteps(s);
   switch (s.kind) {
     case LrScheduleKind::kConstant:
-      return s.base_lr;
+      return base_lr;
 
     case LrScheduleKind::kWarmupLr:
     case LrScheduleKind::kWarmupDecayLr: {
@@ -97,10 +97,10 @@ double LearningRate(const LrSchedule& s, int64_t iteration) {
         const double cosine = (1.0 + std::cos(std::numbers::pi * progress)) / 2.0;
         ratio = std::max(0.0, s.cos_min_ratio + (1.0 - s.cos_min_ratio) * cosine);
       }
-      return s.base_lr * ratio;
+      return base_lr * ratio;
     }
   }
-  return s.base_lr;
+  return base_lr;
 }
 
 }  // namespace dslaunch::runtime

@@ -3,7 +3,7 @@
 // schedule for configs without a `scheduler` section. Formulas: docs/numerics.md, "Learning rate".
 //
 // A schedule is a typed value parsed once from train.json; LearningRate() is a pure function of
-// it and the iteration. Iterations follow DeepSpeed's `last_batch_iteration`: the scheduler starts
+// it, the optimizer's lr and the iteration. Iterations follow DeepSpeed's `last_batch_iteration`: the scheduler starts
 // at -1 and steps once after every *applied* optimizer step (a step skipped for an fp16 overflow
 // does not advance it). So the optimizer step that follows `applied` earlier applied steps uses
 // LearningRate(applied - 1); LearningRateForAppliedSteps() spells that out.
@@ -27,15 +27,15 @@ enum class WarmupType {
   kLinear,  // gamma = iteration / warmup_num_steps
 };
 
-// DeepSpeed's defaults; fields not used by `kind` are ignored.
+// The `scheduler` section of train.json, typed; the parser fills it directly (DeepSpeed's names and
+// defaults, docs/train-json.md). Fields not used by `kind` are ignored.
 struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::kConstant;
-  // The optimizer's `params.lr`: the constant rate, and WarmupCosineLR's base rate.
-  double base_lr = 1e-3;
   // WarmupLR / WarmupDecayLR.
   double warmup_min_lr = 0.0;
   double warmup_max_lr = 1e-3;
-  // All warm-up schedules. DeepSpeed uses max(2, warmup_num_steps) (ln 1 = 0 would divide by 0).
+  // All warm-up schedules. Runs as max(2, warmup_num_steps), as DeepSpeed does (ln 1 = 0 would
+  // divide by 0): 0 and 1 are accepted and give a two-step warm-up.
   int64_t warmup_num_steps = 1000;
   WarmupType warmup_type = WarmupType::kLog;
   // WarmupDecayLR / WarmupCosineLR.
@@ -45,21 +45,24 @@ struct LrSchedule {
   double cos_min_ratio = 1e-4;
 };
 
-// Rejects what DeepSpeed rejects or cannot compute: warmup_num_steps < 1, negative or non-finite
-// rates, total_num_steps < 1 for the decaying kinds, ratios outside [0, 1]. kInvalidArgument naming
-// "scheduler.params.<key>". (total_num_steps < warmup_num_steps is legal, as in DeepSpeed, where it
-// is only a warning; the caller may warn.)
+// The one check of LrSchedule (the parser calls it). Rejects warmup_num_steps < 0 (0 and 1 are
+// DeepSpeed's two-step warm-up), negative or non-finite rates, ratios outside [0, 1], and for the
+// decaying kinds total_num_steps < 1 or < warmup_num_steps (DeepSpeed only warns about the latter;
+// here it is an error: the decay would never run as configured). kInvalidArgument whose message
+// starts with the train.json key, "scheduler.params.<key>: ". (The optimizer's lr, which the
+// schedule scales, is ValidateOptimizerParams's to check.)
 Status ValidateLrSchedule(const LrSchedule& schedule);
 
-// The learning rate at scheduler iteration `iteration` (DeepSpeed's last_batch_iteration).
-// iteration < 0 (before the first scheduler step) gives the warm-up start: warmup_min_lr for
-// WarmupLR/WarmupDecayLR, 0 for WarmupCosineLR (as DeepSpeed), base_lr for constant.
-// Precondition: ValidateLrSchedule(schedule).ok().
-double LearningRate(const LrSchedule& schedule, int64_t iteration);
+// The learning rate at scheduler iteration `iteration` (DeepSpeed's last_batch_iteration) for an
+// optimizer whose `params.lr` is `base_lr` (the constant rate, and WarmupCosineLR's peak; WarmupLR
+// and WarmupDecayLR ignore it). iteration < 0 (before the first scheduler step) gives the warm-up
+// start: warmup_min_lr for WarmupLR/WarmupDecayLR, 0 for WarmupCosineLR (as DeepSpeed), base_lr
+// for constant. Precondition: ValidateLrSchedule(schedule).ok().
+double LearningRate(const LrSchedule& schedule, double base_lr, int64_t iteration);
 
 // The rate for the next optimizer step after `applied_steps` applied (not skipped) steps.
-inline double LearningRateForAppliedSteps(const LrSchedule& schedule, int64_t applied_steps) {
-  return LearningRate(schedule, applied_steps - 1);
+inline double LearningRateForAppliedSteps(const LrSchedule& schedule, double base_lr, int64_t applied_steps) {
+  return LearningRate(schedule, base_lr, applied_steps - 1);
 }
 
 }  // namespace dslaunch::runtime

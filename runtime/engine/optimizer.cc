@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "common/check.h"
 
@@ -18,6 +19,28 @@ OptimizerState OptimizerState::For(const OptimizerParams& params, size_t numel) 
   return s;
 }
 
+Status ValidateOptimizerParams(const OptimizerParams& p) {
+  const auto bad = [](const char* key, const std::string& why) {
+    return InvalidArgumentError(std::string("optimizer.params.") + key + ": " + why);
+  };
+  const auto finite_non_negative = [](double v) { return std::isfinite(v) && v >= 0.0; };
+  if (!finite_non_negative(p.lr)) return bad("lr", "must be a finite number >= 0");
+  if (!finite_non_negative(p.weight_decay)) return bad("weight_decay", "must be a finite number >= 0");
+  if (p.kind == OptimizerKind::kSgd) {
+    if (!finite_non_negative(p.momentum)) return bad("momentum", "must be a finite number >= 0");
+    if (!finite_non_negative(p.dampening)) return bad("dampening", "must be a finite number >= 0");
+    if (p.nesterov && (p.momentum <= 0.0 || p.dampening != 0.0)) {
+      return bad("nesterov", "requires momentum > 0 and dampening 0");
+    }
+    return Status::Ok();
+  }
+  if (!(p.beta1 >= 0.0 && p.beta1 <= 1.0 && p.beta2 >= 0.0 && p.beta2 <= 1.0)) {
+    return bad("betas", "must both be in [0, 1]");
+  }
+  if (!finite_non_negative(p.eps)) return bad("eps", "must be a finite number >= 0");
+  return Status::Ok();
+}
+
 void OptimizerStep(const OptimizerParams& p, double lr, std::span<float> params, std::span<const float> grads,
                    const std::vector<DecaySegment>& segments, OptimizerState& state) {
   OptimizerUpdate(p, lr, ++state.step, params, grads, segments, state.m, state.v);
@@ -31,13 +54,21 @@ void OptimizerUpdate(const OptimizerParams& p, double lr, int64_t t, std::span<f
   if (p.kind == OptimizerKind::kSgd) {
     const bool momentum = p.momentum != 0.0;
     DSLAUNCH_CHECK(!momentum || m.size() == params.size()) << m.size() << " momentum values for " << params.size();
+    const float mu = static_cast<float>(p.momentum);
+    // Dampening 0 keeps the plain sum (no multiply by 1 - 0), so the common case stays as it was.
+    const bool damped = p.dampening != 0.0;
+    const float keep = static_cast<float>(1.0 - p.dampening);
     for (const auto& seg : segments) {
       const float wd = seg.decay ? static_cast<float>(p.weight_decay) : 0.0f;
       for (size_t i = seg.begin; i < seg.end; ++i) {
         float g = grads[i] + wd * params[i];
         if (momentum) {
-          m[i] = t == 1 ? g : static_cast<float>(p.momentum) * m[i] + g;
-          g = m[i];
+          if (t == 1) {
+            m[i] = g;
+          } else {
+            m[i] = damped ? mu * m[i] + keep * g : mu * m[i] + g;
+          }
+          g = p.nesterov ? g + mu * m[i] : m[i];
         }
         params[i] -= flr * g;
       }
@@ -45,8 +76,10 @@ void OptimizerUpdate(const OptimizerParams& p, double lr, int64_t t, std::span<f
     return;
   }
   const float b1 = static_cast<float>(p.beta1), b2 = static_cast<float>(p.beta2), eps = static_cast<float>(p.eps);
-  const float c1 = 1.0f / static_cast<float>(1.0 - std::pow(p.beta1, static_cast<double>(t)));
-  const float c2 = 1.0f / static_cast<float>(1.0 - std::pow(p.beta2, static_cast<double>(t)));
+  const float c1 =
+      p.bias_correction ? 1.0f / static_cast<float>(1.0 - std::pow(p.beta1, static_cast<double>(t))) : 1.0f;
+  const float c2 =
+      p.bias_correction ? 1.0f / static_cast<float>(1.0 - std::pow(p.beta2, static_cast<double>(t))) : 1.0f;
   const bool decoupled = p.kind == OptimizerKind::kAdamW;
   DSLAUNCH_CHECK(m.size() == params.size() && v.size() == params.size())
       << m.size() << " and " << v.size() << " moments for " << params.size();

@@ -5,12 +5,14 @@
 // Formulas (docs/numerics.md), t = step number starting at 1, g already unscaled and clipped:
 //   Adam (L2):  g' = g + wd p;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
 //               p -= lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+//               (without bias_correction the divisors 1-b1^t and 1-b2^t are 1)
 //   AdamW:      p -= lr wd p (decoupled, before the Adam update with g' = g)
-//   SGD:        g' = g + wd p;  buf = momentum buf + g' (buf = g' at the first step);  p -= lr buf
+//   SGD:        g' = g + wd p;  buf = momentum buf + (1-dampening) g' (buf = g' at the first step);
+//               p -= lr buf, or with nesterov p -= lr (g' + momentum buf)  (torch.optim.SGD)
 // Weight decay applies only to the segments marked `decay` (weights of linear and embedding
 // layers; not biases or layer-norm parameters). Note that DeepSpeed's "Adam" is AdamW unless the
-// config says "adam_w_mode": false: the engine picks the kind from
-// OptimizerConfig::decoupled_weight_decay (runtime/config/train_config.h), not from the type name.
+// config says "adam_w_mode": false: the train.json parser turns the type name and adam_w_mode into
+// OptimizerParams::kind, the update rule (docs/train-json.md).
 #pragma once
 
 #include <cstddef>
@@ -18,10 +20,15 @@
 #include <span>
 #include <vector>
 
+#include "common/status.h"
+
 namespace dslaunch::runtime {
 
+// The update rule (not the type name of train.json: DeepSpeed's "Adam" is kAdamW by default).
 enum class OptimizerKind { kAdam, kAdamW, kSgd };
 
+// The `optimizer` section of train.json, typed; the parser fills it directly (DeepSpeed's names
+// and defaults, docs/train-json.md). Fields that do not apply to `kind` are ignored.
 struct OptimizerParams {
   OptimizerKind kind = OptimizerKind::kAdamW;
   double lr = 1e-3;  // the schedule overrides it per step
@@ -30,7 +37,15 @@ struct OptimizerParams {
   double eps = 1e-8;
   double weight_decay = 0.0;
   double momentum = 0.0;  // SGD
+  double dampening = 0.0;  // SGD
+  bool nesterov = false;   // SGD; needs momentum > 0 and dampening 0
+  bool bias_correction = true;  // Adam, AdamW
 };
+
+// The one check of OptimizerParams (the parser calls it): lr, eps, weight_decay, momentum and
+// dampening finite and >= 0, betas in [0, 1], nesterov only with momentum > 0 and dampening 0.
+// kInvalidArgument whose message starts with the train.json key, "optimizer.params.<key>: ".
+Status ValidateOptimizerParams(const OptimizerParams& params);
 
 // A run of elements [begin, end) of the spans given to Step, and whether weight decay applies.
 struct DecaySegment {

@@ -80,7 +80,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     const std::span<float> grads = gradient.values();
     DSLAUNCH_ASSIGN_OR_RETURN(const double sum, grads_.GlobalSumOfSquares(grads));
     stats.grad_norm = std::sqrt(sum) / stats.loss_scale;
-    stats.lr = LearningRateForAppliedSteps(options_.schedule, applied_);
+    stats.lr = LearningRateForAppliedSteps(options_.schedule, options_.optimizer.lr, applied_);
     DSLAUNCH_ASSIGN_OR_RETURN(const bool skip, DecideOnOverflow(stats));
     if (!skip) {
       Unscale(stats, grads);

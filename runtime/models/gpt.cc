@@ -31,6 +31,29 @@ void FillNormal(float* out, size_t n, float stddev, uint64_t& state) {
 
 }  // namespace
 
+Status ValidateGptConfig(const GptConfig& config) {
+  const struct {
+    const char* key;
+    int value;
+    int max;
+  } fields[] = {{"n_layer", config.n_layer, kMaxGptLayers},
+                {"n_head", config.n_head, kMaxGptEmbedding},
+                {"n_embd", config.n_embd, kMaxGptEmbedding},
+                {"block_size", config.block_size, kMaxGptBlockSize},
+                {"vocab_size", config.vocab_size, kMaxGptVocabSize}};
+  for (const auto& f : fields) {
+    if (f.value < 1 || f.value > f.max) {
+      return InvalidArgumentError(std::string("model.") + f.key + ": must be in [1, " + std::to_string(f.max) +
+                                  "], got " + std::to_string(f.value));
+    }
+  }
+  if (config.n_embd % config.n_head != 0) {
+    return InvalidArgumentError("model.n_embd: " + std::to_string(config.n_embd) + " is not divisible by n_head " +
+                                std::to_string(config.n_head));
+  }
+  return Status::Ok();
+}
+
 GptModel::GptModel(const GptConfig& config, int max_batch) : config_(config), max_batch_(max_batch) {
   DSLAUNCH_CHECK(config.n_head > 0 && config.n_embd % config.n_head == 0)
       << "n_embd " << config.n_embd << " must divide into n_head " << config.n_head;

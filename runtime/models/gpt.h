@@ -14,11 +14,13 @@
 #include <span>
 #include <vector>
 
+#include "common/status.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
 
 namespace dslaunch::runtime {
 
+// The `gpt` model of train.json, typed; the parser fills it directly (docs/train-json.md).
 struct GptConfig {
   int n_layer = 0;
   int n_head = 0;
@@ -26,6 +28,23 @@ struct GptConfig {
   int block_size = 0;  // the longest sequence (position embeddings)
   int vocab_size = 0;
 };
+
+// Bounds of a GptConfig: values past them are mistakes, not models (whether a model within them
+// fits the machine is the memory check's question, runtime/train/memory_estimate.h).
+// 4x the deepest transformer trained (DeepNet, 1,000 layers); the layout then names ~50,000 tensors.
+inline constexpr int kMaxGptLayers = 4096;
+// 2.5x the widest published GPT (25,600); one c x 4c weight is then 64 GiB. Bounds n_head too.
+inline constexpr int kMaxGptEmbedding = 65536;
+// The model keeps every head's T x T attention matrix: 16 GiB for one head of one layer of one
+// sequence at 65,536 tokens; longer contexts need another attention algorithm.
+inline constexpr int kMaxGptBlockSize = 65536;
+// Token ids are stored as uint16 in llm.c shards.
+inline constexpr int kMaxGptVocabSize = 65536;
+
+// The one check of GptConfig (the parser calls it): every field in [1, its bound above] and n_embd
+// divisible by n_head. kInvalidArgument whose message starts with the train.json key,
+// "model.<key>: ".
+Status ValidateGptConfig(const GptConfig& config);
 
 class GptModel {
  public:

@@ -20,6 +20,22 @@ void FillUniform(float* out, size_t n, float bound, uint64_t& state) {
 
 }  // namespace
 
+Status ValidateMlpConfig(const MlpConfig& config) {
+  const size_t n = config.widths.size();
+  if (n < 2) return InvalidArgumentError("model.layers: needs at least 2 widths (input and output)");
+  if (n > static_cast<size_t>(kMaxMlpLayers) + 1) {
+    return InvalidArgumentError("model.layers: " + std::to_string(n) + " widths; at most " +
+                                std::to_string(kMaxMlpLayers + 1) + " (" + std::to_string(kMaxMlpLayers) + " layers)");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (config.widths[i] < 1 || config.widths[i] > kMaxMlpWidth) {
+      return InvalidArgumentError("model.layers[" + std::to_string(i) + "]: must be in [1, " +
+                                  std::to_string(kMaxMlpWidth) + "], got " + std::to_string(config.widths[i]));
+    }
+  }
+  return Status::Ok();
+}
+
 MlpModel::MlpModel(std::vector<int> widths, int max_batch) : widths_(std::move(widths)), max_batch_(max_batch) {
   DSLAUNCH_CHECK(widths_.size() >= 2) << "an mlp needs at least 2 widths (input and classes), got "
                                       << widths_.size();

@@ -15,10 +15,27 @@
 #include <span>
 #include <vector>
 
+#include "common/status.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
 
 namespace dslaunch::runtime {
+
+// The `mlp` model of train.json, typed; the parser fills it directly (docs/train-json.md, key
+// "layers"): the input width, the hidden widths, the number of classes.
+struct MlpConfig {
+  std::vector<int> widths;
+};
+
+// An mlp deeper than this does not train without residual connections.
+inline constexpr int kMaxMlpLayers = 1024;
+// Keeps widths far from int overflow in products like width x batch.
+inline constexpr int kMaxMlpWidth = 1 << 20;
+
+// The one check of MlpConfig (the parser calls it): 2 to kMaxMlpLayers + 1 widths, each in
+// [1, kMaxMlpWidth]. kInvalidArgument whose message starts with the train.json key,
+// "model.layers: " or "model.layers[<i>]: ".
+Status ValidateMlpConfig(const MlpConfig& config);
 
 class MlpModel {
  public:

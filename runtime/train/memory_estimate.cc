@@ -15,8 +15,8 @@ namespace {
 constexpr double kFloat = sizeof(float);
 
 // fp32 optimizer buffers per owned parameter besides the master weights (OptimizerState::For).
-double MomentsPerParameter(const OptimizerConfig& optimizer) {
-  if (optimizer.type != OptimizerKind::kSgd) return 2.0;  // Adam, AdamW: exp_avg, exp_avg_sq
+double MomentsPerParameter(const OptimizerParams& optimizer) {
+  if (optimizer.kind != OptimizerKind::kSgd) return 2.0;  // Adam, AdamW: exp_avg, exp_avg_sq
   return optimizer.momentum != 0.0 ? 1.0 : 0.0;
 }
 
@@ -27,12 +27,11 @@ struct ModelShape {
 
 ModelShape ShapeOf(const TrainConfig& config) {
   const int micro = static_cast<int>(std::min<int64_t>(config.batch.micro_batch_per_gpu, 1 << 30));
-  if (const auto* gpt = std::get_if<GptModelConfig>(&config.model)) {
-    const GptConfig g{gpt->n_layer, gpt->n_head, gpt->n_embd, gpt->block_size, gpt->vocab_size};
-    return {GptModel::GroupSizes(g), GptModel::ActivationBytes(g, micro)};
+  if (const auto* gpt = std::get_if<GptConfig>(&config.model)) {
+    return {GptModel::GroupSizes(*gpt), GptModel::ActivationBytes(*gpt, micro)};
   }
-  const auto& mlp = std::get<MlpModelConfig>(config.model);
-  return {MlpModel::GroupSizes(mlp.layers), MlpModel::ActivationBytes(mlp.layers, micro)};
+  const auto& mlp = std::get<MlpConfig>(config.model);
+  return {MlpModel::GroupSizes(mlp.widths), MlpModel::ActivationBytes(mlp.widths, micro)};
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace {
 
 class GptTask final : public TrainTask {
  public:
-  GptTask(const TrainConfig& config, const GptModelConfig& gpt, const TrainData& data, int rank, int world)
+  GptTask(const TrainConfig& config, const GptConfig& gpt, const TrainData& data, int rank, int world)
       : config_(config),
         data_(data),
         rank_(rank),
@@ -24,9 +24,9 @@ class GptTask final : public TrainTask {
         train_{static_cast<int64_t>(data.train.size()), seq_len_, micro_,
                static_cast<int>(config.batch.gradient_accumulation_steps), world},
         val_{static_cast<int64_t>(data.val.size()), seq_len_, micro_, 1, world},
-        model_(GptConfig{gpt.n_layer, gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab_size}, micro_) {}
+        model_(gpt, micro_) {}
 
-  Status Validate(const GptModelConfig& gpt) const {
+  Status Validate(const GptConfig& gpt) const {
     // A sample is seq_len inputs and their seq_len next tokens: seq_len + 1 tokens of the shard.
     auto too_short = [&](const std::string& file, size_t tokens) {
       return InvalidArgumentError(file + ": " + std::to_string(tokens) + " tokens hold no sequence of " +
@@ -137,7 +137,7 @@ BatchGeometry ImageGeometry(const IdxDataset& data, int micro, int accumulation,
 
 class MlpTask final : public TrainTask {
  public:
-  MlpTask(const TrainConfig& config, const MlpModelConfig& mlp, const TrainData& data, int rank, int world)
+  MlpTask(const TrainConfig& config, const MlpConfig& mlp, const TrainData& data, int rank, int world)
       : config_(config),
         data_(data),
         rank_(rank),
@@ -145,7 +145,7 @@ class MlpTask final : public TrainTask {
         train_(ImageGeometry(data.train_images, micro_, static_cast<int>(config.batch.gradient_accumulation_steps),
                              world)),
         val_(ImageGeometry(data.val_images, micro_, 1, world)),
-        model_(mlp.layers, micro_) {}
+        model_(mlp.widths, micro_) {}
 
   Status Validate() const {
     DSLAUNCH_RETURN_IF_ERROR(
@@ -217,12 +217,12 @@ Result<TrainData> ReadTrainData(const TrainConfig& config) {
 
 Result<std::unique_ptr<TrainTask>> TrainTask::Create(const TrainConfig& config, const TrainData& data, int rank,
                                                      int world) {
-  if (const auto* gpt = std::get_if<GptModelConfig>(&config.model)) {
+  if (const auto* gpt = std::get_if<GptConfig>(&config.model)) {
     auto task = std::make_unique<GptTask>(config, *gpt, data, rank, world);
     DSLAUNCH_RETURN_IF_ERROR(task->Validate(*gpt));
     return std::unique_ptr<TrainTask>(std::move(task));
   }
-  const auto& mlp = std::get<MlpModelConfig>(config.model);
+  const auto& mlp = std::get<MlpConfig>(config.model);
   if (data.train_images.images.n == 0) {
     return InvalidArgumentError("model.type \"mlp\" trains on images: set data.format to \"idx\" with "
                                 "data.train and data.train_labels");

@@ -93,7 +93,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   run.seed = config.seed;
   run.zero_stage = config.zero.stage;
   run.precision = std::string(PrecisionName(config.precision));
-  run.optimizer = std::string(OptimizerTypeName(config.optimizer.type));
+  run.optimizer = std::string(OptimizerTypeName(config.optimizer.kind));
   run.config_sha256 = config.source_sha256;
   // A restart resumes on its own (checkpoint.resume_newest): say so.
   const std::string restart = ckpt.resume_newest ? "restart: " : "";

@@ -25,14 +25,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const GptModelConfig kGpt{2, 2, 16, 8, 32};
+const GptConfig kGpt{2, 2, 16, 8, 32};
 
 TrainConfig GptTrainConfig(int world, int64_t steps) {
   TrainConfig c;
   c.batch.train_batch_size = 8;
   c.batch.micro_batch_per_gpu = 2;
   c.batch.gradient_accumulation_steps = 8 / (2 * world);
-  c.optimizer.type = OptimizerKind::kAdamW;
+  c.optimizer.kind = OptimizerKind::kAdamW;
   c.optimizer.lr = 3e-3;
   c.model = kGpt;
   c.data.seq_len = 8;
@@ -76,7 +76,7 @@ std::vector<float> MasterFromShards(const fs::path& step_dir) {
 struct GptCheckpoint {
   dslaunch::testing::TempDir dir;
   std::string ckpt;
-  GptModel model{GptConfig{kGpt.n_layer, kGpt.n_head, kGpt.n_embd, kGpt.block_size, kGpt.vocab_size}, 1};
+  GptModel model{kGpt, 1};
   std::vector<float> master;
 
   GptCheckpoint() {
@@ -274,8 +274,8 @@ TEST_CASE("The mlp export keeps our names and [out][in] layouts and imports back
   c.batch.train_batch_size = 16;
   c.batch.micro_batch_per_gpu = 8;
   c.batch.gradient_accumulation_steps = 1;
-  c.optimizer.type = OptimizerKind::kAdam;
-  c.model = MlpModelConfig{{784, 8, 10}};
+  c.optimizer.kind = OptimizerKind::kAdamW;  // DeepSpeed's "Adam" (adam_w_mode defaults to true)
+  c.model = MlpConfig{{784, 8, 10}};
   c.data.format = DataFormat::kIdx;
   c.train.steps = 2;
   c.steps_per_print = 100;

@@ -123,21 +123,20 @@ TEST_CASE("ParseTrainConfig fills DeepSpeed's defaults") {
   REQUIRE(r.ok());
   const TrainConfig& c = *r;
   CHECK(c.batch.train_batch_size == 8);
-  CHECK(c.optimizer.type == OptimizerKind::kAdamW);
+  CHECK(c.optimizer.kind == OptimizerKind::kAdamW);
   CHECK(c.optimizer.lr == doctest::Approx(3e-4));
-  CHECK(c.optimizer.betas[0] == 0.9);
-  CHECK(c.optimizer.betas[1] == 0.999);
+  CHECK(c.optimizer.beta1 == 0.9);
+  CHECK(c.optimizer.beta2 == 0.999);
   CHECK(c.optimizer.eps == 1e-8);
   CHECK(c.optimizer.weight_decay == 0.0);
-  CHECK(c.optimizer.decoupled_weight_decay);
-  CHECK(c.scheduler.type == LrScheduleKind::kConstant);
+  CHECK(c.optimizer.bias_correction);
+  CHECK(c.lr_schedule.kind == LrScheduleKind::kConstant);
   CHECK(c.gradient_clipping == 0.0);
-  CHECK_FALSE(c.fp16.enabled);
-  CHECK(c.fp16.loss_scale == 0.0);
-  CHECK(c.fp16.initial_scale_power == 16);
-  CHECK(c.fp16.loss_scale_window == 1000);
-  CHECK(c.fp16.hysteresis == 2);
-  CHECK(c.fp16.min_loss_scale == 1.0);
+  CHECK(c.loss_scaler.loss_scale == 0.0);
+  CHECK(c.loss_scaler.initial_scale_power == 16);
+  CHECK(c.loss_scaler.loss_scale_window == 1000);
+  CHECK(c.loss_scaler.hysteresis == 2);
+  CHECK(c.loss_scaler.min_loss_scale == 1.0);
   CHECK(c.precision == Precision::kFp32);
   CHECK(c.zero.stage == 0);
   CHECK(c.zero.reduce_bucket_size == 500'000'000);
@@ -149,7 +148,7 @@ TEST_CASE("ParseTrainConfig fills DeepSpeed's defaults") {
   CHECK(c.zero.stage3_max_live_parameters == 1'000'000'000);
   CHECK(c.steps_per_print == 10);
   CHECK(c.seed == 42);
-  const auto& gpt = std::get<GptModelConfig>(c.model);
+  const auto& gpt = std::get<GptConfig>(c.model);
   CHECK(gpt.vocab_size == 256);
   CHECK(c.data.format == DataFormat::kTokens);
   CHECK(c.data.train == "data/train.bin");  // "train.json" has no directory part
@@ -178,16 +177,18 @@ TEST_CASE("ParseTrainConfig reads every section") {
   doc["checkpoint"] = {{"dir", "ckpt"}, {"interval", 50}, {"keep_last", 2}, {"load", "latest"}, {"async", true}};
   Result<TrainConfig> r = ParseTrainConfig(doc.dump(), "runs/a/train.json", 2, NoFiles());
   REQUIRE(r.ok());
-  CHECK(r->optimizer.type == OptimizerKind::kSgd);
+  CHECK(r->optimizer.kind == OptimizerKind::kSgd);
+  CHECK(r->optimizer.lr == 0.1);
   CHECK(r->optimizer.momentum == 0.9);
   CHECK(r->optimizer.nesterov);
-  CHECK_FALSE(r->optimizer.decoupled_weight_decay);
-  CHECK(r->scheduler.type == LrScheduleKind::kWarmupDecayLr);
-  CHECK(r->scheduler.warmup_type == WarmupType::kLinear);
-  CHECK(r->scheduler.total_num_steps == 100);
+  CHECK(r->lr_schedule.kind == LrScheduleKind::kWarmupDecayLr);
+  CHECK(r->lr_schedule.warmup_max_lr == 0.1);
+  CHECK(r->lr_schedule.warmup_num_steps == 5);
+  CHECK(r->lr_schedule.warmup_type == WarmupType::kLinear);
+  CHECK(r->lr_schedule.total_num_steps == 100);
   CHECK(r->precision == Precision::kFp16);
-  CHECK(r->fp16.loss_scale == 128);
-  CHECK(r->fp16.hysteresis == 4);
+  CHECK(r->loss_scaler.loss_scale == 128);
+  CHECK(r->loss_scaler.hysteresis == 4);
   CHECK(r->zero.stage == 3);
   CHECK(r->zero.overlap_comm);  // DeepSpeed's stage-3 default
   CHECK(r->zero.reduce_bucket_size == 500'000'000);
@@ -207,13 +208,33 @@ TEST_CASE("ParseTrainConfig matches optimizer names case-insensitively and honou
     CAPTURE(name);
     Result<TrainConfig> r = Parse(With(BaseConfig(), "/optimizer/type", name));
     REQUIRE(r.ok());
-    CHECK(r->optimizer.type == OptimizerKind::kAdam);
-    CHECK(r->optimizer.decoupled_weight_decay);  // DeepSpeed's Adam defaults to adam_w_mode
+    CHECK(r->optimizer.kind == OptimizerKind::kAdamW);  // DeepSpeed's Adam defaults to adam_w_mode
   }
   Result<TrainConfig> l2 =
       Parse(With(With(BaseConfig(), "/optimizer/type", "Adam"), "/optimizer/params/adam_w_mode", false));
   REQUIRE(l2.ok());
-  CHECK_FALSE(l2->optimizer.decoupled_weight_decay);
+  CHECK(l2->optimizer.kind == OptimizerKind::kAdam);
+}
+
+TEST_CASE("ParseTrainConfig accepts warmup_num_steps 0 as DeepSpeed does: a two-step warm-up") {
+  // DeepSpeed's schedulers take max(2, warmup_num_steps); the validator (ValidateLrSchedule) and
+  // the parser agree on accepting 0 (docs/train-json.md).
+  for (const char* type : {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR"}) {
+    CAPTURE(type);
+    json doc = BaseConfig();
+    doc["scheduler"] = {{"type", type}, {"params", {{"warmup_num_steps", 0}, {"total_num_steps", 10}}}};
+    if (std::string(type) == "WarmupLR") doc["scheduler"]["params"].erase("total_num_steps");
+    Result<TrainConfig> r = Parse(doc);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK(r->lr_schedule.warmup_num_steps == 0);
+    CHECK(ValidateLrSchedule(r->lr_schedule).ok());
+    // Log warm-up over 2 steps: the start of the range at iteration 0, the peak from iteration 1.
+    const double peak = std::string(type) == "WarmupCosineLR" ? 3e-4 : 1e-3;
+    CHECK(LearningRate(r->lr_schedule, r->optimizer.lr, 0) == 0.0);
+    CHECK(LearningRate(r->lr_schedule, r->optimizer.lr, 1) == doctest::Approx(peak));
+  }
+  CHECK(ErrorOf(With(BaseConfig(), "/scheduler", json{{"type", "WarmupLR"}, {"params", {{"warmup_num_steps", -1}}}})) ==
+        "train.json: $.scheduler.params.warmup_num_steps: expected an integer >= 0, got -1");
 }
 
 TEST_CASE("ParseTrainConfig reports wrong types and values with their JSON path") {
@@ -241,6 +262,10 @@ TEST_CASE("ParseTrainConfig reports wrong types and values with their JSON path"
       {"/fp16/enabled", 1, "train.json: $.fp16.enabled: expected true or false, got 1"},
       {"/fp16/initial_scale_power", 100, "train.json: $.fp16.initial_scale_power: expected an integer 0-64, got 100"},
       {"/fp16/hysteresis", 0, "train.json: $.fp16.hysteresis: expected an integer >= 1, got 0"},
+      // Checks made by the validator next to the component's type, named by their JSON path.
+      {"/fp16/min_loss_scale", 0, "train.json: $.fp16.min_loss_scale: must be > 0"},
+      {"/optimizer", json{{"type", "SGD"}, {"params", {{"lr", 0.1}, {"nesterov", true}}}},
+       "train.json: $.optimizer.params.nesterov: requires momentum > 0 and dampening 0"},
       {"/model/type", "rnn", "train.json: $.model.type: expected one of gpt, mlp, got \"rnn\""},
       {"/model/n_head", 3, "train.json: $.model.n_embd: 32 is not divisible by n_head 3"},
       {"/model/vocab_size", 70000, "train.json: $.model.vocab_size: expected an integer 1-65536, got 70000"},
@@ -338,7 +363,8 @@ TEST_CASE("ParseTrainConfig resolves deepspeed_config through the loader, inline
   REQUIRE(r.ok());
   CHECK(r->deepspeed_config_path == "runs/ds_config.json");
   CHECK(r->batch.gradient_accumulation_steps == 4);
-  CHECK(r->optimizer.type == OptimizerKind::kAdam);
+  CHECK(r->optimizer.kind == OptimizerKind::kAdamW);  // "Adam", from the referenced file
+  CHECK(r->optimizer.lr == 0.001);
   CHECK(r->zero.stage == 2);         // inline wins
   CHECK(r->zero.overlap_comm);       // merged from the referenced file
   CHECK(r->unimplemented_keys == std::vector<std::string>{"$.wall_clock_breakdown"});
@@ -347,6 +373,12 @@ TEST_CASE("ParseTrainConfig resolves deepspeed_config through the loader, inline
     ConfigLoader bad = FakeFiles({{"runs/ds_config.json", R"({"train_batch_size": 16, "optimizer": {"type": "SGD"}, "fp16": {"enabled": "no"}})"}});
     Result<TrainConfig> e = ParseTrainConfig(doc.dump(), "runs/train.json", 2, bad);
     CHECK(e.status().message() == "runs/ds_config.json: $.fp16.enabled: expected true or false, got \"no\"");
+  }
+  SUBCASE("a validator's error names the file the key came from") {
+    ConfigLoader bad = FakeFiles({{"runs/ds_config.json", R"({"train_batch_size": 16, "optimizer": {"type": "SGD"},
+      "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 20, "total_num_steps": 10}}})"}});
+    Result<TrainConfig> e = ParseTrainConfig(doc.dump(), "runs/train.json", 2, bad);
+    CHECK(e.status().message() == "runs/ds_config.json: $.scheduler.params.warmup_num_steps: 20 > total_num_steps 10");
   }
   SUBCASE("a missing file is the loader's error with context") {
     Result<TrainConfig> e = ParseTrainConfig(doc.dump(), "runs/train.json", 2, NoFiles());
@@ -382,7 +414,7 @@ TEST_CASE("ParseTrainConfig reads the mlp model and idx data") {
   doc["data"] = {{"format", "idx"}, {"train", "t-images"}, {"train_labels", "t-labels"}};
   Result<TrainConfig> r = Parse(doc);
   REQUIRE(r.ok());
-  CHECK(std::get<MlpModelConfig>(r->model).layers == std::vector<int>{784, 300, 10});
+  CHECK(std::get<MlpConfig>(r->model).widths == std::vector<int>{784, 300, 10});
   CHECK(r->data.format == DataFormat::kIdx);
   CHECK(r->data.seq_len == 0);
   CHECK(ErrorOf(With(doc, "/model/layers", json::array({784}))) ==

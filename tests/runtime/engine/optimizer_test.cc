@@ -48,5 +48,69 @@ TEST_CASE("SGD with momentum starts the buffer at the first gradient") {
   CHECK(OptimizerState::For(plain, 10).bytes() == 0);
 }
 
+TEST_CASE("SGD dampening scales the gradient into the buffer after the first step") {
+  OptimizerParams sgd{OptimizerKind::kSgd, 0.1, 0, 0, 0, 0.0, 0.9, /*dampening=*/0.5};
+  std::vector<float> w = {1.0f}, g = {1.0f};
+  auto state = OptimizerState::For(sgd, 1);
+  OptimizerStep(sgd, 0.1, w, g, {{0, 1, true}}, state);
+  CHECK(w[0] == doctest::Approx(0.9));  // buf = g = 1 at the first step (torch.optim.SGD)
+  OptimizerStep(sgd, 0.1, w, g, {{0, 1, true}}, state);
+  // buf = 0.9 * 1 + (1 - 0.5) * 1 = 1.4.
+  CHECK(state.m[0] == doctest::Approx(1.4));
+  CHECK(w[0] == doctest::Approx(0.9 - 0.1 * 1.4));
+}
+
+TEST_CASE("SGD with nesterov steps along the gradient plus momentum times the buffer") {
+  OptimizerParams sgd{OptimizerKind::kSgd, 0.1, 0, 0, 0, 0.0, 0.9, 0.0, /*nesterov=*/true};
+  std::vector<float> w = {1.0f}, g = {1.0f};
+  auto state = OptimizerState::For(sgd, 1);
+  OptimizerStep(sgd, 0.1, w, g, {{0, 1, true}}, state);
+  // buf = 1; step = g + 0.9 buf = 1.9.
+  CHECK(w[0] == doctest::Approx(1.0 - 0.19));
+  OptimizerStep(sgd, 0.1, w, g, {{0, 1, true}}, state);
+  // buf = 0.9 + 1 = 1.9; step = 1 + 0.9 * 1.9 = 2.71.
+  CHECK(w[0] == doctest::Approx(0.81 - 0.271));
+}
+
+TEST_CASE("Adam without bias_correction divides by neither 1 - b1^t nor 1 - b2^t") {
+  OptimizerParams adam{OptimizerKind::kAdamW, 0.1, 0.9, 0.999, 0.0, 0.0, 0.0};
+  adam.bias_correction = false;
+  std::vector<float> w = {1.0f}, g = {0.5f};
+  auto state = OptimizerState::For(adam, 1);
+  OptimizerStep(adam, 0.1, w, g, {{0, 1, true}}, state);
+  // m = 0.05, v = 0.00025: update = 0.05 / sqrt(0.00025) = 3.16227766 (10x the corrected 1 / 1).
+  CHECK(w[0] == doctest::Approx(1.0 - 0.1 * 0.05 / std::sqrt(0.00025)));
+}
+
+TEST_CASE("ValidateOptimizerParams names the offending train.json key") {
+  struct Case {
+    OptimizerParams params;
+    const char* message;
+  };
+  OptimizerParams nesterov_without_momentum{OptimizerKind::kSgd};
+  nesterov_without_momentum.nesterov = true;
+  OptimizerParams nesterov_damped{OptimizerKind::kSgd};
+  nesterov_damped.nesterov = true;
+  nesterov_damped.momentum = 0.9;
+  nesterov_damped.dampening = 0.1;
+  const std::vector<Case> cases = {
+      {{OptimizerKind::kAdamW, -1.0}, "optimizer.params.lr: must be a finite number >= 0"},
+      {{OptimizerKind::kAdam, 0.1, 1.5}, "optimizer.params.betas: must both be in [0, 1]"},
+      {{OptimizerKind::kAdamW, 0.1, 0.9, 0.999, -1.0}, "optimizer.params.eps: must be a finite number >= 0"},
+      {{OptimizerKind::kSgd, 0.1, 0, 0, 0, NAN}, "optimizer.params.weight_decay: must be a finite number >= 0"},
+      {{OptimizerKind::kSgd, 0.1, 0, 0, 0, 0, -0.5}, "optimizer.params.momentum: must be a finite number >= 0"},
+      {nesterov_without_momentum, "optimizer.params.nesterov: requires momentum > 0 and dampening 0"},
+      {nesterov_damped, "optimizer.params.nesterov: requires momentum > 0 and dampening 0"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    const Status status = ValidateOptimizerParams(c.params);
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK(status.message() == c.message);
+  }
+  CHECK(ValidateOptimizerParams(OptimizerParams{}).ok());
+  CHECK(ValidateOptimizerParams(OptimizerParams{OptimizerKind::kSgd, 0.1, 0, 0, 0, 0, 0.9, 0, true}).ok());
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime

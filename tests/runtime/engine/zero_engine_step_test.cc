@@ -136,7 +136,7 @@ TEST_CASE("One SGD step: the exact global norm and the clipped update at every s
           CAPTURE(world);
           EngineOptions o = Options(stage, precision);
           o.optimizer.kind = OptimizerKind::kSgd;
-          o.optimizer.lr = o.schedule.base_lr = kLr;
+          o.optimizer.lr = kLr;
           o.optimizer.weight_decay = kWeightDecay;
           o.gradient_clipping = max_norm;
           testing::OnEveryRank(world, layout, o, initial, [&](int rank, Engine& engine) {
@@ -220,7 +220,6 @@ TEST_CASE("Two Adam and AdamW steps, the second clipped, match the formulas at e
           CAPTURE(world);
           EngineOptions o = Options(stage, precision);
           o.optimizer = params;
-          o.schedule.base_lr = params.lr;
           o.gradient_clipping = kMaxNorm;
           testing::OnEveryRank(world, layout, o, initial, [&](int rank, Engine& engine) {
             for (double factor : {1.0, 4.0}) {

@@ -78,5 +78,27 @@ TEST_CASE("Backward scales gradients by the loss scale and accumulates across ca
   CHECK(model.Forward(a1, tokens.data(), targets.data(), 1, 4) == doctest::Approx(std::log(11.0)).epsilon(0.05));
 }
 
+TEST_CASE("ValidateGptConfig names the train.json key of a bound or divisibility violation") {
+  struct Case {
+    GptConfig config;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{0, 2, 8, 4, 11}, "model.n_layer: must be in [1, 4096], got 0"},
+      {{2, 0, 8, 4, 11}, "model.n_head: must be in [1, 65536], got 0"},
+      {{2, 2, 65537, 4, 11}, "model.n_embd: must be in [1, 65536], got 65537"},
+      {{2, 2, 8, 65537, 11}, "model.block_size: must be in [1, 65536], got 65537"},
+      {{2, 2, 8, 4, 0}, "model.vocab_size: must be in [1, 65536], got 0"},
+      {{2, 3, 8, 4, 11}, "model.n_embd: 8 is not divisible by n_head 3"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    const Status status = ValidateGptConfig(c.config);
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK(status.message() == c.message);
+  }
+  CHECK(ValidateGptConfig(Tiny()).ok());
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime

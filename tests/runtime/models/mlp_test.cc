@@ -230,5 +230,26 @@ TEST_CASE("An MLP trained by plain SGD learns the synthetic digits") {
   CHECK(after > 500 * 3 / 4);
 }
 
+TEST_CASE("ValidateMlpConfig names the train.json key of a wrong count or width") {
+  struct Case {
+    MlpConfig config;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{{784}}, "model.layers: needs at least 2 widths (input and output)"},
+      {{std::vector<int>(kMaxMlpLayers + 2, 4)}, "model.layers: 1026 widths; at most 1025 (1024 layers)"},
+      {{{784, 0, 10}}, "model.layers[1]: must be in [1, 1048576], got 0"},
+      {{{784, 10, kMaxMlpWidth + 1}}, "model.layers[2]: must be in [1, 1048576], got 1048577"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    const Status status = ValidateMlpConfig(c.config);
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK(status.message() == c.message);
+  }
+  CHECK(ValidateMlpConfig(MlpConfig{{784, 300, 10}}).ok());
+  CHECK(ValidateMlpConfig(MlpConfig{std::vector<int>(kMaxMlpLayers + 1, 4)}).ok());
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime

@@ -19,7 +19,7 @@ namespace {
 TrainConfig TinyGpt() {
   TrainConfig c;
   c.batch = {8, 2, 2};
-  c.model = GptModelConfig{2, 2, 16, 8, 32};
+  c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.zero.reduce_bucket_size = 700;
   c.zero.stage3_param_persistence_threshold = 100;
@@ -38,10 +38,9 @@ TEST_CASE("The estimate of the engine's states is the engine's own accounting, a
           TrainConfig c = TinyGpt();
           c.zero.stage = stage;
           c.precision = precision;
-          c.optimizer.type = optimizer;
+          c.optimizer.kind = optimizer;
           c.optimizer.momentum = optimizer == OptimizerKind::kSgd ? 0.9 : 0.0;
-          const auto& g = std::get<GptModelConfig>(c.model);
-          GptModel model(GptConfig{g.n_layer, g.n_head, g.n_embd, g.block_size, g.vocab_size}, 2);
+          GptModel model(std::get<GptConfig>(c.model), 2);
           std::vector<float> initial(model.layout().numel(), 0.5f);
           testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(10));
           MemoryStats rank0;
@@ -92,7 +91,7 @@ TEST_CASE("A model that cannot fit is refused with what it needs and what the ma
   // (4000 layers x 8 sequences x 4 heads x 256^2 floats) are 31.25 GiB.
   TrainConfig c = TinyGpt();
   c.batch = {16, 8, 1};
-  c.model = GptModelConfig{4000, 4, 128, 256, 256};
+  c.model = GptConfig{4000, 4, 128, 256, 256};
   c.zero.reduce_bucket_size = 500'000'000;
   const MemoryEstimate m = EstimateTrainingMemory(c, 2);
   const Status s = CheckMemoryFits(m, 2, AvailableMemory{23.1 * (1 << 30), "MemAvailable"}, "train.json");
@@ -107,7 +106,7 @@ TEST_CASE("A model that cannot fit is refused with what it needs and what the ma
   CHECK(CheckMemoryFits(m, 2, AvailableMemory{m.total() * 2, "MemAvailable"}, "train.json").ok());
   CHECK_FALSE(CheckMemoryFits(m, 2, AvailableMemory{m.total() * 2 - 1, "MemAvailable"}, "train.json").ok());
   // A model whose states dominate gets the other advice.
-  c.model = GptModelConfig{1000, 64, 4096, 16, 256};
+  c.model = GptConfig{1000, 64, 4096, 16, 256};
   c.batch = {2, 1, 1};
   const Status big = CheckMemoryFits(EstimateTrainingMemory(c, 2), 1, AvailableMemory{1e12, "cgroup limit"}, "t.json");
   CHECK(big.message().find("Use a higher zero_optimization.stage, more nodes, fp16/bf16, or a smaller model") !=

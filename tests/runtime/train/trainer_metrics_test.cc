@@ -26,10 +26,10 @@ TrainConfig Config(int stage, Precision precision) {
   c.batch.train_batch_size = 8;
   c.batch.micro_batch_per_gpu = 2;
   c.batch.gradient_accumulation_steps = 2;
-  c.optimizer.type = OptimizerKind::kAdamW;
+  c.optimizer.kind = OptimizerKind::kAdamW;
   c.optimizer.lr = 3e-3;
   c.gradient_clipping = 0.5;  // the reported norm is the one before clipping
-  c.model = GptModelConfig{2, 2, 16, 8, 32};
+  c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = 1;
   c.steps_per_print = 1;
@@ -37,7 +37,6 @@ TrainConfig Config(int stage, Precision precision) {
   c.zero.stage = stage;
   c.zero.reduce_bucket_size = 4000;
   c.precision = precision;
-  c.fp16.enabled = precision == Precision::kFp16;
   return c;
 }
 

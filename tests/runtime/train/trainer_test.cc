@@ -21,11 +21,11 @@ TrainConfig TinyConfig(int world, int micro, int global_batch) {
   c.batch.train_batch_size = global_batch;
   c.batch.micro_batch_per_gpu = micro;
   c.batch.gradient_accumulation_steps = global_batch / (micro * world);
-  c.optimizer.type = OptimizerKind::kAdamW;
+  c.optimizer.kind = OptimizerKind::kAdamW;
   c.optimizer.lr = 3e-3;
   c.optimizer.weight_decay = 0.01;
   c.gradient_clipping = 1.0;
-  c.model = GptModelConfig{2, 2, 16, 8, 32};
+  c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = 20;
   c.train.eval_steps = 2;
@@ -71,8 +71,6 @@ Mutator Stage(int stage, Precision precision = Precision::kFp32) {
     c.zero.stage3_prefetch_bucket_size = 7000;
     c.zero.stage3_param_persistence_threshold = 100;
     c.precision = precision;
-    c.fp16.enabled = precision == Precision::kFp16;
-    c.bf16.enabled = precision == Precision::kBf16;
   };
 }
 
@@ -186,7 +184,7 @@ TEST_CASE("fp16 and bf16 with SGD give the fp32 losses: the step unscales the gr
   auto sgd = [](int stage, Precision precision) {
     return [=](TrainConfig& c) {
       Stage(stage, precision)(c);
-      c.optimizer.type = OptimizerKind::kSgd;
+      c.optimizer.kind = OptimizerKind::kSgd;
       c.optimizer.lr = 0.5;
       c.optimizer.momentum = 0.9;
       c.optimizer.weight_decay = 0.0;
@@ -210,8 +208,8 @@ TEST_CASE("Training in fp16 from a scale that overflows logs each skipped step, 
     std::vector<std::string> lines;
     const auto losses = RunWorld(2, 2, [stage](TrainConfig& c) {
       Stage(stage, Precision::kFp16)(c);
-      c.fp16.initial_scale_power = 28;  // gradients of this model overflow fp16 above about 2^18
-      c.fp16.hysteresis = 1;
+      c.loss_scaler.initial_scale_power = 28;  // gradients of this model overflow fp16 above about 2^18
+      c.loss_scaler.hysteresis = 1;
       c.train.steps = 30;
     }, &lines)[0].losses;
     double expected = std::ldexp(1.0, 28);
@@ -240,9 +238,9 @@ TEST_CASE("The mlp model trains on IDX images with the same losses at world size
     c.batch.train_batch_size = 32;
     c.batch.micro_batch_per_gpu = 16;
     c.batch.gradient_accumulation_steps = 32 / (16 * world);
-    c.optimizer.type = OptimizerKind::kAdam;
+    c.optimizer.kind = OptimizerKind::kAdamW;  // DeepSpeed's "Adam" (adam_w_mode defaults to true)
     c.optimizer.lr = 2e-3;
-    c.model = MlpModelConfig{{784, 64, 10}};
+    c.model = MlpConfig{{784, 64, 10}};
     c.data.format = DataFormat::kIdx;
     c.train.steps = 120;
     c.train.eval_steps = 8;
@@ -278,13 +276,13 @@ TEST_CASE("The mlp model trains on IDX images with the same losses at world size
 TEST_CASE("An mlp config without images, or images that do not fit the model, is refused with the reason") {
   testing::ThreadCommunicatorGroup group(1);
   TrainConfig c = TinyConfig(1, 2, 2);
-  c.model = MlpModelConfig{{784, 10}};
+  c.model = MlpConfig{{784, 10}};
   auto r = Train(c, TinyData(), group.Get(0), [](const std::string&) {});
   CHECK(r.status().code() == StatusCode::kInvalidArgument);
   CHECK(r.status().message().find("data.format") != std::string::npos);
   TrainData data;
   data.train_images = MakeSyntheticDigits(20, 1);
-  c.model = MlpModelConfig{{100, 10}};
+  c.model = MlpConfig{{100, 10}};
   r = Train(c, data, group.Get(0), [](const std::string&) {});
   CHECK(r.status().code() == StatusCode::kInvalidArgument);
   CHECK(r.status().message().find("data.train") != std::string::npos);
