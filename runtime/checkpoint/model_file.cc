@@ -1,7 +1,6 @@
 #include "runtime/checkpoint/model_file.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,14 +11,15 @@
 #include "common/check.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/core/sixteen_bit_float.h"
+#include "runtime/checkpoint/names.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_reader.h"
 #include "runtime/config/train_config.h"
 
 namespace dslaunch::runtime {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMetaFile[] = "meta.json";
 constexpr char kHfConfigFile[] = "config.json";
 // Hugging Face's GPT2LMHeadModel keeps its GPT2Model under this attribute name, so a checkpoint
 // saved from the full model (older files, torch.save of the state dict) prefixes every name.
@@ -80,25 +80,12 @@ Status CheckParameters(const CheckpointMeta& meta, const std::string& meta_path)
   return Status::Ok();
 }
 
-// The full fp32 "master" tensor from every shard, each verified against meta.json's CRC-32C.
+// The full fp32 "master" tensor, every shard verified against meta.json's CRC-32C first.
 Result<std::vector<float>> AssembleMaster(const std::string& dir, const CheckpointMeta& meta) {
+  ShardReader shards(dir, meta);
+  DSLAUNCH_RETURN_IF_ERROR(shards.VerifyAll());
   std::vector<float> master(meta.numel);
-  for (const CheckpointPartition& part : meta.partitions) {
-    const std::string file = (fs::path(dir) / part.file).string();
-    DSLAUNCH_ASSIGN_OR_RETURN(uint32_t crc, SafetensorsFile::FileCrc32c(file));
-    if (crc != part.crc32c) {
-      char buf[96];
-      std::snprintf(buf, sizeof(buf), " is corrupt: CRC-32C %08x, meta.json records %08x", crc, part.crc32c);
-      return DataLossError(file + buf);
-    }
-    DSLAUNCH_ASSIGN_OR_RETURN(SafetensorsFile shard, SafetensorsFile::Open(file));
-    const SafetensorsTensor* t = shard.Find("master");
-    const uint64_t n = part.end - part.begin;
-    if (t == nullptr || t->dtype != "F32" || t->bytes() != n * sizeof(float)) {
-      return DataLossError(file + ": no F32 tensor \"master\" of " + std::to_string(n) + " elements");
-    }
-    DSLAUNCH_RETURN_IF_ERROR(shard.Read(*t, 0, master.data() + part.begin, n * sizeof(float)));
-  }
+  DSLAUNCH_RETURN_IF_ERROR(shards.Read("master", 0, meta.numel, master.data()));
   return master;
 }
 
@@ -126,6 +113,9 @@ void Encode(std::span<const float> values, DType dtype, Encoded* out) {
       FloatToBFloat16(values, std::span<BFloat16>(out->bf16));
       out->data = out->bf16.data();
       break;
+    case DType::kInt64:
+    case DType::kUInt8:
+      DSLAUNCH_CHECK(false) << "export to " << DTypeName(dtype);  // refused by ExportCheckpoint
   }
   out->bytes = values.size() * DTypeSize(dtype);
 }
@@ -216,12 +206,16 @@ std::string HfGpt2ConfigJson(const GptShape& shape, int n_head, DType dtype) {
 
 Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::string& out_path,
                                       const ExportOptions& options) {
+  if (options.dtype != DType::kFloat32 && options.dtype != DType::kFloat16 && options.dtype != DType::kBFloat16) {
+    return InvalidArgumentError("export: tensors are written as fp32, fp16 or bf16, not " +
+                                std::string(DTypeName(options.dtype)));
+  }
   CheckpointConfig where;
   where.load = CheckpointLoad::kPath;
   where.load_path = checkpoint;
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> dir, ResolveCheckpoint(where));
   if (!dir) return NotFoundError(checkpoint + ": no checkpoint");
-  const std::string meta_path = (fs::path(*dir) / kMetaFile).string();
+  const std::string meta_path = (fs::path(*dir) / kMetaFileName).string();
   DSLAUNCH_ASSIGN_OR_RETURN(CheckpointMeta meta, ReadCheckpointMeta(*dir));
   DSLAUNCH_RETURN_IF_ERROR(CheckParameters(meta, meta_path));
   if (std::find(meta.state_tensors.begin(), meta.state_tensors.end(), "master") == meta.state_tensors.end()) {
