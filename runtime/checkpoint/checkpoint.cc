@@ -137,16 +137,6 @@ SnapshotCounters CountersOf(const EngineSnapshot& snap) {
   return c;
 }
 
-std::vector<CheckpointParameter> ParametersOf(const ParameterLayout& layout) {
-  std::vector<CheckpointParameter> parameters;
-  for (const auto& g : layout.groups()) {
-    for (const auto& t : g.tensors) {
-      parameters.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), t.offset, t.numel});
-    }
-  }
-  return parameters;
-}
-
 // meta.json of a save whose shards every rank reported written.
 CheckpointMeta MetaOf(int64_t step, int world, const SnapshotCounters& counters, const CheckpointRun& run,
                       const std::vector<ShardReport>& reports) {
@@ -163,7 +153,7 @@ CheckpointMeta MetaOf(int64_t step, int world, const SnapshotCounters& counters,
   meta.global_batch = run.global_batch;
   meta.seed = run.seed;
   meta.state_tensors = counters.state_tensors;
-  meta.parameters = ParametersOf(*run.layout);
+  meta.parameters = CheckpointParametersOf(*run.layout);
   for (int r = 0; r < world; ++r) {
     const ShardRange range = ShardFor(run.layout->numel(), world, r);
     const ShardReport& report = reports[static_cast<size_t>(r)];
@@ -358,7 +348,7 @@ Status CheckFits(const CheckpointMeta& m, const std::string& path, const Engine&
   if (m.model != run.model) {
     return FailedPreconditionError(where + "saved from model \"" + m.model + "\", this run trains \"" + run.model + "\"");
   }
-  const std::vector<CheckpointParameter> mine = ParametersOf(*run.layout);
+  const std::vector<CheckpointParameter> mine = CheckpointParametersOf(*run.layout);
   for (size_t i = 0; i < std::max(mine.size(), m.parameters.size()); ++i) {
     if (i >= mine.size() || i >= m.parameters.size() || mine[i].name != m.parameters[i].name ||
         mine[i].shape != m.parameters[i].shape || mine[i].offset != m.parameters[i].offset) {
