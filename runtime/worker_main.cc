@@ -31,6 +31,7 @@
 #include "runtime/comm/gloo/communicator.h"
 #include "runtime/data/idx_synthetic.h"
 #include "runtime/train/memory_estimate.h"
+#include "runtime/checkpoint/fault_injecting_file_system.h"
 #include "runtime/checkpoint/model_file.h"
 #include "runtime/data/prepare_text.h"
 #include "runtime/train/progress_file.h"
@@ -51,32 +52,25 @@ constexpr std::chrono::seconds kStartupTimeout{60};
 std::atomic<bool> g_stop_requested{false};
 
 // The checkpoint crash tests' hook (docs/checkpoint.md, "Crash safety"):
-// DSLAUNCH_CHECKPOINT_FAULT=POINT@RANK@STEP kills rank RANK with SIGKILL when the save of step
-// STEP reaches POINT ("before_shard", "mid_shard", "before_meta", "before_latest"); at
-// "mid_shard" it first cuts the shard just written to half its size, which is what a crash in the
-// middle of writing leaves. It fires in generation 0 only, so that the restart it causes
-// (--max_restarts) can pass the same point.
+// DSLAUNCH_CHECKPOINT_FAULT=POINT@RANK@STEP (ParseSaveFault) kills rank RANK with SIGKILL when the
+// save of step STEP reaches POINT, through a FaultInjectingFileSystem under the checkpoint saves.
+// It fires in generation 0 only, so that the restart it causes (--max_restarts) can pass the same
+// point.
 constexpr char kCheckpointFaultEnv[] = "DSLAUNCH_CHECKPOINT_FAULT";
 
-CheckpointFaultHook CheckpointFault(const std::string& spec, int rank) {
-  int target_rank = -1;
-  long long target_step = -1;
-  char point_buf[32] = {};
-  if (std::sscanf(spec.c_str(), "%31[a-z_]@%d@%lld", point_buf, &target_rank, &target_step) != 3 ||
-      target_rank != rank) {
-    return {};
-  }
-  const std::string point = point_buf;
-  return [point, target_step](std::string_view reached, int64_t step, const std::string& file) {
-    if (reached != point || step != target_step) return;
-    if (reached == "mid_shard") {
-      std::error_code ec;
-      std::filesystem::resize_file(file, std::filesystem::file_size(file, ec) / 2, ec);
-    }
-    std::fprintf(stderr, "dslaunch-worker: %s=%s: killed at %s\n", kCheckpointFaultEnv, point.c_str(), file.c_str());
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  };
+// The file system of this rank's checkpoint saves with the fault of `spec` in it, or null when the
+// fault is for another rank. kInvalidArgument naming the variable for a malformed spec.
+Result<std::unique_ptr<FaultInjectingFileSystem>> CheckpointFaultFileSystem(const std::string& spec, int rank) {
+  Result<SaveFault> fault = ParseSaveFault(spec);
+  if (!fault.ok()) return fault.status().WithContext(kCheckpointFaultEnv);
+  if (fault->rank != rank) return std::unique_ptr<FaultInjectingFileSystem>();
+  return std::make_unique<FaultInjectingFileSystem>(
+      LocalFileSystem(), *fault, [spec](SaveFaultPoint, const std::string& path) -> Status {
+        std::fprintf(stderr, "dslaunch-worker: %s=%s: killed at %s\n", kCheckpointFaultEnv, spec.c_str(), path.c_str());
+        std::fflush(stderr);
+        std::raise(SIGKILL);
+        return Status::Ok();
+      });
 }
 
 int Fail(const Status& status) {
@@ -209,8 +203,12 @@ int RunTrain(const std::string& config_path) {
     const int64_t now_ms = UnixMillis();
     output.metrics(GenerationRecordJson(*generation, id->world_size, first_step, now_ms));
   };
+  std::unique_ptr<FaultInjectingFileSystem> fault_files;
   if (auto fault = env.find(kCheckpointFaultEnv); fault != env.end() && id->generation == 0) {
-    output.checkpoint_fault = CheckpointFault(fault->second, id->rank);
+    auto files = CheckpointFaultFileSystem(fault->second, id->rank);
+    if (!files.ok()) return Fail(files.status());
+    fault_files = std::move(*files);
+    output.checkpoint_files = fault_files.get();
   }
   auto result = Train(*config, *data, **comm, output);
   if (!result.ok()) return FailTraining(result.status().WithContext("rank " + std::to_string(id->rank)), env);

@@ -2,48 +2,41 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <thread>
 
 #include "common/file_io.h"
+#include "runtime/checkpoint/names.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_reader.h"
 
 namespace dslaunch::runtime {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kLatest[] = "latest";
-constexpr char kMeta[] = "meta.json";
+std::string Join(const fs::path& dir, std::string_view name) { return (dir / name).string(); }
 
-std::string ShardFileName(int rank) {
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "rank%05d.safetensors", rank);
-  return buf;
-}
-
-// Every rank's (ok, crc32c, bytes) after writing its shard, moved bit for bit through an fp32
-// all-gather (AllGather copies bytes; nothing is added).
+// What each rank reports after writing its shard.
 struct ShardReport {
   bool ok = false;
   uint32_t crc32c = 0;
   uint64_t bytes = 0;
 };
+// A report on the wire: ok (0 or 1), crc32c, bytes, as int64.
+constexpr size_t kReportFields = 3;
 
 Result<std::vector<ShardReport>> GatherReports(Communicator& comm, const ShardReport& mine) {
-  const uint32_t words[4] = {mine.ok ? 1u : 0u, mine.crc32c, static_cast<uint32_t>(mine.bytes),
-                             static_cast<uint32_t>(mine.bytes >> 32)};
-  std::vector<float> local(4), all(4 * static_cast<size_t>(comm.world_size()));
-  for (int i = 0; i < 4; ++i) local[static_cast<size_t>(i)] = std::bit_cast<float>(words[i]);
-  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const float>(local), std::span<float>(all),
-                                          std::vector<size_t>(static_cast<size_t>(comm.world_size()), 4))
+  const size_t world = static_cast<size_t>(comm.world_size());
+  const int64_t local[kReportFields] = {mine.ok ? 1 : 0, mine.crc32c, static_cast<int64_t>(mine.bytes)};
+  std::vector<int64_t> all(kReportFields * world);
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const int64_t>(local), std::span<int64_t>(all),
+                                          std::vector<size_t>(world, kReportFields))
                                .WithContext("checkpoint: gathering the shards' checksums"));
   std::vector<ShardReport> reports;
-  for (int r = 0; r < comm.world_size(); ++r) {
-    auto word = [&](int i) { return std::bit_cast<uint32_t>(all[static_cast<size_t>(4 * r + i)]); };
-    reports.push_back({word(0) == 1, word(1), static_cast<uint64_t>(word(2)) | (static_cast<uint64_t>(word(3)) << 32)});
+  for (size_t r = 0; r < world; ++r) {
+    const int64_t* field = &all[kReportFields * r];
+    reports.push_back({field[0] == 1, static_cast<uint32_t>(field[1]), static_cast<uint64_t>(field[2])});
   }
   return reports;
 }
@@ -55,26 +48,20 @@ Result<int> FirstFailedRank(Communicator& comm, bool failed) {
   return flag > 0 ? comm.world_size() - static_cast<int>(flag) : -1;
 }
 
-// Writes a small file atomically and makes its directory entry durable.
-Status WriteDurably(const std::string& path, const std::string& text) {
-  DSLAUNCH_RETURN_IF_ERROR(WriteFileAtomically(path, text));
-  return FsyncDirectory(fs::path(path).parent_path().string());
-}
-
 // Deletes complete checkpoints (with meta.json) older than the newest `keep` complete ones.
-void ApplyRetention(const std::string& dir, int keep) {
-  std::vector<std::pair<int64_t, fs::path>> complete;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("global_step", 0) != 0 || !fs::exists(entry.path() / kMeta, ec)) continue;
-    char* end = nullptr;
-    const long long step = std::strtoll(name.c_str() + 11, &end, 10);
-    if (end == name.c_str() + 11 || *end != '\0') continue;
-    complete.emplace_back(step, entry.path());
+// Best effort: what cannot be listed or removed stays.
+void ApplyRetention(FileSystem& files, const std::string& dir, int keep) {
+  Result<std::vector<std::string>> names = files.ListDirectory(dir);
+  if (!names.ok()) return;
+  std::vector<std::pair<int64_t, std::string>> complete;
+  for (const std::string& name : *names) {
+    const std::optional<int64_t> step = ParseStepDirectoryName(name);
+    if (step && files.Exists(Join(fs::path(dir) / name, kMetaFileName))) complete.emplace_back(*step, Join(dir, name));
   }
   std::sort(complete.begin(), complete.end());
-  for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) fs::remove_all(complete[i].second, ec);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) {
+    files.RemoveAll(complete[i].second).IgnoreError();
+  }
 }
 
 std::string OptimizerMismatch(const std::vector<std::string>& saved, const std::vector<std::string>& wanted) {
@@ -87,24 +74,29 @@ std::string OptimizerMismatch(const std::vector<std::string>& saved, const std::
          "]";
 }
 
-}  // namespace
-
-std::string CheckpointName(int64_t step) { return "global_step" + std::to_string(step); }
-
-namespace {
-
 // The phases of a save, shared by SaveCheckpoint and AsyncCheckpoint.
+
+// The errno text at the end of a FileSystem error ("create directory D: Not a directory").
+std::string Reason(const Status& status) {
+  const std::string& m = status.message();
+  const size_t colon = m.rfind(": ");
+  return colon == std::string::npos ? m : m.substr(colon + 2);
+}
+
+FileSystem& FilesOf(const SaveOptions& options) {
+  return options.file_system != nullptr ? *options.file_system : LocalFileSystem();
+}
 
 // Collective: rank 0 clears what a crashed earlier attempt at this step may have left and creates
 // the directory; every rank learns whether that worked.
-Status PrepareStepDirectory(const std::string& dir, const std::string& step_dir, Communicator& comm) {
+Status PrepareStepDirectory(FileSystem& files, const std::string& dir, const std::string& step_dir,
+                            Communicator& comm) {
   Status prepared;
   if (comm.rank() == 0) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (!ec) fs::remove_all(step_dir, ec);
-    if (!ec) fs::create_directories(step_dir, ec);
-    if (ec) prepared = InternalError("checkpoint: cannot create " + step_dir + ": " + ec.message());
+    prepared = files.CreateDirectories(dir);
+    if (prepared.ok()) prepared = files.RemoveAll(step_dir);
+    if (prepared.ok()) prepared = files.CreateDirectories(step_dir);
+    if (!prepared.ok()) prepared = InternalError("checkpoint: cannot create " + step_dir + ": " + Reason(prepared));
   }
   DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !prepared.ok()));
   if (failed >= 0) return prepared.ok() ? AbortedError("checkpoint: rank 0 could not create " + step_dir) : prepared;
@@ -112,11 +104,9 @@ Status PrepareStepDirectory(const std::string& dir, const std::string& step_dir,
 }
 
 // Local: this rank's shard, fsynced.
-Result<WriteResult> WriteShard(const std::string& step_dir, int64_t step, int rank, int world, ShardRange range,
-                               const std::vector<std::pair<std::string, std::span<const float>>>& state,
-                               const CheckpointFaultHook& fault) {
-  if (fault) fault("before_shard", step, step_dir);
-  const std::string shard_path = (fs::path(step_dir) / ShardFileName(rank)).string();
+Result<WriteResult> WriteShard(FileSystem& files, const std::string& step_dir, int64_t step, int rank, int world,
+                               ShardRange range,
+                               const std::vector<std::pair<std::string, std::span<const float>>>& state) {
   std::vector<TensorData> tensors;
   for (const auto& [name, data] : state) {
     tensors.push_back({name, "F32", {static_cast<int64_t>(data.size())}, data.data(), data.size_bytes()});
@@ -129,9 +119,8 @@ Result<WriteResult> WriteShard(const std::string& step_dir, int64_t step, int ra
                                                        {"end", std::to_string(range.end)}};
   WriteOptions write_options;
   write_options.fsync = true;
-  Result<WriteResult> written = WriteSafetensors(shard_path, tensors, metadata, write_options);
-  if (written.ok() && fault) fault("mid_shard", step, shard_path);
-  return written;
+  write_options.file_system = &files;
+  return WriteSafetensors(Join(step_dir, ShardFileName(rank)), tensors, metadata, write_options);
 }
 
 // What meta.json records of the engine, taken with the snapshot.
@@ -148,60 +137,66 @@ SnapshotCounters CountersOf(const EngineSnapshot& snap) {
   return c;
 }
 
-// Collective: gathers the shards' reports; rank 0 writes meta.json, then `latest`, then applies
-// retention; every rank learns the outcome.
+// meta.json of a save whose shards every rank reported written.
+CheckpointMeta MetaOf(int64_t step, int world, const SnapshotCounters& counters, const CheckpointRun& run,
+                      const std::vector<ShardReport>& reports) {
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.applied_steps = counters.applied_steps;
+  meta.optimizer_step = counters.optimizer_step;
+  meta.world_size = world;
+  meta.zero_stage = run.zero_stage;
+  meta.precision = run.precision;
+  meta.model = run.model;
+  meta.optimizer = run.optimizer;
+  meta.numel = run.layout->numel();
+  meta.global_batch = run.global_batch;
+  meta.seed = run.seed;
+  meta.state_tensors = counters.state_tensors;
+  meta.parameters = CheckpointParametersOf(*run.layout);
+  for (int r = 0; r < world; ++r) {
+    const ShardRange range = ShardFor(run.layout->numel(), world, r);
+    const ShardReport& report = reports[static_cast<size_t>(r)];
+    meta.partitions.push_back({r, range.begin, range.end, ShardFileName(r), report.bytes, report.crc32c});
+  }
+  meta.loss_scaler = counters.loss_scaler;
+  meta.config_sha256 = run.config_sha256;
+  return meta;
+}
+
+// Rank 0: meta.json (which makes the checkpoint complete), then `latest`, then retention.
+Status PublishCheckpoint(FileSystem& files, const std::string& dir, const std::string& step_dir,
+                         const CheckpointMeta& meta, int keep_last) {
+  DSLAUNCH_RETURN_IF_ERROR(WriteFileDurably(files, Join(step_dir, kMetaFileName), CheckpointMetaToJson(meta)));
+  DSLAUNCH_RETURN_IF_ERROR(WriteFileDurably(files, Join(dir, kLatestFileName), LatestFileText(meta.step)));
+  if (keep_last > 0) ApplyRetention(files, dir, keep_last);
+  return Status::Ok();
+}
+
+// Collective: gathers the shards' reports; rank 0 publishes the checkpoint; every rank learns the
+// outcome.
 Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string& step_dir, int64_t step,
                                       const Result<WriteResult>& written, const SnapshotCounters& counters,
                                       Communicator& comm, const CheckpointRun& run, const SaveOptions& options) {
   const int rank = comm.rank(), world = comm.world_size();
+  const std::string what = "checkpoint of step " + std::to_string(step);
   ShardReport mine{written.ok(), written.ok() ? written->crc32c : 0u, written.ok() ? written->bytes : 0u};
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<ShardReport> reports, GatherReports(comm, mine));
   for (int r = 0; r < world; ++r) {
     if (reports[static_cast<size_t>(r)].ok) continue;
-    if (r == rank) return written.status().WithContext("checkpoint of step " + std::to_string(step));
-    return AbortedError("checkpoint of step " + std::to_string(step) + ": rank " + std::to_string(r) +
-                        " could not write its shard; " + (fs::path(dir) / kLatest).string() +
-                        " still names the previous checkpoint");
+    if (r == rank) return written.status().WithContext(what);
+    return AbortedError(what + ": rank " + std::to_string(r) + " could not write its shard; " +
+                        Join(dir, kLatestFileName) + " still names the previous checkpoint");
   }
   Status finished;
   if (rank == 0) {
-    if (options.fault) options.fault("before_meta", step, step_dir);
-    CheckpointMeta meta;
-    meta.step = step;
-    meta.applied_steps = counters.applied_steps;
-    meta.optimizer_step = counters.optimizer_step;
-    meta.world_size = world;
-    meta.zero_stage = run.zero_stage;
-    meta.precision = run.precision;
-    meta.model = run.model;
-    meta.optimizer = run.optimizer;
-    meta.numel = run.layout->numel();
-    meta.global_batch = run.global_batch;
-    meta.seed = run.seed;
-    meta.state_tensors = counters.state_tensors;
-    for (const auto& g : run.layout->groups()) {
-      for (const auto& t : g.tensors) {
-        meta.parameters.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), t.offset, t.numel});
-      }
-    }
-    for (int r = 0; r < world; ++r) {
-      const ShardRange range = ShardFor(run.layout->numel(), world, r);
-      const ShardReport& report = reports[static_cast<size_t>(r)];
-      meta.partitions.push_back({r, range.begin, range.end, ShardFileName(r), report.bytes, report.crc32c});
-    }
-    meta.loss_scaler = counters.loss_scaler;
-    meta.config_sha256 = run.config_sha256;
-    finished = WriteDurably((fs::path(step_dir) / kMeta).string(), CheckpointMetaToJson(meta));
-    if (finished.ok()) {
-      if (options.fault) options.fault("before_latest", step, (fs::path(dir) / kLatest).string());
-      finished = WriteDurably((fs::path(dir) / kLatest).string(), CheckpointName(step) + "\n");
-    }
-    if (finished.ok() && options.keep_last > 0) ApplyRetention(dir, options.keep_last);
+    finished = PublishCheckpoint(FilesOf(options), dir, step_dir, MetaOf(step, world, counters, run, reports),
+                                 options.keep_last);
   }
   DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !finished.ok()));
   if (failed >= 0) {
-    if (!finished.ok()) return finished.WithContext("checkpoint of step " + std::to_string(step));
-    return AbortedError("checkpoint of step " + std::to_string(step) + ": rank 0 could not complete it");
+    if (!finished.ok()) return finished.WithContext(what);
+    return AbortedError(what + ": rank 0 could not complete it");
   }
   SaveResult result;
   result.path = step_dir;
@@ -216,11 +211,11 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
   // The ranks start together, so that the time measured is the save's, not a peer's lateness.
   DSLAUNCH_RETURN_IF_ERROR(comm.Barrier().WithContext("checkpoint"));
   const auto start = std::chrono::steady_clock::now();
-  const std::string step_dir = (fs::path(dir) / CheckpointName(step)).string();
-  DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(dir, step_dir, comm));
+  const std::string step_dir = Join(dir, StepDirectoryName(step));
+  DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(FilesOf(options), dir, step_dir, comm));
   const EngineSnapshot snap = engine.Snapshot();
   Result<WriteResult> written =
-      WriteShard(step_dir, step, comm.rank(), comm.world_size(), snap.range, snap.tensors, options.fault);
+      WriteShard(FilesOf(options), step_dir, step, comm.rank(), comm.world_size(), snap.range, snap.tensors);
   DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result,
                             CompleteCheckpoint(dir, step_dir, step, written, CountersOf(snap), comm, run, options));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -250,11 +245,11 @@ Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::strin
   auto state = std::make_unique<State>();
   state->start = std::chrono::steady_clock::now();
   state->dir = dir;
-  state->step_dir = (fs::path(dir) / CheckpointName(step)).string();
+  state->step_dir = Join(dir, StepDirectoryName(step));
   state->step = step;
   state->run = run;
   state->options = options;
-  DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(dir, state->step_dir, comm));
+  DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(FilesOf(options), dir, state->step_dir, comm));
   const EngineSnapshot snap = engine.Snapshot();
   state->counters = CountersOf(snap);
   buffers.tensors.resize(snap.tensors.size());
@@ -270,7 +265,7 @@ Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::strin
   const int rank = comm.rank(), world = comm.world_size();
   const ShardRange range = snap.range;
   s->writer = std::thread([s, rank, world, range] {
-    s->written = WriteShard(s->step_dir, s->step, rank, world, range, s->copies, s->options.fault);
+    s->written = WriteShard(FilesOf(s->options), s->step_dir, s->step, rank, world, range, s->copies);
     s->done.store(true);
   });
   return std::unique_ptr<AsyncCheckpoint>(new AsyncCheckpoint(std::move(state)));
@@ -301,19 +296,17 @@ Result<SaveResult> AsyncCheckpoint::Finish(Communicator& comm) {
 
 Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& config) {
   auto from_latest = [](const fs::path& dir, bool required) -> Result<std::optional<std::string>> {
-    const fs::path latest = dir / kLatest;
+    const fs::path latest = dir / kLatestFileName;
     std::error_code ec;
     if (!fs::exists(latest, ec)) {
       if (required) return NotFoundError(dir.string() + " has neither meta.json nor a `latest` file: not a checkpoint");
       return std::optional<std::string>();
     }
-    DSLAUNCH_ASSIGN_OR_RETURN(std::string name, ReadFile(latest.string()));
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-    if (name.empty() || name.find('/') != std::string::npos) {
-      return DataLossError(latest.string() + ": does not name a checkpoint directory");
-    }
-    const fs::path target = dir / name;
-    if (!fs::exists(target / kMeta, ec)) {
+    DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadFile(latest.string()));
+    const std::optional<std::string> name = ParseLatestFileText(text);
+    if (!name) return DataLossError(latest.string() + ": does not name a checkpoint directory");
+    const fs::path target = dir / *name;
+    if (!fs::exists(target / kMetaFileName, ec)) {
       return DataLossError(latest.string() + " names " + target.string() + ", which has no meta.json (incomplete)");
     }
     return std::optional<std::string>(target.string());
@@ -330,7 +323,7 @@ Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& con
       return from_latest(config.dir, false);
     case CheckpointLoad::kPath: {
       std::error_code ec;
-      if (fs::exists(fs::path(config.load_path) / kMeta, ec)) return std::optional<std::string>(config.load_path);
+      if (fs::exists(fs::path(config.load_path) / kMetaFileName, ec)) return std::optional<std::string>(config.load_path);
       if (!fs::is_directory(config.load_path, ec)) {
         return NotFoundError("checkpoint.load: " + config.load_path + " does not exist");
       }
@@ -341,10 +334,57 @@ Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& con
 }
 
 Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
-  const std::string meta_path = (fs::path(path) / kMeta).string();
+  const std::string meta_path = Join(path, kMetaFileName);
   DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadFile(meta_path));
   return CheckpointMetaFromJson(text, meta_path);
 }
+
+namespace {
+
+// Whether the checkpoint `m` (at `path`) fits this run: the model, its parameters, the optimizer's
+// state tensors, the global batch and the seed. The error says what differs and what to do.
+Status CheckFits(const CheckpointMeta& m, const std::string& path, const Engine& engine, const CheckpointRun& run) {
+  const std::string where = "checkpoint " + path + ": ";
+  if (m.model != run.model) {
+    return FailedPreconditionError(where + "saved from model \"" + m.model + "\", this run trains \"" + run.model + "\"");
+  }
+  const std::vector<CheckpointParameter> mine = CheckpointParametersOf(*run.layout);
+  for (size_t i = 0; i < std::max(mine.size(), m.parameters.size()); ++i) {
+    if (i >= mine.size() || i >= m.parameters.size() || mine[i].name != m.parameters[i].name ||
+        mine[i].shape != m.parameters[i].shape || mine[i].offset != m.parameters[i].offset) {
+      const std::string saved = i < m.parameters.size() ? m.parameters[i].name : "(nothing)";
+      const std::string here = i < mine.size() ? mine[i].name : "(nothing)";
+      return FailedPreconditionError(where + "parameter " + std::to_string(i) + " is " + saved + " there and " + here +
+                                     " here, or its shape or offset differs: the model section of train.json must "
+                                     "match the run that saved it");
+    }
+  }
+  std::vector<std::string> wanted;
+  for (const auto& [name, data] : engine.Snapshot().tensors) wanted.push_back(name);
+  if (m.state_tensors != wanted) return FailedPreconditionError(where + OptimizerMismatch(m.state_tensors, wanted));
+  if (m.global_batch != run.global_batch) {
+    return FailedPreconditionError(where + "saved with a global batch of " + std::to_string(m.global_batch) +
+                                   " samples per step; this run has " + std::to_string(run.global_batch) +
+                                   ". Resume with the same global batch: set train_batch_size to " +
+                                   std::to_string(m.global_batch) +
+                                   " and let gradient_accumulation_steps follow from the world size");
+  }
+  if (m.seed != run.seed) {
+    return FailedPreconditionError(where + "saved with seed " + std::to_string(m.seed) + ", this run has seed " +
+                                   std::to_string(run.seed) + ": the data order would change");
+  }
+  return Status::Ok();
+}
+
+// Collective: every rank learns whether any failed; this rank's own error, or one naming the peer.
+Status AgreeOnFailure(Communicator& comm, const Status& mine, const std::string& what) {
+  DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !mine.ok()));
+  if (failed < 0) return Status::Ok();
+  if (!mine.ok()) return mine;
+  return AbortedError("rank " + std::to_string(failed) + " could not " + what + " (see its error)");
+}
+
+}  // namespace
 
 Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Communicator& comm,
                                   const CheckpointRun& run) {
@@ -352,102 +392,27 @@ Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Commu
   DSLAUNCH_RETURN_IF_ERROR(comm.Barrier().WithContext("checkpoint load"));
   const auto start = std::chrono::steady_clock::now();
   LoadResult result;
-  std::vector<std::optional<SafetensorsFile>> files;
-  auto prepare = [&]() -> Status {
+  Status prepared = [&]() -> Status {
     DSLAUNCH_ASSIGN_OR_RETURN(result.meta, ReadCheckpointMeta(path));
-    const CheckpointMeta& m = result.meta;
-    const std::string where = "checkpoint " + path + ": ";
-    if (m.model != run.model) return FailedPreconditionError(where + "saved from model \"" + m.model + "\", this run trains \"" + run.model + "\"");
-    std::vector<CheckpointParameter> mine;
-    for (const auto& g : run.layout->groups()) {
-      for (const auto& t : g.tensors) mine.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), t.offset, t.numel});
-    }
-    for (size_t i = 0; i < std::max(mine.size(), m.parameters.size()); ++i) {
-      if (i >= mine.size() || i >= m.parameters.size() || mine[i].name != m.parameters[i].name ||
-          mine[i].shape != m.parameters[i].shape || mine[i].offset != m.parameters[i].offset) {
-        const std::string saved = i < m.parameters.size() ? m.parameters[i].name : "(nothing)";
-        const std::string here = i < mine.size() ? mine[i].name : "(nothing)";
-        return FailedPreconditionError(where + "parameter " + std::to_string(i) + " is " + saved +
-                                       " there and " + here + " here, or its shape or offset differs: the model "
-                                       "section of train.json must match the run that saved it");
-      }
-    }
-    const std::vector<std::string> wanted = [&] {
-      std::vector<std::string> names;
-      for (const auto& [name, data] : engine.Snapshot().tensors) names.push_back(name);
-      return names;
-    }();
-    if (m.state_tensors != wanted) return FailedPreconditionError(where + OptimizerMismatch(m.state_tensors, wanted));
-    if (m.global_batch != run.global_batch) {
-      return FailedPreconditionError(where + "saved with a global batch of " + std::to_string(m.global_batch) +
-                                     " samples per step; this run has " + std::to_string(run.global_batch) +
-                                     ". Resume with the same global batch: set train_batch_size to " +
-                                     std::to_string(m.global_batch) +
-                                     " and let gradient_accumulation_steps follow from the world size");
-    }
-    if (m.seed != run.seed) {
-      return FailedPreconditionError(where + "saved with seed " + std::to_string(m.seed) + ", this run has seed " +
-                                     std::to_string(run.seed) + ": the data order would change");
-    }
-    if (!m.config_sha256.empty() && m.config_sha256 != run.config_sha256) {
-      result.warning = "train.json differs from the one the checkpoint was saved with";
-    }
-    files.resize(m.partitions.size());  // opened and checked when first read
-    return Status::Ok();
-  };
-  Status prepared = prepare();
-  DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !prepared.ok()));
-  if (failed >= 0) {
-    if (!prepared.ok()) return prepared;
-    return AbortedError("rank " + std::to_string(failed) + " could not load checkpoint " + path + " (see its error)");
+    return CheckFits(result.meta, path, engine, run);
+  }();
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm, prepared, "load checkpoint " + path));
+  const CheckpointMeta& m = result.meta;
+  if (!m.config_sha256.empty() && m.config_sha256 != run.config_sha256) {
+    result.warning = "train.json differs from the one the checkpoint was saved with";
   }
 
-  const CheckpointMeta& m = result.meta;
-  Status read_status;
-  // Opens (once) and verifies the shard of partition p.
-  auto open = [&](size_t p) -> Result<const SafetensorsFile*> {
-    if (!files[p]) {
-      const std::string file = (fs::path(path) / m.partitions[p].file).string();
-      DSLAUNCH_ASSIGN_OR_RETURN(uint32_t crc, SafetensorsFile::FileCrc32c(file));
-      if (crc != m.partitions[p].crc32c) {
-        char buf[96];
-        std::snprintf(buf, sizeof(buf), " is corrupt: CRC-32C %08x, meta.json records %08x", crc, m.partitions[p].crc32c);
-        return DataLossError(file + buf);
-      }
-      DSLAUNCH_ASSIGN_OR_RETURN(SafetensorsFile opened, SafetensorsFile::Open(file));
-      files[p].emplace(std::move(opened));
-    }
-    return &*files[p];
-  };
-  StateReader read = [&](const std::string& name, size_t begin, size_t end, float* out) -> Status {
-    for (size_t p = 0; p < m.partitions.size(); ++p) {
-      const CheckpointPartition& part = m.partitions[p];
-      const uint64_t b = std::max<uint64_t>(begin, part.begin), e = std::min<uint64_t>(end, part.end);
-      if (b >= e) continue;
-      DSLAUNCH_ASSIGN_OR_RETURN(const SafetensorsFile* file, open(p));
-      const SafetensorsTensor* tensor = file->Find(name);
-      if (tensor == nullptr || tensor->dtype != "F32" || tensor->end - tensor->begin != (part.end - part.begin) * sizeof(float)) {
-        return DataLossError((fs::path(path) / part.file).string() + ": no F32 tensor \"" + name + "\" of " +
-                             std::to_string(part.end - part.begin) + " elements");
-      }
-      DSLAUNCH_RETURN_IF_ERROR(
-          file->Read(*tensor, (b - part.begin) * sizeof(float), out + (b - begin), (e - b) * sizeof(float)));
-    }
-    return Status::Ok();
-  };
   // Restore is collective; a rank whose reads fail still takes part (with what it read) so that no
   // peer waits, and the failure is agreed on afterwards.
+  ShardReader shards(path, m);
+  Status read_status;
   StateReader guarded = [&](const std::string& name, size_t begin, size_t end, float* out) -> Status {
-    if (read_status.ok()) read_status = read(name, begin, end, out);
+    if (read_status.ok()) read_status = shards.Read(name, begin, end, out);
     return Status::Ok();
   };
   DSLAUNCH_RETURN_IF_ERROR(engine.Restore(guarded, m.optimizer_step, m.applied_steps, m.loss_scaler)
                                .WithContext("checkpoint " + path));
-  DSLAUNCH_ASSIGN_OR_RETURN(failed, FirstFailedRank(comm, !read_status.ok()));
-  if (failed >= 0) {
-    if (!read_status.ok()) return read_status;
-    return AbortedError("rank " + std::to_string(failed) + " could not read checkpoint " + path + " (see its error)");
-  }
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm, read_status, "read checkpoint " + path));
   for (const auto& p : m.partitions) result.bytes += p.bytes;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

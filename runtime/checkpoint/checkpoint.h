@@ -4,6 +4,7 @@
 //                                            state tensors ("master", "exp_avg", ...)
 //   DIR/global_step<N>/meta.json             CheckpointMeta: written last, by rank 0
 //   DIR/latest                               "global_step<N>": replaced atomically, after meta.json
+// (every name made and parsed in runtime/checkpoint/names.h)
 //
 // A checkpoint is complete once every rank's shard is written and fsynced and rank 0 has written
 // meta.json (temporary file, fsync, rename, directory fsync) and then replaced `latest` the same
@@ -13,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/checkpoint/file_system.h"
 #include "runtime/checkpoint/meta.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/zero_engine.h"
@@ -41,14 +42,12 @@ struct CheckpointRun {
   std::string config_sha256;
 };
 
-// Called at each point of a save with its name ("before_shard", "mid_shard" with the shard just
-// written, "before_meta", "before_latest"), the step being saved and the file concerned: the
-// crash tests kill the process there. Empty: no hook.
-using CheckpointFaultHook = std::function<void(std::string_view point, int64_t step, const std::string& file)>;
-
 struct SaveOptions {
   int keep_last = 0;  // > 0: afterwards delete complete checkpoints older than the newest keep_last
-  CheckpointFaultHook fault;
+  // Where the save's files go: null is LocalFileSystem(); the crash tests pass a
+  // FaultInjectingFileSystem (runtime/checkpoint/fault_injecting_file_system.h). Must outlive
+  // the save (for an asynchronous one, until Finish).
+  FileSystem* file_system = nullptr;
 };
 
 struct SaveResult {
@@ -57,9 +56,6 @@ struct SaveResult {
   double seconds = 0.0;        // this rank's wall time from the start of the save to its completion
   double stall_seconds = 0.0;  // of which training waited (all of it for a synchronous save)
 };
-
-// The directory name of step N's checkpoint: "global_step<N>".
-std::string CheckpointName(int64_t step);
 
 // Collective: saves the engine's state after `step` training steps into DIR/global_step<step>.
 // Fails (on every rank) when a rank cannot write its shard, naming the rank and the file; the

@@ -5,6 +5,16 @@
 #include <nlohmann/json.hpp>
 
 namespace dslaunch::runtime {
+
+std::vector<CheckpointParameter> CheckpointParametersOf(const ParameterLayout& layout) {
+  std::vector<CheckpointParameter> parameters;
+  for (const ParameterGroup& g : layout.groups()) {
+    for (const TensorInfo& t : g.tensors) {
+      parameters.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), t.offset, t.numel});
+    }
+  }
+  return parameters;
+}
 namespace {
 
 using Json = nlohmann::json;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/core/param_layout.h"
 #include "runtime/engine/loss_scaler.h"
 
 namespace dslaunch::runtime {
@@ -21,6 +22,9 @@ struct CheckpointParameter {
   uint64_t offset = 0;  // in the flat buffer (elements)
   uint64_t numel = 0;
 };
+
+// The parameters of `layout` as meta.json records them, in layout order.
+std::vector<CheckpointParameter> CheckpointParametersOf(const ParameterLayout& layout);
 
 // One rank's shard file: the slice [begin, end) of every state tensor.
 struct CheckpointPartition {

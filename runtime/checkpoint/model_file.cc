@@ -1,7 +1,6 @@
 #include "runtime/checkpoint/model_file.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,14 +11,15 @@
 #include "common/check.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/core/sixteen_bit_float.h"
+#include "runtime/checkpoint/names.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_reader.h"
 #include "runtime/config/train_config.h"
 
 namespace dslaunch::runtime {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMetaFile[] = "meta.json";
 constexpr char kHfConfigFile[] = "config.json";
 // Hugging Face's GPT2LMHeadModel keeps its GPT2Model under this attribute name, so a checkpoint
 // saved from the full model (older files, torch.save of the state dict) prefixes every name.
@@ -80,25 +80,12 @@ Status CheckParameters(const CheckpointMeta& meta, const std::string& meta_path)
   return Status::Ok();
 }
 
-// The full fp32 "master" tensor from every shard, each verified against meta.json's CRC-32C.
+// The full fp32 "master" tensor, every shard verified against meta.json's CRC-32C first.
 Result<std::vector<float>> AssembleMaster(const std::string& dir, const CheckpointMeta& meta) {
+  ShardReader shards(dir, meta);
+  DSLAUNCH_RETURN_IF_ERROR(shards.VerifyAll());
   std::vector<float> master(meta.numel);
-  for (const CheckpointPartition& part : meta.partitions) {
-    const std::string file = (fs::path(dir) / part.file).string();
-    DSLAUNCH_ASSIGN_OR_RETURN(uint32_t crc, SafetensorsFile::FileCrc32c(file));
-    if (crc != part.crc32c) {
-      char buf[96];
-      std::snprintf(buf, sizeof(buf), " is corrupt: CRC-32C %08x, meta.json records %08x", crc, part.crc32c);
-      return DataLossError(file + buf);
-    }
-    DSLAUNCH_ASSIGN_OR_RETURN(SafetensorsFile shard, SafetensorsFile::Open(file));
-    const SafetensorsTensor* t = shard.Find("master");
-    const uint64_t n = part.end - part.begin;
-    if (t == nullptr || t->dtype != "F32" || t->bytes() != n * sizeof(float)) {
-      return DataLossError(file + ": no F32 tensor \"master\" of " + std::to_string(n) + " elements");
-    }
-    DSLAUNCH_RETURN_IF_ERROR(shard.Read(*t, 0, master.data() + part.begin, n * sizeof(float)));
-  }
+  DSLAUNCH_RETURN_IF_ERROR(shards.Read("master", 0, meta.numel, master.data()));
   return master;
 }
 
@@ -126,8 +113,31 @@ void Encode(std::span<const float> values, DType dtype, Encoded* out) {
       FloatToBFloat16(values, std::span<BFloat16>(out->bf16));
       out->data = out->bf16.data();
       break;
+    case DType::kInt64:
+    case DType::kUInt8:
+      DSLAUNCH_CHECK(false) << "export to " << DTypeName(dtype);  // refused by ExportCheckpoint
   }
   out->bytes = values.size() * DTypeSize(dtype);
+}
+
+// The file's tensors: each planned parameter of `master`, transposed where the plan says, in
+// `dtype`. The bytes live in `encoded` (one per tensor) or in `master`.
+std::vector<TensorData> EncodeTensors(const std::vector<ExportedTensor>& plan, const std::vector<float>& master,
+                                      DType dtype, std::vector<Encoded>& encoded) {
+  std::vector<TensorData> tensors;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ExportedTensor& t = plan[i];
+    std::span<const float> values(master.data() + t.offset, t.numel);
+    if (t.transposed) {
+      encoded[i].f32.resize(t.numel);
+      // The file's shape is [in][out]; ours [out = shape[1]][in = shape[0]].
+      Transpose(values.data(), static_cast<size_t>(t.shape[1]), static_cast<size_t>(t.shape[0]), encoded[i].f32.data());
+      values = encoded[i].f32;
+    }
+    Encode(values, dtype, &encoded[i]);
+    tensors.push_back({t.name, std::string(SafetensorsDTypeName(dtype)), t.shape, encoded[i].data, encoded[i].bytes});
+  }
+  return tensors;
 }
 
 // n_head from the options and the train.json, checked against the checkpoint's shapes.
@@ -160,6 +170,63 @@ Result<int> ResolveHeads(const ExportOptions& options, const CheckpointMeta& met
     return InvalidArgumentError("n_head " + std::to_string(n_head) + " does not divide n_embd " + std::to_string(shape.n_embd));
   }
   return n_head;
+}
+
+// The file's tensor for each planned parameter, in plan order, checked (names, shapes and dtypes
+// from the header only, before any data is read): kInvalidArgument naming the first problem.
+Result<std::vector<const SafetensorsTensor*>> MatchTensors(const SafetensorsFile& file,
+                                                           const std::vector<ExportedTensor>& plan,
+                                                           std::string_view model) {
+  const std::string& path = file.path();
+  // The file's tensors by the name they stand for here.
+  const bool gpt = model == "gpt";
+  std::map<std::string, const SafetensorsTensor*, std::less<>> by_name;
+  for (const SafetensorsTensor& t : file.tensors()) {
+    std::string_view name = t.name;
+    if (gpt && name.starts_with(kHfPrefix)) name.remove_prefix(kHfPrefix.size());
+    if (gpt && IsIgnoredHfTensor(name)) continue;
+    auto [it, inserted] = by_name.emplace(std::string(name), &t);
+    if (!inserted) {
+      return InvalidArgumentError(path + ": holds both " + it->second->name + " and " + t.name);
+    }
+  }
+  // Check every name and shape (the header only) before reading any data.
+  std::vector<const SafetensorsTensor*> sources;
+  for (const ExportedTensor& want : plan) {
+    auto it = by_name.find(want.name);
+    if (it == by_name.end()) return InvalidArgumentError(path + ": no tensor \"" + want.name + "\"");
+    const SafetensorsTensor& t = *it->second;
+    if (t.shape != want.shape) {
+      return InvalidArgumentError(path + ": tensor \"" + t.name + "\": expected shape " + ShapeString(want.shape) +
+                                  ", found " + ShapeString(t.shape));
+    }
+    if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16") {
+      return InvalidArgumentError(path + ": tensor \"" + t.name + "\" is " + t.dtype + "; only F32, F16 and BF16 are read");
+    }
+    sources.push_back(&t);
+    by_name.erase(it);
+  }
+  if (!by_name.empty()) {
+    return InvalidArgumentError(path + ": tensor \"" + by_name.begin()->second->name + "\" is not a parameter of this " +
+                                std::string(model) + " model");
+  }
+  return sources;
+}
+
+// Tensor `t` (F32, F16 or BF16) widened to fp32 into `values` (its element count).
+Status ReadAsFloat(const SafetensorsFile& file, const SafetensorsTensor& t, std::vector<float>& values) {
+  const size_t n = values.size();
+  if (t.dtype == "F32") return file.Read(t, 0, values.data(), n * sizeof(float));
+  if (t.dtype == "F16") {
+    std::vector<Half> half(n);
+    DSLAUNCH_RETURN_IF_ERROR(file.Read(t, 0, half.data(), n * sizeof(Half)));
+    HalfToFloat(std::span<const Half>(half), std::span<float>(values));
+    return Status::Ok();
+  }
+  std::vector<BFloat16> bf16(n);
+  DSLAUNCH_RETURN_IF_ERROR(file.Read(t, 0, bf16.data(), n * sizeof(BFloat16)));
+  BFloat16ToFloat(std::span<const BFloat16>(bf16), std::span<float>(values));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -216,12 +283,16 @@ std::string HfGpt2ConfigJson(const GptShape& shape, int n_head, DType dtype) {
 
 Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::string& out_path,
                                       const ExportOptions& options) {
+  if (options.dtype != DType::kFloat32 && options.dtype != DType::kFloat16 && options.dtype != DType::kBFloat16) {
+    return InvalidArgumentError("export: tensors are written as fp32, fp16 or bf16, not " +
+                                std::string(DTypeName(options.dtype)));
+  }
   CheckpointConfig where;
   where.load = CheckpointLoad::kPath;
   where.load_path = checkpoint;
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> dir, ResolveCheckpoint(where));
   if (!dir) return NotFoundError(checkpoint + ": no checkpoint");
-  const std::string meta_path = (fs::path(*dir) / kMetaFile).string();
+  const std::string meta_path = (fs::path(*dir) / kMetaFileName).string();
   DSLAUNCH_ASSIGN_OR_RETURN(CheckpointMeta meta, ReadCheckpointMeta(*dir));
   DSLAUNCH_RETURN_IF_ERROR(CheckParameters(meta, meta_path));
   if (std::find(meta.state_tensors.begin(), meta.state_tensors.end(), "master") == meta.state_tensors.end()) {
@@ -243,19 +314,7 @@ Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::
 
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<float> master, AssembleMaster(*dir, meta));
   std::vector<Encoded> encoded(plan.size());
-  std::vector<TensorData> tensors;
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const ExportedTensor& t = plan[i];
-    std::span<const float> values(master.data() + t.offset, t.numel);
-    if (t.transposed) {
-      encoded[i].f32.resize(t.numel);
-      // The file's shape is [in][out]; ours [out = shape[1]][in = shape[0]].
-      Transpose(values.data(), static_cast<size_t>(t.shape[1]), static_cast<size_t>(t.shape[0]), encoded[i].f32.data());
-      values = encoded[i].f32;
-    }
-    Encode(values, options.dtype, &encoded[i]);
-    tensors.push_back({t.name, std::string(SafetensorsDTypeName(options.dtype)), t.shape, encoded[i].data, encoded[i].bytes});
-  }
+  const std::vector<TensorData> tensors = EncodeTensors(plan, master, options.dtype, encoded);
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"dslaunch_step", std::to_string(meta.step)}, {"dslaunch_model", meta.model}};
   std::error_code ec;
@@ -287,67 +346,18 @@ Status ExportCheckpoint(const std::string& checkpoint, const std::string& out_pa
 }
 
 Result<std::vector<float>> ImportParameters(const std::string& path, const ParameterLayout& layout, std::string_view model) {
-  std::vector<CheckpointParameter> parameters;
-  for (const ParameterGroup& g : layout.groups()) {
-    for (const TensorInfo& t : g.tensors) {
-      parameters.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), t.offset, t.numel});
-    }
-  }
-  Result<std::vector<ExportedTensor>> planned = PlanExport(model, parameters);
+  Result<std::vector<ExportedTensor>> planned = PlanExport(model, CheckpointParametersOf(layout));
   if (!planned.ok()) return planned.status().WithContext(path);
   const std::vector<ExportedTensor>& plan = *planned;
   DSLAUNCH_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(path));
-
-  // The file's tensors by the name they stand for here.
-  const bool gpt = model == "gpt";
-  std::map<std::string, const SafetensorsTensor*, std::less<>> by_name;
-  for (const SafetensorsTensor& t : file.tensors()) {
-    std::string_view name = t.name;
-    if (gpt && name.starts_with(kHfPrefix)) name.remove_prefix(kHfPrefix.size());
-    if (gpt && IsIgnoredHfTensor(name)) continue;
-    auto [it, inserted] = by_name.emplace(std::string(name), &t);
-    if (!inserted) {
-      return InvalidArgumentError(path + ": holds both " + it->second->name + " and " + t.name);
-    }
-  }
-  // Check every name and shape (the header only) before reading any data.
-  std::vector<const SafetensorsTensor*> sources;
-  for (const ExportedTensor& want : plan) {
-    auto it = by_name.find(want.name);
-    if (it == by_name.end()) return InvalidArgumentError(path + ": no tensor \"" + want.name + "\"");
-    const SafetensorsTensor& t = *it->second;
-    if (t.shape != want.shape) {
-      return InvalidArgumentError(path + ": tensor \"" + t.name + "\": expected shape " + ShapeString(want.shape) +
-                                  ", found " + ShapeString(t.shape));
-    }
-    if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16") {
-      return InvalidArgumentError(path + ": tensor \"" + t.name + "\" is " + t.dtype + "; only F32, F16 and BF16 are read");
-    }
-    sources.push_back(&t);
-    by_name.erase(it);
-  }
-  if (!by_name.empty()) {
-    return InvalidArgumentError(path + ": tensor \"" + by_name.begin()->second->name + "\" is not a parameter of this " +
-                                std::string(model) + " model");
-  }
-
+  DSLAUNCH_ASSIGN_OR_RETURN(std::vector<const SafetensorsTensor*> sources, MatchTensors(file, plan, model));
   std::vector<float> flat(layout.numel());
   std::vector<float> values;
   for (size_t i = 0; i < plan.size(); ++i) {
     const ExportedTensor& want = plan[i];
     const SafetensorsTensor& t = *sources[i];
     values.resize(want.numel);
-    if (t.dtype == "F32") {
-      DSLAUNCH_RETURN_IF_ERROR(file.Read(t, 0, values.data(), want.numel * sizeof(float)));
-    } else if (t.dtype == "F16") {
-      std::vector<Half> half(want.numel);
-      DSLAUNCH_RETURN_IF_ERROR(file.Read(t, 0, half.data(), want.numel * sizeof(Half)));
-      HalfToFloat(std::span<const Half>(half), std::span<float>(values));
-    } else {
-      std::vector<BFloat16> bf16(want.numel);
-      DSLAUNCH_RETURN_IF_ERROR(file.Read(t, 0, bf16.data(), want.numel * sizeof(BFloat16)));
-      BFloat16ToFloat(std::span<const BFloat16>(bf16), std::span<float>(values));
-    }
+    DSLAUNCH_RETURN_IF_ERROR(ReadAsFloat(file, t, values));
     if (want.transposed) {
       // The file holds [in = shape[0]][out = shape[1]]; the flat buffer [out][in].
       Transpose(values.data(), static_cast<size_t>(want.shape[0]), static_cast<size_t>(want.shape[1]),

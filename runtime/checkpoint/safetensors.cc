@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/crc32c.h"
+#include "runtime/checkpoint/file_system.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -250,21 +251,10 @@ Result<ParsedHeader> ParseHeader(std::string_view text, uint64_t data_bytes) {
 
 // ---- File I/O ---------------------------------------------------------------------------------
 
-Status WriteAll(int fd, const uint8_t* p, size_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min(n, kIoChunkBytes));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return ErrnoError("write " + path, w < 0 ? errno : EIO);
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
 // Appends to a file sequentially, gathering small pieces, and keeps the CRC-32C of everything.
 class SequentialWriter {
  public:
-  SequentialWriter(int fd, const std::string& path) : fd_(fd), path_(path) {}
+  explicit SequentialWriter(WritableFile& file) : file_(file) {}
 
   Status Append(const void* data, size_t n) {
     const auto* p = static_cast<const uint8_t*>(data);
@@ -272,14 +262,14 @@ class SequentialWriter {
     bytes_ += n;
     if (n >= kDirectWriteBytes) {
       DSLAUNCH_RETURN_IF_ERROR(Flush());
-      return WriteAll(fd_, p, n, path_);
+      return file_.Append(p, n);
     }
     buffer_.insert(buffer_.end(), p, p + n);
     return buffer_.size() >= kIoChunkBytes ? Flush() : Status::Ok();
   }
 
   Status Flush() {
-    Status s = WriteAll(fd_, buffer_.data(), buffer_.size(), path_);
+    Status s = file_.Append(buffer_.data(), buffer_.size());
     buffer_.clear();
     return s;
   }
@@ -288,8 +278,7 @@ class SequentialWriter {
   uint32_t crc() const { return crc_; }
 
  private:
-  int fd_;
-  const std::string& path_;
+  WritableFile& file_;
   std::vector<uint8_t> buffer_;
   uint64_t bytes_ = 0;
   uint32_t crc_ = 0;
@@ -322,20 +311,9 @@ Result<int> OpenForReading(const std::string& path) {
   return fd;
 }
 
-Status FsyncDirectoryOf(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open directory " + dir, errno);
-  const int synced = ::fsync(fd);
-  const int e = errno;
-  ::close(fd);
-  return synced == 0 ? Status::Ok() : ErrnoError("fsync directory " + dir, e);
-}
-
-Status WriteFile(int fd, const std::string& file, const std::string& header, const std::vector<TensorData>& tensors,
-                 bool fsync, WriteResult& result) {
-  SequentialWriter out(fd, file);
+Status WriteFile(WritableFile& file, const std::string& header, const std::vector<TensorData>& tensors, bool fsync,
+                 WriteResult& result) {
+  SequentialWriter out(file);
   uint8_t length[kLengthPrefixBytes];
   const uint64_t n = header.size();
   std::memcpy(length, &n, sizeof(length));  // little-endian (static_assert above)
@@ -343,7 +321,7 @@ Status WriteFile(int fd, const std::string& file, const std::string& header, con
   DSLAUNCH_RETURN_IF_ERROR(out.Append(header.data(), header.size()));
   for (const TensorData& t : tensors) DSLAUNCH_RETURN_IF_ERROR(out.Append(t.data, t.bytes));
   DSLAUNCH_RETURN_IF_ERROR(out.Flush());
-  if (fsync && ::fsync(fd) != 0) return ErrnoError("fsync " + file, errno);
+  if (fsync) DSLAUNCH_RETURN_IF_ERROR(file.Sync());
   result.bytes = out.bytes();
   result.crc32c = out.crc();
   return Status::Ok();
@@ -363,6 +341,8 @@ std::string_view SafetensorsDTypeName(DType dtype) {
     case DType::kFloat32: return "F32";
     case DType::kFloat16: return "F16";
     case DType::kBFloat16: return "BF16";
+    case DType::kInt64: return "I64";
+    case DType::kUInt8: return "U8";
   }
   DSLAUNCH_CHECK(false) << "unknown DType " << static_cast<int>(dtype);
   return "";
@@ -373,20 +353,21 @@ Result<WriteResult> WriteSafetensors(const std::string& path, const std::vector<
                                      const WriteOptions& options) {
   auto header = EncodeHeader(tensors, metadata);
   if (!header.ok()) return header.status().WithContext(path);
+  FileSystem& fs = options.file_system != nullptr ? *options.file_system : LocalFileSystem();
   const std::string file = options.atomic ? path + ".tmp" : path;
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create " + file, errno);
+  DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, fs.NewWritableFile(file));
   WriteResult result;
-  Status s = WriteFile(fd, file, *header, tensors, options.fsync, result);
-  if (::close(fd) != 0 && s.ok()) s = ErrnoError("close " + file, errno);
-  if (s.ok() && options.atomic && ::rename(file.c_str(), path.c_str()) != 0) {
-    s = ErrnoError("rename " + file + " to " + path, errno);
-  }
+  Status s = WriteFile(*out, *header, tensors, options.fsync, result);
+  if (Status closed = out->Close(); s.ok()) s = closed;
+  if (s.ok() && options.atomic) s = fs.Rename(file, path);
   if (!s.ok()) {
-    ::unlink(file.c_str());
+    fs.RemoveFile(file).IgnoreError();
     return s;
   }
-  if (options.atomic && options.fsync) DSLAUNCH_RETURN_IF_ERROR(FsyncDirectoryOf(path));
+  if (options.atomic && options.fsync) {
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    DSLAUNCH_RETURN_IF_ERROR(fs.SyncDirectory(dir.empty() ? "." : dir));
+  }
   return result;
 }
 

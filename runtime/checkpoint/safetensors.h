@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/checkpoint/file_system.h"
 #include "runtime/comm/communicator.h"
 
 namespace dslaunch::runtime {
@@ -62,6 +63,7 @@ struct TensorData {
 struct WriteOptions {
   bool fsync = true;    // fsync the file before returning (and its directory after an atomic rename)
   bool atomic = false;  // write PATH.tmp and rename it over PATH, so PATH is never seen half-written
+  FileSystem* file_system = nullptr;  // where the file goes; null: LocalFileSystem()
 };
 
 struct WriteResult {

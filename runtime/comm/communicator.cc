@@ -30,6 +30,10 @@ size_t DTypeSize(DType dtype) {
     case DType::kFloat16:
     case DType::kBFloat16:
       return 2;
+    case DType::kInt64:
+      return 8;
+    case DType::kUInt8:
+      return 1;
   }
   DSLAUNCH_CHECK(false) << "unknown dtype";
   return 0;
@@ -43,6 +47,10 @@ std::string_view DTypeName(DType dtype) {
       return "fp16";
     case DType::kBFloat16:
       return "bf16";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt8:
+      return "uint8";
   }
   return "?";
 }

@@ -17,10 +17,13 @@
 //
 // Data types: the virtual entry points take a BufferView (pointer, element count, DType), so a new
 // dtype is one enum value plus support in each implementation, not a new method per type.
-// AllGather and Broadcast move bytes and accept every dtype; reductions accept the dtypes an
-// implementation reports in CanReduce() (fp32 everywhere for now; fp16/bf16 storage is reduced
-// after conversion to fp32 by the engine, or natively by NCCL later). Typed std::span overloads
-// are the convenient front door for fp32 and 16-bit storage.
+// AllGather and Broadcast move bytes and accept every dtype, the integer ones included (kInt64 for
+// counts, sizes and checksums; kUInt8 for raw bytes), so small records travel as what they are
+// instead of being bit-cast through floats. Reductions accept the dtypes an implementation reports
+// in CanReduce() (fp32 everywhere for now; fp16/bf16 storage is reduced after conversion to fp32
+// by the engine, or natively by NCCL later); an integer reduction is refused with
+// kInvalidArgument. Typed std::span overloads are the convenient front door for fp32, 16-bit
+// storage, int64 and bytes.
 //
 // Thread-safety: one thread per communicator; rank() and world_size() may be read from any thread.
 #pragma once
@@ -38,8 +41,9 @@ namespace dslaunch::runtime {
 
 enum class ReduceOp { kSum, kAvg, kMax };  // kAvg = sum / world_size
 
-// Element types of the buffers a communicator moves. kFloat16/kBFloat16 are 16-bit storage.
-enum class DType { kFloat32, kFloat16, kBFloat16 };
+// Element types of the buffers a communicator moves. kFloat16/kBFloat16 are 16-bit storage;
+// kInt64 and kUInt8 (bytes) are moved (AllGather, Broadcast), not reduced.
+enum class DType { kFloat32, kFloat16, kBFloat16, kInt64, kUInt8 };
 
 size_t DTypeSize(DType dtype);
 std::string_view DTypeName(DType dtype);
@@ -64,6 +68,18 @@ inline BufferView View(std::span<float> s) {
 }
 inline ConstBufferView View(std::span<const float> s) {
   return {s.data(), s.size(), DType::kFloat32};
+}
+inline BufferView View(std::span<int64_t> s) {
+  return {s.data(), s.size(), DType::kInt64};
+}
+inline ConstBufferView View(std::span<const int64_t> s) {
+  return {s.data(), s.size(), DType::kInt64};
+}
+inline BufferView View(std::span<uint8_t> s) {
+  return {s.data(), s.size(), DType::kUInt8};
+}
+inline ConstBufferView View(std::span<const uint8_t> s) {
+  return {s.data(), s.size(), DType::kUInt8};
 }
 // 16-bit storage; `dtype` must be kFloat16 or kBFloat16 (checked).
 BufferView View(std::span<uint16_t> s, DType dtype);
@@ -100,10 +116,20 @@ class Communicator {
                    const std::vector<size_t>& counts) {
     return AllGather(View(input), View(output), counts);
   }
+  Status AllGather(std::span<const int64_t> input, std::span<int64_t> output,
+                   const std::vector<size_t>& counts) {
+    return AllGather(View(input), View(output), counts);
+  }
+  Status AllGather(std::span<const uint8_t> input, std::span<uint8_t> output,
+                   const std::vector<size_t>& counts) {
+    return AllGather(View(input), View(output), counts);
+  }
 
   // Copies `data` of rank `root` into `data` of every rank.
   Status Broadcast(BufferView data, int root);
   Status Broadcast(std::span<float> data, int root) { return Broadcast(View(data), root); }
+  Status Broadcast(std::span<int64_t> data, int root) { return Broadcast(View(data), root); }
+  Status Broadcast(std::span<uint8_t> data, int root) { return Broadcast(View(data), root); }
 
   // Returns once every rank has called Barrier.
   Status Barrier();

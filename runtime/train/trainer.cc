@@ -120,7 +120,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   if (hooks.reporter != nullptr) hooks.reporter->Starting(result.first_step);
   SaveOptions save_options;
   save_options.keep_last = ckpt.keep_last;
-  save_options.fault = hooks.checkpoint_fault;
+  save_options.file_system = hooks.checkpoint_files;
   CheckpointSaver saver(ckpt, *engine, comm, run, save_options, print, record, result.first_step,
                         resume.value_or(""));
 

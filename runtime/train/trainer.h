@@ -28,7 +28,7 @@ struct TrainResult {
 };
 
 // The loop's connections to the process: where rank 0's output goes (other ranks call none of
-// the output functions), the stop request, and the checkpoint crash-test hook.
+// the output functions), the stop request, and the checkpoint saves' file system.
 struct TrainHooks {
   std::function<void(const std::string&)> print;     // progress lines, without newline
   std::function<void(const std::string&)> metrics;   // one JSON object per call (docs/engine.md, "Metrics"); optional
@@ -43,7 +43,9 @@ struct TrainHooks {
   // Rank 0, once: the first step of this run completed; called with the step it started from (the
   // resumed checkpoint's, 0 for a fresh start), after that step's metrics record. Optional.
   std::function<void(int64_t first_step)> first_step_done;
-  CheckpointFaultHook checkpoint_fault;  // tests only
+  // The file system checkpoint saves write through; null: the real one. The crash tests pass a
+  // FaultInjectingFileSystem (runtime/checkpoint/fault_injecting_file_system.h). Must outlive Train.
+  FileSystem* checkpoint_files = nullptr;
 };
 
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train/train_task.h)

@@ -13,7 +13,9 @@
 #include <functional>
 
 #include "common/crc32c.h"
+#include "runtime/checkpoint/fault_injecting_file_system.h"
 #include "runtime/checkpoint/model_file.h"
+#include "runtime/checkpoint/names.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
 #include "tests/support/subprocess.h"
@@ -45,20 +47,36 @@ TrainConfig Config(int world, int stage, int64_t steps) {
   return c;
 }
 
-// Runs `config` on `world` threads; returns rank 0's result. `fault` is every rank's checkpoint
-// hook (the file it is given ends in "#rank<r>").
-Result<TrainResult> Run(int world, const TrainConfig& config, const CheckpointFaultHook& fault = {},
-                        std::vector<std::string>* lines = nullptr) {
+// The file system of each rank's checkpoint saves (null: the real one).
+using FilesOfRank = std::function<FileSystem*(int rank)>;
+
+// Runs `config` on `world` threads; returns every rank's result.
+std::vector<Result<TrainResult>> RunRanks(int world, const TrainConfig& config, const FilesOfRank& files = {},
+                                          std::vector<std::string>* lines = nullptr) {
   return testing::TrainOnThreads(world, config, testing::PatternTokens(/*validation=*/false), [&](int r) {
     TrainHooks hooks;
     hooks.print = [lines](const std::string& l) {
       if (lines != nullptr) lines->push_back(l);
     };
-    if (fault) hooks.checkpoint_fault = [&fault, r](std::string_view point, int64_t step, const std::string& file) {
-      fault(point, step, file + "#rank" + std::to_string(r));
-    };
+    if (files) hooks.checkpoint_files = files(r);
     return hooks;
-  })[0];
+  });
+}
+
+// Rank 0's result.
+Result<TrainResult> Run(int world, const TrainConfig& config, const FilesOfRank& files = {},
+                        std::vector<std::string>* lines = nullptr) {
+  return RunRanks(world, config, files, lines)[0];
+}
+
+// A fault at `point` of the save of `step` on `rank` that makes a directory stand where the shard
+// file goes, so that creating the shard fails.
+FaultInjectingFileSystem ShardBlockedBy(int rank, int64_t step) {
+  return FaultInjectingFileSystem(LocalFileSystem(), {SaveFaultPoint::kBeforeShard, rank, step},
+                                  [rank](SaveFaultPoint, const std::string& step_dir) {
+                                    fs::create_directories(fs::path(step_dir) / ShardFileName(rank));
+                                    return Status::Ok();
+                                  });
 }
 
 std::string Slurp(const fs::path& path) {
@@ -126,11 +144,8 @@ TEST_CASE("Asynchronous saves give the same checkpoints; a failed one is reporte
   // and training and the later saves go on.
   c.checkpoint.dir = dir.path() + "/failing";
   lines.clear();
-  auto failing = Run(2, c, [](std::string_view point, int64_t step, const std::string& file) {
-    if (point == "before_shard" && step == 4 && file.ends_with("#rank1")) {
-      fs::create_directories(fs::path(file.substr(0, file.find('#'))) / "rank00001.safetensors");
-    }
-  }, &lines);
+  FaultInjectingFileSystem blocked = ShardBlockedBy(1, 4);
+  auto failing = Run(2, c, [&](int r) { return r == 1 ? &blocked : nullptr; }, &lines);
   REQUIRE_MESSAGE(failing.ok(), failing.status().ToString());
   CHECK(failing->losses == sync->losses);
   CHECK(failing->checkpoints.size() == 3);
@@ -150,15 +165,12 @@ TEST_CASE("Asynchronous saves give the same checkpoints; a failed one is reporte
 // results and rank 0's metrics records.
 std::vector<Result<TrainResult>> RunWithFailingShard(const TrainConfig& config, int64_t failing_step,
                                                      const std::atomic<bool>* stop, std::vector<std::string>* metrics) {
+  FaultInjectingFileSystem blocked = ShardBlockedBy(1, failing_step);
   return testing::TrainOnThreads(2, config, testing::PatternTokens(/*validation=*/false), [&](int r) {
     TrainHooks hooks;
     hooks.stop = stop;
     if (r == 0) hooks.metrics = [metrics](const std::string& m) { metrics->push_back(m); };
-    hooks.checkpoint_fault = [r, failing_step](std::string_view point, int64_t step, const std::string& file) {
-      if (point == "before_shard" && step == failing_step && r == 1) {
-        fs::create_directories(fs::path(file) / "rank00001.safetensors");
-      }
-    };
+    if (r == 1) hooks.checkpoint_files = &blocked;
     return hooks;
   });
 }
@@ -282,6 +294,44 @@ std::string FileCrcHex(const fs::path& path) {
   char hex[16];
   std::snprintf(hex, sizeof(hex), "%08x", Crc32c(bytes.data(), bytes.size()));
   return hex;
+}
+
+TEST_CASE("A save that fails at any point leaves the previous checkpoint, and the run resumes from it exactly") {
+  // The in-process counterpart of the crash tests (docs/checkpoint.md, "Crash safety"): the fault
+  // fails the file operation instead of killing the process, and the synchronous save fails.
+  dslaunch::testing::TempDir dir;
+  TrainConfig c = Config(2, 2, 6);
+  c.checkpoint.dir = dir.path() + "/reference";
+  c.checkpoint.interval = 2;
+  auto reference = Run(2, c);
+  REQUIRE_MESSAGE(reference.ok(), reference.status().ToString());
+  REQUIRE(reference->losses.size() == 6);
+  const SaveFault faults[] = {{SaveFaultPoint::kBeforeShard, 1, 4},
+                              {SaveFaultPoint::kMidShard, 1, 4},
+                              {SaveFaultPoint::kBeforeMeta, 0, 4},
+                              {SaveFaultPoint::kBeforeLatest, 0, 4}};
+  for (const SaveFault& fault : faults) {
+    const std::string point(SaveFaultPointName(fault.point));
+    CAPTURE(point);
+    c.checkpoint.dir = dir.path() + "/" + point;
+    FaultInjectingFileSystem files(LocalFileSystem(), fault, [](SaveFaultPoint, const std::string& path) {
+      return InternalError("injected fault at " + path);
+    });
+    auto failed = RunRanks(2, c, [&](int r) { return r == fault.rank ? &files : nullptr; });
+    CHECK(files.fired());
+    REQUIRE_FALSE(failed[fault.rank].ok());
+    CHECK(failed[fault.rank].status().message().find("injected fault at ") != std::string::npos);
+    CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step2\n");
+    CHECK(fs::exists(fs::path(c.checkpoint.dir) / "global_step4" / "meta.json") ==
+          (fault.point == SaveFaultPoint::kBeforeLatest));
+
+    TrainConfig resume = c;
+    resume.checkpoint.load = CheckpointLoad::kLatest;
+    auto resumed = Run(2, resume);
+    REQUIRE_MESSAGE(resumed.ok(), resumed.status().ToString());
+    CHECK(resumed->first_step == 2);
+    CHECK(resumed->losses == std::vector<double>(reference->losses.begin() + 2, reference->losses.end()));
+  }
 }
 
 TEST_CASE("A corrupt or truncated shard is detected by its checksum and named") {

@@ -24,14 +24,24 @@ inline float ScriptInput(int rank, size_t i) {
   return static_cast<float>((static_cast<int>(i) * (rank + 3)) % 11 - 5 + rank);
 }
 
+// Integer element i of rank r: beyond float's 24-bit mantissa, so a detour through fp32 would show;
+// negative for odd ranks.
+inline int64_t ScriptInt(int rank, size_t i) {
+  const int64_t magnitude = (int64_t{rank + 1} << 40) + static_cast<int64_t>(i) * 3 + 1;
+  return rank % 2 == 0 ? magnitude : -magnitude;
+}
+// Byte element i of rank r.
+inline uint8_t ScriptByte(int rank, size_t i) { return static_cast<uint8_t>(37 * rank + 11 * i + 200); }
+
 struct ScriptOutputs {
   std::vector<std::vector<float>> results;  // one per step, in order
+  std::vector<std::vector<int64_t>> ints;   // the integer and byte steps, in order
 };
 
 inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax};
 
 // Runs: AllReduce (each op), ReduceScatter (each op), AllGather, AllGather in place, 16-bit
-// AllGather, Broadcast from every root, Barrier. Stops at the first error.
+// AllGather, Broadcast from every root, int64 and byte AllGather, int64 Broadcast, Barrier. Stops at the first error.
 inline Status RunCollectiveScript(Communicator& comm, ScriptOutputs& out) {
   const int world = comm.world_size();
   const int rank = comm.rank();
@@ -74,6 +84,21 @@ inline Status RunCollectiveScript(Communicator& comm, ScriptOutputs& out) {
     DSLAUNCH_RETURN_IF_ERROR(comm.Broadcast(data, root));
     out.results.push_back(data);
   }
+
+  std::vector<int64_t> mine64(counts[rank]);
+  for (size_t i = 0; i < mine64.size(); ++i) mine64[i] = ScriptInt(rank, i);
+  std::vector<int64_t> gathered64(total, -1);
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const int64_t>(mine64), std::span<int64_t>(gathered64), counts));
+  out.ints.push_back(gathered64);
+  std::vector<uint8_t> mine8(counts[rank]);
+  for (size_t i = 0; i < mine8.size(); ++i) mine8[i] = ScriptByte(rank, i);
+  std::vector<uint8_t> gathered8(total, 0);
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const uint8_t>(mine8), std::span<uint8_t>(gathered8), counts));
+  out.ints.emplace_back(gathered8.begin(), gathered8.end());
+  std::vector<int64_t> broadcast64(total);
+  for (size_t i = 0; i < total; ++i) broadcast64[i] = ScriptInt(rank, i);
+  DSLAUNCH_RETURN_IF_ERROR(comm.Broadcast(std::span<int64_t>(broadcast64), world - 1));
+  out.ints.push_back(broadcast64);
   DSLAUNCH_RETURN_IF_ERROR(comm.Barrier());
   return Status::Ok();
 }
@@ -118,6 +143,15 @@ inline ScriptOutputs ExpectedScript(int world, int rank) {
     for (size_t i = 0; i < total; ++i) v[i] = ScriptInput(root, i);
     out.results.push_back(v);
   }
+  std::vector<int64_t> gathered64(total), gathered8(total), broadcast64(total);
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < counts[r]; ++i) {
+      gathered64[offsets[r] + i] = ScriptInt(r, i);
+      gathered8[offsets[r] + i] = ScriptByte(r, i);
+    }
+  }
+  for (size_t i = 0; i < total; ++i) broadcast64[i] = ScriptInt(world - 1, i);
+  out.ints = {gathered64, gathered8, broadcast64};
   return out;
 }
 

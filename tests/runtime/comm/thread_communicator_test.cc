@@ -43,6 +43,7 @@ TEST_CASE("ThreadCommunicator runs every collective with uneven counts for world
         CAPTURE(step);
         CHECK(outputs[r].results[step] == expected.results[step]);
       }
+      CHECK(outputs[r].ints == expected.ints);
     }
   }
 }
@@ -61,6 +62,15 @@ TEST_CASE("Communicator rejects malformed arguments locally and stays usable") {
     std::vector<uint16_t> half(4);
     st = comm.AllReduce(View(std::span<uint16_t>(half), DType::kFloat16), ReduceOp::kSum);
     if (st.code() != StatusCode::kInvalidArgument) return InternalError("dtype: " + st.ToString());
+    std::vector<int64_t> ints(4);
+    st = comm.AllReduce(View(std::span<int64_t>(ints)), ReduceOp::kMax);
+    if (st.code() != StatusCode::kInvalidArgument || st.message() != "allreduce on rank " + std::to_string(r) +
+                                                                          "/2: cannot reduce int64") {
+      return InternalError("int64: " + st.ToString());
+    }
+    std::vector<int64_t> gathered(7);
+    st = comm.AllGather(std::span<const int64_t>(ints), std::span<int64_t>(gathered), {4, 4});
+    if (st.code() != StatusCode::kInvalidArgument) return InternalError("int64 counts: " + st.ToString());
     if (!comm.health().ok()) return InternalError("unhealthy after argument errors");
     return comm.Barrier();
   });

@@ -84,6 +84,8 @@ TEST_CASE("GlooCommunicator matches the thread fake on every collective for 2 to
         CAPTURE(step);
         CHECK(gloo[r].results[step] == fake[r].results[step]);
       }
+      CHECK(gloo[r].ints == fake[r].ints);
+      CHECK(gloo[r].ints == ExpectedScript(world, r).ints);
     }
   }
 }
