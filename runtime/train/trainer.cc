@@ -106,7 +106,8 @@ struct Loop {
     // written their shard of the asynchronous save in flight.
     float reduced[3] = {static_cast<float>(loss_sum / accumulation),
                         hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f, pending_written ? 1.0f : 0.0f};
-    DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(reduced, 3), ReduceOp::kSum).WithContext("loss all-reduce"));
+    DSLAUNCH_RETURN_IF_ERROR(
+        comm.AllReduce(std::span<float>(reduced, 3), ReduceOp::kSum).WithContext("loss all-reduce"));
     outcome.step.step = step + 1;
     outcome.step.loss = reduced[0] / static_cast<float>(comm.world_size());
     outcome.step.tokens = task.GlobalBatch() * task.TokensPerSample();
@@ -129,7 +130,8 @@ struct Loop {
     }
     DSLAUNCH_RETURN_IF_ERROR(engine.status());
     float reduced[2] = {static_cast<float>(sum / static_cast<double>(batches)), static_cast<float>(correct)};
-    DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(reduced, 2), ReduceOp::kSum).WithContext("validation all-reduce"));
+    DSLAUNCH_RETURN_IF_ERROR(
+        comm.AllReduce(std::span<float>(reduced, 2), ReduceOp::kSum).WithContext("validation all-reduce"));
     const int world = comm.world_size();
     ValidationReport validation{after_step, reduced[0] / world, std::nullopt, batches};
     if (task.classifier()) {
@@ -163,12 +165,14 @@ struct Loop {
       // Every rank samples (the same tokens): at ZeRO stage 3 each forward pass gathers
       // parameters from all ranks.
       ScopedSlowPhase slow(hooks.reporter);
-      std::string text = task.Sample(engine.access(), config.train.sample_prompt, config.train.sample_tokens, config.seed);
+      const std::string text =
+          task.Sample(engine.access(), config.train.sample_prompt, config.train.sample_tokens, config.seed);
       DSLAUNCH_RETURN_IF_ERROR(engine.status());
       report.Sample(text);
     }
     report.CheckpointSummary(saver.Summary());
-    report.End(RunEnd{steps, engine.applied_steps(), engine.memory(), saver.saved().size(), saver.failed_steps().size()});
+    report.End(
+        RunEnd{steps, engine.applied_steps(), engine.memory(), saver.saved().size(), saver.failed_steps().size()});
     return Status::Ok();
   }
 };
