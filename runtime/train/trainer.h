@@ -28,7 +28,8 @@ struct TrainResult {
 };
 
 // The loop's connections to the process: where rank 0's output goes (other ranks call none of
-// the output functions), the stop request, and the checkpoint saves' file system.
+// the output functions, except `print` for a checkpoint shard of their own that failed), the
+// stop request, and the checkpoint saves' file system.
 struct TrainHooks {
   std::function<void(const std::string&)> print;     // progress lines, without newline
   std::function<void(const std::string&)> metrics;   // one JSON object per call (docs/engine.md, "Metrics"); optional
@@ -50,9 +51,10 @@ struct TrainHooks {
 
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train/train_task.h)
 // with a validation pass every train.eval_interval steps and after the last, then for gpt a
-// sample of train.sample_tokens tokens. Rank 0 reports through `output`: progress lines (the
-// start, every steps_per_print steps, validations, loss-scale events, the sample), metrics
-// records (start, each step, each validation, end) and the progress bar. Fails with the first
+// sample of train.sample_tokens tokens, saving checkpoints when runtime/train/checkpoint_schedule.h
+// says. Rank 0 reports through the hooks (runtime/train/run_report.h): progress lines (the start,
+// every steps_per_print steps, validations, loss-scale events, the sample), metrics records
+// (start, each step, each validation, end) and the progress bar. Fails with the first
 // error: a collective that failed (naming the peer), data that does not fit the model, fp16
 // overflowing at the minimum loss scale, a diverged fp32/bf16 run, a failed synchronous periodic
 // save, and a failed final save (at the end or on stop; the message names the save, its step,
