@@ -32,7 +32,7 @@ CheckpointRun RunOf(const TrainConfig& config, const TrainTask& task) {
   run.seed = config.seed;
   run.zero_stage = config.zero.stage;
   run.precision = std::string(PrecisionName(config.precision));
-  run.optimizer = std::string(OptimizerTypeName(config.optimizer.type));
+  run.optimizer = std::string(OptimizerTypeName(config.optimizer.kind));
   run.config_sha256 = config.source_sha256;
   return run;
 }

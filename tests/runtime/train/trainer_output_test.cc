@@ -20,9 +20,9 @@ constexpr int kWorld = 2;
 TrainConfig Config(int64_t steps, const std::string& ckpt_dir) {
   TrainConfig c;
   c.batch = {8, 2, 2};  // world 2
-  c.optimizer.type = OptimizerKind::kAdamW;
+  c.optimizer.kind = OptimizerKind::kAdamW;
   c.optimizer.lr = 3e-3;
-  c.model = GptModelConfig{2, 2, 16, 8, 32};
+  c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = steps;
   c.train.eval_interval = 2;
