@@ -21,6 +21,11 @@ Status ParseOptimizer(Section& root, OptimizerConfig* out);
 Status ParseScheduler(Section& root, const OptimizerConfig& optimizer, SchedulerConfig* out);
 Status ParsePrecision(Section& root, Fp16Config* fp16, Bf16Config* bf16, Precision* precision);
 Status ParseZero(Section& root, ZeroConfig* out);
+// activation_checkpointing (docs/train-json.md): when the block is present, sets *recompute_blocks
+// (the gpt model's, for `n_layer` blocks) to number_checkpoints capped at n_layer, or n_layer when
+// absent; nullptr for a model without blocks (mlp). Keys with no effect on a CPU rank are
+// accepted when true with a warning line each.
+Status ParseActivationCheckpointing(Section& root, int n_layer, int* recompute_blocks);
 // Top-level DeepSpeed keys that are recognised and ignored.
 void CollectUnimplementedTopLevel(Section& root);
 

@@ -105,6 +105,7 @@ struct GptModelConfig {
   int n_embd = 0;
   int block_size = 0;
   int vocab_size = 256;  // byte-level tokenizer
+  int recompute_blocks = 0;  // activation_checkpointing; GptConfig::recompute_blocks (runtime/models/gpt.h)
 };
 
 // A stack of linear layers with ReLU between them; widths include input and output.

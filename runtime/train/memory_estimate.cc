@@ -28,7 +28,8 @@ struct ModelShape {
 ModelShape ShapeOf(const TrainConfig& config) {
   const int micro = static_cast<int>(std::min<int64_t>(config.batch.micro_batch_per_gpu, 1 << 30));
   if (const auto* gpt = std::get_if<GptModelConfig>(&config.model)) {
-    const GptConfig g{gpt->n_layer, gpt->n_head, gpt->n_embd, gpt->block_size, gpt->vocab_size};
+    const GptConfig g{gpt->n_layer, gpt->n_head, gpt->n_embd, gpt->block_size, gpt->vocab_size,
+                       gpt->recompute_blocks};
     return {GptModel::GroupSizes(g), GptModel::ActivationBytes(g, micro)};
   }
   const auto& mlp = std::get<MlpModelConfig>(config.model);

@@ -24,7 +24,8 @@ class GptTask final : public TrainTask {
         train_{static_cast<int64_t>(data.train.size()), seq_len_, micro_,
                static_cast<int>(config.batch.gradient_accumulation_steps), world},
         val_{static_cast<int64_t>(data.val.size()), seq_len_, micro_, 1, world},
-        model_(GptConfig{gpt.n_layer, gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab_size}, micro_) {}
+        model_(GptConfig{gpt.n_layer, gpt.n_head, gpt.n_embd, gpt.block_size, gpt.vocab_size, gpt.recompute_blocks},
+               micro_) {}
 
   Status Validate(const GptModelConfig& gpt) const {
     // A sample is seq_len inputs and their seq_len next tokens: seq_len + 1 tokens of the shard.
