@@ -8,11 +8,12 @@
 # Two measurements, each variant in a process of its own (a process's peak RSS never falls):
 #  - the model alone (build/bin/dslaunch-recompute-bench): forward + backward of one micro-batch
 #    of the config's shape, fp32, no engine; the model's own accounting of its activation bytes
-#    (checked there against the formula), ms per micro-step, peak RSS; the two variants' gradients
+#    (checked there against the formula), ms of the fastest of 3 micro-steps, peak RSS; the
+#    two variants' gradients
 #    must hash to the same bits;
 #  - the whole training run, `dslaunch --nproc_per_node 1` on the config with and without an
-#    "activation_checkpointing" block: ms/step from metrics.jsonl (the first step is warm-up and
-#    not counted), the worker's peak RSS (the largest descendant's ru_maxrss), and every step's
+#    "activation_checkpointing" block: the fastest step's ms from metrics.jsonl (the first step
+#    is warm-up and not counted), the worker's peak RSS (the largest descendant's ru_maxrss), and every step's
 #    loss, which must be the same.
 # One thread per process (OMP/OPENBLAS_NUM_THREADS=1). Every timing runs `repeats` times and the
 # best counts: on a shared VM other tenants only ever slow a run down. The load average before
