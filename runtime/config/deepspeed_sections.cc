@@ -1,6 +1,6 @@
-// The DeepSpeed sections of train.json: optimizer, scheduler, fp16/bf16, zero_optimization, and the
-// DeepSpeed keys that are recognised but not implemented. Names and defaults follow DeepSpeed's
-// configuration reference; docs/train-json.md lists them.
+// The DeepSpeed sections of train.json: optimizer, scheduler, fp16/bf16, zero_optimization,
+// activation_checkpointing, and the DeepSpeed keys that are recognised but not implemented. Names
+// and defaults follow DeepSpeed's configuration reference; docs/train-json.md lists them.
 #include <limits>
 
 #include "runtime/config/sections.h"
@@ -180,8 +180,53 @@ Status ParseZero(Section& root, ZeroConfig* out) {
   return z->Finish();
 }
 
+Status ParseActivationCheckpointing(Section& root, int n_layer, int* recompute_blocks) {
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> ac, root.Child("activation_checkpointing"));
+  if (!ac) return Status::Ok();
+  // DeepSpeed's keys; the booleans default to false. Each one that asks for something a CPU rank
+  // already has (or cannot have) is accepted with a note, printed once by rank 0.
+  struct Flag {
+    const char* key;
+    const char* note;
+  };
+  static constexpr Flag kFlags[] = {
+      {"partition_activations",
+       "splits checkpoints across model-parallel ranks; this runtime has no model parallelism (each rank holds its "
+       "own micro-batch's activations whole): no effect"},
+      {"cpu_checkpointing",
+       "moves checkpoints from GPU to host memory; a CPU rank's activations are in host memory already: no effect"},
+      {"contiguous_memory_optimization",
+       "the block inputs already live in one buffer allocated once, so they cannot fragment: no effect"},
+      {"synchronize_checkpoint_boundary", "the CPU kernels are synchronous; there is no device to wait for: no effect"},
+      {"profile",
+       "the recomputation's time is not broken out of the step time; scripts/bench-recompute.sh measures it: no "
+       "effect"},
+  };
+  for (const Flag& flag : kFlags) {
+    bool on = false;
+    DSLAUNCH_RETURN_IF_ERROR(ac->Bool(flag.key, &on));
+    if (on) ac->Warn(flag.key, flag.note);
+  }
+  // number_checkpoints: how many blocks, from the first, are recomputed (DeepSpeed sizes its
+  // contiguous buffer with it; Megatron passes the layer count). Absent: every block.
+  int64_t blocks = n_layer;
+  DSLAUNCH_RETURN_IF_ERROR(ac->Int("number_checkpoints", 1, kNoMax, &blocks));
+  DSLAUNCH_RETURN_IF_ERROR(ac->Finish());
+  if (recompute_blocks == nullptr) {
+    root.Warn("activation_checkpointing", "the mlp model has no transformer blocks to recompute: no effect");
+    return Status::Ok();
+  }
+  if (blocks > n_layer) {
+    ac->Warn("number_checkpoints", std::to_string(blocks) + " > model.n_layer " + std::to_string(n_layer) +
+                                       ": every block is recomputed");
+    blocks = n_layer;
+  }
+  *recompute_blocks = static_cast<int>(blocks);
+  return Status::Ok();
+}
+
 void CollectUnimplementedTopLevel(Section& root) {
-  root.Unimplemented({"activation_checkpointing", "flops_profiler", "wall_clock_breakdown", "memory_breakdown",
+  root.Unimplemented({"flops_profiler", "wall_clock_breakdown", "memory_breakdown",
                       "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "monitor_config",
                       "autotuning", "amp", "prescale_gradients", "gradient_predivide_factor",
                       "sparse_gradients", "communication_data_type", "dump_state", "zero_allow_untested_optimizer",

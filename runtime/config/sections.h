@@ -24,6 +24,11 @@ Status ParseScheduler(Section& root, LrSchedule* out);
 // The fp16 section into *loss_scaler; fp16.enabled and bf16.enabled into *precision.
 Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* precision);
 Status ParseZero(Section& root, ZeroConfig* out);
+// activation_checkpointing (docs/train-json.md): when the block is present, sets *recompute_blocks
+// (the gpt model's, for `n_layer` blocks) to number_checkpoints capped at n_layer, or n_layer when
+// absent; nullptr for a model without blocks (mlp). Keys with no effect on a CPU rank are
+// accepted when true with a warning line each.
+Status ParseActivationCheckpointing(Section& root, int n_layer, int* recompute_blocks);
 // Top-level DeepSpeed keys that are recognised and ignored.
 void CollectUnimplementedTopLevel(Section& root);
 

@@ -165,6 +165,9 @@ Status ParseRoot(Section& root, int world_size, int generation, const std::strin
   internal::CollectUnimplementedTopLevel(root);
 
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseModel(root, base_dir, &config.model, &config.model_init_from));
+  auto* gpt = std::get_if<GptConfig>(&config.model);
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseActivationCheckpointing(root, gpt != nullptr ? gpt->n_layer : 0,
+                                                                  gpt != nullptr ? &gpt->recompute_blocks : nullptr));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseData(root, config.model, base_dir, &config.data));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseTrainLoop(root, config.model, &config.train));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseCheckpoint(root, base_dir, generation, &config.checkpoint));

@@ -57,21 +57,29 @@ Status ValidateGptConfig(const GptConfig& config) {
 GptModel::GptModel(const GptConfig& config, int max_batch) : config_(config), max_batch_(max_batch) {
   DSLAUNCH_CHECK(config.n_head > 0 && config.n_embd % config.n_head == 0)
       << "n_embd " << config.n_embd << " must divide into n_head " << config.n_head;
+  DSLAUNCH_CHECK(config.recompute_blocks >= 0 && config.recompute_blocks <= config.n_layer)
+      << "recompute_blocks " << config.recompute_blocks << " outside 0.." << config.n_layer;
   BuildLayout();
   const size_t n = static_cast<size_t>(max_batch) * config.block_size;
   const size_t c = config.n_embd, l = config.n_layer, v = config.vocab_size, nh = config.n_head;
+  const size_t s = BlockSlots(config);  // sets of block internals: l, or fewer with recomputation
   const size_t tt = static_cast<size_t>(config.block_size) * config.block_size;
   tokens_.resize(n);
   targets_.resize(n);
   x_.resize((l + 1) * n * c);
-  ln1_.resize(l * n * c), ln1_mean_.resize(l * n), ln1_rstd_.resize(l * n);
-  qkv_.resize(l * n * 3 * c), att_.resize(l * max_batch * nh * tt), atty_.resize(l * n * c);
-  res2_.resize(l * n * c), ln2_.resize(l * n * c), ln2_mean_.resize(l * n), ln2_rstd_.resize(l * n);
-  fch_.resize(l * n * 4 * c), fch_gelu_.resize(l * n * 4 * c);
+  ln1_.resize(s * n * c), ln1_mean_.resize(s * n), ln1_rstd_.resize(s * n);
+  qkv_.resize(s * n * 3 * c), att_.resize(s * max_batch * nh * tt), atty_.resize(s * n * c);
+  res2_.resize(s * n * c), ln2_.resize(s * n * c), ln2_mean_.resize(s * n), ln2_rstd_.resize(s * n);
+  fch_.resize(s * n * 4 * c), fch_gelu_.resize(s * n * 4 * c);
   lnf_.resize(n * c), lnf_mean_.resize(n), lnf_rstd_.resize(n), logits_.resize(n * v), probs_.resize(n * v),
       losses_.resize(n);
   dx_.resize(n * c), dres_.resize(n * c), dtmp_c_.resize(n * c), dtmp_c2_.resize(n * c), dqkv_.resize(n * 3 * c),
       dfch_.resize(n * 4 * c), dfch_gelu_.resize(n * 4 * c), dlnf_.resize(n * c), dlogits_.resize(n * v);
+}
+
+int GptModel::BlockSlots(const GptConfig& config) {
+  const int recomputed = config.recompute_blocks;
+  return recomputed > 0 ? config.n_layer - recomputed + 1 : config.n_layer;
 }
 
 std::vector<double> GptModel::GroupSizes(const GptConfig& config) {
@@ -90,16 +98,17 @@ double GptModel::NumParameters(const GptConfig& config) {
 }
 
 double GptModel::ActivationBytes(const GptConfig& config, int max_batch) {
-  // Element counts of the constructor's buffers, in its order.
+  // Element counts of the constructor's buffers, in its order; s sets of block internals.
   const double n = static_cast<double>(max_batch) * config.block_size;
   const double c = config.n_embd, l = config.n_layer, v = config.vocab_size, nh = config.n_head;
+  const double s = BlockSlots(config);
   const double tt = static_cast<double>(config.block_size) * config.block_size;
   const double ints = 2 * n;  // tokens, targets
-  const double floats = (l + 1) * n * c                                 // x
-                        + l * n * c + 2 * l * n                          // ln1, mean, rstd
-                        + l * n * 3 * c + l * max_batch * nh * tt + l * n * c  // qkv, att, atty
-                        + 2 * l * n * c + 2 * l * n                      // res2, ln2, mean, rstd
-                        + 2 * l * n * 4 * c                              // fch, fch_gelu
+  const double floats = (l + 1) * n * c                                 // x: every block's input, and the last output
+                        + s * n * c + 2 * s * n                          // ln1, mean, rstd
+                        + s * n * 3 * c + s * max_batch * nh * tt + s * n * c  // qkv, att, atty
+                        + 2 * s * n * c + 2 * s * n                      // res2, ln2, mean, rstd
+                        + 2 * s * n * 4 * c                              // fch, fch_gelu
                         + n * c + 2 * n + 2 * n * v + n                  // lnf, mean, rstd, logits, probs, losses
                         + 4 * n * c + n * 3 * c + 2 * n * 4 * c + n * c + n * v;  // backward scratch
   return ints * sizeof(int) + floats * sizeof(float);
@@ -165,11 +174,43 @@ void GptModel::InitParameters(std::span<float> flat, uint64_t seed) const {
   }
 }
 
+GptModel::BlockActivations GptModel::Block(int l) {
+  // Blocks below recompute_blocks share slot 0; the others have one slot each after it.
+  const int recomputed = config_.recompute_blocks;
+  const size_t slot = recomputed == 0 ? l : l < recomputed ? 0 : l - recomputed + 1;
+  const size_t n = static_cast<size_t>(b_) * t_, nc = n * config_.n_embd;
+  const size_t natt = static_cast<size_t>(b_) * config_.n_head * t_ * t_;
+  return {ln1_.data() + slot * nc,      ln1_mean_.data() + slot * n, ln1_rstd_.data() + slot * n,
+          qkv_.data() + slot * 3 * nc,  att_.data() + slot * natt,   atty_.data() + slot * nc,
+          res2_.data() + slot * nc,     ln2_.data() + slot * nc,     ln2_mean_.data() + slot * n,
+          ln2_rstd_.data() + slot * n,  fch_.data() + slot * 4 * nc, fch_gelu_.data() + slot * 4 * nc};
+}
+
+void GptModel::BlockForward(const float* g, int l, bool output) {
+  const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = config_.n_head;
+  const size_t nc = static_cast<size_t>(n) * c;
+  auto w = [&](BlockTensor k) { return g + block_offset_[k]; };
+  const BlockActivations a = Block(l);
+  const float* x = x_.data() + l * nc;
+  ops::LayerNormForward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w(kLn1W), w(kLn1B), n, c);
+  ops::LinearForward(a.qkv, a.ln1, w(kAttnW), w(kAttnB), n, c, 3 * c);
+  ops::AttentionForward(a.atty, a.att, a.qkv, b, t, c, nh);
+  ops::LinearForward(a.res2, a.atty, w(kProjW), w(kProjB), n, c, c);
+  for (size_t i = 0; i < nc; ++i) a.res2[i] += x[i];
+  ops::LayerNormForward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w(kLn2W), w(kLn2B), n, c);
+  ops::LinearForward(a.fch, a.ln2, w(kFcW), w(kFcB), n, c, 4 * c);
+  ops::GeluForward(a.fch_gelu, a.fch, static_cast<long>(4 * nc));
+  if (!output) return;
+  float* x_next = x_.data() + (l + 1) * nc;
+  ops::LinearForward(x_next, a.fch_gelu, w(kFcProjW), w(kFcProjB), n, 4 * c, c);
+  for (size_t i = 0; i < nc; ++i) x_next[i] += a.res2[i];
+}
+
 float GptModel::Forward(ParameterAccess& params, const int* tokens, const int* targets, int b, int t) {
   DSLAUNCH_CHECK(b <= max_batch_ && t <= config_.block_size) << "batch " << b << "x" << t << " too large";
   b_ = b, t_ = t;
-  const int n = b * t, c = config_.n_embd, nh = config_.n_head, v = config_.vocab_size, L = config_.n_layer;
-  const size_t nc = static_cast<size_t>(n) * c, natt = static_cast<size_t>(b) * nh * t * t;
+  const int n = b * t, c = config_.n_embd, v = config_.vocab_size, L = config_.n_layer;
+  const size_t nc = static_cast<size_t>(n) * c;
   std::copy(tokens, tokens + n, tokens_.begin());
   std::copy(targets, targets + n, targets_.begin());
 
@@ -178,27 +219,7 @@ float GptModel::Forward(ParameterAccess& params, const int* tokens, const int* t
   params.Release(0);
 
   for (int l = 0; l < L; ++l) {
-    std::span<const float> g = params.Acquire(1 + l);
-    auto w = [&](BlockTensor k) { return g.data() + block_offset_[k]; };
-    float* x = x_.data() + l * nc;
-    float* ln1 = ln1_.data() + l * nc;
-    float* qkv = qkv_.data() + l * 3 * nc;
-    float* atty = atty_.data() + l * nc;
-    float* res2 = res2_.data() + l * nc;
-    float* ln2 = ln2_.data() + l * nc;
-    float* fch = fch_.data() + l * 4 * nc;
-    float* fch_gelu = fch_gelu_.data() + l * 4 * nc;
-    float* x_next = x_.data() + (l + 1) * nc;
-    ops::LayerNormForward(ln1, ln1_mean_.data() + l * n, ln1_rstd_.data() + l * n, x, w(kLn1W), w(kLn1B), n, c);
-    ops::LinearForward(qkv, ln1, w(kAttnW), w(kAttnB), n, c, 3 * c);
-    ops::AttentionForward(atty, att_.data() + l * natt, qkv, b, t, c, nh);
-    ops::LinearForward(res2, atty, w(kProjW), w(kProjB), n, c, c);
-    for (size_t i = 0; i < nc; ++i) res2[i] += x[i];
-    ops::LayerNormForward(ln2, ln2_mean_.data() + l * n, ln2_rstd_.data() + l * n, res2, w(kLn2W), w(kLn2B), n, c);
-    ops::LinearForward(fch, ln2, w(kFcW), w(kFcB), n, c, 4 * c);
-    ops::GeluForward(fch_gelu, fch, static_cast<long>(4 * nc));
-    ops::LinearForward(x_next, fch_gelu, w(kFcProjW), w(kFcProjB), n, 4 * c, c);
-    for (size_t i = 0; i < nc; ++i) x_next[i] += res2[i];
+    BlockForward(params.Acquire(1 + l).data(), l, /*output=*/true);
     params.Release(1 + l);
   }
 
@@ -218,7 +239,7 @@ float GptModel::Forward(ParameterAccess& params, const int* tokens, const int* t
 void GptModel::Backward(ParameterAccess& params, float loss_scale) {
   const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = config_.n_head, v = config_.vocab_size,
             L = config_.n_layer;
-  const size_t nc = static_cast<size_t>(n) * c, natt = static_cast<size_t>(b) * nh * t * t;
+  const size_t nc = static_cast<size_t>(n) * c;
   auto zero = [](std::vector<float>& buf, size_t count) { std::fill(buf.begin(), buf.begin() + count, 0.0f); };
 
   // Loss -> logits -> final layer norm (mean loss: each row's share is 1/n).
@@ -240,37 +261,35 @@ void GptModel::Backward(ParameterAccess& params, float loss_scale) {
 
   for (int l = L - 1; l >= 0; --l) {
     std::span<const float> g = params.Acquire(1 + l);
+    // A recomputed block kept only its input: run its forward again (same kernels, same inputs,
+    // so the same bits) into the shared slot, now that the blocks above it are done with theirs.
+    if (l < config_.recompute_blocks) BlockForward(g.data(), l, /*output=*/false);
     std::span<float> dg = params.Gradient(1 + l);
     auto w = [&](BlockTensor k) { return g.data() + block_offset_[k]; };
     auto dw = [&](BlockTensor k) { return dg.data() + block_offset_[k]; };
+    const BlockActivations a = Block(l);
     const float* x = x_.data() + l * nc;
-    const float* ln1 = ln1_.data() + l * nc;
-    const float* qkv = qkv_.data() + l * 3 * nc;
-    const float* atty = atty_.data() + l * nc;
-    const float* res2 = res2_.data() + l * nc;
-    const float* ln2 = ln2_.data() + l * nc;
-    const float* fch = fch_.data() + l * 4 * nc;
-    const float* fch_gelu = fch_gelu_.data() + l * 4 * nc;
     // dx_ holds d(x_{l+1}); x_{l+1} = res2 + mlp(res2): dres_ = dx_ + the MLP branch.
     std::copy(dx_.begin(), dx_.begin() + nc, dres_.begin());
     zero(dfch_gelu_, 4 * nc);
-    ops::LinearBackward(dfch_gelu_.data(), dw(kFcProjW), dw(kFcProjB), dx_.data(), fch_gelu, w(kFcProjW), n, 4 * c, c);
+    ops::LinearBackward(dfch_gelu_.data(), dw(kFcProjW), dw(kFcProjB), dx_.data(), a.fch_gelu, w(kFcProjW), n,
+                        4 * c, c);
     zero(dfch_, 4 * nc);
-    ops::GeluBackward(dfch_.data(), dfch_gelu_.data(), fch, static_cast<long>(4 * nc));
+    ops::GeluBackward(dfch_.data(), dfch_gelu_.data(), a.fch, static_cast<long>(4 * nc));
     zero(dtmp_c_, nc);
-    ops::LinearBackward(dtmp_c_.data(), dw(kFcW), dw(kFcB), dfch_.data(), ln2, w(kFcW), n, c, 4 * c);
-    ops::LayerNormBackward(dres_.data(), dw(kLn2W), dw(kLn2B), dtmp_c_.data(), res2, w(kLn2W),
-                           ln2_mean_.data() + l * n, ln2_rstd_.data() + l * n, n, c);
+    ops::LinearBackward(dtmp_c_.data(), dw(kFcW), dw(kFcB), dfch_.data(), a.ln2, w(kFcW), n, c, 4 * c);
+    ops::LayerNormBackward(dres_.data(), dw(kLn2W), dw(kLn2B), dtmp_c_.data(), a.res2, w(kLn2W),
+                           a.ln2_mean, a.ln2_rstd, n, c);
     // res2 = x + attn(x): dx_ = dres_ + the attention branch.
     std::copy(dres_.begin(), dres_.begin() + nc, dx_.begin());
     zero(dtmp_c_, nc);
-    ops::LinearBackward(dtmp_c_.data(), dw(kProjW), dw(kProjB), dres_.data(), atty, w(kProjW), n, c, c);
+    ops::LinearBackward(dtmp_c_.data(), dw(kProjW), dw(kProjB), dres_.data(), a.atty, w(kProjW), n, c, c);
     zero(dqkv_, 3 * nc);
-    ops::AttentionBackward(dqkv_.data(), dtmp_c_.data(), qkv, att_.data() + l * natt, b, t, c, nh);
+    ops::AttentionBackward(dqkv_.data(), dtmp_c_.data(), a.qkv, a.att, b, t, c, nh);
     zero(dtmp_c2_, nc);
-    ops::LinearBackward(dtmp_c2_.data(), dw(kAttnW), dw(kAttnB), dqkv_.data(), ln1, w(kAttnW), n, c, 3 * c);
-    ops::LayerNormBackward(dx_.data(), dw(kLn1W), dw(kLn1B), dtmp_c2_.data(), x, w(kLn1W),
-                           ln1_mean_.data() + l * n, ln1_rstd_.data() + l * n, n, c);
+    ops::LinearBackward(dtmp_c2_.data(), dw(kAttnW), dw(kAttnB), dqkv_.data(), a.ln1, w(kAttnW), n, c, 3 * c);
+    ops::LayerNormBackward(dx_.data(), dw(kLn1W), dw(kLn1B), dtmp_c2_.data(), x, w(kLn1W), a.ln1_mean,
+                           a.ln1_rstd, n, c);
     params.Release(1 + l);
     params.GradientReady(1 + l);
   }

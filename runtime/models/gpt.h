@@ -5,7 +5,11 @@
 // Parameters live outside the model, in the engine's flat buffers, reached group by group through
 // ParameterAccess (group 0: wte, wpe; group 1+l: block l; group 1+n_layer: ln_f). Names follow
 // Hugging Face's GPT-2 checkpoint ("h.0.attn.c_attn.weight"); linear weights are [out][in].
-// Activations are owned by the model and sized for at most max_batch x block_size tokens.
+// Activations are owned by the model and sized for at most max_batch x block_size tokens. With
+// recomputation (activation checkpointing, docs/engine.md "Recomputation") the first
+// `recompute_blocks` blocks keep only their input after Forward; Backward runs each one's forward
+// again just before its backward, into one shared set of block buffers, so the result is bitwise
+// the same and the activations take the block inputs plus one block's internals.
 // Not thread-safe; Forward then Backward, once per micro-step.
 #pragma once
 
@@ -27,6 +31,9 @@ struct GptConfig {
   int n_embd = 0;
   int block_size = 0;  // the longest sequence (position embeddings)
   int vocab_size = 0;
+  // Activation checkpointing: how many blocks, from the first, are recomputed in Backward instead
+  // of keeping their internal activations (0: none, n_layer: every block). 0 <= it <= n_layer.
+  int recompute_blocks = 0;
 };
 
 // Bounds of a GptConfig: values past them are mistakes, not models (whether a model within them
@@ -55,8 +62,12 @@ class GptModel {
   // Parameters: layout().numel(). Groups: the elements of each parameter group, in layout order.
   static double NumParameters(const GptConfig& config);
   static std::vector<double> GroupSizes(const GptConfig& config);
-  // Bytes of the activations and scratch gradients the constructor allocates for max_batch.
+  // Bytes of the activations and scratch gradients the constructor allocates for max_batch
+  // (docs/engine.md, "Recomputation", gives the formula).
   static double ActivationBytes(const GptConfig& config, int max_batch);
+  // Sets of block-internal buffers the model keeps: n_layer without recomputation, else one shared
+  // by the recomputed blocks plus one per block that keeps its activations.
+  static int BlockSlots(const GptConfig& config);
   // The same, measured on this model's buffers.
   size_t activation_bytes() const;
 
@@ -86,7 +97,15 @@ class GptModel {
   // for every block.
   enum BlockTensor { kLn1W, kLn1B, kAttnW, kAttnB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB,
                      kBlockTensors };
+  // Where block l's internal activations live for the current b x t: its slot of each buffer.
+  struct BlockActivations {
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu;
+  };
   void BuildLayout();
+  BlockActivations Block(int l);
+  // Block l's forward from x_[l] with the block's parameters `g`: the internals into its slot, and
+  // with `output` the block's output into x_[l + 1] (a recomputation does not need it).
+  void BlockForward(const float* g, int l, bool output);
 
   GptConfig config_;
   int max_batch_;

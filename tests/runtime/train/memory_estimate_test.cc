@@ -84,6 +84,21 @@ TEST_CASE("The models' activation formulas are their constructors' allocations")
   CHECK(sum == static_cast<double>(mlp.layout().numel()));
 }
 
+TEST_CASE("With activation checkpointing the estimate's activations are the recomputing model's buffers") {
+  TrainConfig c = TinyGpt();
+  c.model = GptConfig{4, 2, 16, 8, 32};
+  double previous = EstimateTrainingMemory(c, 1).activations;
+  for (int recompute = 1; recompute <= 4; ++recompute) {
+    CAPTURE(recompute);
+    std::get<GptConfig>(c.model).recompute_blocks = recompute;
+    GptModel model(GptConfig{4, 2, 16, 8, 32, recompute}, 2);
+    const double activations = EstimateTrainingMemory(c, 1).activations;
+    CHECK(activations == static_cast<double>(model.activation_bytes()));
+    CHECK((recompute == 1 ? activations == previous : activations < previous));  // one block recomputed saves nothing
+    previous = activations;
+  }
+}
+
 TEST_CASE("A model that cannot fit is refused with what it needs and what the machine has") {
   // The n_layer 4000 (the demo's other dimensions): before, std::bad_alloc while the model
   // was built. Figures by hand: 793,153,792 parameters (x4 bytes each for parameters, gradients and
