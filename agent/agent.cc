@@ -25,6 +25,7 @@
 #include "agent/worker_env_on_node.h"
 #include "agent/worker_process.h"
 #include "common/asio.h"
+#include "common/auth/secret.h"
 #include "common/control_messages.h"
 #include "common/endpoint/endpoint_client.h"
 #include "common/env_names.h"
@@ -33,7 +34,6 @@
 #include "common/heartbeat.h"
 #include "common/process_tree.h"
 #include "common/route.h"
-#include "common/auth/secret.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
 

@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
-#include "common/env_names.h"
 #include "common/auth/secret.h"
+#include "common/env_names.h"
 #include "common/store/store_client.h"
 #include "common/text.h"
 #include "common/worker_identity.h"

@@ -13,8 +13,8 @@
 #include "common/cpu_list.h"
 #include "common/job_id.h"
 #include "common/text.h"
-#include "launcher/node_mode/options.h"
 #include "dslaunch/config.h"
+#include "launcher/node_mode/options.h"
 
 namespace dslaunch::launcher {
 namespace {

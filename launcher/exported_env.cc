@@ -5,8 +5,8 @@
 #include <set>
 
 #include "common/env_names.h"
-#include "launcher/launch_plan.h"
 #include "launcher/env_contract.h"
+#include "launcher/launch_plan.h"
 
 namespace dslaunch::launcher {
 namespace {

@@ -20,11 +20,11 @@
 
 #include "common/heartbeat.h"
 #include "common/status.h"
-#include "launcher/start/agent_starter.h"
 #include "launcher/console.h"
 #include "launcher/elastic_policy.h"
 #include "launcher/event_log.h"
 #include "launcher/launch_plan.h"
+#include "launcher/start/agent_starter.h"
 
 namespace dslaunch::launcher {
 

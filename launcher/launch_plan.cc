@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "common/cpu_list.h"
-#include "launcher/hostfile.h"
 #include "launcher/env_contract.h"
+#include "launcher/hostfile.h"
 
 namespace dslaunch::launcher {
 namespace {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "common/cpu_list.h"
+#include "launcher/env_contract.h"
 #include "launcher/exported_env.h"
 #include "launcher/shell_quote.h"
-#include "launcher/env_contract.h"
 
 namespace dslaunch::launcher {
 namespace {

@@ -18,26 +18,26 @@
 #include <memory>
 #include <tuple>
 
-#include "common/env_names.h"
-#include "common/route.h"
-#include "common/error_record.h"
 #include "common/auth/secret.h"
+#include "common/env_names.h"
+#include "common/error_record.h"
+#include "common/route.h"
 #include "common/store/store_client.h"
 #include "common/text.h"
 #include "common/worker_identity.h"
 #include "dslaunch/config.h"
-#include "runtime/train/available_memory.h"
-#include "runtime/train/generation.h"
-#include "runtime/comm/gloo/communicator.h"
-#include "runtime/data/idx_synthetic.h"
-#include "runtime/train/memory_estimate.h"
 #include "runtime/checkpoint/fault_injecting_file_system.h"
 #include "runtime/checkpoint/model_file.h"
+#include "runtime/comm/gloo/communicator.h"
+#include "runtime/config/train_config.h"
+#include "runtime/data/idx_synthetic.h"
 #include "runtime/data/prepare_text.h"
+#include "runtime/data/token_shard.h"
+#include "runtime/train/available_memory.h"
+#include "runtime/train/generation.h"
+#include "runtime/train/memory_estimate.h"
 #include "runtime/train/progress_file.h"
 #include "runtime/train/progress_report.h"
-#include "runtime/data/token_shard.h"
-#include "runtime/config/train_config.h"
 #include "runtime/train/trainer.h"
 
 extern char** environ;
@@ -100,6 +100,82 @@ int64_t UnixMillis() {
       .count();
 }
 
+// Rank 0's words before training: keys recognised but not implemented, the parser's warnings and
+// notes, and the batch sizes.
+void PrintConfigSummary(const TrainConfig& config, int world_size) {
+  // UnimplementedWarning carries its own "warning: " prefix.
+  if (!config.unimplemented_keys.empty()) {
+    std::fprintf(stderr, "dslaunch-worker: %s\n", UnimplementedWarning(config).c_str());
+  }
+  for (const std::string& w : config.warnings) std::fprintf(stderr, "dslaunch-worker: warning: %s\n", w.c_str());
+  std::printf("%s\n", BatchSummary(config, world_size).c_str());
+  std::fflush(stdout);
+}
+
+// Before anything model-sized is allocated: does the run fit this node? A machine whose available
+// memory cannot be read skips the check, with a warning from rank 0.
+Status CheckMemory(const TrainConfig& config, const WorkerIdentity& id, const std::string& config_path) {
+  auto available = ReadAvailableMemory();
+  if (available.ok()) {
+    return CheckMemoryFits(EstimateTrainingMemory(config, id.world_size), id.local_world_size, *available,
+                           config_path);
+  }
+  if (id.rank == 0) {
+    std::fprintf(stderr, "dslaunch-worker: warning: memory check skipped: %s\n",
+                 available.status().ToString().c_str());
+  }
+  return Status::Ok();
+}
+
+// This rank's client of the launcher's store, authenticated with the job's secret.
+Result<std::unique_ptr<StoreClient>> ConnectStore(const WorkerIdentity& id) {
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string secret, ReadSecretFile(id.store_secret_file));
+  const auto deadline = std::chrono::steady_clock::now() + kStartupTimeout;
+  return StoreClient::Connect({id.store_address, id.job_id, id.generation, secret}, deadline);
+}
+
+using MetricsFile = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+// Rank 0's metrics, one JSON object per line, in the job's directory on its node. The directory
+// is kept across the generations of a job: a restart appends, generation 0 starts the file. No
+// file (a null pointer) on other ranks or without a job directory.
+Result<MetricsFile> OpenMetrics(const std::map<std::string, std::string>& env, const WorkerIdentity& id) {
+  MetricsFile metrics(nullptr, &std::fclose);
+  if (auto dir = env.find(env::kJobDir); id.rank == 0 && dir != env.end() && !dir->second.empty()) {
+    const std::string path = dir->second + "/metrics.jsonl";
+    metrics.reset(std::fopen(path.c_str(), id.generation > 0 ? "a" : "w"));
+    if (!metrics) return InternalError("cannot write " + path + ": " + std::strerror(errno));
+  }
+  return metrics;
+}
+
+// The training loop's connections to this process: stdout, the metrics file, the progress bar when
+// the launcher asked for one, SIGTERM as the stop request.
+TrainHooks OutputHooks(const std::map<std::string, std::string>& env, std::FILE* metrics) {
+  TrainHooks output;
+  output.print = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  output.metrics = [metrics](const std::string& json) {
+    if (metrics == nullptr) return;
+    std::fprintf(metrics, "%s\n", json.c_str());
+    std::fflush(metrics);
+  };
+  if (auto progress = env.find(env::kProgress); progress != env.end() && progress->second == "1") {
+    // Ended by '\r': the launcher's console redraws it in place and keeps it out of the logs.
+    output.progress = [](const std::string& bar) {
+      std::printf("%s\r", bar.c_str());
+      std::fflush(stdout);
+    };
+  }
+  // SIGTERM (the agent stopping the job) ends training after the current step, with a
+  // checkpoint when checkpoint.save_on_stop is set; the worker then exits 143 as if killed by it.
+  std::signal(SIGTERM, [](int) { g_stop_requested.store(true); });
+  output.stop = &g_stop_requested;
+  return output;
+}
+
 int RunTrain(const std::string& config_path) {
   const int64_t started_ms = UnixMillis();
   // Gloo writes to sockets without MSG_NOSIGNAL: a dead peer must be an error, not SIGPIPE.
@@ -113,15 +189,7 @@ int RunTrain(const std::string& config_path) {
   if (!watchdog_env.ok()) return Fail(watchdog_env.status());
   auto config = ReadTrainConfig(config_path, id->world_size, id->generation);
   if (!config.ok()) return Fail(config.status());
-  if (id->rank == 0) {
-    // UnimplementedWarning carries its own "warning: " prefix.
-    if (!config->unimplemented_keys.empty()) {
-      std::fprintf(stderr, "dslaunch-worker: %s\n", UnimplementedWarning(*config).c_str());
-    }
-    for (const std::string& w : config->warnings) std::fprintf(stderr, "dslaunch-worker: warning: %s\n", w.c_str());
-    std::printf("%s\n", BatchSummary(*config, id->world_size).c_str());
-    std::fflush(stdout);
-  }
+  if (id->rank == 0) PrintConfigSummary(*config, id->world_size);
 
   // Progress reports for the agent's hang detection, from now on (runtime/train/progress_report.h). The
   // communicator's collective timeout follows the watchdog timeout once it exists.
@@ -141,22 +209,11 @@ int RunTrain(const std::string& config_path) {
         if (gloo != nullptr) gloo->SetCollectiveTimeout(CollectiveTimeoutFor(timeout, kDefaultGlooCollectiveTimeout));
       });
   reporter.Starting(0);
-  // Before anything model-sized is allocated: does the run fit this node?
-  if (auto available = ReadAvailableMemory(); available.ok()) {
-    const Status fits = CheckMemoryFits(EstimateTrainingMemory(*config, id->world_size), id->local_world_size,
-                                        *available, config_path);
-    if (!fits.ok()) return Fail(fits);
-  } else if (id->rank == 0) {
-    std::fprintf(stderr, "dslaunch-worker: warning: memory check skipped: %s\n",
-                 available.status().ToString().c_str());
-  }
+  if (Status fits = CheckMemory(*config, *id, config_path); !fits.ok()) return Fail(fits);
   auto data = ReadTrainData(*config);
   if (!data.ok()) return Fail(data.status());
 
-  auto secret = ReadSecretFile(id->store_secret_file);
-  if (!secret.ok()) return Fail(secret.status());
-  auto deadline = std::chrono::steady_clock::now() + kStartupTimeout;
-  auto store = StoreClient::Connect({id->store_address, id->job_id, id->generation, *secret}, deadline);
+  auto store = ConnectStore(*id);
   if (!store.ok()) return Fail(store.status());
   auto address = SourceAddressToward(id->store_address);
   if (!address.ok()) return Fail(address.status());
@@ -169,39 +226,12 @@ int RunTrain(const std::string& config_path) {
   generation->rendezvous_ms = UnixMillis();
   gloo = comm->get();
 
-  // Rank 0's metrics, one JSON object per line, in the job's directory on its node. The directory
-  // is kept across the generations of a job: a restart appends, generation 0 starts the file.
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics(nullptr, &std::fclose);
-  if (auto dir = env.find(env::kJobDir); id->rank == 0 && dir != env.end() && !dir->second.empty()) {
-    const std::string path = dir->second + "/metrics.jsonl";
-    metrics.reset(std::fopen(path.c_str(), id->generation > 0 ? "a" : "w"));
-    if (!metrics) return Fail(InternalError("cannot write " + path + ": " + std::strerror(errno)));
-  }
-  TrainHooks output;
-  output.print = [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  };
-  output.metrics = [&](const std::string& json) {
-    if (!metrics) return;
-    std::fprintf(metrics.get(), "%s\n", json.c_str());
-    std::fflush(metrics.get());
-  };
-  if (auto progress = env.find(env::kProgress); progress != env.end() && progress->second == "1") {
-    // Ended by '\r': the launcher's console redraws it in place and keeps it out of the logs.
-    output.progress = [](const std::string& bar) {
-      std::printf("%s\r", bar.c_str());
-      std::fflush(stdout);
-    };
-  }
-  // SIGTERM (the agent stopping the job) ends training after the current step, with a
-  // checkpoint when checkpoint.save_on_stop is set; the worker then exits 143 as if killed by it.
-  std::signal(SIGTERM, [](int) { g_stop_requested.store(true); });
-  output.stop = &g_stop_requested;
+  auto metrics = OpenMetrics(env, *id);
+  if (!metrics.ok()) return Fail(metrics.status());
+  TrainHooks output = OutputHooks(env, metrics->get());
   output.reporter = &reporter;
   output.first_step_done = [&](int64_t first_step) {
-    const int64_t now_ms = UnixMillis();
-    output.metrics(GenerationRecordJson(*generation, id->world_size, first_step, now_ms));
+    output.metrics(GenerationRecordJson(*generation, id->world_size, first_step, UnixMillis()));
   };
   std::unique_ptr<FaultInjectingFileSystem> fault_files;
   if (auto fault = env.find(kCheckpointFaultEnv); fault != env.end() && id->generation == 0) {

@@ -9,9 +9,9 @@
 #include <map>
 
 #include "common/asio.h"
+#include "common/auth/secret.h"
 #include "common/check.h"
 #include "common/message_types.h"
-#include "common/auth/secret.h"
 
 namespace dslaunch {
 namespace {

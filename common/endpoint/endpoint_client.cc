@@ -14,8 +14,8 @@
 #include <climits>
 #include <thread>
 
-#include "common/message_types.h"
 #include "common/auth/secret.h"
+#include "common/message_types.h"
 
 namespace dslaunch {
 namespace {

@@ -1,7 +1,7 @@
 #include "common/store/store_client.h"
 
-#include "common/endpoint/endpoint_client.h"
 #include "common/auth/handshake.h"
+#include "common/endpoint/endpoint_client.h"
 #include "common/message_types.h"
 #include "common/store/store_protocol.h"
 

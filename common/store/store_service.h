@@ -25,8 +25,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "common/store/kv_store.h"
 #include "common/status.h"
+#include "common/store/kv_store.h"
 
 namespace boost::asio {
 class io_context;

@@ -15,8 +15,8 @@
 #include "common/check.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
-#include "launcher/start/line_cutter.h"
 #include "launcher/shell_quote.h"
+#include "launcher/start/line_cutter.h"
 #include "launcher/start/ssh/connection.h"
 #include "launcher/start/ssh/preflight.h"
 

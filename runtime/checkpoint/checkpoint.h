@@ -24,9 +24,9 @@
 #include "runtime/checkpoint/file_system.h"
 #include "runtime/checkpoint/meta.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/engine/zero_engine.h"
-#include "runtime/core/param_layout.h"
 #include "runtime/config/train_config.h"
+#include "runtime/core/param_layout.h"
+#include "runtime/engine/zero_engine.h"
 
 namespace dslaunch::runtime {
 

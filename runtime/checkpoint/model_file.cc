@@ -7,14 +7,14 @@
 #include <optional>
 #include <span>
 
-#include "common/file_io.h"
 #include "common/check.h"
+#include "common/file_io.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/core/sixteen_bit_float.h"
 #include "runtime/checkpoint/names.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/checkpoint/shard_reader.h"
 #include "runtime/config/train_config.h"
+#include "runtime/core/sixteen_bit_float.h"
 
 namespace dslaunch::runtime {
 namespace fs = std::filesystem;

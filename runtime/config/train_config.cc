@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <limits>
 
-#include "common/file_io.h"
 #include "common/auth/sha256.h"
+#include "common/file_io.h"
 #include "runtime/config/json_structure.h"
 #include "runtime/config/sections.h"
 

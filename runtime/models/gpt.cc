@@ -6,8 +6,8 @@
 #include <string>
 
 #include "common/check.h"
-#include "runtime/ops/cpu/ops.h"
 #include "runtime/core/random.h"
+#include "runtime/ops/cpu/ops.h"
 
 namespace dslaunch::runtime {
 namespace {

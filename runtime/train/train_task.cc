@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "runtime/data/batch_sampler.h"
+#include "runtime/data/token_shard.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
-#include "runtime/data/token_shard.h"
 
 namespace dslaunch::runtime {
 namespace {

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "common/status.h"
-#include "runtime/data/idx_data.h"
+#include "runtime/config/train_config.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
-#include "runtime/config/train_config.h"
+#include "runtime/data/idx_data.h"
 
 namespace dslaunch::runtime {
 

@@ -12,8 +12,8 @@
 #include "common/status.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/train/progress_report.h"
 #include "runtime/config/train_config.h"
+#include "runtime/train/progress_report.h"
 #include "runtime/train/train_task.h"
 
 namespace dslaunch::runtime {

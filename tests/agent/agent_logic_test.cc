@@ -4,10 +4,10 @@
 
 #include "agent/line_splitter.h"
 #include "agent/log_files.h"
-#include "common/control_messages.h"
 #include "agent/node_workers.h"
 #include "agent/secret_dir.h"
 #include "agent/worker_env_on_node.h"
+#include "common/control_messages.h"
 
 namespace dslaunch::agent {
 namespace {

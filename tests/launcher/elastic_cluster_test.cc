@@ -9,8 +9,8 @@
 
 #include "common/exit_codes.h"
 #include "tests/support/cluster.h"
-#include "tests/support/skip.h"
 #include "tests/support/proc_checks.h"
+#include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {

@@ -35,9 +35,9 @@
 #include <string>
 #include <thread>
 
+#include "common/auth/secret.h"
 #include "common/env_names.h"
 #include "common/error_record.h"
-#include "common/auth/secret.h"
 #include "common/store/store_client.h"
 #include "common/worker_identity.h"
 

@@ -12,8 +12,8 @@
 
 #include "runtime/data/token_shard.h"
 #include "tests/support/cluster.h"
-#include "tests/support/skip.h"
 #include "tests/support/proc_checks.h"
+#include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {

@@ -9,8 +9,8 @@
 #include <random>
 
 #include "common/auth/handshake.h"
-#include "common/message_types.h"
 #include "common/auth/sha256.h"
+#include "common/message_types.h"
 #include "common/store/store_protocol.h"
 #include "common/wire.h"
 #include "tests/support/allocation_counter.h"

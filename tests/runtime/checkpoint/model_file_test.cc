@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "runtime/models/gpt.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/core/sixteen_bit_float.h"
 #include "runtime/data/idx_synthetic.h"
+#include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
-#include "runtime/checkpoint/safetensors.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
 #include "tests/support/subprocess.h"

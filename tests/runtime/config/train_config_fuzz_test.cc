@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/memory_estimate.h"
-#include "runtime/core/random.h"
 #include "runtime/config/train_config.h"
+#include "runtime/core/random.h"
+#include "runtime/train/memory_estimate.h"
 #include "tests/support/fuzz_cases.h"
 
 namespace {

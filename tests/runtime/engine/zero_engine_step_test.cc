@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "runtime/engine/zero_engine.h"
 #include "runtime/core/sixteen_bit_float.h"
+#include "runtime/engine/zero_engine.h"
 #include "tests/fakes/engine_on_threads.h"
 
 namespace dslaunch::runtime {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/models/gpt.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/models/gpt.h"
 #include "tests/fakes/flat_parameter_access.h"
 
 namespace dslaunch::runtime {

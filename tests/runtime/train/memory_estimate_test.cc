@@ -7,10 +7,10 @@
 
 #include <thread>
 
-#include "runtime/train/available_memory.h"
 #include "runtime/engine/zero_engine.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
+#include "runtime/train/available_memory.h"
 #include "tests/fakes/thread_communicator.h"
 
 namespace dslaunch::runtime {

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <functional>
 
+#include "runtime/data/idx_synthetic.h"
 #include "runtime/engine/zero_engine.h"
 #include "runtime/models/gpt.h"
-#include "runtime/data/idx_synthetic.h"
 #include "tests/fakes/thread_communicator.h"
 #include "tests/fakes/train_on_threads.h"
 
