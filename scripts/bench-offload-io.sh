@@ -24,8 +24,13 @@ trap 'rm -f "$out"' EXIT
   fi
   echo "== optimizer"
   OMP_NUM_THREADS=1 build/bin/optimizer_bench --sizes "${sizes[@]}"
-  if python3 -c 'import torch' 2>/dev/null; then
-    python3 - "${sizes[@]}" <<'PY'
+  # Debian's python3-torch is for /usr/bin/python3, which a pyenv or venv python3 may hide.
+  torch_python=""
+  for py in python3 /usr/bin/python3; do
+    if "$py" -c 'import torch' 2>/dev/null; then torch_python="$py"; break; fi
+  done
+  if [[ -n "$torch_python" ]]; then
+    "$torch_python" - "${sizes[@]}" <<'PY'
 import statistics, sys, time, torch
 torch.set_num_threads(1)
 # The same state as optimizer_bench: fp32 parameter, gradient and two moments, 16 bytes/element.
@@ -63,6 +68,7 @@ sections = re.split(r"^== ", text, flags=re.M)
 for s in sections[1:]:
     title, _, body = s.partition("\n")
     rows = re.findall(r"^(\S.*?)\s+([0-9.]+) GB/s", body, flags=re.M)
+    rows = [(re.sub(r"\s+", " ", name), gbps) for name, gbps in rows]
     if not rows:
         continue
     print(f"| {title} | GB/s |\n|---|---|")
