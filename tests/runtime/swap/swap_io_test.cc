@@ -14,6 +14,7 @@
 #include "runtime/swap/sync_io_engine.h"
 #include "runtime/swap/uring_io_engine.h"
 #include "tests/runtime/swap/swap_test_files.h"
+#include "tests/support/skip.h"
 
 namespace dslaunch::runtime::swap {
 namespace {
@@ -21,6 +22,7 @@ namespace {
 using testing::FillPattern;
 using testing::FirstMismatch;
 using testing::SwapTestDir;
+using testing::UringAvailable;
 
 // A file system that refuses O_DIRECT, as tmpfs did before Linux 6.6.
 int OpenRefusingDirect(const char* path, int flags, mode_t mode) {
@@ -33,9 +35,20 @@ int OpenRefusingDirect(const char* path, int flags, mode_t mode) {
 
 std::unique_ptr<IoEngine> Engine(IoBackend backend, const AioConfig& config) {
   IoEngineChoice choice = MakeIoEngine(backend, config);
-  // io_uring works on this machine and in CI; a warning here means the fallback hid a failure.
+  // Cases that use io_uring skip first where it is unavailable; a warning here is a failure.
   REQUIRE_MESSAGE(!choice.warning.has_value(), *choice.warning);
   return std::move(choice.engine);
+}
+
+TEST_CASE("Where io_uring cannot be set up the factory falls back to pread/pwrite and says why") {
+  AioConfig config;
+  config.queue_depth = 1 << 20;  // beyond io_uring's 32768 entries: io_uring_queue_init refuses
+  IoEngineChoice choice = MakeIoEngine(IoBackend::kUring, config);
+  REQUIRE(choice.warning.has_value());
+  CHECK(choice.warning->find("io_uring is not available (io_uring_queue_init(1048576): ") == 0);
+  CHECK(choice.warning->find("synchronous pread/pwrite") != std::string::npos);
+  CHECK(choice.engine->name() == "pread/pwrite");
+  CHECK_FALSE(MakeIoEngine(IoBackend::kSync, AioConfig{}).warning.has_value());
 }
 
 // Writes `records` records of distinct patterns through `engine`, all in flight at once, then
@@ -62,6 +75,7 @@ void WriteAndReadBack(const SwapFile& file, IoEngine& engine, uint64_t records) 
 }
 
 TEST_CASE("Both engines write and read back records exactly on disk, on tmpfs and without O_DIRECT") {
+  DSLAUNCH_SKIP_UNLESS(UringAvailable(), "io_uring", "io_uring_queue_init fails here");
   struct Place {
     const char* parent;
     OpenFileFn open_file;
@@ -97,6 +111,7 @@ TEST_CASE("Both engines write and read back records exactly on disk, on tmpfs an
 }
 
 TEST_CASE("io_uring honours queue_depth, single_submit and overlap_events") {
+  DSLAUNCH_SKIP_UNLESS(UringAvailable(), "io_uring", "io_uring_queue_init fails here");
   SwapTestDir dir("/var/tmp");
   auto file = SwapFile::Create({dir.path, SwapKind::kOptimizer, 0, 1 << 20, 4});
   REQUIRE(file.ok());
@@ -127,6 +142,7 @@ TEST_CASE("io_uring honours queue_depth, single_submit and overlap_events") {
 }
 
 TEST_CASE("A read past the end of the file is data loss naming the offset, for both engines") {
+  DSLAUNCH_SKIP_UNLESS(UringAvailable(), "io_uring", "io_uring_queue_init fails here");
   SwapTestDir dir("/var/tmp");
   auto file = SwapFile::Create({dir.path, SwapKind::kParam, 0, 4096, 1});
   REQUIRE(file.ok());

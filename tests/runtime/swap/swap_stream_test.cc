@@ -12,6 +12,7 @@
 #include "runtime/swap/swap_directory.h"
 #include "tests/fakes/fake_io_engine.h"
 #include "tests/runtime/swap/swap_test_files.h"
+#include "tests/support/skip.h"
 
 namespace dslaunch::runtime::swap {
 namespace {
@@ -104,6 +105,7 @@ TEST_CASE("A failed transfer stops the ring with the sub-group named and nothing
 }
 
 TEST_CASE("The ring streams real swap files on disk and on tmpfs through both engines") {
+  DSLAUNCH_SKIP_UNLESS(testing::UringAvailable(), "io_uring", "io_uring_queue_init fails here");
   for (const char* parent : {"/var/tmp", "/dev/shm"}) {
     for (IoBackend backend : {IoBackend::kUring, IoBackend::kSync}) {
       for (int buffers : {1, 2, 4}) {

@@ -10,6 +10,8 @@
 #include <span>
 #include <string>
 
+#include "runtime/swap/io_engine.h"
+
 namespace dslaunch::testing {
 
 // A fresh directory under `parent` (/var/tmp: disk; /dev/shm: tmpfs), removed at the end.
@@ -21,6 +23,11 @@ struct SwapTestDir {
   }
   ~SwapTestDir() { std::filesystem::remove_all(path); }
 };
+
+// Whether io_uring can be set up here (a container's seccomp profile may refuse it).
+inline bool UringAvailable() {
+  return !runtime::swap::MakeIoEngine(runtime::swap::IoBackend::kUring, runtime::swap::AioConfig{}).warning;
+}
 
 // Byte `i` of the pattern with `seed`: distinct per position and per seed, so a record read
 // from the wrong offset or a stale buffer shows.
