@@ -62,8 +62,4 @@ struct IoEngineChoice {
 // io_uring falls back to the synchronous engine with a warning.
 IoEngineChoice MakeIoEngine(IoBackend backend, const AioConfig& config);
 
-// The piece sizes of a transfer of `bytes` in `block_size` pieces: full pieces then the rest.
-// Pure; shared by both engines.
-uint64_t PieceCount(uint64_t bytes, uint64_t block_size);
-
 }  // namespace dslaunch::runtime::swap

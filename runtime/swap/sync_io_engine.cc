@@ -7,8 +7,6 @@
 
 namespace dslaunch::runtime::swap {
 
-uint64_t PieceCount(uint64_t bytes, uint64_t block_size) { return (bytes + block_size - 1) / block_size; }
-
 Status SyncIoEngine::Transfer(const IoRequest& r) {
   const bool read = r.op == IoOp::kRead;
   uint64_t done = 0;

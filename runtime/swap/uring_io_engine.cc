@@ -7,27 +7,44 @@
 #include "runtime/swap/sync_io_engine.h"
 
 namespace dslaunch::runtime::swap {
+namespace {
+
+// user_data of the no-op that wakes the completion thread at shutdown; piece ids start at 1.
+constexpr uint64_t kWakeId = 0;
+
+}  // namespace
 
 Result<std::unique_ptr<UringIoEngine>> UringIoEngine::Create(const AioConfig& config) {
   std::unique_ptr<UringIoEngine> e(new UringIoEngine(config));
-  int err = io_uring_queue_init(static_cast<unsigned>(config.queue_depth), &e->ring_, 0);
+  // One extra entry for the shutdown no-op, so it never waits for a free slot.
+  int err = io_uring_queue_init(static_cast<unsigned>(config.queue_depth) + 1, &e->ring_, 0);
   if (err < 0) {
     return UnavailableError("io_uring_queue_init(" + std::to_string(config.queue_depth) + "): " + std::strerror(-err));
   }
   e->ring_ready_ = true;
+  e->reaper_ = std::thread([p = e.get()] { p->ReapLoop(); });
   return e;
 }
 
 UringIoEngine::~UringIoEngine() {
   if (!ring_ready_) return;
-  queued_.clear();
-  while (!in_flight_.empty()) {
-    if (!Reap().ok()) break;  // the ring is broken: nothing more will complete
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    queued_.clear();
+    if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data64(sqe, kWakeId);
+      io_uring_submit(&ring_);
+    }
   }
+  reaper_.join();
   io_uring_queue_exit(&ring_);
 }
 
 Result<IoTicket> UringIoEngine::Start(const IoRequest& r) {
+  std::lock_guard lock(mu_);
+  if (!failed_.ok()) return failed_;
   IoTicket t = next_ticket_++;
   Transfer& transfer = transfers_[t];
   for (uint64_t done = 0; done < r.buffer.size(); done += config_.block_size) {
@@ -35,11 +52,11 @@ Result<IoTicket> UringIoEngine::Start(const IoRequest& r) {
     queued_.push_back({t, r.op, r.fd, r.offset + done, r.buffer.data() + done, static_cast<uint32_t>(len)});
     ++transfer.pieces_left;
   }
-  DSLAUNCH_RETURN_IF_ERROR(Submit());
+  DSLAUNCH_RETURN_IF_ERROR(SubmitLocked());
   return t;
 }
 
-Status UringIoEngine::Submit() {
+Status UringIoEngine::SubmitLocked() {
   const size_t depth = static_cast<size_t>(config_.queue_depth);
   // Without overlap_events a new batch waits until the previous one has fully completed.
   if (!config_.overlap_events && !in_flight_.empty()) return Status::Ok();
@@ -75,8 +92,14 @@ Status UringIoEngine::Submit() {
   return Status::Ok();
 }
 
-void UringIoEngine::Complete(const Piece& p, int result) {
-  Transfer& t = transfers_.at(p.ticket);
+void UringIoEngine::CompleteLocked(uint64_t id, int result) {
+  auto it = in_flight_.find(id);
+  DSLAUNCH_CHECK(it != in_flight_.end()) << "completion for unknown piece " << id;
+  Piece p = it->second;
+  in_flight_.erase(it);
+  auto tit = transfers_.find(p.ticket);
+  if (tit == transfers_.end()) return;  // waited for already, after the ring broke
+  Transfer& t = tit->second;
   const char* what = p.op == IoOp::kRead ? "read" : "write";
   if (result < 0) {
     if (t.status.ok()) t.status = ErrnoError(std::string(what) + " at offset " + std::to_string(p.offset), -result);
@@ -90,40 +113,48 @@ void UringIoEngine::Complete(const Piece& p, int result) {
     rest.offset += static_cast<uint64_t>(result);
     rest.data += result;
     rest.len -= static_cast<uint32_t>(result);
-    queued_.push_front(rest);
-    return;
+    if (!stopping_) {
+      queued_.push_front(rest);
+      return;
+    }
   }
   --t.pieces_left;
 }
 
-Status UringIoEngine::Reap() {
-  io_uring_cqe* cqe = nullptr;
-  int err = io_uring_wait_cqe(&ring_, &cqe);
-  if (err == -EINTR) return Status::Ok();
-  if (err < 0) return ErrnoError("io_uring_wait_cqe", -err);
-  uint64_t id = io_uring_cqe_get_data64(cqe);
-  int result = cqe->res;
-  io_uring_cqe_seen(&ring_, cqe);
-  auto it = in_flight_.find(id);
-  DSLAUNCH_CHECK(it != in_flight_.end()) << "completion for unknown piece " << id;
-  Piece p = it->second;
-  in_flight_.erase(it);
-  Complete(p, result);
-  return Status::Ok();
+void UringIoEngine::ReapLoop() {
+  for (;;) {
+    io_uring_cqe* cqe = nullptr;
+    int err = io_uring_wait_cqe(&ring_, &cqe);  // the completion side is this thread's alone
+    std::lock_guard lock(mu_);
+    if (err == -EINTR) continue;
+    if (err < 0) {
+      failed_ = ErrnoError("io_uring_wait_cqe", -err);
+      done_.notify_all();
+      return;
+    }
+    uint64_t id = io_uring_cqe_get_data64(cqe);
+    int result = cqe->res;
+    io_uring_cqe_seen(&ring_, cqe);
+    if (id != kWakeId) CompleteLocked(id, result);
+    if (Status s = SubmitLocked(); !s.ok() && failed_.ok()) failed_ = s;
+    done_.notify_all();
+    if (stopping_ && in_flight_.empty()) return;
+  }
 }
 
 Status UringIoEngine::Wait(IoTicket ticket) {
+  std::unique_lock lock(mu_);
   auto it = transfers_.find(ticket);
   DSLAUNCH_CHECK(it != transfers_.end()) << "Wait on unknown or already waited ticket " << ticket;
-  while (it->second.pieces_left > 0) {
-    DSLAUNCH_RETURN_IF_ERROR(Submit());
-    DSLAUNCH_CHECK(!in_flight_.empty()) << "ticket " << ticket << " has pieces left and none in flight";
-    DSLAUNCH_RETURN_IF_ERROR(Reap());
-  }
-  Status s = it->second.status;
+  done_.wait(lock, [&] { return it->second.pieces_left == 0 || !failed_.ok(); });
+  Status s = it->second.pieces_left == 0 ? it->second.status : failed_;
   transfers_.erase(it);
-  DSLAUNCH_RETURN_IF_ERROR(Submit());  // keep the queue busy for the transfers still pending
   return s;
+}
+
+IoStats UringIoEngine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
 }
 
 IoEngineChoice MakeIoEngine(IoBackend backend, const AioConfig& config) {
