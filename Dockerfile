@@ -26,7 +26,7 @@ RUN --mount=type=cache,target=/var/cache/apt \
  && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       cmake ninja-build g++ ccache pkg-config \
-      libboost-dev nlohmann-json3-dev libcli11-dev libgloo-dev libssh-dev libopenblas-dev \
+      libboost-dev nlohmann-json3-dev libcli11-dev libgloo-dev libssh-dev libopenblas-dev liburing-dev \
       fortunes
 # Where the sources are compiled, and ccache's settings: a cache mount by default.
 # scripts/build-image.sh passes the checkout's own path and the host's ccache settings and mounts
@@ -87,7 +87,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN --mount=type=cache,target=/var/cache/apt \
     --mount=type=cache,target=/var/lib/apt/lists \
     apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends libssh-4 libgloo0 libopenblas0-pthread libgomp1 procps
+ && apt-get install -y -qq --no-install-recommends libssh-4 libgloo0 libopenblas0-pthread libgomp1 liburing2 procps
 COPY --from=build /out/bin/ /usr/local/bin/
 COPY --from=build /out/data/ /opt/dslaunch/data/
 COPY configs/ /opt/dslaunch/configs/

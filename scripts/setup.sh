@@ -11,6 +11,8 @@ packages=(
   cmake ninja-build g++ ccache pkg-config
   # libraries
   libboost-dev nlohmann-json3-dev libcli11-dev doctest-dev libgloo-dev libssh-dev libopenblas-dev
+  # swap files of offloaded state: io_uring (docs/offload.md)
+  liburing-dev
   # the cluster tests: sshd in network namespaces
   openssh-server openssh-client iproute2
   # the slurm tests: a real Slurm on the namespaced cluster (scripts/slurm-cluster.sh); its

@@ -32,7 +32,8 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   slurm:   Slurm and munge on the test cluster (scripts/slurm-cluster.sh)
 //   container: root and podman, for the container tier (bash: tests/container/container_lib.sh)
 //   kubernetes: root, podman, ip netns and python3-yaml (bash: tests/kubernetes/k8s_lib.sh)
-inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns", "slurm"};
+//   io_uring: io_uring_queue_init works (seccomp profiles of containers refuse it)
+inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns", "slurm", "io_uring"};
 
 // True when `list` (comma-separated names, or "all") names `requirement`.
 inline bool ListNames(std::string_view list, std::string_view requirement) {

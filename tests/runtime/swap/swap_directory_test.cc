@@ -1,0 +1,111 @@
+#include "runtime/swap/swap_directory.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/unique_fd.h"
+#include "runtime/swap/swap_file_name.h"
+
+namespace dslaunch::runtime::swap {
+namespace {
+
+constexpr std::string_view kKey = "zero_optimization.offload_optimizer.nvme_path";
+
+// A fresh directory on the disk-backed /var/tmp, removed at the end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/var/tmp/dslaunch-swap-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+TEST_CASE("Swap file names round-trip and near misses are not swap files") {
+  SwapFileName n{SwapKind::kParam, 12, 4711};
+  CHECK(FormatSwapFileName(n) == "param.rank12.pid4711.swp");
+  CHECK(ParseSwapFileName(FormatSwapFileName(n)) == n);
+  SwapFileName o{SwapKind::kOptimizer, 0, 1};
+  CHECK(ParseSwapFileName(FormatSwapFileName(o)) == o);
+  for (const char* bad : {"", "optimizer.rank0.pid1.swp.tmp", "optimizer.rank.pid1.swp", "optimizer.rank01.pid1.swp",
+                          "optimizer.rank-1.pid1.swp", "grads.rank0.pid1.swp", "optimizer.rank0.pid1", "notes.txt",
+                          "optimizer.rank0.pid99999999999999999999999.swp"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(ParseSwapFileName(bad).has_value());
+  }
+  CHECK(SwapDirectory("/nvme") == "/nvme/dslaunch-swap");
+  CHECK(SwapDirectory("/nvme/") == "/nvme/dslaunch-swap");
+}
+
+TEST_CASE("CheckFreeSpace names the path and both byte counts") {
+  CHECK(CheckFreeSpace("/nvme", 100, 100, kKey).ok());
+  Status s = CheckFreeSpace("/nvme", 101, 100, kKey);
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK(s.message().find("zero_optimization.offload_optimizer.nvme_path '/nvme': needs 101 bytes for swap files, 100 bytes are free") == 0);
+}
+
+TEST_CASE("CheckSwapDirectory refuses a missing path, a file, an unwritable place and a full disk") {
+  TempDir dir;
+  CHECK(CheckSwapDirectory(dir.path, 4096, kKey).ok());
+  CHECK(std::filesystem::is_directory(SwapDirectory(dir.path)));
+  CHECK(std::filesystem::is_empty(SwapDirectory(dir.path)));  // the probe file is gone
+
+  Status s = CheckSwapDirectory(dir.path + "/missing", 1, kKey);
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK(s.message().find(std::string(kKey) + " '" + dir.path + "/missing': No such file or directory") == 0);
+
+  std::ofstream(dir.path + "/file") << "x";
+  s = CheckSwapDirectory(dir.path + "/file", 1, kKey);
+  CHECK(s.message().find("'" + dir.path + "/file': not a directory") != std::string::npos);
+
+  // /proc takes no new entries, not even from root.
+  s = CheckSwapDirectory("/proc", 1, kKey);
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK(s.message().find("'/proc': cannot create") != std::string::npos);
+
+  constexpr uint64_t kExabyte = uint64_t{1} << 60;
+  s = CheckSwapDirectory(dir.path, kExabyte, kKey);
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK(s.message().find("needs " + std::to_string(kExabyte) + " bytes") != std::string::npos);
+
+  CHECK(CheckSwapDirectory("", 1, kKey).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("RemoveStaleSwapFiles removes unlocked swap files and leaves locked ones and other names") {
+  TempDir dir;
+  CHECK(RemoveStaleSwapFiles(dir.path)->empty());  // no swap sub-directory yet
+  std::string swap_dir = SwapDirectory(dir.path);
+  std::filesystem::create_directory(swap_dir);
+  std::string stale = swap_dir + "/" + FormatSwapFileName({SwapKind::kOptimizer, 3, 999999});
+  std::string live = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 0, 1234});
+  std::string other = swap_dir + "/notes.txt";
+  std::ofstream(stale) << "12345";
+  std::ofstream(live) << "x";
+  std::ofstream(other) << "keep";
+  // A live run holds its file's lock; flock conflicts between open files even in one process.
+  UniqueFd held(::open(live.c_str(), O_RDONLY));
+  REQUIRE(::flock(held.get(), LOCK_EX | LOCK_NB) == 0);
+
+  auto removed = RemoveStaleSwapFiles(dir.path);
+  REQUIRE(removed.ok());
+  REQUIRE(removed->size() == 1);
+  CHECK((*removed)[0].path == stale);
+  CHECK((*removed)[0].bytes == 5);
+  CHECK_FALSE(std::filesystem::exists(stale));
+  CHECK(std::filesystem::exists(live));
+  CHECK(std::filesystem::exists(other));
+
+  held.Reset();  // the live run ends without cleaning up: the next start removes its file
+  removed = RemoveStaleSwapFiles(dir.path);
+  REQUIRE(removed->size() == 1);
+  CHECK((*removed)[0].path == live);
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime::swap
