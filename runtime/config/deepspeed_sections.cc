@@ -168,7 +168,8 @@ Status ParseZero(Section& root, ZeroConfig* out) {
   DSLAUNCH_RETURN_IF_ERROR(
       z->Int("stage3_param_persistence_threshold", 0, kNoMax, &out->stage3_param_persistence_threshold));
   DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_max_live_parameters", 0, kNoMax, &out->stage3_max_live_parameters));
-  z->Unimplemented({"offload_optimizer", "offload_param", "reduce_scatter", "allgather_partitions",
+  z->Known("offload_param");  // ParseOffloadParam reads it
+  z->Unimplemented({"offload_optimizer", "reduce_scatter", "allgather_partitions",
                     "load_from_fp32_weights", "round_robin_gradients", "sub_group_size",
                     "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
                     "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint", "ignore_unused_parameters",

@@ -12,6 +12,7 @@ EngineOptions EngineOptionsFrom(const TrainConfig& config) {
   o.optimizer = config.optimizer;
   o.schedule = config.lr_schedule;
   o.gradient_clipping = config.gradient_clipping;
+  o.offload_param = config.offload_param;
   return o;
 }
 

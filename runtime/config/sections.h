@@ -24,6 +24,10 @@ Status ParseScheduler(Section& root, LrSchedule* out);
 // The fp16 section into *loss_scaler; fp16.enabled and bf16.enabled into *precision.
 Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* precision);
 Status ParseZero(Section& root, ZeroConfig* out);
+// zero_optimization.offload_param into *out (defaults when absent), checked by
+// ValidateOffloadParamConfig against `stage`; nvme_path resolved against `base_dir`; a note for
+// keys accepted without effect ("cpu", pin_memory) goes to the warnings.
+Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, swap::OffloadParamConfig* out);
 // activation_checkpointing (docs/train-json.md): when the block is present, sets *recompute_blocks
 // (the gpt model's, for `n_layer` blocks) to number_checkpoints capped at n_layer, or n_layer when
 // absent; nullptr for a model without blocks (mlp). Keys with no effect on a CPU rank are

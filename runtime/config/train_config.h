@@ -102,6 +102,7 @@ struct TrainConfig {
   LossScalerConfig loss_scaler;    // `fp16` (used when precision is kFp16)
   Precision precision = Precision::kFp32;  // from fp16.enabled / bf16.enabled (runtime/engine/engine_options.h)
   ZeroConfig zero;                         // runtime/engine/engine_options.h
+  swap::OffloadParamConfig offload_param;  // zero_optimization.offload_param (runtime/swap/offload_config.h)
   int64_t steps_per_print = 10;
   uint64_t seed = 42;
   ModelConfig model;

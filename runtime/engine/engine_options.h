@@ -13,6 +13,7 @@
 #include "runtime/engine/loss_scaler.h"
 #include "runtime/engine/lr_schedule.h"
 #include "runtime/engine/optimizer.h"
+#include "runtime/swap/offload_config.h"
 
 namespace dslaunch::runtime {
 
@@ -57,6 +58,9 @@ struct EngineOptions {
   OptimizerParams optimizer;
   LrSchedule schedule;
   double gradient_clipping = 0.0;  // 0: off
+  // zero_optimization.offload_param: "nvme" keeps the owned parameter partitions in a swap file
+  // (stage 3 only; Engine::Create refuses other stages). docs/offload.md, "Parameters on disk".
+  swap::OffloadParamConfig offload_param;
 };
 
 }  // namespace dslaunch::runtime

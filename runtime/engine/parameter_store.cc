@@ -13,7 +13,8 @@ namespace dslaunch::runtime {
 template <class S>
 ParameterStore<S>::ParameterStore(const ParameterLayout& layout, Communicator& comm, const ZeroConfig& zero,
                                   bool partitioned, const ShardMap& shards, ScratchBuffers& scratch,
-                                  DeferredStatus& deferred, std::span<const float> initial)
+                                  DeferredStatus& deferred, std::span<const float> initial,
+                                  std::unique_ptr<ParameterSwap<S>> swap)
     : layout_(layout),
       comm_(comm),
       zero_(zero),
@@ -21,10 +22,14 @@ ParameterStore<S>::ParameterStore(const ParameterLayout& layout, Communicator& c
       shards_(shards),
       scratch_(scratch),
       deferred_(deferred),
-      groups_(layout.groups().size()) {
+      groups_(layout.groups().size()),
+      swap_(std::move(swap)) {
+  DSLAUNCH_CHECK(partitioned || swap_ == nullptr) << "parameter offload needs partitioned parameters";
   const ShardRange held = partitioned ? shards.own() : ShardRange{0, shards.numel()};
-  params_.resize(held.size());
-  FromFloat(initial.subspan(held.begin, held.size()), std::span<S>(params_));
+  if (swap_ == nullptr) {
+    params_.resize(held.size());
+    FromFloat(initial.subspan(held.begin, held.size()), std::span<S>(params_));
+  }
   if (!partitioned) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParameterGroup& group = layout.groups()[g];
@@ -108,9 +113,9 @@ std::pair<int, int> ParameterStore<S>::PlanGather(int g) const {
 template <class S>
 void ParameterStore<S>::Gather(int first, int last) {
   const size_t lo = Info(first).offset, hi = Info(last).offset + Info(last).numel;
-  const ShardRange own = shards_.OwnPart(lo, hi);
-  const ConstBufferView input = ConstView<S>(params_.data() + (own.begin - shards_.own().begin), own.size());
   const std::string what = "parameter all-gather of groups " + Info(first).name + ".." + Info(last).name;
+  Result<ConstBufferView> input = OwnedInput(lo, hi);
+  if (!input.ok()) deferred_.Record(input.status().WithContext(what));
   // fp32 gathers into a transient buffer; 16-bit into the kept staging buffer, then converts.
   std::vector<float> gathered;
   S* into = nullptr;
@@ -121,7 +126,9 @@ void ParameterStore<S>::Gather(int first, int last) {
     if (staging_.size() < hi - lo) staging_.resize(hi - lo);
     into = staging_.data();
   }
-  deferred_.Record(comm_.AllGather(input, MutableView<S>(into, hi - lo), shards_.Counts(lo, hi)).WithContext(what));
+  // After a failed read the collective still runs (with zeros), so that no rank waits for it.
+  const ConstBufferView view = input.ok() ? *input : ConstView<S>(owned_staging_.data(), shards_.OwnPart(lo, hi).size());
+  deferred_.Record(comm_.AllGather(view, MutableView<S>(into, hi - lo), shards_.Counts(lo, hi)).WithContext(what));
   for (int h = first; h <= last; ++h) {
     Group& hs = At(h);
     hs.live = scratch_.Take(Info(h).numel);
@@ -133,12 +140,27 @@ void ParameterStore<S>::Gather(int first, int last) {
 }
 
 template <class S>
+Result<ConstBufferView> ParameterStore<S>::OwnedInput(size_t lo, size_t hi) {
+  const ShardRange own = shards_.OwnPart(lo, hi);
+  if (swap_ == nullptr) return ConstView<S>(params_.data() + (own.begin - shards_.own().begin), own.size());
+  owned_staging_.assign(own.size(), S{});
+  DSLAUNCH_RETURN_IF_ERROR(swap_->Read(lo, hi, owned_staging_));
+  return ConstView<S>(owned_staging_.data(), own.size());
+}
+
+template <class S>
 std::span<S> ParameterStore<S>::Owned() {
+  DSLAUNCH_CHECK(swap_ == nullptr) << "the owned parameters are in the swap";
   return {params_.data() + (partitioned_ ? 0 : shards_.own().begin), shards_.own().size()};
 }
 
 template <class S>
 void ParameterStore<S>::WriteOwned(size_t begin, std::span<const float> master) {
+  if (swap_ != nullptr) {
+    Status s = swap_->Write(begin, master);
+    if (write_status_.ok() && !s.ok()) write_status_ = s.WithContext("parameter offload write");
+    return;
+  }
   std::span<S> to = Owned().subspan(begin, master.size());
   if constexpr (kIsFp32Storage<S>) {
     if (to.data() == master.data()) return;  // the master weights are the parameters
@@ -148,6 +170,7 @@ void ParameterStore<S>::WriteOwned(size_t begin, std::span<const float> master) 
 
 template <class S>
 Status ParameterStore<S>::Publish() {
+  DSLAUNCH_RETURN_IF_ERROR(write_status_);
   if (partitioned_) return PublishPersistent();  // the rest stays partitioned
   if (shards_.partitioned()) return PublishWhole();
   return Status::Ok();  // every rank updated everything
@@ -173,11 +196,11 @@ Status ParameterStore<S>::PublishPersistent() {
     std::vector<S>& whole = groups_[g].persistent;
     if (whole.empty()) continue;
     const size_t lo = layout_.groups()[g].offset, hi = lo + whole.size();
-    const ShardRange own = shards_.OwnPart(lo, hi);
+    const std::string what = "persistent parameter all-gather of " + layout_.groups()[g].name;
+    // Persistent groups are resident in the swap: no disk read can fail here.
+    DSLAUNCH_ASSIGN_OR_RETURN(const ConstBufferView input, OwnedInput(lo, hi));
     DSLAUNCH_RETURN_IF_ERROR(
-        comm_.AllGather(ConstView<S>(params_.data() + (own.begin - shards_.own().begin), own.size()),
-                        MutableView<S>(whole.data(), whole.size()), shards_.Counts(lo, hi))
-            .WithContext("persistent parameter all-gather of " + layout_.groups()[g].name));
+        comm_.AllGather(input, MutableView<S>(whole.data(), whole.size()), shards_.Counts(lo, hi)).WithContext(what));
   }
   return Status::Ok();
 }
@@ -186,7 +209,18 @@ template <class S>
 size_t ParameterStore<S>::bytes() const {
   size_t n = params_.size();
   for (const Group& g : groups_) n += g.persistent.size();
-  return n * sizeof(S);
+  return n * sizeof(S) + (swap_ != nullptr ? swap_->resident_bytes() : 0);
+}
+
+template <class S>
+size_t ParameterStore<S>::staging_bytes() const {
+  return (staging_.capacity() + owned_staging_.capacity()) * sizeof(S) +
+         (swap_ != nullptr ? swap_->buffer_bytes() : 0);
+}
+
+template <class S>
+std::vector<std::string> ParameterStore<S>::notes() const {
+  return swap_ != nullptr ? swap_->notes() : std::vector<std::string>();
 }
 
 template class ParameterStore<float>;

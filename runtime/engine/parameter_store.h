@@ -14,12 +14,18 @@
 // whole buffer when only the optimizer state is partitioned (ZeRO 1-2), into the persistent
 // groups at ZeRO 3, nothing at ZeRO 0.
 //
+// With a ParameterSwap (ZeRO 3 with offload_param on nvme, parameter_swap.h) the owned slice is
+// not held here: the gather of a run of groups first reads its owned parts from the swap (memory
+// or disk), WriteOwned writes to the swap, and a failed write is returned by the next Publish.
+//
 // Collectives inside Acquire record their failure in the shared DeferredStatus; Publish returns
 // its own. The communicator, layout, shard map, scratch buffers and deferred status must outlive
 // the store. Not thread-safe.
 #pragma once
 
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -27,6 +33,7 @@
 #include "runtime/core/param_layout.h"
 #include "runtime/engine/deferred_status.h"
 #include "runtime/engine/engine_options.h"
+#include "runtime/engine/parameter_swap.h"
 #include "runtime/engine/scratch_buffers.h"
 #include "runtime/engine/shard_map.h"
 
@@ -35,10 +42,11 @@ namespace dslaunch::runtime {
 template <class S>
 class ParameterStore {
  public:
-  // `initial` (layout.numel() values) becomes the parameters, rounded to S.
+  // `initial` (layout.numel() values) becomes the parameters, rounded to S. `swap` (partitioned
+  // only; nullptr: in memory) holds the owned slice instead, filled from `initial` already.
   ParameterStore(const ParameterLayout& layout, Communicator& comm, const ZeroConfig& zero, bool partitioned,
                  const ShardMap& shards, ScratchBuffers& scratch, DeferredStatus& deferred,
-                 std::span<const float> initial);
+                 std::span<const float> initial, std::unique_ptr<ParameterSwap<S>> swap = nullptr);
 
   // ParameterAccess::Acquire/Release (runtime/core/parameter_access.h).
   std::span<const float> Acquire(int g);
@@ -48,8 +56,10 @@ class ParameterStore {
   void DropPrefetched();
 
   // The parameters of the owned slice (ShardMap::own()) in their storage type. With fp32 storage
-  // they are the master weights themselves (InMemoryOptimizerStateStore over them).
+  // they are the master weights themselves (InMemoryOptimizerStateStore over them). Only without
+  // a swap (offloaded(): DSLAUNCH_CHECKed).
   std::span<S> Owned();
+  bool offloaded() const { return swap_ != nullptr; }
   // Writes updated master weights for owned elements [begin, begin + master.size()) (relative to
   // the owned slice), rounded to S; nothing to do when `master` is that part of Owned() itself.
   void WriteOwned(size_t begin, std::span<const float> master);
@@ -58,8 +68,10 @@ class ParameterStore {
 
   // Bytes of parameters held: the whole buffer or the slice, plus persistent groups.
   size_t bytes() const;
-  // Bytes of the kept staging buffer of 16-bit all-gathers (ZeRO 3).
-  size_t staging_bytes() const { return staging_.capacity() * sizeof(S); }
+  // Bytes of the kept staging buffers of all-gathers (ZeRO 3) and of the swap's I/O buffers.
+  size_t staging_bytes() const;
+  // The swap's log lines (parameter_swap.h); empty without one.
+  std::vector<std::string> notes() const;
 
  private:
   struct Group {
@@ -78,6 +90,9 @@ class ParameterStore {
   void Gather(int first, int last);
   Status PublishWhole();
   Status PublishPersistent();
+  // The owned part of flat [lo, hi) as an all-gather's input: a view of params_, or read from
+  // the swap into owned_staging_ (a failure recorded in deferred_ or returned).
+  Result<ConstBufferView> OwnedInput(size_t lo, size_t hi);
 
   const ParameterLayout& layout_;
   Communicator& comm_;
@@ -89,6 +104,9 @@ class ParameterStore {
   std::vector<S> params_;  // whole, or the owned slice when partitioned
   std::vector<Group> groups_;
   std::vector<S> staging_;  // ZeRO 3, 16-bit: gathered groups before conversion
+  std::unique_ptr<ParameterSwap<S>> swap_;  // ZeRO 3 offload: the owned slice; params_ is empty
+  std::vector<S> owned_staging_;            // with swap_: owned parts read for an all-gather
+  Status write_status_;                     // with swap_: the first failed WriteOwned
   size_t live_elements_ = 0;
   int last_acquired_ = -1;
 };

@@ -34,13 +34,15 @@ std::vector<DecaySegment> OwnedSegments(const ParameterLayout& layout, const Sha
 }
 
 // The optimizer state over the owned slice: with fp32 storage the master weights are the owned
-// parameters themselves, updated in place; with 16-bit storage a separate fp32 copy of `initial`.
+// parameters themselves, updated in place; with 16-bit storage, or parameters offloaded to disk,
+// a separate fp32 copy of `initial`.
 template <class S>
 std::unique_ptr<OptimizerStateStore> MakeStateStore(const OptimizerParams& optimizer, ParameterStore<S>& params,
                                                     const ShardRange& own, std::span<const float> initial) {
   if constexpr (kIsFp32Storage<S>) {
-    return InMemoryOptimizerStateStore::Borrowing(optimizer, params.Owned());
-  } else {
+    if (!params.offloaded()) return InMemoryOptimizerStateStore::Borrowing(optimizer, params.Owned());
+  }
+  {
     return InMemoryOptimizerStateStore::Owning(
         optimizer, std::vector<float>(initial.begin() + own.begin, initial.begin() + own.end));
   }
@@ -50,12 +52,13 @@ template <class S>
 class ZeroEngine final : public Engine, private ParameterAccess {
  public:
   ZeroEngine(const ParameterLayout& layout, Communicator& comm, const EngineOptions& options,
-             std::span<const float> initial)
+             std::span<const float> initial, std::unique_ptr<ParameterSwap<S>> swap)
       : comm_(comm),
         options_(options),
         partitioning_(PartitioningFor(options.zero.stage)),
         shards_(layout.numel(), comm.world_size(), comm.rank(), partitioning_.optimizer_state),
-        params_(layout, comm, options.zero, partitioning_.parameters, shards_, scratch_, deferred_, initial),
+        params_(layout, comm, options.zero, partitioning_.parameters, shards_, scratch_, deferred_, initial,
+                std::move(swap)),
         grads_(layout, comm, options.zero, partitioning_.gradients, shards_, scratch_, deferred_),
         state_(MakeStateStore<S>(options.optimizer, params_, shards_.own(), initial)),
         scaler_(options.precision == Precision::kFp16 ? options.loss_scaler : LossScalerConfig{}),
@@ -65,6 +68,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   double loss_scale() const override { return options_.precision == Precision::kFp16 ? scaler_.scale() : 1.0; }
   Status status() const override { return deferred_.status(); }
   int64_t applied_steps() const override { return applied_; }
+  std::vector<std::string> notes() const override { return params_.notes(); }
 
   void BeginStep() override { grads_.BeginStep(); }
 
@@ -219,10 +223,18 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   int64_t applied_ = 0;
 };
 
+// With offload_param on nvme (stage 3), the swap is created first: it can fail (the directory,
+// the disk), a constructor cannot.
 template <class S>
-std::unique_ptr<Engine> MakeEngine(const ParameterLayout& layout, Communicator& comm, const EngineOptions& options,
-                                   std::span<const float> initial) {
-  return std::make_unique<ZeroEngine<S>>(layout, comm, options, initial);
+Result<std::unique_ptr<Engine>> MakeEngine(const ParameterLayout& layout, Communicator& comm,
+                                           const EngineOptions& options, std::span<const float> initial) {
+  std::unique_ptr<ParameterSwap<S>> swap;
+  if (options.offload_param.device == swap::OffloadDevice::kNvme) {
+    const ShardMap shards(layout.numel(), comm.world_size(), comm.rank(), true);
+    DSLAUNCH_ASSIGN_OR_RETURN(swap, ParameterSwap<S>::Create(layout, shards, options.zero, options.offload_param,
+                                                             comm, initial));
+  }
+  return std::unique_ptr<Engine>(std::make_unique<ZeroEngine<S>>(layout, comm, options, initial, std::move(swap)));
 }
 
 }  // namespace
@@ -234,6 +246,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Co
                                 " does not exist; use 0, 1, 2 or 3");
   }
   if (options.precision == Precision::kFp16) DSLAUNCH_RETURN_IF_ERROR(ValidateLossScalerConfig(options.loss_scaler));
+  DSLAUNCH_RETURN_IF_ERROR(swap::ValidateOffloadParamConfig(options.offload_param, options.zero.stage, kOffloadParamKey));
   if (initial.size() != layout.numel()) {
     return InvalidArgumentError("initial parameters: " + std::to_string(initial.size()) + " values for a model of " +
                                 std::to_string(layout.numel()));

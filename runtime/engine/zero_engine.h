@@ -102,6 +102,9 @@ class Engine {
   virtual Status GatherParameters(std::span<float> out) = 0;
   virtual MemoryStats memory() const = 0;
   virtual int64_t applied_steps() const = 0;
+  // This rank's lines for the log from setting up state on disk (stale swap files removed, a
+  // fallback of the swap I/O); empty when everything is in memory.
+  virtual std::vector<std::string> notes() const { return {}; }
 
   // This rank's part of a checkpoint (no collective).
   virtual EngineSnapshot Snapshot() const = 0;

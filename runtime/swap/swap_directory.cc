@@ -25,7 +25,8 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Creates and removes a probe file: the only test of writability that holds for root too.
 Status ProbeWritable(const std::string& dir, std::string_view key) {
-  std::string probe = dir + "/.dslaunch-probe." + std::to_string(::getpid());
+  // The thread too: ranks on threads of one process (the tests' in-process ranks) probe at once.
+  std::string probe = dir + "/.dslaunch-probe." + std::to_string(::getpid()) + "." + std::to_string(::gettid());
   UniqueFd fd(::open(probe.c_str(), O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) {
     int err = errno;
@@ -89,7 +90,10 @@ Result<std::vector<StaleSwapFile>> RemoveStaleSwapFiles(const std::string& nvme_
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its owner is alive
     struct stat st{};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (::unlink(path.c_str()) != 0) return ErrnoError("remove stale swap file '" + path + "'", errno);
+    if (::unlink(path.c_str()) != 0) {
+      if (errno == ENOENT) continue;  // another rank sharing the directory swept it first
+      return ErrnoError("remove stale swap file '" + path + "'", errno);
+    }
     removed.push_back({path, static_cast<uint64_t>(st.st_size)});
   }
   return removed;

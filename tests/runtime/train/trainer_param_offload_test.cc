@@ -1,0 +1,124 @@
+// Parameters on disk through the whole training loop (docs/offload.md, "Parameters on disk"): on
+// 2 in-process ranks at ZeRO 3, a run whose parameter partitions live in swap files under /var/tmp
+// has bitwise the losses of the in-memory run, with every group on disk and with some kept
+// resident; checkpoints saved with offload resume with and without it.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/train/trainer.h"
+#include "tests/fakes/train_on_threads.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DiskDir {  // on the disk-backed /var/tmp, removed at the end
+  std::string path;
+  DiskDir() {
+    char tmpl[] = "/var/tmp/dslaunch-train-offload-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~DiskDir() { fs::remove_all(path); }
+};
+
+TrainConfig Config(Precision precision) {
+  TrainConfig c;
+  c.batch = {8, 2, 2};  // 2 ranks x micro-batch 2 x accumulation 2
+  c.optimizer.kind = OptimizerKind::kAdamW;
+  c.optimizer.lr = 3e-3;
+  c.gradient_clipping = 1.0;
+  c.model = GptConfig{3, 2, 16, 8, 32};
+  c.data.seq_len = 8;
+  c.train.steps = 8;
+  c.train.eval_steps = 2;
+  c.seed = 11;
+  c.zero.stage = 3;
+  c.zero.reduce_bucket_size = 4000;
+  c.zero.stage3_prefetch_bucket_size = 7000;
+  c.zero.stage3_param_persistence_threshold = 100;  // the layer norms and biases stay whole
+  c.precision = precision;
+  return c;
+}
+
+TrainConfig Offloaded(TrainConfig c, const std::string& nvme_path, uint64_t max_in_cpu) {
+  c.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = nvme_path, .max_in_cpu = max_in_cpu};
+  return c;
+}
+
+TrainResult RunRank0(const TrainConfig& config, std::vector<std::string>* lines = nullptr) {
+  auto results = testing::TrainOnThreads(2, config, testing::PatternTokens(/*validation=*/true), [&](int rank) {
+    TrainHooks hooks;
+    if (rank == 0 && lines != nullptr) hooks.print = [lines](const std::string& l) { lines->push_back(l); };
+    return hooks;
+  });
+  for (auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return *results[0];
+}
+
+bool SameLosses(const TrainResult& a, const TrainResult& b) {
+  return a.losses.size() == b.losses.size() &&
+         std::memcmp(a.losses.data(), b.losses.data(), a.losses.size() * sizeof(double)) == 0 &&
+         std::memcmp(&a.val_loss, &b.val_loss, sizeof(double)) == 0;
+}
+
+TEST_CASE("Parameters on disk give bitwise the losses of the in-memory stage-3 run, fp32 and bf16") {
+  for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    // 0: every partitioned group on disk; 3000: the first groups (the embeddings' part of each
+    // rank) resident, the blocks on disk.
+    for (uint64_t max_in_cpu : {uint64_t{0}, uint64_t{3000}}) {
+      CAPTURE(PrecisionName(precision));
+      CAPTURE(max_in_cpu);
+      DiskDir dir;
+      const TrainResult in_memory = RunRank0(Config(precision));
+      const TrainResult offloaded = RunRank0(Offloaded(Config(precision), dir.path, max_in_cpu));
+      REQUIRE(in_memory.losses.size() == 8);
+      CHECK(SameLosses(in_memory, offloaded));
+      CHECK(in_memory.losses.back() < in_memory.losses.front());  // it trains
+      CHECK(fs::is_empty(dir.path + "/dslaunch-swap"));  // the swap files went with the run
+    }
+  }
+}
+
+TEST_CASE("A checkpoint saved with parameters on disk resumes with and without offload, with the same losses") {
+  DiskDir dir;
+  TrainConfig c = Offloaded(Config(Precision::kBf16), dir.path + "/swap", 0);
+  fs::create_directories(c.offload_param.nvme_path);
+  c.train.steps = 8;
+  c.checkpoint.dir = dir.path + "/ckpt";
+  c.checkpoint.interval = 4;
+  const TrainResult full = RunRank0(c);
+  REQUIRE(full.losses.size() == 8);
+  CHECK(SameLosses(full, RunRank0(Config(Precision::kBf16))));  // saving changes nothing
+
+  for (bool offload : {true, false}) {
+    CAPTURE(offload);
+    TrainConfig resumed = offload ? c : Config(Precision::kBf16);
+    resumed.checkpoint.load = CheckpointLoad::kPath;
+    resumed.checkpoint.load_path = c.checkpoint.dir + "/global_step4";
+    resumed.checkpoint.dir = dir.path + (offload ? "/ckpt-offload" : "/ckpt-memory");
+    const TrainResult rest = RunRank0(resumed);
+    CHECK(rest.first_step == 4);
+    REQUIRE(rest.losses.size() == 4);
+    CHECK(std::memcmp(rest.losses.data(), full.losses.data() + 4, 4 * sizeof(double)) == 0);
+  }
+  // And an in-memory checkpoint resumes into a run with offload.
+  TrainConfig memory = Config(Precision::kBf16);
+  memory.checkpoint.dir = dir.path + "/ckpt-plain";
+  memory.checkpoint.interval = 4;
+  (void)RunRank0(memory);
+  TrainConfig into = c;
+  into.checkpoint.load = CheckpointLoad::kPath;
+  into.checkpoint.load_path = memory.checkpoint.dir + "/global_step4";
+  into.checkpoint.dir = dir.path + "/ckpt-into";
+  const TrainResult rest = RunRank0(into);
+  REQUIRE(rest.losses.size() == 4);
+  CHECK(std::memcmp(rest.losses.data(), full.losses.data() + 4, 4 * sizeof(double)) == 0);
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime
