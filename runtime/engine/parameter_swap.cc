@@ -27,14 +27,16 @@ Status AgreeOnSetUp(Communicator& comm, const Status& mine) {
 
 }  // namespace
 
-ParameterSwapPlan PlanParameterSwap(const ParameterLayout& layout, const ShardMap& shards,
+ParameterSwapPlan PlanParameterSwap(const std::vector<size_t>& group_sizes, const ShardMap& shards,
                                     int64_t persistence_threshold, uint64_t max_in_cpu) {
   ParameterSwapPlan plan;
   bool spilling = false;  // a group did not fit: this and every later group go to disk
   uint64_t counted = 0;   // resident owned elements of groups that are not persistent
-  for (const ParameterGroup& group : layout.groups()) {
-    const size_t owned = shards.OwnPart(group.offset, group.offset + group.numel).size();
-    const bool persistent = static_cast<int64_t>(group.numel) <= persistence_threshold;
+  size_t offset = 0;
+  for (const size_t numel : group_sizes) {
+    const size_t owned = shards.OwnPart(offset, offset + numel).size();
+    offset += numel;
+    const bool persistent = static_cast<int64_t>(numel) <= persistence_threshold;
     if (!persistent && owned > 0 && !spilling && counted + owned > max_in_cpu) spilling = true;
     if (persistent || owned == 0 || !spilling) {
       plan.record.push_back(-1);
@@ -46,6 +48,13 @@ ParameterSwapPlan PlanParameterSwap(const ParameterLayout& layout, const ShardMa
     plan.record_elements = std::max(plan.record_elements, owned);
   }
   return plan;
+}
+
+ParameterSwapPlan PlanParameterSwap(const ParameterLayout& layout, const ShardMap& shards,
+                                    int64_t persistence_threshold, uint64_t max_in_cpu) {
+  std::vector<size_t> sizes;
+  for (const ParameterGroup& group : layout.groups()) sizes.push_back(group.numel);
+  return PlanParameterSwap(sizes, shards, persistence_threshold, max_in_cpu);
 }
 
 template <class S>

@@ -45,8 +45,11 @@ struct ParameterSwapPlan {
   size_t resident_elements = 0;  // owned elements kept in memory, persistent groups' included
 };
 
-// Pure: the residency policy above.
+// Pure: the residency policy above, for the groups of `layout`, or of these sizes (in layout
+// order, contiguous from 0: the memory estimate's, before any model exists).
 ParameterSwapPlan PlanParameterSwap(const ParameterLayout& layout, const ShardMap& shards,
+                                    int64_t persistence_threshold, uint64_t max_in_cpu);
+ParameterSwapPlan PlanParameterSwap(const std::vector<size_t>& group_sizes, const ShardMap& shards,
                                     int64_t persistence_threshold, uint64_t max_in_cpu);
 
 template <class S>

@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/engine/parameter_swap.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
 
@@ -32,6 +33,33 @@ ModelShape ShapeOf(const TrainConfig& config) {
   }
   const auto& mlp = std::get<MlpConfig>(config.model);
   return {MlpModel::GroupSizes(mlp.widths), MlpModel::ActivationBytes(mlp.widths, micro)};
+}
+
+// Parameters on disk at stage 3 (docs/offload.md, "Parameters on disk"): rank 0 holds the
+// persistent groups whole and the owned parts PlanParameterSwap keeps resident; with fp32 storage
+// the master weights are the optimizer-state store's own copy; the swap's buffers are certain.
+// Beyond 2^53 elements the shape is no model that could be planned: the in-memory figures stand.
+void EstimateParameterOffload(const TrainConfig& config, const ModelShape& shape, double numel, int world,
+                              double storage, MemoryEstimate* m) {
+  constexpr double kExactDoubles = 9007199254740992.0;  // 2^53: sizes as doubles are exact below
+  if (numel >= kExactDoubles) return;
+  std::vector<size_t> sizes;
+  double persistent = 0;
+  for (double g : shape.groups) {
+    sizes.push_back(static_cast<size_t>(g));
+    if (g <= static_cast<double>(config.zero.stage3_param_persistence_threshold)) persistent += g;
+  }
+  const ShardMap shards(static_cast<size_t>(numel), world, 0, true);
+  const ParameterSwapPlan plan = PlanParameterSwap(sizes, shards, config.zero.stage3_param_persistence_threshold,
+                                                   config.offload_param.max_in_cpu);
+  m->parameters = (persistent + static_cast<double>(plan.resident_elements)) * storage;
+  const double shard = static_cast<double>(shards.own().size());
+  if (storage == kFloat) m->optimizer_state += shard * kFloat;
+  if (plan.record_count > 0) {
+    const double record = static_cast<double>(
+        swap::AlignUp(plan.record_elements * static_cast<uint64_t>(storage), swap::kDefaultDirectIoAlignment));
+    m->buffers += config.offload_param.buffer_count * record;
+  }
 }
 
 }  // namespace
@@ -74,6 +102,9 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   if (!fp32 || stage == 3) training += largest_group * kFloat;  // an acquired group
   if (!fp32 || stage >= 2) training += largest_group * kFloat;  // its micro-step gradient
   m.buffers = std::max(numel * kFloat, training);
+  if (stage == 3 && config.offload_param.device == swap::OffloadDevice::kNvme) {
+    EstimateParameterOffload(config, shape, numel, world_size < 1 ? 1 : world_size, storage, &m);
+  }
   if (config.checkpoint.async && !config.checkpoint.dir.empty()) {
     m.buffers += (1.0 + moments) * std::ceil(numel / world) * kFloat;  // the host copy of the state slice
   }

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "runtime/engine/zero_engine.h"
+#include "runtime/models/gpt.h"
+#include "runtime/train/memory_estimate.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
 
@@ -118,6 +121,38 @@ TEST_CASE("A checkpoint saved with parameters on disk resumes with and without o
   const TrainResult rest = RunRank0(into);
   REQUIRE(rest.losses.size() == 4);
   CHECK(std::memcmp(rest.losses.data(), full.losses.data() + 4, 4 * sizeof(double)) == 0);
+}
+
+TEST_CASE("The memory estimate with parameters on disk is the engine's own accounting") {
+  for (int world : {1, 2, 3}) {
+    for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+      for (uint64_t max_in_cpu : {uint64_t{0}, uint64_t{3000}, uint64_t{1} << 40}) {
+        CAPTURE(world);
+        CAPTURE(PrecisionName(precision));
+        CAPTURE(max_in_cpu);
+        DiskDir dir;
+        const TrainConfig c = Offloaded(Config(precision), dir.path, max_in_cpu);
+        GptModel model(std::get<GptConfig>(c.model), 2);
+        std::vector<float> initial(model.layout().numel(), 0.5f);
+        testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(10));
+        MemoryStats rank0;
+        std::vector<std::thread> threads;
+        for (int r = 0; r < world; ++r) {
+          threads.emplace_back([&, r] {
+            auto engine = Engine::Create(model.layout(), group.Get(r), EngineOptionsFrom(c), initial);
+            REQUIRE_MESSAGE(engine.ok(), engine.status().ToString());
+            if (r == 0) rank0 = (*engine)->memory();
+          });
+        }
+        for (auto& t : threads) t.join();
+        const MemoryEstimate m = EstimateTrainingMemory(c, world);
+        CHECK(m.parameters == static_cast<double>(rank0.parameters));
+        CHECK(m.optimizer_state == static_cast<double>(rank0.optimizer_state));
+        const MemoryEstimate in_memory = EstimateTrainingMemory(Config(precision), world);
+        if (max_in_cpu == 0) CHECK(m.parameters < in_memory.parameters);
+      }
+    }
+  }
 }
 
 }  // namespace
