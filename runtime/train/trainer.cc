@@ -197,8 +197,8 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> resume, ResolveCheckpoint(config.checkpoint));
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                             CreateEngine(config, *task, resume.has_value(), comm, report));
-  if (hooks.print) {  // every rank's own: its swap files
-    for (const std::string& note : engine->notes()) hooks.print("rank " + std::to_string(comm.rank()) + ": " + note);
+  if (hooks.print) {  // every rank's own (its swap files); the launcher prefixes the rank
+    for (const std::string& note : engine->notes()) hooks.print(note);
   }
   report.Start(StartOf(config, *task, world, engine->memory()));
 

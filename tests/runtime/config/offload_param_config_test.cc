@@ -50,7 +50,7 @@ TEST_CASE("offload_param is parsed into the engine's options with DeepSpeed's de
   CHECK(absent->offload_param.device == swap::OffloadDevice::kNone);
 }
 
-TEST_CASE("offload_param errors name the JSON path; other stages are refused") {
+TEST_CASE("offload_param errors name the JSON path, and stages other than 3 are refused") {
   struct Case {
     int stage;
     json block;

@@ -116,7 +116,7 @@ TEST_CASE("Parameters on disk give bitwise the in-memory stage-3 parameters, in 
   }
 }
 
-TEST_CASE("The parameter swap file lives as long as the engine and holds the partitions; memory counts less") {
+TEST_CASE("The parameter swap file lives as long as the engine, which counts no resident parameters with max_in_cpu 0") {
   const ParameterLayout layout = testing::OddLayout();
   std::vector<float> initial(layout.numel(), 0.5f);
   VarTmpDir dir;
