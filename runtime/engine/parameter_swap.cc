@@ -139,7 +139,7 @@ Status ParameterSwap<S>::Finish(Slot& slot) {
   if (!slot.pending) return Status::Ok();
   const swap::IoTicket ticket = *slot.pending;
   slot.pending.reset();
-  DSLAUNCH_RETURN_IF_ERROR(io_->Wait(ticket));
+  DSLAUNCH_RETURN_IF_ERROR(io_->Wait(ticket).WithContext(Where(slot.group)));
   if (slot.copy_to != nullptr) std::memcpy(slot.copy_to, slot.buffer.data(), slot.copy_count * sizeof(S));
   slot.copy_to = nullptr;
   return Status::Ok();
@@ -161,11 +161,15 @@ Status ParameterSwap<S>::Start(Slot& slot, swap::IoOp op, size_t g, size_t eleme
   const uint64_t offset = file_->RecordOffset(static_cast<uint64_t>(plan_.record[g]));
   swap::IoRequest request{op, file_->fd(), offset, slot.buffer.bytes().first(bytes)};
   Result<swap::IoTicket> ticket = io_->Start(request);
-  if (!ticket.ok()) {
-    return ticket.status().WithContext("parameter swap file '" + file_->path() + "': group " + layout_.groups()[g].name);
-  }
+  if (!ticket.ok()) return ticket.status().WithContext(Where(g));
   slot.pending = *ticket;
+  slot.group = g;
   return Status::Ok();
+}
+
+template <class S>
+std::string ParameterSwap<S>::Where(size_t g) const {
+  return "parameter swap file '" + file_->path() + "': group " + layout_.groups()[g].name;
 }
 
 template <class S>

@@ -83,6 +83,7 @@ class ParameterSwap {
   struct Slot {
     swap::AlignedBuffer buffer;
     std::optional<swap::IoTicket> pending;
+    size_t group = 0;      // of the pending transfer, for errors
     S* copy_to = nullptr;  // a pending read's destination, copied out when it completes
     size_t copy_count = 0;
   };
@@ -99,6 +100,8 @@ class ParameterSwap {
   Status Finish(Slot& slot);
   Status FinishAll();
   Status Start(Slot& slot, swap::IoOp op, size_t g, size_t elements);
+  // "parameter swap file '<path>': group <name>" as the context of a transfer's error.
+  std::string Where(size_t g) const;
 
   const ParameterLayout& layout_;
   const ShardMap shards_;  // a copy: the engine's is made after the swap

@@ -159,6 +159,31 @@ TEST_CASE("A stale parameter swap file is removed at the next start and named in
   });
 }
 
+TEST_CASE("A swap file cut short fails the next step with the file and the groups named, and the run goes no further") {
+  const ParameterLayout layout = testing::OddLayout();
+  std::vector<float> initial(layout.numel(), 0.3f);
+  VarTmpDir dir;
+  EngineOptions o = Stage3(Precision::kFp16);
+  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path, .max_in_cpu = 0};
+  testing::OnEveryRank(1, layout, o, initial, [&](int, Engine& engine) {
+    std::string file;
+    for (const auto& e : fs::directory_iterator(swap::SwapDirectory(dir.path))) file = e.path().string();
+    REQUIRE_FALSE(file.empty());
+    fs::resize_file(file, 0);  // as a disk that lost the data
+    engine.BeginStep();
+    (void)engine.access().Acquire(0);
+    engine.access().Release(0);
+    CHECK_FALSE(engine.status().ok());
+    const std::string message = engine.status().ToString();
+    CHECK(message.find("parameter all-gather of groups a..") != std::string::npos);
+    CAPTURE(message);
+    CHECK(message.find(file) != std::string::npos);
+    auto step = engine.Step();
+    REQUIRE_FALSE(step.ok());
+    CHECK(step.status().ToString() == message);
+  });
+}
+
 TEST_CASE("Parameter offload is refused before training where it cannot work, naming the key") {
   const ParameterLayout layout = testing::OddLayout();
   std::vector<float> initial(layout.numel(), 0.1f);
