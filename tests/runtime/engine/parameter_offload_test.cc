@@ -216,6 +216,19 @@ TEST_CASE("Parameter offload is refused before training where it cannot work, na
     });
     CHECK(SwapFiles(dir.path) == 0);
   }
+  // A refusal on one rank fails every rank's Create, so that none waits for it in a collective:
+  // rank 0's largest partition (21 elements) exceeds 16, rank 1's (15) does not.
+  EngineOptions o = Stage3(Precision::kBf16);
+  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path, .buffer_size = 16, .max_in_cpu = 0};
+  std::vector<std::string> errors(2);
+  testing::OnEveryRankComm(2, [&](int rank, Communicator& comm) {
+    auto engine = Engine::Create(layout, comm, o, initial);
+    REQUIRE_FALSE(engine.ok());
+    errors[static_cast<size_t>(rank)] = engine.status().message();
+  });
+  CHECK(errors[0].find("zero_optimization.offload_param.buffer_size: 16 elements cannot hold this rank's largest parameter partition (21") == 0);
+  CHECK(errors[1] == "parameter offload set-up failed on another rank (its log says why)");
+  CHECK(SwapFiles(dir.path) == 0);
 }
 
 }  // namespace
