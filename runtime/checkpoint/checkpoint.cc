@@ -104,12 +104,24 @@ Status PrepareStepDirectory(FileSystem& files, const std::string& dir, const std
 }
 
 // Local: this rank's shard, fsynced.
+// `stream`, when set, produces the tensors whose state is not resident (EngineSnapshot::stream):
+// they are written as they are read from the swap file, with no whole copy in memory.
 Result<WriteResult> WriteShard(FileSystem& files, const std::string& step_dir, int64_t step, int rank, int world,
                                ShardRange range,
-                               const std::vector<std::pair<std::string, std::span<const float>>>& state) {
+                               const std::vector<std::pair<std::string, std::span<const float>>>& state,
+                               const decltype(EngineSnapshot::stream)& stream = nullptr) {
   std::vector<TensorData> tensors;
-  for (const auto& [name, data] : state) {
-    tensors.push_back({name, "F32", {static_cast<int64_t>(data.size())}, data.data(), data.size_bytes()});
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& [name, data] = state[i];
+    if (!stream) {
+      tensors.push_back({name, "F32", {static_cast<int64_t>(data.size())}, data.data(), data.size_bytes(), nullptr});
+      continue;
+    }
+    TensorData t{name, "F32", {static_cast<int64_t>(range.size())}, nullptr, range.size() * sizeof(float), nullptr};
+    t.source = [&stream, i](const TensorAppend& append) {
+      return stream(i, [&](std::span<const float> piece) { return append(piece.data(), piece.size_bytes()); });
+    };
+    tensors.push_back(std::move(t));
   }
   const std::map<std::string, std::string> metadata = {{"format", kCheckpointFormatName},
                                                        {"step", std::to_string(step)},
@@ -214,8 +226,8 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
   const std::string step_dir = Join(dir, StepDirectoryName(step));
   DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(FilesOf(options), dir, step_dir, comm));
   const EngineSnapshot snap = engine.Snapshot();
-  Result<WriteResult> written =
-      WriteShard(FilesOf(options), step_dir, step, comm.rank(), comm.world_size(), snap.range, snap.tensors);
+  Result<WriteResult> written = WriteShard(FilesOf(options), step_dir, step, comm.rank(), comm.world_size(),
+                                          snap.range, snap.tensors, snap.stream);
   DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result,
                             CompleteCheckpoint(dir, step_dir, step, written, CountersOf(snap), comm, run, options));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -256,8 +268,19 @@ Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::strin
   for (size_t i = 0; i < snap.tensors.size(); ++i) {
     const auto& [name, data] = snap.tensors[i];
     std::vector<float>& copy = buffers.tensors[i];
-    copy.resize(data.size());  // the same size every time: no new pages after the first save
-    std::copy(data.begin(), data.end(), copy.begin());
+    copy.resize(snap.range.size());  // the same size every time: no new pages after the first save
+    if (snap.stream) {
+      // Offloaded state: the writer thread must not touch the swap file while training goes on,
+      // so an asynchronous save copies it into memory like any other (docs/offload.md).
+      size_t at = 0;
+      DSLAUNCH_RETURN_IF_ERROR(snap.stream(i, [&](std::span<const float> piece) {
+        std::copy(piece.begin(), piece.end(), copy.begin() + static_cast<std::ptrdiff_t>(at));
+        at += piece.size();
+        return Status::Ok();
+      }));
+    } else {
+      std::copy(data.begin(), data.end(), copy.begin());
+    }
     state->copies.emplace_back(name, std::span<const float>(copy));
   }
   state->stall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - state->start).count();

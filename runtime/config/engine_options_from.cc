@@ -12,6 +12,8 @@ EngineOptions EngineOptionsFrom(const TrainConfig& config) {
   o.optimizer = config.optimizer;
   o.schedule = config.lr_schedule;
   o.gradient_clipping = config.gradient_clipping;
+  o.offload_optimizer = config.offload_optimizer;
+  o.aio = config.aio;
   return o;
 }
 

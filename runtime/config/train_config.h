@@ -102,6 +102,8 @@ struct TrainConfig {
   LossScalerConfig loss_scaler;    // `fp16` (used when precision is kFp16)
   Precision precision = Precision::kFp32;  // from fp16.enabled / bf16.enabled (runtime/engine/engine_options.h)
   ZeroConfig zero;                         // runtime/engine/engine_options.h
+  swap::OffloadOptimizerConfig offload_optimizer;  // zero_optimization.offload_optimizer (docs/offload.md)
+  swap::AioConfig aio;                             // `aio`
   int64_t steps_per_print = 10;
   uint64_t seed = 42;
   ModelConfig model;

@@ -25,7 +25,8 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Creates and removes a probe file: the only test of writability that holds for root too.
 Status ProbeWritable(const std::string& dir, std::string_view key) {
-  std::string probe = dir + "/.dslaunch-probe." + std::to_string(::getpid());
+  // The thread id too: ranks run as threads of one process in the in-process tests.
+  std::string probe = dir + "/.dslaunch-probe." + std::to_string(::getpid()) + "." + std::to_string(::gettid());
   UniqueFd fd(::open(probe.c_str(), O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) {
     int err = errno;

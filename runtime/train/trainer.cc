@@ -197,6 +197,10 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> resume, ResolveCheckpoint(config.checkpoint));
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                             CreateEngine(config, *task, resume.has_value(), comm, report));
+  // Each rank's own swap file: stale files removed, O_DIRECT or io_uring unavailable.
+  for (const std::string& notice : engine->notices()) {
+    if (hooks.print) hooks.print("rank " + std::to_string(comm.rank()) + ": " + notice);
+  }
   report.Start(StartOf(config, *task, world, engine->memory()));
 
   Loop loop{config, comm, hooks, *task, *engine, report};
