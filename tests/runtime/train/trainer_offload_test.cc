@@ -121,7 +121,8 @@ TEST_CASE("Optimizer offload to NVMe gives bitwise the losses of the in-memory r
 
 TEST_CASE("Checkpoints of offloaded state are byte-identical and resume with and without offload") {
   DiskDir disk;
-  for (int stage : {1, 3}) {
+  // Stage 0 saves a slice of the whole state each rank holds: the stream skips the rest.
+  for (int stage : {0, 1, 3}) {
     CAPTURE(stage);
     TrainConfig c = Config(stage, Precision::kBf16, 8);
     c.checkpoint.dir = disk.path() + "/memory";
