@@ -13,6 +13,9 @@
 #include <iterator>
 
 #include "runtime/checkpoint/names.h"
+#include "runtime/models/gpt.h"
+#include "runtime/swap/aligned_buffer.h"
+#include "runtime/train/memory_estimate.h"
 #include "runtime/swap/swap_file_name.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
@@ -171,6 +174,27 @@ TEST_CASE("Asynchronous saves of offloaded state give the same checkpoint") {
   for (int rank : {0, 1}) {
     const std::string shard = "global_step2/" + ShardFileName(rank);
     CHECK(Slurp(fs::path(disk.path()) / "sync" / shard) == Slurp(fs::path(disk.path()) / "async" / shard));
+  }
+}
+
+TEST_CASE("The memory estimate of offloaded state is the engine's ring of buffers, not the state") {
+  DiskDir disk;
+  for (int64_t sub_group : {int64_t{300}, int64_t{1'000'000'000}}) {
+    CAPTURE(sub_group);
+    TrainConfig c = Offloaded(Config(1, Precision::kBf16, 1), disk.path(), 3);
+    c.zero.sub_group_size = sub_group;
+    GptModel model(std::get<GptConfig>(c.model), 2);
+    std::vector<float> initial(model.layout().numel(), 0.5f);
+    testing::ThreadCommunicatorGroup group(1, std::chrono::seconds(10));
+    auto engine = Engine::Create(model.layout(), group.Get(0), EngineOptionsFrom(c), initial);
+    REQUIRE_MESSAGE(engine.ok(), engine.status().ToString());
+    const double held = static_cast<double>((*engine)->memory().optimizer_state);
+    const double estimate = EstimateTrainingMemory(c, 1).optimizer_state;
+    // The engine's records are rounded up to the disk's direct-I/O alignment; the estimate is not.
+    CHECK(held >= estimate);
+    CHECK(held - estimate < 3.0 * static_cast<double>(swap::kDefaultDirectIoAlignment));
+    const double record_elements = std::min<double>(static_cast<double>(sub_group), model.layout().numel());
+    CHECK(estimate == 3.0 * record_elements * 12.0);  // 3 buffers of master, exp_avg, exp_avg_sq
   }
 }
 
