@@ -10,6 +10,7 @@
 #include "runtime/checkpoint/names.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/checkpoint/shard_reader.h"
+#include "runtime/comm/agreement.h"
 
 namespace dslaunch::runtime {
 namespace fs = std::filesystem;
@@ -39,13 +40,6 @@ Result<std::vector<ShardReport>> GatherReports(Communicator& comm, const ShardRe
     reports.push_back({field[0] == 1, static_cast<uint32_t>(field[1]), static_cast<uint64_t>(field[2])});
   }
   return reports;
-}
-
-// Agrees on failure: every rank learns whether any rank failed (and which, the lowest).
-Result<int> FirstFailedRank(Communicator& comm, bool failed) {
-  float flag = failed ? static_cast<float>(comm.world_size() - comm.rank()) : 0.0f;
-  DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(&flag, 1), ReduceOp::kMax).WithContext("checkpoint"));
-  return flag > 0 ? comm.world_size() - static_cast<int>(flag) : -1;
 }
 
 // Deletes complete checkpoints (with meta.json) older than the newest `keep` complete ones.
@@ -98,18 +92,30 @@ Status PrepareStepDirectory(FileSystem& files, const std::string& dir, const std
     if (prepared.ok()) prepared = files.CreateDirectories(step_dir);
     if (!prepared.ok()) prepared = InternalError("checkpoint: cannot create " + step_dir + ": " + Reason(prepared));
   }
-  DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !prepared.ok()));
+  DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !prepared.ok(), "checkpoint"));
   if (failed >= 0) return prepared.ok() ? AbortedError("checkpoint: rank 0 could not create " + step_dir) : prepared;
   return Status::Ok();
 }
 
 // Local: this rank's shard, fsynced.
+// `stream`, when set, produces the tensors whose state is not resident (EngineSnapshot::stream):
+// they are written as they are read from the swap file, with no whole copy in memory.
 Result<WriteResult> WriteShard(FileSystem& files, const std::string& step_dir, int64_t step, int rank, int world,
                                ShardRange range,
-                               const std::vector<std::pair<std::string, std::span<const float>>>& state) {
+                               const std::vector<std::pair<std::string, std::span<const float>>>& state,
+                               const decltype(EngineSnapshot::stream)& stream = nullptr) {
   std::vector<TensorData> tensors;
-  for (const auto& [name, data] : state) {
-    tensors.push_back({name, "F32", {static_cast<int64_t>(data.size())}, data.data(), data.size_bytes()});
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& [name, data] = state[i];
+    if (!stream) {
+      tensors.push_back({name, "F32", {static_cast<int64_t>(data.size())}, data.data(), data.size_bytes(), nullptr});
+      continue;
+    }
+    TensorData t{name, "F32", {static_cast<int64_t>(range.size())}, nullptr, range.size() * sizeof(float), nullptr};
+    t.source = [&stream, i](const TensorAppend& append) {
+      return stream(i, [&](std::span<const float> piece) { return append(piece.data(), piece.size_bytes()); });
+    };
+    tensors.push_back(std::move(t));
   }
   const std::map<std::string, std::string> metadata = {{"format", kCheckpointFormatName},
                                                        {"step", std::to_string(step)},
@@ -193,7 +199,7 @@ Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string&
     finished = PublishCheckpoint(FilesOf(options), dir, step_dir, MetaOf(step, world, counters, run, reports),
                                  options.keep_last);
   }
-  DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !finished.ok()));
+  DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !finished.ok(), "checkpoint"));
   if (failed >= 0) {
     if (!finished.ok()) return finished.WithContext(what);
     return AbortedError(what + ": rank 0 could not complete it");
@@ -214,8 +220,8 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
   const std::string step_dir = Join(dir, StepDirectoryName(step));
   DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(FilesOf(options), dir, step_dir, comm));
   const EngineSnapshot snap = engine.Snapshot();
-  Result<WriteResult> written =
-      WriteShard(FilesOf(options), step_dir, step, comm.rank(), comm.world_size(), snap.range, snap.tensors);
+  Result<WriteResult> written = WriteShard(FilesOf(options), step_dir, step, comm.rank(), comm.world_size(),
+                                          snap.range, snap.tensors, snap.stream);
   DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result,
                             CompleteCheckpoint(dir, step_dir, step, written, CountersOf(snap), comm, run, options));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -256,8 +262,19 @@ Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::strin
   for (size_t i = 0; i < snap.tensors.size(); ++i) {
     const auto& [name, data] = snap.tensors[i];
     std::vector<float>& copy = buffers.tensors[i];
-    copy.resize(data.size());  // the same size every time: no new pages after the first save
-    std::copy(data.begin(), data.end(), copy.begin());
+    copy.resize(snap.range.size());  // the same size every time: no new pages after the first save
+    if (snap.stream) {
+      // Offloaded state: the writer thread must not touch the swap file while training goes on,
+      // so an asynchronous save copies it into memory like any other (docs/offload.md).
+      size_t at = 0;
+      DSLAUNCH_RETURN_IF_ERROR(snap.stream(i, [&](std::span<const float> piece) {
+        std::copy(piece.begin(), piece.end(), copy.begin() + static_cast<std::ptrdiff_t>(at));
+        at += piece.size();
+        return Status::Ok();
+      }));
+    } else {
+      std::copy(data.begin(), data.end(), copy.begin());
+    }
     state->copies.emplace_back(name, std::span<const float>(copy));
   }
   state->stall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - state->start).count();
@@ -374,14 +391,6 @@ Status CheckFits(const CheckpointMeta& m, const std::string& path, const Engine&
                                    std::to_string(run.seed) + ": the data order would change");
   }
   return Status::Ok();
-}
-
-// Collective: every rank learns whether any failed; this rank's own error, or one naming the peer.
-Status AgreeOnFailure(Communicator& comm, const Status& mine, const std::string& what) {
-  DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !mine.ok()));
-  if (failed < 0) return Status::Ok();
-  if (!mine.ok()) return mine;
-  return AbortedError("rank " + std::to_string(failed) + " could not " + what + " (see its error)");
 }
 
 }  // namespace

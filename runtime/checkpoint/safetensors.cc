@@ -96,7 +96,7 @@ Result<std::string> EncodeHeader(const std::vector<TensorData>& tensors,
                                   std::to_string(expected) + " bytes but " + std::to_string(t.bytes) +
                                   " bytes were given");
     }
-    if (t.bytes > 0 && t.data == nullptr) return InvalidArgumentError(where + ": null data");
+    if (t.bytes > 0 && t.data == nullptr && !t.source) return InvalidArgumentError(where + ": null data");
     nlohmann::ordered_json info = nlohmann::ordered_json::object();
     info["dtype"] = t.dtype;
     info["shape"] = t.shape;
@@ -319,7 +319,22 @@ Status WriteFile(WritableFile& file, const std::string& header, const std::vecto
   std::memcpy(length, &n, sizeof(length));  // little-endian (static_assert above)
   DSLAUNCH_RETURN_IF_ERROR(out.Append(length, sizeof(length)));
   DSLAUNCH_RETURN_IF_ERROR(out.Append(header.data(), header.size()));
-  for (const TensorData& t : tensors) DSLAUNCH_RETURN_IF_ERROR(out.Append(t.data, t.bytes));
+  for (const TensorData& t : tensors) {
+    if (t.data != nullptr || !t.source) {
+      DSLAUNCH_RETURN_IF_ERROR(out.Append(t.data, t.bytes));
+      continue;
+    }
+    uint64_t appended = 0;
+    DSLAUNCH_RETURN_IF_ERROR(t.source([&](const void* data, size_t bytes) -> Status {
+      if (appended + bytes > t.bytes) return InternalError("tensor '" + t.name + "': its source gave too many bytes");
+      appended += bytes;
+      return out.Append(data, bytes);
+    }));
+    if (appended != t.bytes) {
+      return InternalError("tensor '" + t.name + "': its source gave " + std::to_string(appended) + " of " +
+                           std::to_string(t.bytes) + " bytes");
+    }
+  }
   DSLAUNCH_RETURN_IF_ERROR(out.Flush());
   if (fsync) DSLAUNCH_RETURN_IF_ERROR(file.Sync());
   result.bytes = out.bytes();

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -50,14 +51,20 @@ struct SafetensorsTensor {
 
 // ---- Writing --------------------------------------------------------------------------------
 
+// Hands a streamed tensor's bytes to the writer, a piece at a time, in order.
+using TensorAppend = std::function<Status(const void* data, size_t bytes)>;
+
 // A tensor to write; `data` (read-only, `bytes` long, may be null when bytes is 0) is borrowed
-// for the duration of the WriteSafetensors call.
+// for the duration of the WriteSafetensors call. Or, with `data` null, `source` produces the
+// bytes: it is called once, while the file is written, and must append exactly `bytes` bytes
+// (fewer or more is kInternal); its error stops the write. The file is the same either way.
 struct TensorData {
   std::string name;
   std::string dtype;
   std::vector<int64_t> shape;
   const void* data = nullptr;
   size_t bytes = 0;
+  std::function<Status(const TensorAppend& append)> source = nullptr;
 };
 
 struct WriteOptions {

@@ -168,9 +168,11 @@ Status ParseZero(Section& root, ZeroConfig* out) {
   DSLAUNCH_RETURN_IF_ERROR(
       z->Int("stage3_param_persistence_threshold", 0, kNoMax, &out->stage3_param_persistence_threshold));
   DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_max_live_parameters", 0, kNoMax, &out->stage3_max_live_parameters));
-  z->Known("offload_param");  // ParseOffloadParam reads it
-  z->Unimplemented({"offload_optimizer", "reduce_scatter", "allgather_partitions",
-                    "load_from_fp32_weights", "round_robin_gradients", "sub_group_size",
+  DSLAUNCH_RETURN_IF_ERROR(z->Int("sub_group_size", 1, kNoMax, &out->sub_group_size));
+  z->Known("offload_optimizer");  // ParseOptimizerOffload (offload_sections.cc)
+  z->Known("offload_param");      // ParseOffloadParam (offload_param_section.cc)
+  z->Unimplemented({"reduce_scatter", "allgather_partitions",
+                    "load_from_fp32_weights", "round_robin_gradients",
                     "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
                     "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint", "ignore_unused_parameters",
                     "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
@@ -232,7 +234,7 @@ void CollectUnimplementedTopLevel(Section& root) {
                       "autotuning", "amp", "prescale_gradients", "gradient_predivide_factor",
                       "sparse_gradients", "communication_data_type", "dump_state", "zero_allow_untested_optimizer",
                       "zero_force_ds_cpu_optimizer", "data_types", "compression_training", "data_efficiency",
-                      "curriculum_learning", "aio", "eigenvalue", "progressive_layer_drop", "quantize_training",
+                      "curriculum_learning", "eigenvalue", "progressive_layer_drop", "quantize_training",
                       "sparse_attention", "dataloader_drop_last", "nebula", "hybrid_engine", "weight_quantization",
                       "compile", "timers", "pipeline", "disable_allgather", "seq_parallel_communication_data_type",
                       "graph_harvesting", "use_data_before_expert_parallelism", "fp32_allreduce",

@@ -13,6 +13,8 @@ EngineOptions EngineOptionsFrom(const TrainConfig& config) {
   o.schedule = config.lr_schedule;
   o.gradient_clipping = config.gradient_clipping;
   o.offload_param = config.offload_param;
+  o.offload_optimizer = config.offload_optimizer;
+  o.aio = config.aio;
   return o;
 }
 

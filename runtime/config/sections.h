@@ -28,6 +28,12 @@ Status ParseZero(Section& root, ZeroConfig* out);
 // ValidateOffloadParamConfig against `stage`; nvme_path resolved against `base_dir`; a note for
 // keys accepted without effect ("cpu", pin_memory) goes to the warnings.
 Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, swap::OffloadParamConfig* out);
+// zero_optimization.offload_optimizer and the top-level aio block (offload_sections.cc), each
+// checked by its validator in runtime/swap/offload_config.h; nvme_path resolves like the data
+// paths. Accepted keys with no effect here (device "cpu", pin_memory, intra_op_parallelism > 1)
+// add one warning each.
+Status ParseOptimizerOffload(Section& root, const std::string& base_dir, swap::OffloadOptimizerConfig* offload,
+                             swap::AioConfig* aio);
 // activation_checkpointing (docs/train-json.md): when the block is present, sets *recompute_blocks
 // (the gpt model's, for `n_layer` blocks) to number_checkpoints capped at n_layer, or n_layer when
 // absent; nullptr for a model without blocks (mlp). Keys with no effect on a CPU rank are

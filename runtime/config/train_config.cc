@@ -159,6 +159,7 @@ Status ParseRoot(Section& root, int world_size, int generation, const std::strin
   DSLAUNCH_RETURN_IF_ERROR(internal::ParsePrecision(root, &config.loss_scaler, &config.precision));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseZero(root, &config.zero));
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseOffloadParam(root, config.zero.stage, base_dir, &config.offload_param));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizerOffload(root, base_dir, &config.offload_optimizer, &config.aio));
   DSLAUNCH_RETURN_IF_ERROR(root.Int("steps_per_print", 1, kNoMax, &config.steps_per_print));
   int64_t seed = static_cast<int64_t>(config.seed);
   DSLAUNCH_RETURN_IF_ERROR(root.Int("seed", 0, kNoMax, &seed));

@@ -103,6 +103,8 @@ struct TrainConfig {
   Precision precision = Precision::kFp32;  // from fp16.enabled / bf16.enabled (runtime/engine/engine_options.h)
   ZeroConfig zero;                         // runtime/engine/engine_options.h
   swap::OffloadParamConfig offload_param;  // zero_optimization.offload_param (runtime/swap/offload_config.h)
+  swap::OffloadOptimizerConfig offload_optimizer;  // zero_optimization.offload_optimizer (docs/offload.md)
+  swap::AioConfig aio;                             // `aio`
   int64_t steps_per_print = 10;
   uint64_t seed = 42;
   ModelConfig model;

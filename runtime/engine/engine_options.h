@@ -33,6 +33,9 @@ struct ZeroConfig {
   int64_t stage3_prefetch_bucket_size = 50'000'000;
   int64_t stage3_param_persistence_threshold = 100'000;
   int64_t stage3_max_live_parameters = 1'000'000'000;
+  // Elements per sub-group of the optimizer state: the unit the offloaded step streams
+  // (records of the swap file). The in-memory store visits its state whole.
+  int64_t sub_group_size = 1'000'000'000;
 };
 
 // The highest ZeRO stage (DeepSpeed's 0-3).
@@ -61,6 +64,10 @@ struct EngineOptions {
   // zero_optimization.offload_param: "nvme" keeps the owned parameter partitions in a swap file
   // (stage 3 only; Engine::Create refuses other stages). docs/offload.md, "Parameters on disk".
   swap::OffloadParamConfig offload_param;
+  // Where the optimizer state lives: device nvme puts it in swap files (NvmeOptimizerStateStore,
+  // docs/offload.md); none and cpu keep it in memory. Validated by the parser.
+  swap::OffloadOptimizerConfig offload_optimizer;
+  swap::AioConfig aio;  // how the swap files are read and written
 };
 
 }  // namespace dslaunch::runtime

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "runtime/comm/agreement.h"
 #include "runtime/engine/storage_type.h"
 #include "runtime/swap/swap_directory.h"
 
@@ -12,18 +13,6 @@ namespace dslaunch::runtime {
 namespace {
 
 const std::string kNvmePathKey = std::string(kOffloadParamKey) + ".nvme_path";
-
-// Every rank's outcome of its set-up, so that all fail together (1: this rank failed).
-Status AgreeOnSetUp(Communicator& comm, const Status& mine) {
-  float failed = mine.ok() ? 0.0f : 1.0f;
-  DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(&failed, 1), ReduceOp::kMax)
-                               .WithContext("parameter offload set-up"));
-  if (!mine.ok()) return mine;
-  if (failed != 0.0f) {
-    return FailedPreconditionError("parameter offload set-up failed on another rank (its log says why)");
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -61,13 +50,13 @@ template <class S>
 Result<std::unique_ptr<ParameterSwap<S>>> ParameterSwap<S>::Create(const ParameterLayout& layout,
                                                                    const ShardMap& shards, const ZeroConfig& zero,
                                                                    const swap::OffloadParamConfig& config,
-                                                                   Communicator& comm,
+                                                                   const swap::AioConfig& aio, Communicator& comm,
                                                                    std::span<const float> initial) {
   ParameterSwapPlan plan =
       PlanParameterSwap(layout, shards, zero.stage3_param_persistence_threshold, config.max_in_cpu);
   std::unique_ptr<ParameterSwap> swap(new ParameterSwap(layout, shards, std::move(plan)));
-  DSLAUNCH_RETURN_IF_ERROR(AgreeOnSetUp(comm, swap->Prepare(config)));
-  DSLAUNCH_RETURN_IF_ERROR(AgreeOnSetUp(comm, swap->Fill(config, comm.rank(), initial)));
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm, swap->Prepare(config), "prepare its parameter swap directory"));
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm, swap->Fill(config, aio, comm.rank(), initial), "create its parameter swap file"));
   return swap;
 }
 
@@ -91,7 +80,7 @@ Status ParameterSwap<S>::Prepare(const swap::OffloadParamConfig& config) {
 }
 
 template <class S>
-Status ParameterSwap<S>::Fill(const swap::OffloadParamConfig& config, int rank, std::span<const float> initial) {
+Status ParameterSwap<S>::Fill(const swap::OffloadParamConfig& config, const swap::AioConfig& aio, int rank, std::span<const float> initial) {
   resident_.resize(plan_.record.size());
   if (plan_.record_count > 0) {
     DSLAUNCH_ASSIGN_OR_RETURN(swap::SwapFile file,
@@ -102,7 +91,7 @@ Status ParameterSwap<S>::Fill(const swap::OffloadParamConfig& config, int rank, 
                                                       .record_count = plan_.record_count}));
     file_.emplace(std::move(file));
     if (file_->warning()) notes_.push_back(*file_->warning());
-    swap::IoEngineChoice choice = swap::MakeIoEngine(swap::IoBackend::kUring, swap::AioConfig{});
+    swap::IoEngineChoice choice = swap::MakeIoEngine(swap::IoBackend::kUring, aio);
     io_ = std::move(choice.engine);
     if (choice.warning) notes_.push_back(*choice.warning);
     slots_.resize(static_cast<size_t>(config.buffer_count));

@@ -63,7 +63,7 @@ class ParameterSwap {
   // buffer_size, the directory checks, file creation and I/O.
   static Result<std::unique_ptr<ParameterSwap>> Create(const ParameterLayout& layout, const ShardMap& shards,
                                                        const ZeroConfig& zero, const swap::OffloadParamConfig& config,
-                                                       Communicator& comm, std::span<const float> initial);
+                                                       const swap::AioConfig& aio, Communicator& comm, std::span<const float> initial);
 
   // The owned part of flat elements [lo, hi) into `out` (ShardMap::OwnPart(lo, hi).size()
   // values, in order), from memory and disk.
@@ -93,7 +93,8 @@ class ParameterSwap {
   // Before the first agreement: stale files swept, buffer_size and the directory checked.
   Status Prepare(const swap::OffloadParamConfig& config);
   // After it: the file, the I/O engine and buffers, and the initial values written.
-  Status Fill(const swap::OffloadParamConfig& config, int rank, std::span<const float> initial);
+  Status Fill(const swap::OffloadParamConfig& config, const swap::AioConfig& aio, int rank,
+              std::span<const float> initial);
   ShardRange OwnedPart(size_t g) const;
   // The next slot, its previous transfer finished.
   Result<Slot*> NextSlot();

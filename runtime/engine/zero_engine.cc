@@ -1,5 +1,6 @@
 #include "runtime/engine/zero_engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -8,10 +9,13 @@
 #include "runtime/core/sixteen_bit_float.h"
 #include "runtime/engine/deferred_status.h"
 #include "runtime/engine/gradient_reducer.h"
+#include "runtime/comm/agreement.h"
+#include "runtime/engine/nvme_optimizer_state_store.h"
 #include "runtime/engine/parameter_store.h"
 #include "runtime/engine/scratch_buffers.h"
 #include "runtime/engine/shard_map.h"
 #include "runtime/engine/storage_type.h"
+#include "runtime/swap/swap_directory.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -48,6 +52,35 @@ std::unique_ptr<OptimizerStateStore> MakeStateStore(const OptimizerParams& optim
   }
 }
 
+bool Offloaded(const EngineOptions& options) { return options.offload_optimizer.device == swap::OffloadDevice::kNvme; }
+
+// The JSON path of the setting CheckSwapDirectory's errors name.
+constexpr std::string_view kNvmePathKey = "zero_optimization.offload_optimizer.nvme_path";
+
+// Before any rank creates its swap file: stale files of ended runs removed (each one a line in
+// `notices`) and the directory checked for this rank's bytes.
+Status PrepareSwapDirectory(const EngineOptions& options, size_t numel, std::vector<std::string>& notices) {
+  const std::string& dir = options.offload_optimizer.nvme_path;
+  DSLAUNCH_ASSIGN_OR_RETURN(std::vector<swap::StaleSwapFile> stale, swap::RemoveStaleSwapFiles(dir));
+  for (const swap::StaleSwapFile& f : stale) {
+    notices.push_back("removed stale swap file " + f.path + " (" + std::to_string(f.bytes) +
+                      " bytes) left by a run that ended without cleaning up");
+  }
+  return swap::CheckSwapDirectory(dir, NvmeStateBytes(options.optimizer, numel), kNvmePathKey);
+}
+
+// The optimizer state in a swap file (docs/offload.md "The optimizer state on disk"), created and
+// filled with `master` (the owned slice of the initial parameters). Its warnings go to `notices`.
+Result<std::unique_ptr<OptimizerStateStore>> MakeNvmeStateStore(const EngineOptions& options,
+                                                               std::span<const float> master, int rank,
+                                                               std::vector<std::string>& notices) {
+  NvmeStateOptions nvme{options.offload_optimizer, options.aio, static_cast<size_t>(options.zero.sub_group_size), rank};
+  DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<NvmeOptimizerStateStore> store,
+                            NvmeOptimizerStateStore::Create(options.optimizer, master, nvme));
+  for (const std::string& w : store->warnings()) notices.push_back(w);
+  return std::unique_ptr<OptimizerStateStore>(std::move(store));
+}
+
 template <class S>
 class ZeroEngine final : public Engine, private ParameterAccess {
  public:
@@ -60,15 +93,33 @@ class ZeroEngine final : public Engine, private ParameterAccess {
         params_(layout, comm, options.zero, partitioning_.parameters, shards_, scratch_, deferred_, initial,
                 std::move(swap)),
         grads_(layout, comm, options.zero, partitioning_.gradients, shards_, scratch_, deferred_),
-        state_(MakeStateStore<S>(options.optimizer, params_, shards_.own(), initial)),
+        state_(Offloaded(options) ? nullptr : MakeStateStore<S>(options.optimizer, params_, shards_.own(), initial)),
         scaler_(options.precision == Precision::kFp16 ? options.loss_scaler : LossScalerConfig{}),
         segments_(OwnedSegments(layout, shards_.own())) {}
+
+  // Collective: the second half of construction where the state goes to disk. Every rank sweeps
+  // and checks before any rank creates its file (a sweep cannot meet a file being created by this
+  // job), and every rank fails when one does.
+  Status OpenSwap(std::span<const float> initial) {
+    if (!Offloaded(options_)) return Status::Ok();
+    const ShardRange& own = shards_.own();
+    DSLAUNCH_RETURN_IF_ERROR(
+        AgreeOnFailure(comm_, PrepareSwapDirectory(options_, own.size(), notices_), "prepare the swap directory"));
+    auto store = MakeNvmeStateStore(options_, initial.subspan(own.begin, own.size()), comm_.rank(), notices_);
+    DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm_, store.status(), "create its swap file"));
+    state_ = std::move(*store);
+    return Status::Ok();
+  }
 
   ParameterAccess& access() override { return *this; }
   double loss_scale() const override { return options_.precision == Precision::kFp16 ? scaler_.scale() : 1.0; }
   Status status() const override { return deferred_.status(); }
   int64_t applied_steps() const override { return applied_; }
-  std::vector<std::string> notes() const override { return params_.notes(); }
+  std::vector<std::string> notes() const override {
+    std::vector<std::string> all = params_.notes();
+    all.insert(all.end(), notices_.begin(), notices_.end());
+    return all;
+  }
 
   void BeginStep() override { grads_.BeginStep(); }
 
@@ -119,7 +170,15 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     const std::vector<std::string> names = StateTensorNames(options_.optimizer);
     const std::vector<std::span<const float>> tensors = state_->Resident();
     for (size_t i = 0; i < names.size(); ++i) {
-      snap.tensors.emplace_back(names[i], tensors[i].subspan(at, snap.range.size()));
+      snap.tensors.emplace_back(names[i], tensors.empty() ? std::span<const float>()
+                                                          : tensors[i].subspan(at, snap.range.size()));
+    }
+    if (tensors.empty()) {
+      OptimizerStateStore* state = state_.get();
+      const size_t end = at + snap.range.size();
+      snap.stream = [state, at, end](size_t index, const EngineSnapshot::Sink& sink) {
+        return StreamTensor(*state, index, at, end, sink);
+      };
     }
     snap.optimizer_step = state_->step();
     snap.applied_steps = applied_;
@@ -160,6 +219,16 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   void Release(int g) override { params_.Release(g); }
   std::span<float> Gradient(int g) override { return grads_.Gradient(g); }
   void GradientReady(int g) override { grads_.GradientReady(g); }
+
+  // Tensor `index` of the held state's elements [begin, end), sub-group by sub-group, to `sink`.
+  static Status StreamTensor(OptimizerStateStore& state, size_t index, size_t begin, size_t end,
+                             const EngineSnapshot::Sink& sink) {
+    return state.ForEachSubGroup(StateAccess::kRead, [&](const StateSubGroup& sub) -> Status {
+      const size_t from = std::max(begin, sub.begin), to = std::min(end, sub.begin + sub.size());
+      if (from >= to) return Status::Ok();
+      return sink(sub.tensors[index].subspan(from - sub.begin, to - from));
+    });
+  }
 
   // ---- The step ----
 
@@ -221,6 +290,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   LossScaler scaler_;
   const std::vector<DecaySegment> segments_;  // of the owned slice, relative to its start
   int64_t applied_ = 0;
+  std::vector<std::string> notices_;
 };
 
 // With offload_param on nvme (stage 3), the swap is created first: it can fail (the directory,
@@ -232,9 +302,11 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ParameterLayout& layout, Commun
   if (options.offload_param.device == swap::OffloadDevice::kNvme) {
     const ShardMap shards(layout.numel(), comm.world_size(), comm.rank(), true);
     DSLAUNCH_ASSIGN_OR_RETURN(swap, ParameterSwap<S>::Create(layout, shards, options.zero, options.offload_param,
-                                                             comm, initial));
+                                                             options.aio, comm, initial));
   }
-  return std::unique_ptr<Engine>(std::make_unique<ZeroEngine<S>>(layout, comm, options, initial, std::move(swap)));
+  auto engine = std::make_unique<ZeroEngine<S>>(layout, comm, options, initial, std::move(swap));
+  DSLAUNCH_RETURN_IF_ERROR(engine->OpenSwap(initial).WithContext("rank " + std::to_string(comm.rank())));
+  return std::unique_ptr<Engine>(std::move(engine));
 }
 
 }  // namespace
@@ -247,6 +319,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Co
   }
   if (options.precision == Precision::kFp16) DSLAUNCH_RETURN_IF_ERROR(ValidateLossScalerConfig(options.loss_scaler));
   DSLAUNCH_RETURN_IF_ERROR(swap::ValidateOffloadParamConfig(options.offload_param, options.zero.stage, kOffloadParamKey));
+  DSLAUNCH_RETURN_IF_ERROR(swap::ValidateOffloadOptimizerConfig(options.offload_optimizer));
+  DSLAUNCH_RETURN_IF_ERROR(swap::ValidateAioConfig(options.aio));
+  if (options.zero.sub_group_size < 1) {
+    return InvalidArgumentError("zero_optimization.sub_group_size: must be >= 1, got " +
+                                std::to_string(options.zero.sub_group_size));
+  }
   if (initial.size() != layout.numel()) {
     return InvalidArgumentError("initial parameters: " + std::to_string(initial.size()) + " values for a model of " +
                                 std::to_string(layout.numel()));

@@ -76,6 +76,11 @@ struct EngineSnapshot {
   int64_t optimizer_step = 0;  // updates applied by the optimizer (Adam's t)
   int64_t applied_steps = 0;   // = optimizer_step; kept apart for the LR schedule
   LossScaler::State loss_scaler;
+  // Set when the state is not resident (offloaded to swap files): the spans of `tensors` are then
+  // empty and this streams tensor `index`'s part of `range` to `sink`, in order, a piece at a time
+  // (one pass over the swap file per tensor, no whole copy in memory). Valid as the spans are.
+  using Sink = std::function<Status(std::span<const float> piece)>;
+  std::function<Status(size_t index, const Sink& sink)> stream;
 };
 
 // Fills out[0 .. end-begin) with elements [begin, end) of the saved state tensor `name`
@@ -86,7 +91,10 @@ class Engine {
  public:
   // `initial` (layout.numel() values, the same on every rank) becomes the parameters. `comm` and
   // `layout` must outlive the engine. Fails with kInvalidArgument for options that cannot work
-  // (a stage outside 0-3, an fp16 section out of range, a wrong initial size).
+  // (a stage outside 0-3, an fp16 section out of range, a wrong initial size). With
+  // options.offload_optimizer.device nvme it first removes stale swap files under nvme_path and
+  // checks the directory (kFailedPrecondition naming the key and path: missing, not writable, too
+  // small), then creates this rank's swap file (removed when the engine is destroyed).
   static Result<std::unique_ptr<Engine>> Create(const ParameterLayout& layout, Communicator& comm,
                                                 const EngineOptions& options, std::span<const float> initial);
   virtual ~Engine() = default;
@@ -102,9 +110,9 @@ class Engine {
   virtual Status GatherParameters(std::span<float> out) = 0;
   virtual MemoryStats memory() const = 0;
   virtual int64_t applied_steps() const = 0;
-  // This rank's lines for the log from setting up state on disk (stale swap files removed, a
-  // fallback of the swap I/O); empty when everything is in memory.
-  virtual std::vector<std::string> notes() const { return {}; }
+  // This rank's lines for the log from setting up state on disk (stale swap files removed, O_DIRECT
+  // or io_uring unavailable), to print once at start; empty when everything is in memory.
+  virtual std::vector<std::string> notes() const = 0;
 
   // This rank's part of a checkpoint (no collective).
   virtual EngineSnapshot Snapshot() const = 0;

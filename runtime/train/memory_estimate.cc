@@ -88,6 +88,12 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   }
   m.gradients = (stage >= 2 ? shard : numel) * storage;
   m.optimizer_state = moments * shard * kFloat + (fp32 ? 0.0 : shard * kFloat);
+  if (config.offload_optimizer.device == swap::OffloadDevice::kNvme) {
+    // On disk (docs/offload.md): memory holds the ring, buffer_count records of master and moments
+    // (each record rounded up to the disk's direct-I/O alignment, a few KiB at most, not counted).
+    const double record = std::min(shard, static_cast<double>(config.zero.sub_group_size)) * (1.0 + moments) * kFloat;
+    m.optimizer_state = config.offload_optimizer.buffer_count * record;
+  }
   m.activations = shape.activations;
 
   // Transient buffers: at start-up the fp32 initial parameters exist while the engine is built;

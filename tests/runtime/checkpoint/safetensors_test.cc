@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -184,6 +185,48 @@ TEST_CASE("The CRC-32C of the write is the CRC-32C of the file, also past the ga
   CHECK(ReadAll<uint8_t>(*file, *file->Find("s2")) == small);
 
   CHECK(SafetensorsFile::FileCrc32c(dir.path() + "/nope").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("A tensor streamed from a source in pieces writes the bytes of the same tensor given whole") {
+  testing::TempDir dir;
+  std::vector<float> values(10000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.25f;
+  std::vector<uint8_t> small(10, 1);
+  auto streamed = [&](size_t piece) {
+    TensorData t = Tensor("v", "F32", {int64_t(values.size())}, values);
+    t.data = nullptr;
+    t.source = [&values, piece](const TensorAppend& append) -> Status {
+      for (size_t at = 0; at < values.size(); at += piece) {
+        DSLAUNCH_RETURN_IF_ERROR(append(values.data() + at, std::min(piece, values.size() - at) * sizeof(float)));
+      }
+      return Status::Ok();
+    };
+    return t;
+  };
+  REQUIRE(WriteSafetensors(dir.path() + "/whole.safetensors",
+                           {Tensor("s", "U8", {10}, small), Tensor("v", "F32", {int64_t(values.size())}, values)},
+                           {{"k", "v"}}, NoSync())
+              .ok());
+  for (size_t piece : {size_t{1}, size_t{700}, values.size()}) {
+    CAPTURE(piece);
+    const std::string path = dir.path() + "/streamed.safetensors";
+    auto written = WriteSafetensors(path, {Tensor("s", "U8", {10}, small), streamed(piece)}, {{"k", "v"}}, NoSync());
+    REQUIRE(written.ok());
+    CHECK(ReadBytes(path) == ReadBytes(dir.path() + "/whole.safetensors"));
+    CHECK(written->crc32c == Crc32c(ReadBytes(path)));
+  }
+  // A source that gives too few bytes, or fails, is an error and leaves no file.
+  TensorData short_source = streamed(700);
+  short_source.source = [&values](const TensorAppend& append) { return append(values.data(), 400); };
+  auto r = WriteSafetensors(dir.path() + "/short.safetensors", {short_source}, {}, NoSync());
+  CHECK(r.status().code() == StatusCode::kInternal);
+  CHECK(r.status().message().find("400 of 40000 bytes") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/short.safetensors"));
+  TensorData failing = streamed(700);
+  failing.source = [](const TensorAppend&) { return DataLossError("swap file: read failed"); };
+  r = WriteSafetensors(dir.path() + "/failing.safetensors", {failing}, {}, NoSync());
+  CHECK(r.status().code() == StatusCode::kDataLoss);
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/failing.safetensors"));
 }
 
 TEST_CASE("A file as Python's safetensors writes it reads: keys out of data order, unpadded or padded") {

@@ -328,17 +328,17 @@ TEST_CASE("ParseTrainConfig collects DeepSpeed keys it does not implement") {
   doc["memory_breakdown"] = true;
   doc["wall_clock_breakdown"] = false;
   doc["flops_profiler"] = {{"enabled", false}};
-  doc["zero_optimization"] = {{"stage", 2}, {"offload_optimizer", {{"device", "cpu"}}}};
+  doc["zero_optimization"] = {{"stage", 2}, {"round_robin_gradients", true}};
   doc["fp16"] = {{"enabled", false}, {"auto_cast", false}};
   Result<TrainConfig> r = Parse(doc);
   REQUIRE(r.ok());
   std::vector<std::string> keys = r->unimplemented_keys;
   std::sort(keys.begin(), keys.end());
   CHECK(keys == std::vector<std::string>{"$.flops_profiler", "$.fp16.auto_cast", "$.memory_breakdown",
-                                         "$.wall_clock_breakdown", "$.zero_optimization.offload_optimizer"});
+                                         "$.wall_clock_breakdown", "$.zero_optimization.round_robin_gradients"});
   std::string warning = UnimplementedWarning(*r);
   CHECK(warning.find("5 DeepSpeed key(s)") != std::string::npos);
-  CHECK(warning.find("$.zero_optimization.offload_optimizer") != std::string::npos);
+  CHECK(warning.find("$.zero_optimization.round_robin_gradients") != std::string::npos);
 }
 
 TEST_CASE("ParseTrainConfig reports JSON syntax errors with the file name") {

@@ -1,0 +1,79 @@
+// zero_optimization.offload_optimizer and the top-level aio block (docs/train-json.md,
+// docs/offload.md "Keys"): DeepSpeed's keys and defaults, parsed into the swap layer's own structs
+// (runtime/swap/offload_config.h) and checked by their validators. Keys that change nothing on
+// this CPU runtime are accepted with one warning line each.
+#include "runtime/config/sections.h"
+
+namespace dslaunch::runtime::internal {
+namespace {
+
+constexpr int kMaxBufferCount = 1 << 20;  // a bound that catches a misplaced unit, not a real limit
+
+Status ParseOffloadOptimizerBlock(Section& zero, const std::string& base_dir, swap::OffloadOptimizerConfig* out) {
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> block, zero.Child("offload_optimizer"));
+  if (!block) return Status::Ok();
+  Section& b = *block;
+  std::string device = "none";
+  DSLAUNCH_RETURN_IF_ERROR(b.String("device", &device));
+  auto parsed = swap::ParseOffloadDevice(device, "offload_optimizer");
+  if (!parsed.ok()) return b.Error("device", "must be \"none\", \"cpu\" or \"nvme\", got \"" + device + "\"");
+  out->device = *parsed;
+  DSLAUNCH_RETURN_IF_ERROR(b.String("nvme_path", &out->nvme_path));
+  if (!out->nvme_path.empty()) out->nvme_path = ResolvePath(base_dir, out->nvme_path);
+  DSLAUNCH_RETURN_IF_ERROR(b.Int("buffer_count", 0, kMaxBufferCount, &out->buffer_count));
+  DSLAUNCH_RETURN_IF_ERROR(b.Bool("pin_memory", &out->pin_memory));
+  // DeepSpeed's read-ahead and write-behind switches: the ring always does both here.
+  b.Unimplemented({"pipeline_read", "pipeline_write", "fast_init", "ratio"});
+  DSLAUNCH_RETURN_IF_ERROR(b.Finish());
+  DSLAUNCH_RETURN_IF_ERROR(zero.Validated(swap::ValidateOffloadOptimizerConfig(*out, "offload_optimizer")));
+  if (out->device == swap::OffloadDevice::kCpu) {
+    b.Warn("device",
+           "\"cpu\" accepted; the optimizer state already lives in host memory on this CPU runtime, so nothing moves");
+  }
+  if (out->pin_memory && out->device != swap::OffloadDevice::kNone) {
+    b.Warn("pin_memory", "accepted; there is no GPU to copy to, so buffers are not pinned");
+  }
+  return Status::Ok();
+}
+
+Status ParseAio(Section& root, swap::AioConfig* out) {
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> block, root.Child("aio"));
+  if (!block) return Status::Ok();
+  Section& a = *block;
+  int64_t block_size = static_cast<int64_t>(out->block_size);
+  DSLAUNCH_RETURN_IF_ERROR(a.Int("block_size", 0, kNoMax, &block_size));
+  out->block_size = static_cast<uint64_t>(block_size);
+  DSLAUNCH_RETURN_IF_ERROR(a.Int("queue_depth", 0, kNoMax, &out->queue_depth));
+  if (a.Has("intra_op_parallelism") && a.Has("thread_count")) {
+    return a.Error("thread_count", "is the older name of intra_op_parallelism; give only one of them");
+  }
+  // DeepSpeed's older name for the same setting.
+  DSLAUNCH_RETURN_IF_ERROR(a.Int("thread_count", 0, kNoMax, &out->intra_op_parallelism));
+  DSLAUNCH_RETURN_IF_ERROR(a.Int("intra_op_parallelism", 0, kNoMax, &out->intra_op_parallelism));
+  DSLAUNCH_RETURN_IF_ERROR(a.Bool("single_submit", &out->single_submit));
+  DSLAUNCH_RETURN_IF_ERROR(a.Bool("overlap_events", &out->overlap_events));
+  a.Unimplemented({"use_gds"});
+  DSLAUNCH_RETURN_IF_ERROR(a.Finish());
+  DSLAUNCH_RETURN_IF_ERROR(root.Validated(swap::ValidateAioConfig(*out, "aio")));
+  if (out->intra_op_parallelism > 1) {
+    a.Warn(a.Has("thread_count") ? "thread_count" : "intra_op_parallelism",
+           std::to_string(out->intra_op_parallelism) +
+               " accepted; one io_uring ring keeps queue_depth requests in flight without extra threads");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseOptimizerOffload(Section& root, const std::string& base_dir, swap::OffloadOptimizerConfig* offload,
+                             swap::AioConfig* aio) {
+  *offload = swap::OffloadOptimizerConfig{};
+  *aio = swap::AioConfig{};
+  if (!root.HoldsBool("zero_optimization")) {
+    DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> zero, root.Child("zero_optimization"));
+    if (zero) DSLAUNCH_RETURN_IF_ERROR(ParseOffloadOptimizerBlock(*zero, base_dir, offload));
+  }
+  return ParseAio(root, aio);
+}
+
+}  // namespace dslaunch::runtime::internal

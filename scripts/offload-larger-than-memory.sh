@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# A model larger than memory (docs/offload.md, "Larger than memory"): a gpt whose model states
+# (16 bytes per parameter with bf16 and Adam) are at least 4x a memory cap set with a cgroup,
+# trained twice under that cap on one rank:
+#   (a) in memory: stopped (the memory check, which reads the cgroup's limit, refuses it before
+#       allocating; without the check the kernel would kill it);
+#   (b) with the optimizer state and the parameters offloaded to NVMe (ZeRO-Infinity's keys):
+#       it trains, and its loss falls.
+# Prints the peak memory of the cgroup (memory.max_usage_in_bytes) against the cap. Root and the
+# cgroup v1 memory controller (tests/support/requirements.sh: "cgroup_memory"), else skipped.
+#
+#   scripts/offload-larger-than-memory.sh [CAP_MIB] [N_LAYER] [N_EMBD] [STEPS]
+#                                          (defaults 400 8 1024 4: 101M parameters, 1.6 GB of states)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tests/support/requirements.sh
+cap_mib="${1:-400}"
+n_layer="${2:-8}"
+n_embd="${3:-1024}"
+steps="${4:-4}"
+
+memroot=/sys/fs/cgroup/memory
+if [[ $EUID -ne 0 || ! -w "$memroot" ]]; then
+  skip_or_fail cgroup_memory "needs root and the cgroup v1 memory controller at $memroot"
+  exit 0
+fi
+[[ -x build/bin/dslaunch && -x build/bin/dslaunch-worker ]] || { echo "build first (scripts/build.sh)" >&2; exit 2; }
+[[ -f data/fortunes.train.bin ]] || scripts/prepare-data.sh >/dev/null
+
+work="$(mktemp -d /var/tmp/dslaunch-offload-XXXXXX)"
+cg="$memroot/dslaunch-offload-$$"
+cleanup() {
+  if [[ -d "$cg" ]]; then
+    # Anything left in the group is ours: move it out so that the group can be removed.
+    while read -r pid; do echo "$pid" > "$memroot/cgroup.procs" 2>/dev/null || true; done < "$cg/cgroup.procs"
+    rmdir "$cg" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+python3 - "$work" "$n_layer" "$n_embd" "$steps" <<'PY'
+import json, os, sys
+work, n_layer, n_embd, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+data = os.path.abspath("data")
+base = {
+    "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+    "bf16": {"enabled": True},
+    "zero_optimization": {"stage": 3, "sub_group_size": 4000000,
+                          "stage3_param_persistence_threshold": 0},
+    "steps_per_print": 1, "seed": 1337,
+    "model": {"type": "gpt", "n_layer": n_layer, "n_head": 16, "n_embd": n_embd, "block_size": 64,
+              "vocab_size": 256},
+    "data": {"train": data + "/fortunes.train.bin", "val": data + "/fortunes.val.bin"},
+    "train": {"steps": steps, "eval_interval": 0, "eval_steps": 1, "sample_tokens": 0},
+}
+json.dump(base, open(os.path.join(work, "in-memory.json"), "w"), indent=1)
+off = json.loads(json.dumps(base))
+swap = os.path.join(work, "swap")
+os.makedirs(swap)
+off["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": swap, "buffer_count": 4}
+off["zero_optimization"]["offload_param"] = {"device": "nvme", "nvme_path": swap, "buffer_count": 5,
+                                             "max_in_cpu": 0}
+json.dump(off, open(os.path.join(work, "offloaded.json"), "w"), indent=1)
+PY
+
+# run NAME: dslaunch with one rank inside a fresh cgroup capped at cap_mib; prints its output and
+# the group's peak; returns dslaunch's exit code.
+run() {
+  local name="$1"
+  mkdir "$cg"
+  echo $((cap_mib * 1024 * 1024)) > "$cg/memory.limit_in_bytes"
+  # No swap: the cap is the memory the job may use.
+  echo $((cap_mib * 1024 * 1024)) > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
+  local rc=0
+  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$cg" \
+    build/bin/dslaunch --log_dir "$work/logs" --job_id "$name" --nproc_per_node 1 "$work/$name.json" \
+    > "$work/$name.out" 2>&1 || rc=$?
+  peak=$(cat "$cg/memory.max_usage_in_bytes")
+  rmdir "$cg"
+  sed 's/^/    /' "$work/$name.out" | tail -n 25
+  echo "  $name: exit $rc, peak memory of the cgroup $((peak / 1024 / 1024)) MiB against a cap of $cap_mib MiB"
+  return $rc
+}
+
+echo "== (a) in memory under a $cap_mib MiB cap"
+if run in-memory; then
+  echo "FAIL: the in-memory run trained under the cap: the model is not larger than memory" >&2
+  exit 1
+fi
+echo "== (b) optimizer state and parameters on NVMe ($work/swap) under the same cap"
+run offloaded || { echo "FAIL: the offloaded run did not train under the cap" >&2; exit 1; }
+python3 - "$work/logs/offloaded/metrics.jsonl" "$cap_mib" <<'PY'
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+start = next(r for r in records if r["event"] == "start")
+losses = [r["loss"] for r in records if r["event"] == "step"]
+states = 16 * start["parameters"]
+cap = int(sys.argv[2]) * 2**20
+print(f"  {start['parameters']:,} parameters: model states {states / 2**20:.0f} MiB = {states / cap:.1f}x the cap")
+print(f"  losses: {' '.join(f'{l:.4f}' for l in losses)}")
+if states < 4 * cap:
+    sys.exit("FAIL: the model states are less than 4x the cap")
+if not losses[-1] < losses[0]:
+    sys.exit("FAIL: the loss did not fall")
+PY
+if compgen -G "$work/swap/*/*.swp" > /dev/null || compgen -G "$work/swap/*.swp" > /dev/null; then
+  echo "FAIL: swap files left after the run: $(ls -R "$work/swap")" >&2
+  exit 1
+fi
+echo "ok: the offloaded run trained a model 4x larger than its memory cap, and left no swap files"
