@@ -170,7 +170,7 @@ Status ParseZero(Section& root, ZeroConfig* out) {
   DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_max_live_parameters", 0, kNoMax, &out->stage3_max_live_parameters));
   DSLAUNCH_RETURN_IF_ERROR(z->Int("sub_group_size", 1, kNoMax, &out->sub_group_size));
   z->Known("offload_optimizer");  // ParseOptimizerOffload (offload_sections.cc)
-  z->Known("offload_param");      // ParseOffloadParam (offload_param_section.cc)
+  z->Known("offload_param");      // ParseOffloadParam (offload_sections.cc)
   z->Unimplemented({"reduce_scatter", "allgather_partitions",
                     "load_from_fp32_weights", "round_robin_gradients",
                     "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
