@@ -63,10 +63,7 @@ Result<std::unique_ptr<ParameterSwap<S>>> ParameterSwap<S>::Create(const Paramet
 template <class S>
 Status ParameterSwap<S>::Prepare(const swap::OffloadParamConfig& config) {
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<swap::StaleSwapFile> stale, swap::RemoveStaleSwapFiles(config.nvme_path));
-  for (const swap::StaleSwapFile& f : stale) {
-    notes_.push_back("removed stale swap file '" + f.path + "' (" + std::to_string(f.bytes) +
-                     " bytes) left by a run that ended without cleaning up");
-  }
+  for (const swap::StaleSwapFile& f : stale) notes_.push_back(swap::DescribeRemoval(f));
   if (plan_.record_count > 0 && plan_.record_elements > config.buffer_size) {
     return InvalidArgumentError(std::string(kOffloadParamKey) + ".buffer_size: " + std::to_string(config.buffer_size) +
                                 " elements cannot hold this rank's largest parameter partition (" +

@@ -62,10 +62,7 @@ constexpr std::string_view kNvmePathKey = "zero_optimization.offload_optimizer.n
 Status PrepareSwapDirectory(const EngineOptions& options, size_t numel, std::vector<std::string>& notices) {
   const std::string& dir = options.offload_optimizer.nvme_path;
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<swap::StaleSwapFile> stale, swap::RemoveStaleSwapFiles(dir));
-  for (const swap::StaleSwapFile& f : stale) {
-    notices.push_back("removed stale swap file " + f.path + " (" + std::to_string(f.bytes) +
-                      " bytes) left by a run that ended without cleaning up");
-  }
+  for (const swap::StaleSwapFile& f : stale) notices.push_back(swap::DescribeRemoval(f));
   return swap::CheckSwapDirectory(dir, NvmeStateBytes(options.optimizer, numel), kNvmePathKey);
 }
 

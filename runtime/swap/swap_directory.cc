@@ -15,6 +15,12 @@
 #include "runtime/swap/swap_file_name.h"
 
 namespace dslaunch::runtime::swap {
+
+std::string DescribeRemoval(const StaleSwapFile& file) {
+  return "removed stale swap file '" + file.path + "' (" + std::to_string(file.bytes) +
+         " bytes) left by a run that ended without cleaning up";
+}
+
 namespace {
 
 std::string Where(std::string_view key, const std::string& path) {

@@ -29,6 +29,10 @@ struct StaleSwapFile {
   uint64_t bytes = 0;
 };
 
+// The line that reports `file`'s removal: "removed stale swap file 'PATH' (N bytes) left by a run
+// that ended without cleaning up".
+std::string DescribeRemoval(const StaleSwapFile& file);
+
 // Removes every swap file under nvme_path's swap sub-directory whose owner has ended (its flock
 // can be taken) and returns what it removed, for the caller to print. Files of live runs (any
 // job, any rank) are locked and left alone; names that are not swap file names are never
