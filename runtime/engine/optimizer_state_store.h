@@ -3,9 +3,9 @@
 // (docs/engine.md "The engine's three parts").
 //
 // The step never holds the whole state: it visits it sub-group by sub-group (ForEachSubGroup),
-// so that a store that keeps the state in files (ZeRO-Infinity's NVMe offload, issue 12 part 2)
-// can stream it through a few buffers: read the next sub-group while the step updates this one
-// and writes the previous back. InMemoryOptimizerStateStore keeps it in memory; its sub-groups are
+// so that a store that keeps the state in files (ZeRO-Infinity's NVMe offload,
+// NvmeOptimizerStateStore) can stream it through a few buffers: read the next sub-group while the
+// step updates this one and writes the previous back. InMemoryOptimizerStateStore keeps it in memory; its sub-groups are
 // views of its buffers.
 #pragma once
 
@@ -62,7 +62,7 @@ class OptimizerStateStore {
   virtual Status ForEachSubGroup(StateAccess access, const Visitor& visit) = 0;
   // The whole state in memory, StateTensorNames order, for Engine::Snapshot (valid until the
   // next visit that writes). A store that keeps the state in files has no such view: the
-  // checkpoint then has to stream it through ForEachSubGroup instead (part 2).
+  // checkpoint then streams it through ForEachSubGroup (EngineSnapshot::stream).
   virtual std::vector<std::span<const float>> Resident() const = 0;
   // Bytes of memory the store holds (master weights it owns, and moments).
   virtual size_t bytes() const = 0;
