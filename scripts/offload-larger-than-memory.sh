@@ -30,7 +30,8 @@ if [[ $EUID -ne 0 || ! -w "$memroot" ]]; then
   skip_or_fail cgroup_memory "needs root and the cgroup v1 memory controller at $memroot"
   exit 0
 fi
-[[ -x build/bin/dslaunch && -x build/bin/dslaunch-worker ]] || { echo "build first (scripts/build.sh)" >&2; exit 2; }
+bin="${DSLAUNCH_BIN_DIR:-build/bin}"  # CTest passes its build's
+[[ -x "$bin/dslaunch" && -x "$bin/dslaunch-worker" ]] || { echo "build first (scripts/build.sh)" >&2; exit 2; }
 [[ -f data/fortunes.train.bin ]] || scripts/prepare-data.sh >/dev/null
 
 work="$(mktemp -d /var/tmp/dslaunch-offload-XXXXXX)"
@@ -82,7 +83,7 @@ run() {
   echo $((cap_mib * 1024 * 1024)) > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
   local rc=0
   OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$cg" \
-    build/bin/dslaunch --log_dir "$work/logs" --job_id "$name" --nproc_per_node 1 "$work/$name.json" \
+    "$bin/dslaunch" --log_dir "$work/logs" --job_id "$name" --nproc_per_node 1 "$work/$name.json" \
     > "$work/$name.out" 2>&1 || rc=$?
   peak=$(cat "$cg/memory.max_usage_in_bytes")
   rmdir "$cg"
