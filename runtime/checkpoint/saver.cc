@@ -25,10 +25,6 @@ CheckpointSaver::CheckpointSaver(const CheckpointConfig& config, const Engine& e
 
 CheckpointSaver::~CheckpointSaver() = default;  // an unfinished save's writer thread is joined
 
-bool CheckpointSaver::IntervalDue(int64_t step) const {
-  return enabled() && config_.interval > 0 && step % config_.interval == 0;
-}
-
 bool CheckpointSaver::pending_written() const { return pending_ && pending_->written(); }
 
 void CheckpointSaver::Report(int64_t step, const std::string& why, const SaveResult& saved) {

@@ -40,9 +40,6 @@ class CheckpointSaver {
 
   // Whether checkpoint.dir is set.
   bool enabled() const { return !config_.dir.empty(); }
-  // Whether a periodic save is due after `step` steps.
-  bool IntervalDue(int64_t step) const;
-
   // Collective: the periodic save after `step` steps (see above for failures).
   Status SavePeriodic(int64_t step);
   // Whether an asynchronous save is in flight, and whether this rank's shard of it is written.

@@ -58,23 +58,23 @@ bool Offloaded(const EngineOptions& options) { return options.offload_optimizer.
 constexpr std::string_view kNvmePathKey = "zero_optimization.offload_optimizer.nvme_path";
 
 // Before any rank creates its swap file: stale files of ended runs removed (each one a line in
-// `notices`) and the directory checked for this rank's bytes.
-Status PrepareSwapDirectory(const EngineOptions& options, size_t numel, std::vector<std::string>& notices) {
+// `notes`) and the directory checked for this rank's bytes.
+Status PrepareSwapDirectory(const EngineOptions& options, size_t numel, std::vector<std::string>& notes) {
   const std::string& dir = options.offload_optimizer.nvme_path;
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<swap::StaleSwapFile> stale, swap::RemoveStaleSwapFiles(dir));
-  for (const swap::StaleSwapFile& f : stale) notices.push_back(swap::DescribeRemoval(f));
+  for (const swap::StaleSwapFile& f : stale) notes.push_back(swap::DescribeRemoval(f));
   return swap::CheckSwapDirectory(dir, NvmeStateBytes(options.optimizer, numel), kNvmePathKey);
 }
 
 // The optimizer state in a swap file (docs/offload.md "The optimizer state on disk"), created and
-// filled with `master` (the owned slice of the initial parameters). Its warnings go to `notices`.
+// filled with `master` (the owned slice of the initial parameters). Its warnings go to `notes`.
 Result<std::unique_ptr<OptimizerStateStore>> MakeNvmeStateStore(const EngineOptions& options,
                                                                std::span<const float> master, int rank,
-                                                               std::vector<std::string>& notices) {
+                                                               std::vector<std::string>& notes) {
   NvmeStateOptions nvme{options.offload_optimizer, options.aio, static_cast<size_t>(options.zero.sub_group_size), rank};
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<NvmeOptimizerStateStore> store,
                             NvmeOptimizerStateStore::Create(options.optimizer, master, nvme));
-  for (const std::string& w : store->warnings()) notices.push_back(w);
+  for (const std::string& w : store->warnings()) notes.push_back(w);
   return std::unique_ptr<OptimizerStateStore>(std::move(store));
 }
 
@@ -101,8 +101,8 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     if (!Offloaded(options_)) return Status::Ok();
     const ShardRange& own = shards_.own();
     DSLAUNCH_RETURN_IF_ERROR(
-        AgreeOnFailure(comm_, PrepareSwapDirectory(options_, own.size(), notices_), "prepare the swap directory"));
-    auto store = MakeNvmeStateStore(options_, initial.subspan(own.begin, own.size()), comm_.rank(), notices_);
+        AgreeOnFailure(comm_, PrepareSwapDirectory(options_, own.size(), state_notes_), "prepare the swap directory"));
+    auto store = MakeNvmeStateStore(options_, initial.subspan(own.begin, own.size()), comm_.rank(), state_notes_);
     DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm_, store.status(), "create its swap file"));
     state_ = std::move(*store);
     return Status::Ok();
@@ -114,7 +114,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   int64_t applied_steps() const override { return applied_; }
   std::vector<std::string> notes() const override {
     std::vector<std::string> all = params_.notes();
-    all.insert(all.end(), notices_.begin(), notices_.end());
+    all.insert(all.end(), state_notes_.begin(), state_notes_.end());
     return all;
   }
 
@@ -287,7 +287,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   LossScaler scaler_;
   const std::vector<DecaySegment> segments_;  // of the owned slice, relative to its start
   int64_t applied_ = 0;
-  std::vector<std::string> notices_;
+  std::vector<std::string> state_notes_;  // from opening the optimizer state on disk (notes())
 };
 
 // With offload_param on nvme (stage 3), the swap is created first: it can fail (the directory,

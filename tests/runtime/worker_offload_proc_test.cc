@@ -3,7 +3,6 @@
 // nvme_path that stops the job before training with the setting's name.
 #include <doctest/doctest.h>
 
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -44,9 +43,8 @@ std::string Config(const std::string& offload) {
 
 TEST_CASE("dslaunch-worker with optimizer offload to NVMe prints the losses of the in-memory run") {
   TempDir dir;
-  char swap_name[] = "/var/tmp/dslaunch-offload-proc.XXXXXX";
-  REQUIRE(::mkdtemp(swap_name) != nullptr);
-  const std::string swap_dir = swap_name;
+  TempDir swap("/var/tmp");  // a disk: O_DIRECT and io_uring
+  const std::string& swap_dir = swap.path();
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 3000; ++i) tokens.push_back(static_cast<uint16_t>((i * 7 + i / 13) % 32));
   REQUIRE(runtime::WriteTokenShard(dir.path() + "/train.bin", tokens).ok());
@@ -74,7 +72,6 @@ TEST_CASE("dslaunch-worker with optimizer offload to NVMe prints the losses of t
   CHECK(missing.exit_code != 0);
   CHECK(LossTexts(missing.out).empty());  // stopped before the first step
   CHECK_MESSAGE(missing.err.find("zero_optimization.offload_optimizer.nvme_path") != std::string::npos, missing.err);
-  fs::remove_all(swap_dir);
 }
 
 }  // namespace

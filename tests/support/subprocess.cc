@@ -128,9 +128,19 @@ std::vector<pid_t> ReadPidFiles(const std::string& dir) {
   return pids;
 }
 
-TempDir::TempDir() {
+namespace {
+
+std::string DefaultTempParent() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/dslaunch-test-XXXXXX";
+  return tmp != nullptr && *tmp ? tmp : "/tmp";
+}
+
+}  // namespace
+
+TempDir::TempDir() : TempDir(DefaultTempParent()) {}
+
+TempDir::TempDir(const std::string& parent) {
+  std::string pattern = parent + "/dslaunch-test-XXXXXX";
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) std::abort();

@@ -48,10 +48,11 @@ bool ProcessAlive(pid_t pid);
 // Reads every "*.pid" file in `dir` (one pid each).
 std::vector<pid_t> ReadPidFiles(const std::string& dir);
 
-// A fresh empty directory under $TMPDIR (or /tmp), removed by the destructor.
+// A fresh empty directory under $TMPDIR (or /tmp), or under `parent`, removed by the destructor.
 class TempDir {
  public:
   TempDir();
+  explicit TempDir(const std::string& parent);
   ~TempDir();
   const std::string& path() const { return path_; }
 

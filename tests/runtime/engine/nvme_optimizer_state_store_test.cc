@@ -2,10 +2,10 @@
 // is what the next one reads, record by record, in every access mode, and the file goes with the
 // store.
 #include "runtime/engine/nvme_optimizer_state_store.h"
+#include "tests/support/subprocess.h"
 
 #include <doctest/doctest.h>
 
-#include <stdlib.h>
 
 #include <filesystem>
 #include <numeric>
@@ -15,19 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class DiskDir {
- public:
-  DiskDir() {
-    char name[] = "/var/tmp/dslaunch-nvme-store-test.XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path_ = name;
-  }
-  ~DiskDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// Swap files go to a disk (not tmpfs: O_DIRECT and io_uring on a real file system).
+constexpr char kDiskDir[] = "/var/tmp";
 
 NvmeStateOptions Options(const std::string& dir, size_t sub_group_size, int buffer_count) {
   NvmeStateOptions o;
@@ -55,7 +44,7 @@ std::vector<std::vector<float>> ReadAll(OptimizerStateStore& store, size_t tenso
 }
 
 TEST_CASE("The NVMe store starts from the master weights with zero moments and keeps what each visit writes") {
-  DiskDir dir;
+  dslaunch::testing::TempDir dir(kDiskDir);
   std::vector<float> master(1003);
   std::iota(master.begin(), master.end(), 1.0f);
   for (size_t sub_group : {size_t{100}, size_t{1003}, size_t{5000}}) {
@@ -108,7 +97,7 @@ TEST_CASE("The NVMe store starts from the master weights with zero moments and k
 }
 
 TEST_CASE("The NVMe store visits an empty slice once, makes no file, and stops at a visitor's error") {
-  DiskDir dir;
+  dslaunch::testing::TempDir dir(kDiskDir);
   OptimizerParams sgd;
   sgd.kind = OptimizerKind::kSgd;
   auto empty = NvmeOptimizerStateStore::Create(sgd, {}, Options(dir.path(), 10, 2));

@@ -21,15 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory on the disk-backed /var/tmp (O_DIRECT works there), removed at the end.
-struct VarTmpDir {
-  std::string path;
-  VarTmpDir() {
-    char tmpl[] = "/var/tmp/dslaunch-param-offload-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~VarTmpDir() { fs::remove_all(path); }
-};
+// Swap files go to the disk-backed /var/tmp (O_DIRECT works there).
+constexpr char kDiskDir[] = "/var/tmp";
 
 size_t SwapFiles(const std::string& nvme_path) {
   const std::string dir = swap::SwapDirectory(nvme_path);
@@ -99,10 +92,10 @@ TEST_CASE("Parameters on disk give bitwise the in-memory stage-3 parameters, in 
     for (uint64_t max_in_cpu : {uint64_t{0}, uint64_t{15}, uint64_t{1000}}) {
       CAPTURE(PrecisionName(precision));
       CAPTURE(max_in_cpu);
-      VarTmpDir dir;
+      dslaunch::testing::TempDir dir(kDiskDir);
       EngineOptions in_memory = Stage3(precision);
       EngineOptions offloaded = in_memory;
-      offloaded.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path, .buffer_count = 2,
+      offloaded.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path(), .buffer_count = 2,
                                  .buffer_size = 100, .max_in_cpu = max_in_cpu};
       const auto expected = RunOn2(in_memory, layout, initial);
       const auto got = RunOn2(offloaded, layout, initial);
@@ -111,7 +104,7 @@ TEST_CASE("Parameters on disk give bitwise the in-memory stage-3 parameters, in 
         CHECK(std::memcmp(got[r].data(), expected[r].data(), got[r].size() * sizeof(float)) == 0);
       }
       CHECK(got[0] != std::vector<float>(got[0].size(), 0.0f));
-      CHECK(SwapFiles(dir.path) == 0);  // removed with the engines
+      CHECK(SwapFiles(dir.path()) == 0);  // removed with the engines
     }
   }
 }
@@ -119,55 +112,55 @@ TEST_CASE("Parameters on disk give bitwise the in-memory stage-3 parameters, in 
 TEST_CASE("The parameter swap file lives as long as the engine, which counts no resident parameters with max_in_cpu 0") {
   const ParameterLayout layout = testing::OddLayout();
   std::vector<float> initial(layout.numel(), 0.5f);
-  VarTmpDir dir;
+  dslaunch::testing::TempDir dir(kDiskDir);
   EngineOptions o = Stage3(Precision::kBf16);
   o.zero.stage3_param_persistence_threshold = 0;
-  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path, .max_in_cpu = 0};
+  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path(), .max_in_cpu = 0};
   EngineOptions in_memory = o;
   in_memory.offload_param = {};
   testing::OnEveryRankComm(1, [&](int, Communicator& comm) {
     auto engine = Engine::Create(layout, comm, o, initial);
     REQUIRE_MESSAGE(engine.ok(), engine.status().ToString());
-    CHECK(SwapFiles(dir.path) == 1);
+    CHECK(SwapFiles(dir.path()) == 1);
     CHECK((*engine)->memory().parameters == 0);  // nothing resident
     auto reference = Engine::Create(layout, comm, in_memory, initial);
     REQUIRE(reference.ok());
     CHECK((*reference)->memory().parameters == layout.numel() * 2);
     (void)Train3(**engine, layout);
     engine->reset();
-    CHECK(SwapFiles(dir.path) == 0);
+    CHECK(SwapFiles(dir.path()) == 0);
   });
 }
 
 TEST_CASE("A stale parameter swap file is removed at the next start and named in the engine's notes") {
   const ParameterLayout layout = testing::OddLayout();
   std::vector<float> initial(layout.numel(), 0.25f);
-  VarTmpDir dir;
-  fs::create_directories(swap::SwapDirectory(dir.path));
+  dslaunch::testing::TempDir dir(kDiskDir);
+  fs::create_directories(swap::SwapDirectory(dir.path()));
   // A file of a run that ended without cleaning up: nobody holds its lock.
-  const std::string stale = swap::SwapDirectory(dir.path) + "/" +
+  const std::string stale = swap::SwapDirectory(dir.path()) + "/" +
                             swap::FormatSwapFileName({swap::SwapKind::kParam, 0, 999999});
   std::ofstream(stale) << "left over";
   EngineOptions o = Stage3(Precision::kFp32);
-  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path, .max_in_cpu = 0};
+  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path(), .max_in_cpu = 0};
   testing::OnEveryRank(1, layout, o, initial, [&](int, Engine& engine) {
     CHECK_FALSE(fs::exists(stale));
     const std::vector<std::string> notes = engine.notes();
     REQUIRE(notes.size() == 1);
     CHECK(notes[0].find("removed stale swap file '" + stale + "'") != std::string::npos);
-    CHECK(SwapFiles(dir.path) == 1);  // its own
+    CHECK(SwapFiles(dir.path()) == 1);  // its own
   });
 }
 
 TEST_CASE("A swap file cut short fails the next step with the file and the groups named, and the run goes no further") {
   const ParameterLayout layout = testing::OddLayout();
   std::vector<float> initial(layout.numel(), 0.3f);
-  VarTmpDir dir;
+  dslaunch::testing::TempDir dir(kDiskDir);
   EngineOptions o = Stage3(Precision::kFp16);
-  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path, .max_in_cpu = 0};
+  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path(), .max_in_cpu = 0};
   testing::OnEveryRank(1, layout, o, initial, [&](int, Engine& engine) {
     std::string file;
-    for (const auto& e : fs::directory_iterator(swap::SwapDirectory(dir.path))) file = e.path().string();
+    for (const auto& e : fs::directory_iterator(swap::SwapDirectory(dir.path()))) file = e.path().string();
     REQUIRE_FALSE(file.empty());
     fs::resize_file(file, 0);  // as a disk that lost the data
     engine.BeginStep();
@@ -187,7 +180,7 @@ TEST_CASE("A swap file cut short fails the next step with the file and the group
 TEST_CASE("Parameter offload is refused before training where it cannot work, naming the key") {
   const ParameterLayout layout = testing::OddLayout();
   std::vector<float> initial(layout.numel(), 0.1f);
-  VarTmpDir dir;
+  dslaunch::testing::TempDir dir(kDiskDir);
   struct Case {
     int stage;
     std::string nvme_path;
@@ -195,11 +188,11 @@ TEST_CASE("Parameter offload is refused before training where it cannot work, na
     std::string message;  // its start
   };
   const Case cases[] = {
-      {2, dir.path, 100,
+      {2, dir.path(), 100,
        "zero_optimization.offload_param.device: \"nvme\" needs zero_optimization.stage 3 (only stage 3 partitions "
        "parameters), stage is 2"},
-      {3, dir.path + "/missing", 100, "zero_optimization.offload_param.nvme_path '" + dir.path + "/missing'"},
-      {3, dir.path, 4,
+      {3, dir.path() + "/missing", 100, "zero_optimization.offload_param.nvme_path '" + dir.path() + "/missing'"},
+      {3, dir.path(), 4,
        "zero_optimization.offload_param.buffer_size: 4 elements cannot hold this rank's largest parameter partition "
        "(21 elements); raise buffer_size"},
   };
@@ -214,12 +207,12 @@ TEST_CASE("Parameter offload is refused before training where it cannot work, na
       REQUIRE_FALSE(engine.ok());
       CHECK(engine.status().message().substr(0, c.message.size()) == c.message);
     });
-    CHECK(SwapFiles(dir.path) == 0);
+    CHECK(SwapFiles(dir.path()) == 0);
   }
   // A refusal on one rank fails every rank's Create, so that none waits for it in a collective:
   // rank 0's largest partition (21 elements) exceeds 16, rank 1's (15) does not.
   EngineOptions o = Stage3(Precision::kBf16);
-  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path, .buffer_size = 16, .max_in_cpu = 0};
+  o.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = dir.path(), .buffer_size = 16, .max_in_cpu = 0};
   std::vector<std::string> errors(2);
   testing::OnEveryRankComm(2, [&](int rank, Communicator& comm) {
     auto engine = Engine::Create(layout, comm, o, initial);
@@ -228,7 +221,7 @@ TEST_CASE("Parameter offload is refused before training where it cannot work, na
   });
   CHECK(errors[0].find("zero_optimization.offload_param.buffer_size: 16 elements cannot hold this rank's largest parameter partition (21") == 0);
   CHECK(errors[1] == "rank 0 could not prepare its parameter swap directory (see its error)");
-  CHECK(SwapFiles(dir.path) == 0);
+  CHECK(SwapFiles(dir.path()) == 0);
 }
 
 }  // namespace

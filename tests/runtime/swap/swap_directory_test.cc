@@ -11,20 +11,16 @@
 
 #include "common/unique_fd.h"
 #include "runtime/swap/swap_file_name.h"
+#include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime::swap {
 namespace {
 
 constexpr std::string_view kKey = "zero_optimization.offload_optimizer.nvme_path";
 
-// A fresh directory on the disk-backed /var/tmp, removed at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/var/tmp/dslaunch-swap-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// Directories on the disk-backed /var/tmp.
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("/var/tmp") {}
 };
 
 TEST_CASE("Swap file names round-trip and near misses are not swap files") {
@@ -52,17 +48,17 @@ TEST_CASE("CheckFreeSpace names the path and both byte counts") {
 
 TEST_CASE("CheckSwapDirectory refuses a missing path, a file, an unwritable place and a full disk") {
   TempDir dir;
-  CHECK(CheckSwapDirectory(dir.path, 4096, kKey).ok());
-  CHECK(std::filesystem::is_directory(SwapDirectory(dir.path)));
-  CHECK(std::filesystem::is_empty(SwapDirectory(dir.path)));  // the probe file is gone
+  CHECK(CheckSwapDirectory(dir.path(), 4096, kKey).ok());
+  CHECK(std::filesystem::is_directory(SwapDirectory(dir.path())));
+  CHECK(std::filesystem::is_empty(SwapDirectory(dir.path())));  // the probe file is gone
 
-  Status s = CheckSwapDirectory(dir.path + "/missing", 1, kKey);
+  Status s = CheckSwapDirectory(dir.path() + "/missing", 1, kKey);
   CHECK(s.code() == StatusCode::kFailedPrecondition);
-  CHECK(s.message().find(std::string(kKey) + " '" + dir.path + "/missing': No such file or directory") == 0);
+  CHECK(s.message().find(std::string(kKey) + " '" + dir.path() + "/missing': No such file or directory") == 0);
 
-  std::ofstream(dir.path + "/file") << "x";
-  s = CheckSwapDirectory(dir.path + "/file", 1, kKey);
-  CHECK(s.message().find("'" + dir.path + "/file': not a directory") != std::string::npos);
+  std::ofstream(dir.path() + "/file") << "x";
+  s = CheckSwapDirectory(dir.path() + "/file", 1, kKey);
+  CHECK(s.message().find("'" + dir.path() + "/file': not a directory") != std::string::npos);
 
   // /proc takes no new entries, not even from root.
   s = CheckSwapDirectory("/proc", 1, kKey);
@@ -70,7 +66,7 @@ TEST_CASE("CheckSwapDirectory refuses a missing path, a file, an unwritable plac
   CHECK(s.message().find("'/proc': cannot create") != std::string::npos);
 
   constexpr uint64_t kExabyte = uint64_t{1} << 60;
-  s = CheckSwapDirectory(dir.path, kExabyte, kKey);
+  s = CheckSwapDirectory(dir.path(), kExabyte, kKey);
   CHECK(s.code() == StatusCode::kFailedPrecondition);
   CHECK(s.message().find("needs " + std::to_string(kExabyte) + " bytes") != std::string::npos);
 
@@ -79,8 +75,8 @@ TEST_CASE("CheckSwapDirectory refuses a missing path, a file, an unwritable plac
 
 TEST_CASE("RemoveStaleSwapFiles removes unlocked swap files and leaves locked ones and other names") {
   TempDir dir;
-  CHECK(RemoveStaleSwapFiles(dir.path)->empty());  // no swap sub-directory yet
-  std::string swap_dir = SwapDirectory(dir.path);
+  CHECK(RemoveStaleSwapFiles(dir.path())->empty());  // no swap sub-directory yet
+  std::string swap_dir = SwapDirectory(dir.path());
   std::filesystem::create_directory(swap_dir);
   std::string stale = swap_dir + "/" + FormatSwapFileName({SwapKind::kOptimizer, 3, 999999});
   std::string live = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 0, 1234});
@@ -92,7 +88,7 @@ TEST_CASE("RemoveStaleSwapFiles removes unlocked swap files and leaves locked on
   UniqueFd held(::open(live.c_str(), O_RDONLY));
   REQUIRE(::flock(held.get(), LOCK_EX | LOCK_NB) == 0);
 
-  auto removed = RemoveStaleSwapFiles(dir.path);
+  auto removed = RemoveStaleSwapFiles(dir.path());
   REQUIRE(removed.ok());
   REQUIRE(removed->size() == 1);
   CHECK((*removed)[0].path == stale);
@@ -102,7 +98,7 @@ TEST_CASE("RemoveStaleSwapFiles removes unlocked swap files and leaves locked on
   CHECK(std::filesystem::exists(other));
 
   held.Reset();  // the live run ends without cleaning up: the next start removes its file
-  removed = RemoveStaleSwapFiles(dir.path);
+  removed = RemoveStaleSwapFiles(dir.path());
   REQUIRE(removed->size() == 1);
   CHECK((*removed)[0].path == live);
 }

@@ -14,6 +14,7 @@
 #include "runtime/swap/sync_io_engine.h"
 #include "runtime/swap/uring_io_engine.h"
 #include "tests/runtime/swap/swap_test_files.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/skip.h"
 
 namespace dslaunch::runtime::swap {
@@ -21,7 +22,7 @@ namespace {
 
 using testing::FillPattern;
 using testing::FirstMismatch;
-using testing::SwapTestDir;
+using testing::TempDir;
 using testing::UringAvailable;
 
 // A file system that refuses O_DIRECT, as tmpfs did before Linux 6.6.
@@ -85,9 +86,9 @@ TEST_CASE("Both engines write and read back records exactly on disk, on tmpfs an
       CAPTURE(place.parent);
       CAPTURE(place.open_file != nullptr);
       CAPTURE(backend == IoBackend::kUring);
-      SwapTestDir dir(place.parent);
+      TempDir dir(place.parent);
       // 300 KiB records in 64 KiB blocks: pieces end short of a block, records not a power of two.
-      auto file = SwapFile::Create({dir.path, SwapKind::kOptimizer, 1, 300 * 1024, 6, place.open_file});
+      auto file = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 1, 300 * 1024, 6, place.open_file});
       REQUIRE_MESSAGE(file.ok(), file.status().ToString());
       CHECK(file->record_stride() % file->alignment() == 0);
       CHECK(std::filesystem::file_size(file->path()) == file->file_bytes());
@@ -112,8 +113,8 @@ TEST_CASE("Both engines write and read back records exactly on disk, on tmpfs an
 
 TEST_CASE("io_uring honours queue_depth, single_submit and overlap_events") {
   DSLAUNCH_SKIP_UNLESS(UringAvailable(), "io_uring", "io_uring_queue_init fails here");
-  SwapTestDir dir("/var/tmp");
-  auto file = SwapFile::Create({dir.path, SwapKind::kOptimizer, 0, 1 << 20, 4});
+  TempDir dir("/var/tmp");
+  auto file = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 0, 1 << 20, 4});
   REQUIRE(file.ok());
   for (bool single_submit : {false, true}) {
     for (bool overlap : {false, true}) {
@@ -143,8 +144,8 @@ TEST_CASE("io_uring honours queue_depth, single_submit and overlap_events") {
 
 TEST_CASE("A read past the end of the file is data loss naming the offset, for both engines") {
   DSLAUNCH_SKIP_UNLESS(UringAvailable(), "io_uring", "io_uring_queue_init fails here");
-  SwapTestDir dir("/var/tmp");
-  auto file = SwapFile::Create({dir.path, SwapKind::kParam, 0, 4096, 1});
+  TempDir dir("/var/tmp");
+  auto file = SwapFile::Create({dir.path(), SwapKind::kParam, 0, 4096, 1});
   REQUIRE(file.ok());
   for (IoBackend backend : {IoBackend::kUring, IoBackend::kSync}) {
     auto engine = Engine(backend, AioConfig{});
@@ -158,17 +159,17 @@ TEST_CASE("A read past the end of the file is data loss naming the offset, for b
 }
 
 TEST_CASE("A swap file is locked while open, removed at close, and found by the sweep after a crash") {
-  SwapTestDir dir("/var/tmp");
+  TempDir dir("/var/tmp");
   std::string path;
   {
-    auto file = SwapFile::Create({dir.path, SwapKind::kOptimizer, 5, 1000, 3});
+    auto file = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 5, 1000, 3});
     REQUIRE(file.ok());
     path = file->path();
-    CHECK(path == SwapDirectory(dir.path) + "/optimizer.rank5.pid" + std::to_string(::getpid()) + ".swp");
+    CHECK(path == SwapDirectory(dir.path()) + "/optimizer.rank5.pid" + std::to_string(::getpid()) + ".swp");
     CHECK(file->record_stride() == AlignUp(1000, file->alignment()));
     CHECK(file->RecordOffset(2) == 2 * file->record_stride());
-    CHECK(RemoveStaleSwapFiles(dir.path)->empty());  // locked: a live run's file
-    auto again = SwapFile::Create({dir.path, SwapKind::kOptimizer, 5, 1000, 3});
+    CHECK(RemoveStaleSwapFiles(dir.path())->empty());  // locked: a live run's file
+    auto again = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 5, 1000, 3});
     CHECK(again.status().code() == StatusCode::kFailedPrecondition);
     CHECK(std::filesystem::exists(path));  // the failed second create left the first alone
   }

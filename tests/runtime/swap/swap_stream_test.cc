@@ -12,6 +12,7 @@
 #include "runtime/swap/swap_directory.h"
 #include "tests/fakes/fake_io_engine.h"
 #include "tests/runtime/swap/swap_test_files.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/skip.h"
 
 namespace dslaunch::runtime::swap {
@@ -21,7 +22,7 @@ using testing::FakeIoEngine;
 using testing::FillPattern;
 using testing::FirstMismatch;
 using testing::PatternByte;
-using testing::SwapTestDir;
+using testing::TempDir;
 
 constexpr RingMode kReadModifyWrite{true, true};
 constexpr RingMode kReadOnly{true, false};
@@ -65,8 +66,8 @@ void FillUpdateVerify(SwapStream& stream, std::span<const uint64_t> bytes) {
 }
 
 TEST_CASE("The ring streams, updates and reads back every sub-group through a fake engine") {
-  SwapTestDir dir("/var/tmp");
-  auto file = SwapFile::Create({dir.path, SwapKind::kOptimizer, 0, 10000, 7});
+  TempDir dir("/var/tmp");
+  auto file = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 0, 10000, 7});
   REQUIRE(file.ok());
   for (int buffers = 1; buffers <= 5; ++buffers) {
     CAPTURE(buffers);
@@ -81,8 +82,8 @@ TEST_CASE("The ring streams, updates and reads back every sub-group through a fa
 }
 
 TEST_CASE("A failed transfer stops the ring with the sub-group named and nothing left in flight") {
-  SwapTestDir dir("/var/tmp");
-  auto file = SwapFile::Create({dir.path, SwapKind::kOptimizer, 0, 4096, 6});
+  TempDir dir("/var/tmp");
+  auto file = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 0, 4096, 6});
   REQUIRE(file.ok());
   for (int failing = 1; failing <= 12; ++failing) {
     CAPTURE(failing);
@@ -112,9 +113,9 @@ TEST_CASE("The ring streams real swap files on disk and on tmpfs through both en
         CAPTURE(parent);
         CAPTURE(backend == IoBackend::kUring);
         CAPTURE(buffers);
-        SwapTestDir dir(parent);
+        TempDir dir(parent);
         constexpr uint64_t kRecordBytes = 200 * 1000;  // not a multiple of any block size
-        auto file = SwapFile::Create({dir.path, SwapKind::kOptimizer, 0, kRecordBytes, 9});
+        auto file = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 0, kRecordBytes, 9});
         REQUIRE(file.ok());
         AioConfig config;
         config.block_size = 32 * 1024;
@@ -130,20 +131,20 @@ TEST_CASE("The ring streams real swap files on disk and on tmpfs through both en
 }
 
 TEST_CASE("The swap file of a killed process is removed at the next start") {
-  SwapTestDir dir("/var/tmp");
+  TempDir dir("/var/tmp");
   pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    auto file = SwapFile::Create({dir.path, SwapKind::kOptimizer, 2, 4096, 4});
+    auto file = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 2, 4096, 4});
     ::raise(SIGKILL);  // a crash: no destructor runs
     ::_exit(1);
   }
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   REQUIRE(WIFSIGNALED(status));
-  std::string left = SwapDirectory(dir.path) + "/optimizer.rank2.pid" + std::to_string(child) + ".swp";
+  std::string left = SwapDirectory(dir.path()) + "/optimizer.rank2.pid" + std::to_string(child) + ".swp";
   REQUIRE(std::filesystem::exists(left));
-  auto removed = RemoveStaleSwapFiles(dir.path);
+  auto removed = RemoveStaleSwapFiles(dir.path());
   REQUIRE(removed.ok());
   REQUIRE(removed->size() == 1);
   CHECK((*removed)[0].path == left);

@@ -1,28 +1,16 @@
-// Test support for the swap tests: temporary directories on a disk-backed file system and on
-// tmpfs, and deterministic byte patterns.
+// Test support for the swap tests: io_uring's availability and deterministic byte patterns.
+// Temporary directories: testing::TempDir(parent) (tests/support/subprocess.h) with /var/tmp
+// (disk) or /dev/shm (tmpfs).
 #pragma once
-
-#include <stdlib.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <span>
 #include <string>
 
 #include "runtime/swap/io_engine.h"
 
 namespace dslaunch::testing {
-
-// A fresh directory under `parent` (/var/tmp: disk; /dev/shm: tmpfs), removed at the end.
-struct SwapTestDir {
-  std::string path;
-  explicit SwapTestDir(const std::string& parent) {
-    std::string tmpl = parent + "/dslaunch-swap-test-XXXXXX";
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~SwapTestDir() { std::filesystem::remove_all(path); }
-};
 
 // Whether io_uring can be set up here (a container's seccomp profile may refuse it).
 inline bool UringAvailable() {

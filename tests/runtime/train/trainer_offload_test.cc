@@ -5,7 +5,6 @@
 // training, and no swap file left behind.
 #include <doctest/doctest.h>
 
-#include <stdlib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -19,27 +18,15 @@
 #include "runtime/swap/swap_file_name.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory on the disk (not tmpfs: O_DIRECT and io_uring on a real file system), removed
-// at the end.
-class DiskDir {
- public:
-  DiskDir() {
-    char name[] = "/var/tmp/dslaunch-offload-test.XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path_ = name;
-  }
-  ~DiskDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// Swap files go to a disk (not tmpfs: O_DIRECT and io_uring on a real file system).
+constexpr char kDiskDir[] = "/var/tmp";
 
 TrainConfig Config(int stage, Precision precision, int64_t steps) {
   TrainConfig c;
@@ -105,7 +92,7 @@ std::string Slurp(const fs::path& path) {
 }
 
 TEST_CASE("Optimizer offload to NVMe gives bitwise the losses of the in-memory run at every stage") {
-  DiskDir disk;
+  dslaunch::testing::TempDir disk(kDiskDir);
   for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
     for (int stage : {0, 1, 2, 3}) {
       CAPTURE(PrecisionName(precision));
@@ -123,7 +110,7 @@ TEST_CASE("Optimizer offload to NVMe gives bitwise the losses of the in-memory r
 }
 
 TEST_CASE("Checkpoints of offloaded state are byte-identical and resume with and without offload") {
-  DiskDir disk;
+  dslaunch::testing::TempDir disk(kDiskDir);
   // Stage 0 saves a slice of the whole state each rank holds: the stream skips the rest.
   for (int stage : {0, 1, 3}) {
     CAPTURE(stage);
@@ -162,7 +149,7 @@ TEST_CASE("Checkpoints of offloaded state are byte-identical and resume with and
 }
 
 TEST_CASE("Asynchronous saves of offloaded state give the same checkpoint") {
-  DiskDir disk;
+  dslaunch::testing::TempDir disk(kDiskDir);
   TrainConfig c = Offloaded(Config(2, Precision::kFp32, 4), disk.path());
   c.checkpoint.dir = disk.path() + "/sync";
   c.checkpoint.interval = 2;
@@ -178,7 +165,7 @@ TEST_CASE("Asynchronous saves of offloaded state give the same checkpoint") {
 }
 
 TEST_CASE("The memory estimate of offloaded state is the engine's ring of buffers, not the state") {
-  DiskDir disk;
+  dslaunch::testing::TempDir disk(kDiskDir);
   for (int64_t sub_group : {int64_t{300}, int64_t{1'000'000'000}}) {
     CAPTURE(sub_group);
     TrainConfig c = Offloaded(Config(1, Precision::kBf16, 1), disk.path(), 3);
@@ -199,7 +186,7 @@ TEST_CASE("The memory estimate of offloaded state is the engine's ring of buffer
 }
 
 TEST_CASE("A missing nvme_path is an error before training that names the setting and the path") {
-  DiskDir disk;
+  dslaunch::testing::TempDir disk(kDiskDir);
   const std::string missing = disk.path() + "/no-such-dir";
   auto results = Run(Offloaded(Config(1, Precision::kFp32, 2), missing));
   for (const auto& r : results) {
@@ -214,7 +201,7 @@ TEST_CASE("A missing nvme_path is an error before training that names the settin
 }
 
 TEST_CASE("A stale swap file of an ended run is removed at start and reported") {
-  DiskDir disk;
+  dslaunch::testing::TempDir disk(kDiskDir);
   const fs::path swap_dir = fs::path(disk.path()) / swap::kSwapDirectoryName;
   fs::create_directories(swap_dir);
   // Nobody holds its lock: the file of a run killed with SIGKILL.

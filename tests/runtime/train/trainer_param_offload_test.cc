@@ -14,20 +14,15 @@
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct DiskDir {  // on the disk-backed /var/tmp, removed at the end
-  std::string path;
-  DiskDir() {
-    char tmpl[] = "/var/tmp/dslaunch-train-offload-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~DiskDir() { fs::remove_all(path); }
-};
+// Swap files go to the disk-backed /var/tmp (O_DIRECT works there).
+constexpr char kDiskDir[] = "/var/tmp";
 
 TrainConfig Config(Precision precision) {
   TrainConfig c;
@@ -76,23 +71,23 @@ TEST_CASE("Parameters on disk give bitwise the losses of the in-memory stage-3 r
     for (uint64_t max_in_cpu : {uint64_t{0}, uint64_t{3000}}) {
       CAPTURE(PrecisionName(precision));
       CAPTURE(max_in_cpu);
-      DiskDir dir;
+      dslaunch::testing::TempDir dir(kDiskDir);
       const TrainResult in_memory = RunRank0(Config(precision));
-      const TrainResult offloaded = RunRank0(Offloaded(Config(precision), dir.path, max_in_cpu));
+      const TrainResult offloaded = RunRank0(Offloaded(Config(precision), dir.path(), max_in_cpu));
       REQUIRE(in_memory.losses.size() == 8);
       CHECK(SameLosses(in_memory, offloaded));
       CHECK(in_memory.losses.back() < in_memory.losses.front());  // it trains
-      CHECK(fs::is_empty(dir.path + "/dslaunch-swap"));  // the swap files went with the run
+      CHECK(fs::is_empty(dir.path() + "/dslaunch-swap"));  // the swap files went with the run
     }
   }
 }
 
 TEST_CASE("A checkpoint saved with parameters on disk resumes with and without offload, with the same losses") {
-  DiskDir dir;
-  TrainConfig c = Offloaded(Config(Precision::kBf16), dir.path + "/swap", 0);
+  dslaunch::testing::TempDir dir(kDiskDir);
+  TrainConfig c = Offloaded(Config(Precision::kBf16), dir.path() + "/swap", 0);
   fs::create_directories(c.offload_param.nvme_path);
   c.train.steps = 8;
-  c.checkpoint.dir = dir.path + "/ckpt";
+  c.checkpoint.dir = dir.path() + "/ckpt";
   c.checkpoint.interval = 4;
   const TrainResult full = RunRank0(c);
   REQUIRE(full.losses.size() == 8);
@@ -103,7 +98,7 @@ TEST_CASE("A checkpoint saved with parameters on disk resumes with and without o
     TrainConfig resumed = offload ? c : Config(Precision::kBf16);
     resumed.checkpoint.load = CheckpointLoad::kPath;
     resumed.checkpoint.load_path = c.checkpoint.dir + "/global_step4";
-    resumed.checkpoint.dir = dir.path + (offload ? "/ckpt-offload" : "/ckpt-memory");
+    resumed.checkpoint.dir = dir.path() + (offload ? "/ckpt-offload" : "/ckpt-memory");
     const TrainResult rest = RunRank0(resumed);
     CHECK(rest.first_step == 4);
     REQUIRE(rest.losses.size() == 4);
@@ -111,13 +106,13 @@ TEST_CASE("A checkpoint saved with parameters on disk resumes with and without o
   }
   // And an in-memory checkpoint resumes into a run with offload.
   TrainConfig memory = Config(Precision::kBf16);
-  memory.checkpoint.dir = dir.path + "/ckpt-plain";
+  memory.checkpoint.dir = dir.path() + "/ckpt-plain";
   memory.checkpoint.interval = 4;
   (void)RunRank0(memory);
   TrainConfig into = c;
   into.checkpoint.load = CheckpointLoad::kPath;
   into.checkpoint.load_path = memory.checkpoint.dir + "/global_step4";
-  into.checkpoint.dir = dir.path + "/ckpt-into";
+  into.checkpoint.dir = dir.path() + "/ckpt-into";
   const TrainResult rest = RunRank0(into);
   REQUIRE(rest.losses.size() == 4);
   CHECK(std::memcmp(rest.losses.data(), full.losses.data() + 4, 4 * sizeof(double)) == 0);
@@ -130,8 +125,8 @@ TEST_CASE("The memory estimate with parameters on disk is the engine's own accou
         CAPTURE(world);
         CAPTURE(PrecisionName(precision));
         CAPTURE(max_in_cpu);
-        DiskDir dir;
-        const TrainConfig c = Offloaded(Config(precision), dir.path, max_in_cpu);
+        dslaunch::testing::TempDir dir(kDiskDir);
+        const TrainConfig c = Offloaded(Config(precision), dir.path(), max_in_cpu);
         GptModel model(std::get<GptConfig>(c.model), 2);
         std::vector<float> initial(model.layout().numel(), 0.5f);
         testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(10));
