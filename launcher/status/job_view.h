@@ -1,0 +1,78 @@
+// JobView: what the launcher knows about a running job, as plain data, for the people and programs
+// that look at it: the live page and its JSON, /metrics, `dslaunch status`, the straggler warning
+// (docs/observability.md). The launcher's shell (launcher/job_runner.cc) keeps one JobStatus
+// (launcher/status/job_status.h) up to date from the events it already handles (agents, workers,
+// heartbeats, progress reports) and hands out a JobView copy; renderers are pure functions of it.
+//
+// Times are Unix milliseconds (0 = never); figures that were never reported are empty optionals,
+// and renderers show them as empty, never as 0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dslaunch::launcher {
+
+// A rank as the launcher last heard of it. `state` is one of the names of RankStateName
+// (job_status.h): "pending", "running", "exited" (code 0), "failed", "stalled", "stopped".
+struct RankView {
+  int rank = 0;
+  int local_rank = 0;
+  int node_rank = 0;
+  std::string host;
+  int64_t pid = 0;  // 0 until WORKER_STARTED
+  std::string state = "pending";
+  std::optional<int> exit_code;  // set once it exited
+  std::string exit_text;         // "exit 1", "signal 9 (SIGKILL)", ... ("" while running)
+  std::string log_path;          // its log file on its node
+  // From its progress reports (runtime/train/progress_report.h): the last step it completed and
+  // what it said about it.
+  int64_t last_step = -1;
+  std::optional<double> step_ms;       // wall time of that step
+  std::optional<double> loss;
+  std::optional<double> tokens_per_s;
+  int64_t last_report_ms = 0;  // when the launcher received its last report
+  bool straggler = false;     // flagged by the straggler rule (docs/observability.md)
+};
+
+struct NodeView {
+  int node_rank = 0;
+  std::string host;
+  int64_t last_heartbeat_ms = 0;  // last HEARTBEAT or message from its agent
+  bool connected = false;
+};
+
+// One point of a curve: a step and its value.
+struct SeriesPoint {
+  int64_t step = 0;
+  double value = 0;
+};
+
+struct JobView {
+  std::string job_id;
+  std::vector<std::string> command;  // the program and its arguments as the user gave them
+  std::string state;                 // JobStateName (launcher/job_tracker.h): "starting", "running", ...
+  int generation = 0;
+  int restarts = 0;                  // generations started after the first
+  int64_t started_ms = 0;            // when the launcher started
+  int64_t now_ms = 0;                // when this view was taken (uptime = now_ms - started_ms)
+  std::optional<int> exit_code;      // the job's, once finished
+  std::string root_cause;            // the one-line reason it stopped early, "" if none
+  std::vector<NodeView> nodes;
+  std::vector<RankView> ranks;
+  // Curves from rank 0's reports (every rank trains the same model on its own batches; rank 0 is
+  // what the runtime's own log reports): loss, validation loss, tokens/s of the whole job.
+  std::vector<SeriesPoint> loss;
+  std::vector<SeriesPoint> val_loss;
+  std::vector<SeriesPoint> tokens_per_s;
+  // Counters for /metrics.
+  int64_t stragglers_total = 0;          // ranks flagged since the start (each once per generation)
+  int64_t checkpoint_saves_total = 0;
+  std::optional<double> checkpoint_save_seconds;  // the last save's duration
+  std::optional<int64_t> checkpoint_save_bytes;   // the last save's bytes
+  int64_t store_bytes_sent_total = 0;    // bytes the endpoint sent to clients (store and agents)
+};
+
+}  // namespace dslaunch::launcher
