@@ -7,15 +7,6 @@
 #include "runtime/engine/storage_type.h"
 
 namespace dslaunch::runtime {
-namespace {
-
-double SumOfSquares(std::span<const float> v) {
-  double sum = 0.0;
-  for (float x : v) sum += static_cast<double>(x) * x;
-  return sum;
-}
-
-}  // namespace
 
 template <class S>
 GradientReducer<S>::GradientReducer(const ParameterLayout& layout, Communicator& comm, const ZeroConfig& zero,
@@ -113,54 +104,56 @@ void GradientReducer<S>::CheckAllReady() const {
 template <class S>
 Result<StepGradient> GradientReducer<S>::ReduceForStep() {
   if (partitioned_) return OwnedSlice();  // reduced already, during backward
-  StepGradient out;
-  const Status status = shards_.partitioned() ? ReduceScatterWhole(out) : AllReduceWhole(out);
-  if (!status.ok()) return status;
-  return out;
+  return shards_.partitioned() ? ReduceScatterWhole() : AllReduceWhole();
 }
 
 template <class S>
 StepGradient GradientReducer<S>::OwnedSlice() {
-  StepGradient out;
   if constexpr (kIsFp32Storage<S>) {
-    out.in_place = grads_;
+    return StepGradient::View(grads_);
   } else {
-    out.buffer = scratch_.Take(grads_.size());
-    ToFloat(std::span<const S>(grads_), std::span<float>(out.buffer));
+    return StepGradient::Converting(std::span<const S>(grads_));
   }
-  return out;
 }
 
 // ZeRO 0: the whole gradient, all-reduced chunk by chunk (fp32 where it is; 16-bit converted into
 // the step's buffer first).
 template <class S>
-Status GradientReducer<S>::AllReduceWhole(StepGradient& out) {
+Result<StepGradient> GradientReducer<S>::AllReduceWhole() {
+  std::vector<float> buffer;
+  std::span<float> values;
   if constexpr (kIsFp32Storage<S>) {
-    out.in_place = grads_;
+    values = grads_;
   } else {
-    out.buffer = scratch_.Take(grads_.size());
+    buffer = scratch_.Take(grads_.size());
+    values = buffer;
   }
-  const std::span<float> values = out.values();
   const size_t numel = shards_.numel();
-  for (size_t lo = 0; lo < numel; lo += bucket_capacity_) {
+  Status status = Status::Ok();
+  for (size_t lo = 0; lo < numel && status.ok(); lo += bucket_capacity_) {
     const size_t hi = std::min(numel, lo + bucket_capacity_);
     std::span<float> chunk = values.subspan(lo, hi - lo);
     if constexpr (!kIsFp32Storage<S>) ToFloat(std::span<const S>(grads_.data() + lo, hi - lo), chunk);
-    DSLAUNCH_RETURN_IF_ERROR(comm_.AllReduce(chunk, ReduceOp::kAvg).WithContext("gradient all-reduce"));
+    status = comm_.AllReduce(chunk, ReduceOp::kAvg).WithContext("gradient all-reduce");
   }
-  return Status::Ok();
+  if (!status.ok()) {
+    scratch_.Give(std::move(buffer));
+    return status;
+  }
+  return kIsFp32Storage<S> ? StepGradient::View(values) : StepGradient::Owning(std::move(buffer));
 }
 
 // ZeRO 1: the whole gradient reduce-scattered chunk by chunk into the owned slice (16-bit
 // converted one chunk at a time).
 template <class S>
-Status GradientReducer<S>::ReduceScatterWhole(StepGradient& out) {
+Result<StepGradient> GradientReducer<S>::ReduceScatterWhole() {
   const size_t numel = shards_.numel();
-  out.buffer = scratch_.Take(shards_.own().size());
-  const std::span<float> values = out.buffer;
+  std::vector<float> buffer = scratch_.Take(shards_.own().size());
+  const std::span<float> values = buffer;
+  Status status = Status::Ok();
   std::vector<float> staging;
   if constexpr (!kIsFp32Storage<S>) staging = scratch_.Take(std::min(numel, bucket_capacity_));
-  for (size_t lo = 0; lo < numel; lo += bucket_capacity_) {
+  for (size_t lo = 0; lo < numel && status.ok(); lo += bucket_capacity_) {
     const size_t hi = std::min(numel, lo + bucket_capacity_);
     std::span<const float> input;
     if constexpr (kIsFp32Storage<S>) {
@@ -171,17 +164,21 @@ Status GradientReducer<S>::ReduceScatterWhole(StepGradient& out) {
       input = chunk;
     }
     const ShardRange own = shards_.OwnPart(lo, hi);
-    DSLAUNCH_RETURN_IF_ERROR(comm_.ReduceScatter(input, values.subspan(own.begin - shards_.own().begin, own.size()),
-                                                 shards_.Counts(lo, hi), ReduceOp::kAvg)
-                                 .WithContext("gradient reduce-scatter"));
+    status = comm_.ReduceScatter(input, values.subspan(own.begin - shards_.own().begin, own.size()),
+                                 shards_.Counts(lo, hi), ReduceOp::kAvg)
+                 .WithContext("gradient reduce-scatter");
   }
   scratch_.Give(std::move(staging));
-  return Status::Ok();
+  if (!status.ok()) {
+    scratch_.Give(std::move(buffer));
+    return status;
+  }
+  return StepGradient::Owning(std::move(buffer));
 }
 
 template <class S>
-Result<double> GradientReducer<S>::GlobalSumOfSquares(std::span<const float> values) {
-  double sum = SumOfSquares(values);
+Result<double> GradientReducer<S>::GlobalSumOfSquares(const StepGradient& gradient) {
+  double sum = gradient.SumOfSquares();
   if (!shards_.partitioned()) return sum;  // every rank holds the whole gradient
   float partial = static_cast<float>(sum);
   DSLAUNCH_RETURN_IF_ERROR(

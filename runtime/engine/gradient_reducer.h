@@ -25,18 +25,9 @@
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/scratch_buffers.h"
 #include "runtime/engine/shard_map.h"
+#include "runtime/engine/step_gradient.h"
 
 namespace dslaunch::runtime {
-
-// The fp32 gradient of the owned slice, averaged over ranks and still multiplied by the loss
-// scale: in `buffer` (taken from ScratchBuffers: give it back after the update) or, where no copy
-// is needed (fp32 storage at ZeRO 0, 2 and 3), in the reducer's own gradient (valid until
-// BeginStep).
-struct StepGradient {
-  std::vector<float> buffer;
-  std::span<float> in_place;
-  std::span<float> values() { return buffer.empty() ? in_place : std::span<float>(buffer); }
-};
 
 template <class S>
 class GradientReducer {
@@ -54,11 +45,14 @@ class GradientReducer {
   void Flush();
   // DSLAUNCH_CHECKs that every group's micro-step gradient was reported ready.
   void CheckAllReady() const;
-  // Collective (ZeRO 0-1; none at ZeRO 2-3, reduced already): the step's gradient.
+  // Collective (ZeRO 0-1; none at ZeRO 2-3, reduced already): the step's gradient, valid until
+  // BeginStep; Release it to the scratch buffers after the update. At ZeRO 2-3 it is the reducer's
+  // own gradient (16-bit storage converted range by range); at ZeRO 0-1 a reduced fp32 copy,
+  // except fp32 storage at ZeRO 0, reduced in place.
   Result<StepGradient> ReduceForStep();
   // Collective where the step's gradient is a slice (ZeRO 1-3): the sum of squares of the whole
-  // averaged gradient, from every rank's `values` (summed in fp32 across ranks, as DeepSpeed).
-  Result<double> GlobalSumOfSquares(std::span<const float> values);
+  // averaged gradient, from every rank's `gradient` (summed in fp32 across ranks, as DeepSpeed).
+  Result<double> GlobalSumOfSquares(const StepGradient& gradient);
 
   size_t bytes() const { return grads_.size() * sizeof(S); }
   // Bytes of the kept bucket (ZeRO 2-3).
@@ -73,8 +67,8 @@ class GradientReducer {
   const ParameterGroup& Info(int g) const { return layout_.groups()[static_cast<size_t>(g)]; }
   void AppendToBucket(const ParameterGroup& group, std::span<const float> grad);
   StepGradient OwnedSlice();
-  Status AllReduceWhole(StepGradient& out);
-  Status ReduceScatterWhole(StepGradient& out);
+  Result<StepGradient> AllReduceWhole();
+  Result<StepGradient> ReduceScatterWhole();
 
   const ParameterLayout& layout_;
   Communicator& comm_;

@@ -35,18 +35,19 @@ uint64_t NvmeStateBytes(const OptimizerParams& optimizer, size_t numel) {
 }
 
 Result<std::unique_ptr<NvmeOptimizerStateStore>> NvmeOptimizerStateStore::Create(const OptimizerParams& optimizer,
-                                                                                   std::span<const float> master,
+                                                                                   size_t count,
+                                                                                   const InitialValues& master,
                                                                                    const NvmeStateOptions& options) {
   DSLAUNCH_CHECK(options.sub_group_size > 0);
   std::unique_ptr<NvmeOptimizerStateStore> store(new NvmeOptimizerStateStore());
-  store->size_ = master.size();
+  store->size_ = count;
   store->sub_group_size_ = options.sub_group_size;
   store->tensor_count_ = StateTensorNames(optimizer).size();
-  if (master.empty()) return store;  // nothing to keep: ForEachSubGroup visits one empty sub-group
+  if (count == 0) return store;  // nothing to keep: ForEachSubGroup visits one empty sub-group
 
-  for (size_t begin = 0; begin < master.size(); begin += options.sub_group_size) {
-    const size_t count = std::min(options.sub_group_size, master.size() - begin);
-    store->group_bytes_.push_back(uint64_t{count} * store->tensor_count_ * sizeof(float));
+  for (size_t begin = 0; begin < count; begin += options.sub_group_size) {
+    const size_t n = std::min(options.sub_group_size, count - begin);
+    store->group_bytes_.push_back(uint64_t{n} * store->tensor_count_ * sizeof(float));
   }
   swap::SwapFileOptions file_options;
   file_options.nvme_path = options.offload.nvme_path;
@@ -66,7 +67,7 @@ Result<std::unique_ptr<NvmeOptimizerStateStore>> NvmeOptimizerStateStore::Create
 
   // The first fill: the master weights given, the moments zero.
   DSLAUNCH_RETURN_IF_ERROR(store->ForEachSubGroup(StateAccess::kWrite, [&](const StateSubGroup& sub) {
-    std::copy_n(master.begin() + static_cast<std::ptrdiff_t>(sub.begin), sub.size(), sub.master().begin());
+    master(sub.begin, sub.master());
     for (size_t i = 1; i < sub.tensors.size(); ++i) std::fill(sub.tensors[i].begin(), sub.tensors[i].end(), 0.0f);
     return Status::Ok();
   }));

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/initial_values.h"
 #include "runtime/engine/optimizer_state_store.h"
 #include "runtime/swap/io_engine.h"
 #include "runtime/swap/offload_config.h"
@@ -38,11 +39,12 @@ struct NvmeStateOptions {
 
 class NvmeOptimizerStateStore final : public OptimizerStateStore {
  public:
-  // Creates the swap file for `master.size()` elements and writes the initial state to it: the
-  // master weights from `master` (copied; not kept), the moments zero. Errors from the swap layer
+  // Creates the swap file for `count` elements and writes the initial state to it, a sub-group at
+  // a time: the master weights read from `master` (elements of the slice, relative to its start),
+  // the moments zero. Errors from the swap layer
   // (file creation, no space, I/O) name the file.
   static Result<std::unique_ptr<NvmeOptimizerStateStore>> Create(const OptimizerParams& optimizer,
-                                                                 std::span<const float> master,
+                                                                 size_t count, const InitialValues& master,
                                                                  const NvmeStateOptions& options);
 
   size_t size() const override { return size_; }

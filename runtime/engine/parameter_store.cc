@@ -4,16 +4,39 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/check.h"
 #include "runtime/engine/storage_type.h"
 
 namespace dslaunch::runtime {
+namespace {
+
+// Initial values are rounded to S through a buffer of at most this many fp32 values (4 MiB), not
+// a whole fp32 copy of what the store holds.
+constexpr size_t kInitialChunk = size_t{1} << 20;
+
+// Elements [begin, begin + out.size()) of the model's initial values, rounded to S.
+template <class S>
+void ReadInitial(const InitialValues& initial, size_t begin, std::span<S> out) {
+  if constexpr (kIsFp32Storage<S>) {
+    initial(begin, out);
+  } else {
+    std::vector<float> chunk(std::min(kInitialChunk, out.size()));
+    for (size_t at = 0; at < out.size(); at += chunk.size()) {
+      const size_t n = std::min(chunk.size(), out.size() - at);
+      initial(begin + at, std::span<float>(chunk.data(), n));
+      FromFloat(std::span<const float>(chunk.data(), n), out.subspan(at, n));
+    }
+  }
+}
+
+}  // namespace
 
 template <class S>
 ParameterStore<S>::ParameterStore(const ParameterLayout& layout, Communicator& comm, const ZeroConfig& zero,
                                   bool partitioned, const ShardMap& shards, ScratchBuffers& scratch,
-                                  DeferredStatus& deferred, std::span<const float> initial,
+                                  DeferredStatus& deferred, const InitialValues& initial,
                                   std::unique_ptr<ParameterSwap<S>> swap)
     : layout_(layout),
       comm_(comm),
@@ -28,14 +51,14 @@ ParameterStore<S>::ParameterStore(const ParameterLayout& layout, Communicator& c
   const ShardRange held = partitioned ? shards.own() : ShardRange{0, shards.numel()};
   if (swap_ == nullptr) {
     params_.resize(held.size());
-    FromFloat(initial.subspan(held.begin, held.size()), std::span<S>(params_));
+    ReadInitial(initial, held.begin, std::span<S>(params_));
   }
   if (!partitioned) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParameterGroup& group = layout.groups()[g];
     if (static_cast<int64_t>(group.numel) <= zero.stage3_param_persistence_threshold) {
       groups_[g].persistent.resize(group.numel);
-      FromFloat(initial.subspan(group.offset, group.numel), std::span<S>(groups_[g].persistent));
+      ReadInitial(initial, group.offset, std::span<S>(groups_[g].persistent));
     }
   }
 }

@@ -30,6 +30,7 @@
 
 #include "common/status.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/initial_values.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/engine/deferred_status.h"
 #include "runtime/engine/engine_options.h"
@@ -42,11 +43,12 @@ namespace dslaunch::runtime {
 template <class S>
 class ParameterStore {
  public:
-  // `initial` (layout.numel() values) becomes the parameters, rounded to S. `swap` (partitioned
-  // only; nullptr: in memory) holds the owned slice instead, filled from `initial` already.
+  // `initial` (the model's values, read a range at a time) becomes the parameters, rounded to S.
+  // `swap` (partitioned only; nullptr: in memory) holds the owned slice instead, filled from
+  // `initial` already.
   ParameterStore(const ParameterLayout& layout, Communicator& comm, const ZeroConfig& zero, bool partitioned,
                  const ShardMap& shards, ScratchBuffers& scratch, DeferredStatus& deferred,
-                 std::span<const float> initial, std::unique_ptr<ParameterSwap<S>> swap = nullptr);
+                 const InitialValues& initial, std::unique_ptr<ParameterSwap<S>> swap = nullptr);
 
   // ParameterAccess::Acquire/Release (runtime/core/parameter_access.h).
   std::span<const float> Acquire(int g);

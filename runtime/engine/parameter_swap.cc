@@ -51,7 +51,7 @@ Result<std::unique_ptr<ParameterSwap<S>>> ParameterSwap<S>::Create(const Paramet
                                                                    const ShardMap& shards, const ZeroConfig& zero,
                                                                    const swap::OffloadParamConfig& config,
                                                                    const swap::AioConfig& aio, Communicator& comm,
-                                                                   std::span<const float> initial) {
+                                                                   const InitialValues& initial) {
   ParameterSwapPlan plan =
       PlanParameterSwap(layout, shards, zero.stage3_param_persistence_threshold, config.max_in_cpu);
   std::unique_ptr<ParameterSwap> swap(new ParameterSwap(layout, shards, std::move(plan)));
@@ -77,7 +77,8 @@ Status ParameterSwap<S>::Prepare(const swap::OffloadParamConfig& config) {
 }
 
 template <class S>
-Status ParameterSwap<S>::Fill(const swap::OffloadParamConfig& config, const swap::AioConfig& aio, int rank, std::span<const float> initial) {
+Status ParameterSwap<S>::Fill(const swap::OffloadParamConfig& config, const swap::AioConfig& aio, int rank,
+                              const InitialValues& initial) {
   resident_.resize(plan_.record.size());
   if (plan_.record_count > 0) {
     DSLAUNCH_ASSIGN_OR_RETURN(swap::SwapFile file,
@@ -96,12 +97,16 @@ Status ParameterSwap<S>::Fill(const swap::OffloadParamConfig& config, const swap
       DSLAUNCH_ASSIGN_OR_RETURN(slot.buffer, swap::AlignedBuffer::Allocate(file_->record_stride(), file_->alignment()));
     }
   }
-  // The initial values, group by group: resident parts into memory, the rest to their records.
+  // The initial values, group by group (through one buffer of the largest owned part): resident
+  // parts into memory, the rest to their records.
+  std::vector<float> values;
   for (size_t g = 0; g < plan_.record.size(); ++g) {
     const ShardRange part = OwnedPart(g);
     if (part.size() == 0) continue;
     if (plan_.record[g] < 0) resident_[g].resize(part.size());
-    DSLAUNCH_RETURN_IF_ERROR(Write(part.begin - shards_.own().begin, initial.subspan(part.begin, part.size())));
+    values.resize(part.size());
+    initial(part.begin, values);
+    DSLAUNCH_RETURN_IF_ERROR(Write(part.begin - shards_.own().begin, values));
   }
   return Status::Ok();
 }

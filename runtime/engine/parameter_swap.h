@@ -24,6 +24,7 @@
 
 #include "common/status.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/initial_values.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/shard_map.h"
@@ -59,11 +60,12 @@ class ParameterSwap {
   // stale ones, and every rank fails when one does): removes stale swap files under nvme_path,
   // checks the directory (CheckSwapDirectory, errors naming
   // zero_optimization.offload_param.nvme_path), creates this rank's file and writes the owned
-  // parts of `initial` (layout.numel() values), rounded to S. Errors: a partition larger than
+  // parts of the model's `initial` values, rounded to S (read one group's part at a time). Errors: a partition larger than
   // buffer_size, the directory checks, file creation and I/O.
   static Result<std::unique_ptr<ParameterSwap>> Create(const ParameterLayout& layout, const ShardMap& shards,
                                                        const ZeroConfig& zero, const swap::OffloadParamConfig& config,
-                                                       const swap::AioConfig& aio, Communicator& comm, std::span<const float> initial);
+                                                       const swap::AioConfig& aio, Communicator& comm,
+                                                       const InitialValues& initial);
 
   // The owned part of flat elements [lo, hi) into `out` (ShardMap::OwnPart(lo, hi).size()
   // values, in order), from memory and disk.
@@ -94,7 +96,7 @@ class ParameterSwap {
   Status Prepare(const swap::OffloadParamConfig& config);
   // After it: the file, the I/O engine and buffers, and the initial values written.
   Status Fill(const swap::OffloadParamConfig& config, const swap::AioConfig& aio, int rank,
-              std::span<const float> initial);
+              const InitialValues& initial);
   ShardRange OwnedPart(size_t g) const;
   // The next slot, its previous transfer finished.
   Result<Slot*> NextSlot();

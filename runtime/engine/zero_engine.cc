@@ -39,17 +39,16 @@ std::vector<DecaySegment> OwnedSegments(const ParameterLayout& layout, const Sha
 
 // The optimizer state over the owned slice: with fp32 storage the master weights are the owned
 // parameters themselves, updated in place; with 16-bit storage, or parameters offloaded to disk,
-// a separate fp32 copy of `initial`.
+// a separate fp32 copy of the owned part of `initial`.
 template <class S>
 std::unique_ptr<OptimizerStateStore> MakeStateStore(const OptimizerParams& optimizer, ParameterStore<S>& params,
-                                                    const ShardRange& own, std::span<const float> initial) {
+                                                    const ShardRange& own, const InitialValues& initial) {
   if constexpr (kIsFp32Storage<S>) {
     if (!params.offloaded()) return InMemoryOptimizerStateStore::Borrowing(optimizer, params.Owned());
   }
-  {
-    return InMemoryOptimizerStateStore::Owning(
-        optimizer, std::vector<float>(initial.begin() + own.begin, initial.begin() + own.end));
-  }
+  std::vector<float> master(own.size());
+  initial(own.begin, master);
+  return InMemoryOptimizerStateStore::Owning(optimizer, std::move(master));
 }
 
 bool Offloaded(const EngineOptions& options) { return options.offload_optimizer.device == swap::OffloadDevice::kNvme; }
@@ -67,13 +66,14 @@ Status PrepareSwapDirectory(const EngineOptions& options, size_t numel, std::vec
 }
 
 // The optimizer state in a swap file (docs/offload.md "The optimizer state on disk"), created and
-// filled with `master` (the owned slice of the initial parameters). Its warnings go to `notes`.
-Result<std::unique_ptr<OptimizerStateStore>> MakeNvmeStateStore(const EngineOptions& options,
-                                                               std::span<const float> master, int rank,
+// filled with the owned slice `own` of the initial parameters. Its warnings go to `notes`.
+Result<std::unique_ptr<OptimizerStateStore>> MakeNvmeStateStore(const EngineOptions& options, const ShardRange& own,
+                                                               const InitialValues& initial, int rank,
                                                                std::vector<std::string>& notes) {
   NvmeStateOptions nvme{options.offload_optimizer, options.aio, static_cast<size_t>(options.zero.sub_group_size), rank};
+  const InitialValues master = [&](size_t begin, std::span<float> out) { initial(own.begin + begin, out); };
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<NvmeOptimizerStateStore> store,
-                            NvmeOptimizerStateStore::Create(options.optimizer, master, nvme));
+                            NvmeOptimizerStateStore::Create(options.optimizer, own.size(), master, nvme));
   for (const std::string& w : store->warnings()) notes.push_back(w);
   return std::unique_ptr<OptimizerStateStore>(std::move(store));
 }
@@ -82,7 +82,7 @@ template <class S>
 class ZeroEngine final : public Engine, private ParameterAccess {
  public:
   ZeroEngine(const ParameterLayout& layout, Communicator& comm, const EngineOptions& options,
-             std::span<const float> initial, std::unique_ptr<ParameterSwap<S>> swap)
+             const InitialValues& initial, std::unique_ptr<ParameterSwap<S>> swap)
       : comm_(comm),
         options_(options),
         partitioning_(PartitioningFor(options.zero.stage)),
@@ -97,12 +97,12 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   // Collective: the second half of construction where the state goes to disk. Every rank sweeps
   // and checks before any rank creates its file (a sweep cannot meet a file being created by this
   // job), and every rank fails when one does.
-  Status OpenSwap(std::span<const float> initial) {
+  Status OpenSwap(const InitialValues& initial) {
     if (!Offloaded(options_)) return Status::Ok();
     const ShardRange& own = shards_.own();
     DSLAUNCH_RETURN_IF_ERROR(
         AgreeOnFailure(comm_, PrepareSwapDirectory(options_, own.size(), state_notes_), "prepare the swap directory"));
-    auto store = MakeNvmeStateStore(options_, initial.subspan(own.begin, own.size()), comm_.rank(), state_notes_);
+    auto store = MakeNvmeStateStore(options_, own, initial, comm_.rank(), state_notes_);
     DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm_, store.status(), "create its swap file"));
     state_ = std::move(*store);
     return Status::Ok();
@@ -129,17 +129,10 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     StepStats stats;
     stats.loss_scale = loss_scale();
     DSLAUNCH_ASSIGN_OR_RETURN(StepGradient gradient, grads_.ReduceForStep());
-    const std::span<float> grads = gradient.values();
-    DSLAUNCH_ASSIGN_OR_RETURN(const double sum, grads_.GlobalSumOfSquares(grads));
-    stats.grad_norm = std::sqrt(sum) / stats.loss_scale;
-    stats.lr = LearningRateForAppliedSteps(options_.schedule, options_.optimizer.lr, applied_);
-    DSLAUNCH_ASSIGN_OR_RETURN(const bool skip, DecideOnOverflow(stats));
-    if (!skip) {
-      Unscale(stats, grads);
-      DSLAUNCH_RETURN_IF_ERROR(Update(stats.lr, grads));
-    }
-    scratch_.Give(std::move(gradient.buffer));
-    if (skip) return stats;
+    Status status = UpdateWith(gradient, stats);
+    gradient.Release(scratch_);
+    DSLAUNCH_RETURN_IF_ERROR(status);
+    if (stats.skipped) return stats;
     DSLAUNCH_RETURN_IF_ERROR(params_.Publish());
     ++applied_;
     return stats;
@@ -250,23 +243,39 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     return decision.skip_step;
   }
 
-  // Divides the gradient by the loss scale and clips it to gradient_clipping, in one pass.
-  void Unscale(const StepStats& stats, std::span<float> grads) const {
+  // The norm of `gradient`, the decision on overflow, and the update unless the step is skipped;
+  // fills `stats`.
+  Status UpdateWith(StepGradient& gradient, StepStats& stats) {
+    DSLAUNCH_ASSIGN_OR_RETURN(const double sum, grads_.GlobalSumOfSquares(gradient));
+    stats.grad_norm = std::sqrt(sum) / stats.loss_scale;
+    stats.lr = LearningRateForAppliedSteps(options_.schedule, options_.optimizer.lr, applied_);
+    DSLAUNCH_ASSIGN_OR_RETURN(const bool skip, DecideOnOverflow(stats));
+    if (skip) return Status::Ok();
+    return Update(stats.lr, UnscaleCoefficient(stats), gradient);
+  }
+
+  // What the gradient is multiplied by before the update: 1 / loss scale, and the clipping to
+  // gradient_clipping (DeepSpeed's max_norm / (norm + 1e-6)).
+  double UnscaleCoefficient(const StepStats& stats) const {
     double coef = 1.0 / stats.loss_scale;
     if (options_.gradient_clipping > 0 && stats.grad_norm > options_.gradient_clipping) {
       coef *= options_.gradient_clipping / (stats.grad_norm + kClipEpsilon);
     }
-    if (coef == 1.0) return;
-    const float c = static_cast<float>(coef);
-    for (float& g : grads) g *= c;
+    return coef;
   }
 
-  // The optimizer update, sub-group by sub-group of the owned state; each updated sub-group's
-  // master weights go to the parameter store in their storage type.
-  Status Update(double lr, std::span<const float> grads) {
+  // The optimizer update, sub-group by sub-group of the owned state, each with its range of the
+  // gradient unscaled (`coef`) in place; each updated sub-group's master weights go to the
+  // parameter store in their storage type.
+  Status Update(double lr, double coef, StepGradient& gradient) {
     const int64_t t = state_->step() + 1;
     DSLAUNCH_RETURN_IF_ERROR(state_->ForEachSubGroup(StateAccess::kReadWrite, [&](const StateSubGroup& sub) {
-      OptimizerUpdate(options_.optimizer, lr, t, sub.master(), grads.subspan(sub.begin, sub.size()),
+      const std::span<float> grads = gradient.Range(sub.begin, sub.size(), scratch_);
+      if (coef != 1.0) {
+        const float c = static_cast<float>(coef);
+        for (float& g : grads) g *= c;
+      }
+      OptimizerUpdate(options_.optimizer, lr, t, sub.master(), grads,
                       SegmentsWithin(segments_, sub.begin, sub.begin + sub.size()), sub.m(), sub.v());
       params_.WriteOwned(sub.begin, sub.master());
       return Status::Ok();
@@ -294,7 +303,7 @@ class ZeroEngine final : public Engine, private ParameterAccess {
 // the disk), a constructor cannot.
 template <class S>
 Result<std::unique_ptr<Engine>> MakeEngine(const ParameterLayout& layout, Communicator& comm,
-                                           const EngineOptions& options, std::span<const float> initial) {
+                                           const EngineOptions& options, const InitialValues& initial) {
   std::unique_ptr<ParameterSwap<S>> swap;
   if (options.offload_param.device == swap::OffloadDevice::kNvme) {
     const ShardMap shards(layout.numel(), comm.world_size(), comm.rank(), true);
@@ -310,6 +319,15 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ParameterLayout& layout, Commun
 
 Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Communicator& comm,
                                                const EngineOptions& options, std::span<const float> initial) {
+  if (initial.size() != layout.numel()) {
+    return InvalidArgumentError("initial parameters: " + std::to_string(initial.size()) + " values for a model of " +
+                                std::to_string(layout.numel()));
+  }
+  return Create(layout, comm, options, InitialValuesIn(initial));
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Communicator& comm,
+                                               const EngineOptions& options, const InitialValues& initial) {
   if (options.zero.stage < 0 || options.zero.stage > kMaxZeroStage) {
     return InvalidArgumentError("zero_optimization.stage " + std::to_string(options.zero.stage) +
                                 " does not exist; use 0, 1, 2 or 3");
@@ -321,10 +339,6 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Co
   if (options.zero.sub_group_size < 1) {
     return InvalidArgumentError("zero_optimization.sub_group_size: must be >= 1, got " +
                                 std::to_string(options.zero.sub_group_size));
-  }
-  if (initial.size() != layout.numel()) {
-    return InvalidArgumentError("initial parameters: " + std::to_string(initial.size()) + " values for a model of " +
-                                std::to_string(layout.numel()));
   }
   switch (options.precision) {
     case Precision::kFp32: return MakeEngine<float>(layout, comm, options, initial);

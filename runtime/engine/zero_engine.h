@@ -39,6 +39,7 @@
 
 #include "common/status.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/initial_values.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
 #include "runtime/core/partition.h"
@@ -89,12 +90,16 @@ using StateReader = std::function<Status(const std::string& name, size_t begin, 
 
 class Engine {
  public:
-  // `initial` (layout.numel() values, the same on every rank) becomes the parameters. `comm` and
-  // `layout` must outlive the engine. Fails with kInvalidArgument for options that cannot work
+  // `initial` (the model's values, the same on every rank) becomes the parameters; each part of
+  // the engine reads the ranges it holds, so the whole fp32 model is never in memory at once
+  // (runtime/core/initial_values.h). `comm` and `layout` must outlive the engine. Fails with kInvalidArgument for options that cannot work
   // (a stage outside 0-3, an fp16 section out of range, a wrong initial size). With
   // options.offload_optimizer.device nvme it first removes stale swap files under nvme_path and
   // checks the directory (kFailedPrecondition naming the key and path: missing, not writable, too
   // small), then creates this rank's swap file (removed when the engine is destroyed).
+  static Result<std::unique_ptr<Engine>> Create(const ParameterLayout& layout, Communicator& comm,
+                                                const EngineOptions& options, const InitialValues& initial);
+  // The same from values in memory (layout.numel() of them).
   static Result<std::unique_ptr<Engine>> Create(const ParameterLayout& layout, Communicator& comm,
                                                 const EngineOptions& options, std::span<const float> initial);
   virtual ~Engine() = default;

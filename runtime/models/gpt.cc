@@ -17,15 +17,21 @@ constexpr float kInitStd = 0.02f;
 constexpr float kPositionInitStd = 0.01f;
 
 // Standard normal samples by Box-Muller on splitmix64: the same values on every platform and
-// library version (std::normal_distribution is implementation-defined).
-void FillNormal(float* out, size_t n, float stddev, uint64_t& state) {
+// library version (std::normal_distribution is implementation-defined). A tensor of n values
+// takes one pair of draws per two values (the last pair's sine unused when n is odd): values
+// [from, to) of a tensor whose stream starts at `state` are computed without the ones before.
+uint64_t NormalDraws(size_t n) { return n + (n & 1); }
+
+void FillNormalRange(float* out, size_t from, size_t to, float stddev, uint64_t state) {
   constexpr double kTwoPi = 6.283185307179586;
-  for (size_t i = 0; i < n; i += 2) {
+  size_t i = from - from % 2;
+  state = SkipSplitMix64(state, i);
+  for (; i < to; i += 2) {
     double u1 = (static_cast<double>(SplitMix64(state) >> 11) + 0.5) / 9007199254740992.0;
     double u2 = (static_cast<double>(SplitMix64(state) >> 11) + 0.5) / 9007199254740992.0;
     double r = std::sqrt(-2.0 * std::log(u1));
-    out[i] = static_cast<float>(r * std::cos(kTwoPi * u2)) * stddev;
-    if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(kTwoPi * u2)) * stddev;
+    if (i >= from) out[i - from] = static_cast<float>(r * std::cos(kTwoPi * u2)) * stddev;
+    if (i + 1 < to) out[i + 1 - from] = static_cast<float>(r * std::sin(kTwoPi * u2)) * stddev;
   }
 }
 
@@ -155,21 +161,30 @@ void GptModel::BuildLayout() {
 
 void GptModel::InitParameters(std::span<float> flat, uint64_t seed) const {
   DSLAUNCH_CHECK(flat.size() == layout_.numel()) << "flat buffer of " << flat.size() << " for " << layout_.numel();
-  uint64_t state = seed;
+  InitRange(0, flat, seed);
+}
+
+void GptModel::InitRange(size_t begin, std::span<float> out, uint64_t seed) const {
+  const size_t end = begin + out.size();
+  DSLAUNCH_CHECK(begin <= end && end <= layout_.numel()) << "range [" << begin << ", " << end << ") of " << layout_.numel();
+  uint64_t state = seed;  // the stream's state before the tensor's first draw
   const float proj_std = kInitStd / std::sqrt(2.0f * static_cast<float>(std::max(1, config_.n_layer)));
   for (const auto& g : layout_.groups()) {
     for (const auto& t : g.tensors) {
-      float* p = flat.data() + t.offset;
+      if (t.offset >= end) return;
+      const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+      float* p = out.data() + (lo - begin);
       const bool is_weight = t.name.ends_with(".weight");
-      if (t.name.find("ln_") != std::string::npos) {
-        std::fill(p, p + t.numel, is_weight ? 1.0f : 0.0f);
-      } else if (!is_weight) {
-        std::fill(p, p + t.numel, 0.0f);
-      } else if (t.name == "wpe.weight") {
-        FillNormal(p, t.numel, kPositionInitStd, state);
-      } else {
-        FillNormal(p, t.numel, t.name.ends_with("c_proj.weight") ? proj_std : kInitStd, state);
+      if (t.name.find("ln_") != std::string::npos || !is_weight) {
+        const float value = is_weight ? 1.0f : 0.0f;  // layer-norm weights 1; biases 0
+        if (lo < hi) std::fill(p, p + (hi - lo), value);
+        continue;
       }
+      const float stddev = t.name == "wpe.weight"                ? kPositionInitStd
+                           : t.name.ends_with("c_proj.weight") ? proj_std
+                                                                 : kInitStd;
+      if (lo < hi) FillNormalRange(p, lo - t.offset, hi - t.offset, stddev, state);
+      state = SkipSplitMix64(state, NormalDraws(t.numel));
     }
   }
 }

@@ -78,6 +78,9 @@ class GptModel {
   // residual projections scaled by 1/sqrt(2 n_layer), position embeddings N(0, 0.01), biases 0,
   // layer-norm weights 1. Deterministic for a seed.
   void InitParameters(std::span<float> flat, uint64_t seed) const;
+  // The same values' range [begin, begin + out.size()), computed without the others (the engine
+  // fills its stores a range at a time: runtime/core/initial_values.h).
+  void InitRange(size_t begin, std::span<float> out, uint64_t seed) const;
 
   // Runs the model on tokens[b][t] (t <= block_size, b <= max_batch) and returns the mean
   // cross-entropy against targets[b][t]. Keeps what Backward needs.

@@ -89,10 +89,21 @@ size_t MlpModel::activation_bytes() const {
 
 void MlpModel::InitParameters(std::span<float> flat, uint64_t seed) const {
   DSLAUNCH_CHECK(flat.size() == layout_.numel()) << "flat buffer of " << flat.size() << " for " << layout_.numel();
-  uint64_t state = seed;
+  InitRange(0, flat, seed);
+}
+
+void MlpModel::InitRange(size_t begin, std::span<float> out, uint64_t seed) const {
+  const size_t end = begin + out.size();
+  DSLAUNCH_CHECK(begin <= end && end <= layout_.numel()) << "range [" << begin << ", " << end << ") of " << layout_.numel();
   for (int i = 0; i < num_layers(); ++i) {
     const float bound = 1.0f / std::sqrt(static_cast<float>(widths_[i]));
-    for (const TensorInfo& t : layout_.groups()[i].tensors) FillUniform(flat.data() + t.offset, t.numel, bound, state);
+    for (const TensorInfo& t : layout_.groups()[i].tensors) {
+      const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+      if (lo >= hi) continue;
+      // Value k of the model is draw k of the stream (one draw per value, in layout order).
+      uint64_t state = SkipSplitMix64(seed, lo);
+      FillUniform(out.data() + (lo - begin), hi - lo, bound, state);
+    }
   }
 }
 

@@ -65,6 +65,9 @@ class MlpModel {
   // stream started at `seed`, each as (2u - 1) * bound with u = (top 24 bits) / 2^24: the same
   // values on every platform for a seed.
   void InitParameters(std::span<float> flat, uint64_t seed) const;
+  // The same values' range [begin, begin + out.size()), computed without the others (one draw per
+  // value: the stream is entered at the range's first).
+  void InitRange(size_t begin, std::span<float> out, uint64_t seed) const;
 
   // Runs the model on inputs[b][input_width()] and returns the mean cross-entropy against
   // labels[b]. Preconditions (DSLAUNCH_CHECK): 1 <= b <= max_batch, every label in

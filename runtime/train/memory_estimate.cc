@@ -77,6 +77,7 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   const bool fp32 = config.precision == Precision::kFp32;
   const double storage = fp32 ? 4.0 : 2.0;
   const double moments = MomentsPerParameter(config.optimizer);
+  const bool state_on_disk = config.offload_optimizer.device == swap::OffloadDevice::kNvme;
 
   MemoryEstimate m;
   // The engine's allocations (runtime/engine/zero_engine.cc, ZeroEngine's constructor and memory()).
@@ -88,7 +89,7 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   }
   m.gradients = (stage >= 2 ? shard : numel) * storage;
   m.optimizer_state = moments * shard * kFloat + (fp32 ? 0.0 : shard * kFloat);
-  if (config.offload_optimizer.device == swap::OffloadDevice::kNvme) {
+  if (state_on_disk) {
     // On disk (docs/offload.md): memory holds the ring, buffer_count records of master and moments
     // (each record rounded up to the disk's direct-I/O alignment, a few KiB at most, not counted).
     const double record = std::min(shard, static_cast<double>(config.zero.sub_group_size)) * (1.0 + moments) * kFloat;
@@ -96,18 +97,27 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   }
   m.activations = shape.activations;
 
-  // Transient buffers: at start-up the fp32 initial parameters exist while the engine is built;
-  // during training the step's fp32 gradient, the reduce bucket (stages 2-3), one acquired fp32
-  // group and its micro-step gradient. The larger of the two phases counts.
+  // Transient buffers. At start-up the engine's parts read the model's initial values a range at
+  // a time (at most a group's part at once), unless model.init_from imports the whole fp32 model
+  // first. During training: the step's fp32 gradient (runtime/engine/step_gradient.h: a reduced
+  // copy at stages 0-1 except fp32 at stage 0, which is reduced in place; at stages 2-3 none with
+  // fp32, and with 16-bit storage one sub-group's range converted at a time: the whole slice in
+  // memory, a sub_group_size record with the state on disk), the reduce bucket (stages 2-3), one
+  // acquired fp32 group and its micro-step gradient. The larger of the two phases counts.
+  const double startup = config.model_init_from.empty() ? largest_group * kFloat : numel * kFloat;
   double training = 0;
-  if (!fp32 || stage >= 1) training += (stage == 0 ? numel : shard) * kFloat;  // the step's gradient
+  if (stage == 0 && !fp32) training += numel * kFloat;
+  if (stage == 1) training += shard * kFloat;
+  if (stage >= 2 && !fp32) {
+    training += (state_on_disk ? std::min(shard, static_cast<double>(config.zero.sub_group_size)) : shard) * kFloat;
+  }
   if (stage >= 2) {
     const double bucket = std::min(numel, static_cast<double>(std::max<int64_t>(1, config.zero.reduce_bucket_size)));
     training += std::max(largest_group, bucket) * kFloat;
   }
   if (!fp32 || stage == 3) training += largest_group * kFloat;  // an acquired group
   if (!fp32 || stage >= 2) training += largest_group * kFloat;  // its micro-step gradient
-  m.buffers = std::max(numel * kFloat, training);
+  m.buffers = std::max(startup, training);
   if (stage == 3 && config.offload_param.device == swap::OffloadDevice::kNvme) {
     EstimateParameterOffload(config, shape, numel, world_size < 1 ? 1 : world_size, storage, &m);
   }

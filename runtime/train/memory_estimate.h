@@ -17,7 +17,7 @@ namespace dslaunch::runtime {
 
 // Bytes one rank allocates (rank 0, which holds the largest shard). The engine's states follow
 // its own accounting (Engine::memory(), exact); activations are the model's buffers (exact);
-// `buffers` counts the transient buffers that are certain (the fp32 initial parameters while the
+// `buffers` counts the transient buffers that are certain (the initial values read while the
 // engine is built, the step's fp32 gradient, the reduce bucket, one acquired group and its
 // gradient, the host copy of an asynchronous checkpoint), so the total is a slight underestimate:
 // the check refuses only runs that cannot fit.

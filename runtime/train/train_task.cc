@@ -50,6 +50,9 @@ class GptTask final : public TrainTask {
 
   const ParameterLayout& layout() const override { return model_.layout(); }
   void InitParameters(std::span<float> flat, uint64_t seed) const override { model_.InitParameters(flat, seed); }
+  void InitRange(size_t begin, std::span<float> out, uint64_t seed) const override {
+    model_.InitRange(begin, out, seed);
+  }
   std::string_view name() const override { return "gpt"; }
   bool classifier() const override { return false; }
   int64_t TokensPerSample() const override { return seq_len_; }
@@ -159,6 +162,9 @@ class MlpTask final : public TrainTask {
 
   const ParameterLayout& layout() const override { return model_.layout(); }
   void InitParameters(std::span<float> flat, uint64_t seed) const override { model_.InitParameters(flat, seed); }
+  void InitRange(size_t begin, std::span<float> out, uint64_t seed) const override {
+    model_.InitRange(begin, out, seed);
+  }
   std::string_view name() const override { return "mlp"; }
   bool classifier() const override { return true; }
   int64_t TokensPerSample() const override { return 1; }

@@ -42,6 +42,8 @@ class TrainTask {
 
   virtual const ParameterLayout& layout() const = 0;
   virtual void InitParameters(std::span<float> flat, uint64_t seed) const = 0;
+  // The same values a range at a time (runtime/core/initial_values.h).
+  virtual void InitRange(size_t begin, std::span<float> out, uint64_t seed) const = 0;
   // "gpt" or "mlp".
   virtual std::string_view name() const = 0;
   // Whether the task classifies (mlp): validation then reports accuracy, and throughput is in

@@ -43,17 +43,20 @@ RunStart StartOf(const TrainConfig& config, const TrainTask& task, int world, co
 }
 
 // The engine, its parameters initialised by the model or imported from model.init_from. A
-// checkpoint being resumed wins over model.init_from, which only starts a fresh run.
+// checkpoint being resumed wins over model.init_from, which only starts a fresh run. The model's
+// own initialisation is read a range at a time by the engine's parts (no whole fp32 copy); an
+// imported model is read into memory first.
 Result<std::unique_ptr<Engine>> CreateEngine(const TrainConfig& config, const TrainTask& task, bool resuming,
                                              Communicator& comm, RunReport& report) {
-  std::vector<float> initial(task.layout().numel());
   if (!resuming && !config.model_init_from.empty()) {
-    DSLAUNCH_ASSIGN_OR_RETURN(initial, ImportParameters(config.model_init_from, task.layout(), task.name()));
+    DSLAUNCH_ASSIGN_OR_RETURN(std::vector<float> imported,
+                              ImportParameters(config.model_init_from, task.layout(), task.name()));
     report.ModelInitialisedFrom(config.model_init_from);
-  } else {
-    task.InitParameters(initial, config.seed);
+    return Engine::Create(task.layout(), comm, EngineOptionsFrom(config), imported);
   }
-  return Engine::Create(task.layout(), comm, EngineOptionsFrom(config), initial);
+  const uint64_t seed = config.seed;
+  return Engine::Create(task.layout(), comm, EngineOptionsFrom(config),
+                        [&task, seed](size_t begin, std::span<float> out) { task.InitRange(begin, out, seed); });
 }
 
 // The loop's shared state: one object per run, the phases as methods.

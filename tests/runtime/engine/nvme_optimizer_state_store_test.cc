@@ -52,7 +52,8 @@ TEST_CASE("The NVMe store starts from the master weights with zero moments and k
       CAPTURE(sub_group);
       CAPTURE(buffers);
       OptimizerParams adam;
-      auto store = NvmeOptimizerStateStore::Create(adam, master, Options(dir.path(), sub_group, buffers));
+      auto store = NvmeOptimizerStateStore::Create(adam, master.size(), InitialValuesIn(master),
+                                                   Options(dir.path(), sub_group, buffers));
       REQUIRE_MESSAGE(store.ok(), store.status().ToString());
       REQUIRE((*store)->file() != nullptr);
       const std::string path = (*store)->file()->path();
@@ -100,7 +101,7 @@ TEST_CASE("The NVMe store visits an empty slice once, makes no file, and stops a
   dslaunch::testing::TempDir dir(kDiskDir);
   OptimizerParams sgd;
   sgd.kind = OptimizerKind::kSgd;
-  auto empty = NvmeOptimizerStateStore::Create(sgd, {}, Options(dir.path(), 10, 2));
+  auto empty = NvmeOptimizerStateStore::Create(sgd, 0, InitialValuesIn({}), Options(dir.path(), 10, 2));
   REQUIRE(empty.ok());
   CHECK((*empty)->file() == nullptr);
   int visits = 0;
@@ -112,7 +113,7 @@ TEST_CASE("The NVMe store visits an empty slice once, makes no file, and stops a
   CHECK(visits == 1);
 
   std::vector<float> master(50, 1.0f);
-  auto store = NvmeOptimizerStateStore::Create(sgd, master, Options(dir.path(), 10, 2));
+  auto store = NvmeOptimizerStateStore::Create(sgd, master.size(), InitialValuesIn(master), Options(dir.path(), 10, 2));
   REQUIRE(store.ok());
   visits = 0;
   Status s = (*store)->ForEachSubGroup(StateAccess::kReadWrite, [&](const StateSubGroup& sub) {
@@ -127,7 +128,8 @@ TEST_CASE("The NVMe store visits an empty slice once, makes no file, and stops a
 TEST_CASE("The NVMe store's errors name the file's directory when it cannot be made") {
   OptimizerParams adam;
   std::vector<float> master(10, 1.0f);
-  auto store = NvmeOptimizerStateStore::Create(adam, master, Options("/proc/dslaunch-no-such-dir", 10, 2));
+  auto store = NvmeOptimizerStateStore::Create(adam, master.size(), InitialValuesIn(master),
+                                               Options("/proc/dslaunch-no-such-dir", 10, 2));
   REQUIRE_FALSE(store.ok());
   CHECK_MESSAGE(store.status().message().find("/proc/dslaunch-no-such-dir") != std::string::npos,
                 store.status().ToString());

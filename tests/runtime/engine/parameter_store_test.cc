@@ -45,7 +45,7 @@ TEST_CASE("Without partitioned parameters, fp32 Acquire hands out the parameters
     testing::RecordingCommunicator rec(comm);
     Parts parts(layout, rec, /*partitioned_state=*/true);
     ParameterStore<float> store(layout, rec, ZeroConfig{}, /*partitioned=*/false, parts.shards, parts.scratch,
-                                parts.deferred, initial);
+                                parts.deferred, InitialValuesIn(initial));
     for (int g = 0; g < 3; ++g) {
       std::span<const float> p = store.Acquire(g);
       CHECK(Copy(p) == Slice(initial, layout.groups()[static_cast<size_t>(g)]));
@@ -67,7 +67,7 @@ TEST_CASE("A partitioned store all-gathers a group on Acquire, with the next gro
     testing::RecordingCommunicator rec(comm);
     Parts parts(layout, rec, true);
     ParameterStore<Half> store(layout, rec, zero, /*partitioned=*/true, parts.shards, parts.scratch, parts.deferred,
-                               initial);
+                               InitialValuesIn(initial));
     // Forward: a fetches a and b together; b and the persistent c need no collective.
     for (int g = 0; g < 3; ++g) {
       CHECK(Copy(store.Acquire(g)) == Slice(initial, layout.groups()[static_cast<size_t>(g)]));
@@ -96,7 +96,8 @@ TEST_CASE("Groups fetched ahead and never acquired are dropped, so the next Acqu
   testing::OnEveryRankComm(2, [&](int, Communicator& comm) {
     testing::RecordingCommunicator rec(comm);
     Parts parts(layout, rec, true);
-    ParameterStore<float> store(layout, rec, zero, true, parts.shards, parts.scratch, parts.deferred, initial);
+    ParameterStore<float> store(layout, rec, zero, true, parts.shards, parts.scratch, parts.deferred,
+                                InitialValuesIn(initial));
     (void)store.Acquire(0);  // fetches a, b and c
     store.Release(0);
     store.DropPrefetched();
@@ -118,7 +119,8 @@ void CheckPublish(bool partitioned, std::vector<std::string> expected_calls) {
   testing::OnEveryRankComm(3, [&](int, Communicator& comm) {
     testing::RecordingCommunicator rec(comm);
     Parts parts(layout, rec, true);
-    ParameterStore<S> store(layout, rec, zero, partitioned, parts.shards, parts.scratch, parts.deferred, initial);
+    ParameterStore<S> store(layout, rec, zero, partitioned, parts.shards, parts.scratch, parts.deferred,
+                            InitialValuesIn(initial));
     const ShardRange own = parts.shards.own();
     REQUIRE(store.Owned().size() == own.size());
     const std::vector<float> mine(updated.begin() + static_cast<std::ptrdiff_t>(own.begin),

@@ -2,7 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
 
 #include "tests/fakes/flat_parameter_access.h"
 
@@ -25,6 +29,30 @@ TEST_CASE("The GPT layout groups embeddings, blocks and the final norm with Hugg
   REQUIRE(attn != nullptr);
   CHECK(attn->shape == std::vector<int>{24, 8});
   CHECK_FALSE(layout.Find("h.1.ln_2.bias")->decay);
+}
+
+TEST_CASE("GPT InitRange gives the whole initialisation's values for any range") {
+  GptModel model(GptConfig{2, 2, 8, 4, 11}, 1);
+  const size_t n = model.layout().numel();
+  std::vector<float> whole(n);
+  model.InitParameters(whole, 1337);
+  // Ranges that start and end at odd and even places, inside one tensor and across several, at
+  // the ends of the model, and empty.
+  const std::vector<std::pair<size_t, size_t>> ranges = {
+      {0, n}, {0, 1}, {1, 2}, {1, 4}, {87, 88}, {87, 131}, {88, 300}, {n - 1, n}, {n - 17, n}, {5, 5}, {n, n}};
+  for (const auto& [begin, end] : ranges) {
+    CAPTURE(begin);
+    CAPTURE(end);
+    std::vector<float> part(end - begin, -7.0f);
+    model.InitRange(begin, part, 1337);
+    CHECK(std::equal(part.begin(), part.end(), whole.begin() + static_cast<std::ptrdiff_t>(begin)));
+  }
+  // Every value, read one at a time in reverse.
+  for (size_t i = n; i-- > 0;) {
+    float one = -7.0f;
+    model.InitRange(i, std::span<float>(&one, 1), 1337);
+    REQUIRE(std::memcmp(&one, &whole[i], sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("GPT backward matches finite differences of the mean loss for every parameter") {

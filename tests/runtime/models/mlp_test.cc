@@ -150,6 +150,22 @@ TEST_CASE("correct() counts the rows whose largest logit is at the label") {
   CHECK(model.logits().size() == 6);
 }
 
+TEST_CASE("MLP InitRange gives the whole initialisation's values for any range") {
+  MlpModel model({7, 5, 3}, 1);
+  const size_t n = model.layout().numel();  // 7*5 + 5 + 5*3 + 3 = 58
+  std::vector<float> whole(n);
+  model.InitParameters(whole, 99);
+  for (size_t begin = 0; begin <= n; ++begin) {
+    for (size_t end = begin; end <= n; end += 3) {
+      std::vector<float> part(end - begin, -7.0f);
+      model.InitRange(begin, part, 99);
+      CAPTURE(begin);
+      CAPTURE(end);
+      REQUIRE(std::equal(part.begin(), part.end(), whole.begin() + static_cast<std::ptrdiff_t>(begin)));
+    }
+  }
+}
+
 TEST_CASE("MLP InitParameters is deterministic per seed and within nn.Linear's bounds") {
   MlpModel model({784, 300, 10}, 1);
   std::vector<float> a(model.layout().numel()), b(a.size()), c(a.size());
