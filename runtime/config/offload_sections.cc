@@ -17,8 +17,8 @@ Status ParseOffloadOptimizerBlock(Section& zero, const std::string& base_dir, sw
   Section& b = *block;
   std::string device = "none";
   DSLAUNCH_RETURN_IF_ERROR(b.String("device", &device));
-  auto parsed = swap::ParseOffloadDevice(device, "offload_optimizer");
-  if (!parsed.ok()) return b.Error("device", "must be \"none\", \"cpu\" or \"nvme\", got \"" + device + "\"");
+  Result<swap::OffloadDevice> parsed = swap::ParseOffloadDevice(device, "offload_optimizer");
+  if (!parsed.ok()) return zero.Validated(parsed.status());
   out->device = *parsed;
   DSLAUNCH_RETURN_IF_ERROR(b.String("nvme_path", &out->nvme_path));
   if (!out->nvme_path.empty()) out->nvme_path = ResolvePath(base_dir, out->nvme_path);
@@ -28,13 +28,7 @@ Status ParseOffloadOptimizerBlock(Section& zero, const std::string& base_dir, sw
   b.Unimplemented({"pipeline_read", "pipeline_write", "fast_init", "ratio"});
   DSLAUNCH_RETURN_IF_ERROR(b.Finish());
   DSLAUNCH_RETURN_IF_ERROR(zero.Validated(swap::ValidateOffloadOptimizerConfig(*out, "offload_optimizer")));
-  if (out->device == swap::OffloadDevice::kCpu) {
-    b.Warn("device",
-           "\"cpu\" accepted; the optimizer state already lives in host memory on this CPU runtime, so nothing moves");
-  }
-  if (out->pin_memory && out->device != swap::OffloadDevice::kNone) {
-    b.Warn("pin_memory", "accepted; there is no GPU to copy to, so buffers are not pinned");
-  }
+  for (const swap::KeyNote& note : swap::NotesFor(*out)) b.Warn(note.key, note.text);
   return Status::Ok();
 }
 
@@ -105,7 +99,7 @@ Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, 
   DSLAUNCH_RETURN_IF_ERROR(p->Bool("pin_memory", &out->pin_memory));
   DSLAUNCH_RETURN_IF_ERROR(p->Finish());
   DSLAUNCH_RETURN_IF_ERROR(root.Validated(swap::ValidateOffloadParamConfig(*out, stage)));
-  if (std::optional<std::string> note = swap::NoteFor(*out)) z->Warn("offload_param", *note);
+  for (const swap::KeyNote& note : swap::NotesFor(*out)) p->Warn(note.key, note.text);
   return Status::Ok();
 }
 

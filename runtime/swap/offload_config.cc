@@ -83,29 +83,27 @@ std::optional<std::string> NoteFor(const AioConfig& c, std::string_view where) {
 
 namespace {
 
-std::optional<std::string> DeviceNote(OffloadDevice device, bool pin_memory, std::string_view where,
-                                      std::string_view what) {
-  std::string note;
+// `already`: what is in host memory already, as a clause ("the parameters already live").
+std::vector<KeyNote> DeviceNotes(OffloadDevice device, bool pin_memory, std::string_view already) {
+  std::vector<KeyNote> notes;
   if (device == OffloadDevice::kCpu) {
-    note = std::string(where) + ".device: \"cpu\" accepted; " + std::string(what) +
-           " already lives in host memory on this CPU runtime, so nothing moves";
+    notes.push_back({"device", "\"cpu\" accepted; " + std::string(already) +
+                                   " in host memory on this CPU runtime, so nothing moves"});
   }
   if (pin_memory && device != OffloadDevice::kNone) {
-    if (!note.empty()) note += "; ";
-    note += std::string(where) + ".pin_memory: accepted; there is no GPU to copy to, so buffers are not pinned";
+    notes.push_back({"pin_memory", "accepted; there is no GPU to copy to, so buffers are not pinned"});
   }
-  if (note.empty()) return std::nullopt;
-  return note;
+  return notes;
 }
 
 }  // namespace
 
-std::optional<std::string> NoteFor(const OffloadOptimizerConfig& c, std::string_view where) {
-  return DeviceNote(c.device, c.pin_memory, where, "the optimizer state");
+std::vector<KeyNote> NotesFor(const OffloadOptimizerConfig& c) {
+  return DeviceNotes(c.device, c.pin_memory, "the optimizer state already lives");
 }
 
-std::optional<std::string> NoteFor(const OffloadParamConfig& c, std::string_view where) {
-  return DeviceNote(c.device, c.pin_memory, where, "the parameters");
+std::vector<KeyNote> NotesFor(const OffloadParamConfig& c) {
+  return DeviceNotes(c.device, c.pin_memory, "the parameters already live");
 }
 
 }  // namespace dslaunch::runtime::swap

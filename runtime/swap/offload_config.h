@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -85,9 +86,14 @@ Status ValidateOffloadParamConfig(const OffloadParamConfig& config, int zero_sta
 // One-line notes for accepted keys that change nothing here ("cpu" device, pin_memory,
 // intra_op_parallelism > 1); the caller prints each once. Empty when there is nothing to say.
 std::optional<std::string> NoteFor(const AioConfig& config, std::string_view where = "aio");
-std::optional<std::string> NoteFor(const OffloadOptimizerConfig& config,
-                                   std::string_view where = "zero_optimization.offload_optimizer");
-std::optional<std::string> NoteFor(const OffloadParamConfig& config,
-                                   std::string_view where = "zero_optimization.offload_param");
+
+// The same for an offload block, one note per key: the key inside the block ("device",
+// "pin_memory") and what to say about it (the parser adds the file and the key's path).
+struct KeyNote {
+  std::string key;
+  std::string text;
+};
+std::vector<KeyNote> NotesFor(const OffloadOptimizerConfig& config);
+std::vector<KeyNote> NotesFor(const OffloadParamConfig& config);
 
 }  // namespace dslaunch::runtime::swap

@@ -105,17 +105,23 @@ TEST_CASE("Accepted keys that change nothing here get a note, the others none") 
   aio.intra_op_parallelism = 4;
   CHECK(NoteFor(aio)->find("aio.intra_op_parallelism: 4 accepted") == 0);
   OffloadOptimizerConfig opt;
-  CHECK_FALSE(NoteFor(opt).has_value());
+  CHECK(NotesFor(opt).empty());
   opt.pin_memory = true;
-  CHECK_FALSE(NoteFor(opt).has_value());  // pinning nothing: the state is not offloaded
+  CHECK(NotesFor(opt).empty());  // pinning nothing: the state is not offloaded
   opt.device = OffloadDevice::kCpu;
-  auto note = NoteFor(opt);
-  REQUIRE(note.has_value());
-  CHECK(note->find("zero_optimization.offload_optimizer.device: \"cpu\" accepted") == 0);
-  CHECK(note->find("pin_memory") != std::string::npos);
+  std::vector<KeyNote> notes = NotesFor(opt);
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0].key == "device");
+  CHECK(notes[0].text == "\"cpu\" accepted; the optimizer state already lives in host memory on this CPU runtime, "
+                         "so nothing moves");
+  CHECK(notes[1].key == "pin_memory");
   OffloadParamConfig param;
   param.device = OffloadDevice::kNvme;
-  CHECK_FALSE(NoteFor(param).has_value());
+  CHECK(NotesFor(param).empty());
+  param.device = OffloadDevice::kCpu;
+  notes = NotesFor(param);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].text.find("the parameters already live in host memory") != std::string::npos);
 }
 
 }  // namespace
