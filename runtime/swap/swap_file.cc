@@ -42,11 +42,17 @@ Result<SwapFile> SwapFile::Create(const SwapFileOptions& o) {
   DSLAUNCH_CHECK(o.record_bytes > 0 && o.record_count > 0) << o.record_bytes << " bytes x " << o.record_count;
   OpenFileFn open_file = o.open_file ? o.open_file : &DefaultOpen;
   std::string dir = SwapDirectory(o.nvme_path);
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError("create '" + dir + "'", errno);
   SwapFile f;
   f.path_ = dir + "/" + FormatSwapFileName({o.kind, o.rank, static_cast<long>(::getpid())});
   constexpr int kFlags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
-  int fd = open_file(f.path_.c_str(), kFlags | O_DIRECT, 0600);
+  int fd = -1;
+  // The last file to go takes the directory with it (Remove), so another process may remove it
+  // between this mkdir and the open: then once more.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError("create '" + dir + "'", errno);
+    fd = open_file(f.path_.c_str(), kFlags | O_DIRECT, 0600);
+    if (fd >= 0 || errno != ENOENT) break;
+  }
   f.direct_ = fd >= 0;
   if (fd < 0 && errno == EINVAL) {
     fd = open_file(f.path_.c_str(), kFlags, 0600);
@@ -95,7 +101,11 @@ SwapFile::~SwapFile() { Remove(); }
 void SwapFile::Remove() {
   // Unlink before close: the name goes while this process still holds the lock, so a sweeping
   // process never sees an unlocked file of a live run.
-  if (fd_.valid() && !path_.empty()) ::unlink(path_.c_str());
+  if (fd_.valid() && !path_.empty()) {
+    ::unlink(path_.c_str());
+    // The swap sub-directory goes with its last file (rmdir refuses while others remain).
+    ::rmdir(path_.substr(0, path_.rfind('/')).c_str());
+  }
   fd_.Reset();
   path_.clear();
 }

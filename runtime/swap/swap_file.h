@@ -37,7 +37,8 @@ struct SwapFileOptions {
 
 class SwapFile {
  public:
-  // Creates <nvme_path>/dslaunch-swap/<kind>.rank<R>.pid<P>.swp (the swap sub-directory too),
+  // Creates <nvme_path>/dslaunch-swap/<kind>.rank<R>.pid<P>.swp (the swap sub-directory too; the
+  // last file removed takes it with it),
   // reserves record_count * record_stride bytes (fallocate; ftruncate where unsupported). Errors
   // name the path: it exists already (another process of this pid? kFailedPrecondition), no space
   // (kFailedPrecondition with the bytes), others kInternal with errno's text.

@@ -172,8 +172,15 @@ TEST_CASE("A swap file is locked while open, removed at close, and found by the 
     auto again = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 5, 1000, 3});
     CHECK(again.status().code() == StatusCode::kFailedPrecondition);
     CHECK(std::filesystem::exists(path));  // the failed second create left the first alone
+    {
+      auto other = SwapFile::Create({dir.path(), SwapKind::kParam, 5, 1000, 3});
+      REQUIRE(other.ok());
+    }
+    CHECK(std::filesystem::exists(path));  // the directory stays while a file is in it
   }
   CHECK_FALSE(std::filesystem::exists(path));
+  CHECK_FALSE(std::filesystem::exists(SwapDirectory(dir.path())));  // the last file took it
+  CHECK(SwapFile::Create({dir.path(), SwapKind::kOptimizer, 5, 1000, 3}).ok());  // made again when needed
 }
 
 TEST_CASE("AlignedBuffer rounds up, aligns and refuses alignments that are not powers of two") {
