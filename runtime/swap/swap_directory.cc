@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -89,7 +90,11 @@ Result<std::vector<StaleSwapFile>> RemoveStaleSwapFiles(const std::string& nvme_
     return ErrnoError("open swap directory '" + dir + "'", errno);
   }
   while (struct dirent* e = ::readdir(d.get())) {
-    if (!ParseSwapFileName(e->d_name)) continue;
+    const std::optional<SwapFileName> name = ParseSwapFileName(e->d_name);
+    if (!name) continue;
+    // A live owner: it may be between creating its file and locking it (SwapFile::Create), when
+    // the lock below would succeed. A pid reused since leaves the file for a later sweep.
+    if (name->pid > 0 && (::kill(static_cast<pid_t>(name->pid), 0) == 0 || errno == EPERM)) continue;
     std::string path = dir + "/" + e->d_name;
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd.valid()) continue;  // removed meanwhile, or not a file we may open: leave it

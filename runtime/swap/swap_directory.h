@@ -33,10 +33,11 @@ struct StaleSwapFile {
 // that ended without cleaning up".
 std::string DescribeRemoval(const StaleSwapFile& file);
 
-// Removes every swap file under nvme_path's swap sub-directory whose owner has ended (its flock
-// can be taken) and returns what it removed, for the caller to print. Files of live runs (any
-// job, any rank) are locked and left alone; names that are not swap file names are never
-// touched. A missing swap sub-directory removes nothing.
+// Removes every swap file under nvme_path's swap sub-directory whose owner has ended (no process
+// of the pid in its name, and its flock can be taken) and returns what it removed, for the caller
+// to print. Files of live runs (any job, any rank) are left alone, also in the moment between
+// their creation and their lock; names that are not swap file names are never touched. A
+// missing swap sub-directory removes nothing.
 Result<std::vector<StaleSwapFile>> RemoveStaleSwapFiles(const std::string& nvme_path);
 
 }  // namespace dslaunch::runtime::swap

@@ -73,17 +73,21 @@ TEST_CASE("CheckSwapDirectory refuses a missing path, a file, an unwritable plac
   CHECK(CheckSwapDirectory("", 1, kKey).code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("RemoveStaleSwapFiles removes unlocked swap files and leaves locked ones and other names") {
+TEST_CASE("RemoveStaleSwapFiles removes unlocked files of ended processes and leaves locked ones, live owners' and other names") {
   TempDir dir;
   CHECK(RemoveStaleSwapFiles(dir.path())->empty());  // no swap sub-directory yet
   std::string swap_dir = SwapDirectory(dir.path());
   std::filesystem::create_directory(swap_dir);
   std::string stale = swap_dir + "/" + FormatSwapFileName({SwapKind::kOptimizer, 3, 999999});
-  std::string live = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 0, 1234});
+  // Pids above pid_max (32768 by default, 4194304 at most): no such process.
+  std::string live = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 0, 999998});
+  // Not locked, but its owner (this process) is alive: it may be between creating and locking.
+  std::string creating = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 1, static_cast<long>(::getpid())});
   std::string other = swap_dir + "/notes.txt";
   std::ofstream(stale) << "12345";
   std::ofstream(live) << "x";
   std::ofstream(other) << "keep";
+  std::ofstream(creating) << "y";
   // A live run holds its file's lock; flock conflicts between open files even in one process.
   UniqueFd held(::open(live.c_str(), O_RDONLY));
   REQUIRE(::flock(held.get(), LOCK_EX | LOCK_NB) == 0);
@@ -96,6 +100,7 @@ TEST_CASE("RemoveStaleSwapFiles removes unlocked swap files and leaves locked on
   CHECK_FALSE(std::filesystem::exists(stale));
   CHECK(std::filesystem::exists(live));
   CHECK(std::filesystem::exists(other));
+  CHECK(std::filesystem::exists(creating));
 
   held.Reset();  // the live run ends without cleaning up: the next start removes its file
   removed = RemoveStaleSwapFiles(dir.path());
