@@ -92,9 +92,13 @@ Result<std::vector<StaleSwapFile>> RemoveStaleSwapFiles(const std::string& nvme_
   while (struct dirent* e = ::readdir(d.get())) {
     const std::optional<SwapFileName> name = ParseSwapFileName(e->d_name);
     if (!name) continue;
-    // A live owner: it may be between creating its file and locking it (SwapFile::Create), when
-    // the lock below would succeed. A pid reused since leaves the file for a later sweep.
-    if (name->pid > 0 && (::kill(static_cast<pid_t>(name->pid), 0) == 0 || errno == EPERM)) continue;
+    // Another live process of that pid may be between creating its file and locking it
+    // (SwapFile::Create), when the lock below would succeed: leave it (a pid reused since leaves
+    // the file for a later sweep). This process's own pid (a container restarted with the same
+    // pids) proves nothing: it sweeps before it creates, so the lock decides.
+    const bool other_live = name->pid != ::getpid() && name->pid > 0 &&
+                            (::kill(static_cast<pid_t>(name->pid), 0) == 0 || errno == EPERM);
+    if (other_live) continue;
     std::string path = dir + "/" + e->d_name;
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd.valid()) continue;  // removed meanwhile, or not a file we may open: leave it

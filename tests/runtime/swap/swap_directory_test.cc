@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -81,22 +82,28 @@ TEST_CASE("RemoveStaleSwapFiles removes unlocked files of ended processes and le
   std::string stale = swap_dir + "/" + FormatSwapFileName({SwapKind::kOptimizer, 3, 999999});
   // Pids above pid_max (32768 by default, 4194304 at most): no such process.
   std::string live = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 0, 999998});
-  // Not locked, but its owner (this process) is alive: it may be between creating and locking.
-  std::string creating = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 1, static_cast<long>(::getpid())});
+  // Not locked, but its owner (another process, alive: the parent) may be between creating and
+  // locking it.
+  std::string creating = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 1, static_cast<long>(::getppid())});
+  // Not locked and named with this process's pid: left by an earlier process of the same pid.
+  std::string mine = swap_dir + "/" + FormatSwapFileName({SwapKind::kParam, 2, static_cast<long>(::getpid())});
   std::string other = swap_dir + "/notes.txt";
   std::ofstream(stale) << "12345";
   std::ofstream(live) << "x";
   std::ofstream(other) << "keep";
   std::ofstream(creating) << "y";
+  std::ofstream(mine) << "z";
   // A live run holds its file's lock; flock conflicts between open files even in one process.
   UniqueFd held(::open(live.c_str(), O_RDONLY));
   REQUIRE(::flock(held.get(), LOCK_EX | LOCK_NB) == 0);
 
   auto removed = RemoveStaleSwapFiles(dir.path());
   REQUIRE(removed.ok());
-  REQUIRE(removed->size() == 1);
+  REQUIRE(removed->size() == 2);
+  std::sort(removed->begin(), removed->end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   CHECK((*removed)[0].path == stale);
   CHECK((*removed)[0].bytes == 5);
+  CHECK((*removed)[1].path == mine);
   CHECK_FALSE(std::filesystem::exists(stale));
   CHECK(std::filesystem::exists(live));
   CHECK(std::filesystem::exists(other));
