@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/core/random.h"
 #include "tests/fakes/flat_parameter_access.h"
 
 namespace dslaunch::runtime {
@@ -31,8 +33,44 @@ TEST_CASE("The GPT layout groups embeddings, blocks and the final norm with Hugg
   CHECK_FALSE(layout.Find("h.1.ln_2.bias")->decay);
 }
 
+// The initialisation as gpt.h defines it, written out sequentially: one splitmix64 stream over the
+// tensors in layout order, Box-Muller pairs for the normal ones (a pair per two values, the last
+// sine unused when the count is odd), nothing drawn for biases and layer norms.
+std::vector<float> SequentialGptInit(const GptModel& model, uint64_t seed) {
+  std::vector<float> out(model.layout().numel());
+  uint64_t state = seed;
+  const float proj = 0.02f / std::sqrt(2.0f * static_cast<float>(model.config().n_layer));
+  for (const auto& g : model.layout().groups()) {
+    for (const auto& t : g.tensors) {
+      float* p = out.data() + t.offset;
+      const bool weight = t.name.ends_with(".weight");
+      if (t.name.find("ln_") != std::string::npos || !weight) {
+        std::fill(p, p + t.numel, weight ? 1.0f : 0.0f);
+        continue;
+      }
+      const float stddev = t.name == "wpe.weight" ? 0.01f : t.name.ends_with("c_proj.weight") ? proj : 0.02f;
+      for (size_t i = 0; i < t.numel; i += 2) {
+        const double u1 = (static_cast<double>(SplitMix64(state) >> 11) + 0.5) / 9007199254740992.0;
+        const double u2 = (static_cast<double>(SplitMix64(state) >> 11) + 0.5) / 9007199254740992.0;
+        const double r = std::sqrt(-2.0 * std::log(u1));
+        p[i] = static_cast<float>(r * std::cos(6.283185307179586 * u2)) * stddev;
+        if (i + 1 < t.numel) p[i + 1] = static_cast<float>(r * std::sin(6.283185307179586 * u2)) * stddev;
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("GPT InitParameters is the sequential stream of its definition, tensors of odd sizes included") {
+  GptModel model(GptConfig{2, 3, 9, 4, 11}, 1);  // wte 11x9 = 99 values: odd
+  std::vector<float> got(model.layout().numel());
+  model.InitParameters(got, 1337);
+  const std::vector<float> want = SequentialGptInit(model, 1337);
+  REQUIRE(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("GPT InitRange gives the whole initialisation's values for any range") {
-  GptModel model(GptConfig{2, 2, 8, 4, 11}, 1);
+  GptModel model(GptConfig{2, 3, 9, 4, 11}, 1);  // tensors of odd sizes: pairs that straddle them
   const size_t n = model.layout().numel();
   std::vector<float> whole(n);
   model.InitParameters(whole, 1337);

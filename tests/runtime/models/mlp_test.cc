@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/random.h"
 #include "runtime/data/idx_data.h"
 #include "runtime/data/idx_synthetic.h"
 #include "tests/fakes/flat_parameter_access.h"
@@ -148,6 +149,22 @@ TEST_CASE("correct() counts the rows whose largest logit is at the label") {
   model.Forward(access, inputs.data(), labels.data(), 2);
   CHECK(model.correct() == 1);
   CHECK(model.logits().size() == 6);
+}
+
+TEST_CASE("MLP InitParameters is one sequential stream over the tensors in layout order") {
+  MlpModel model({7, 5, 3}, 1);
+  std::vector<float> got(model.layout().numel());
+  model.InitParameters(got, 99);
+  uint64_t state = 99;
+  for (int i = 0; i < model.num_layers(); ++i) {
+    const float bound = 1.0f / std::sqrt(static_cast<float>(model.widths()[i]));
+    for (const TensorInfo& t : model.layout().groups()[i].tensors) {
+      for (size_t k = 0; k < t.numel; ++k) {
+        CAPTURE(t.offset + k);
+        REQUIRE(got[t.offset + k] == (2.0f * UniformFloat(state) - 1.0f) * bound);
+      }
+    }
+  }
 }
 
 TEST_CASE("MLP InitRange gives the whole initialisation's values for any range") {
