@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/engine/zero_engine.h"
@@ -48,6 +49,7 @@ struct StepReport {
   StepStats stats;
   double seconds = 0.0;  // this step's wall time
   int64_t tokens = 0;    // tokens (samples for a classifier) in the global batch
+  std::vector<double> rank_ms;  // every rank's time of this step, rank order; empty: not recorded
 };
 
 struct ValidationReport {

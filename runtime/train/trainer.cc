@@ -116,6 +116,18 @@ struct Loop {
     return outcome;
   }
 
+  // Collective: every rank's time of this step (`seconds` on this rank), in ms and rank order, for
+  // rank 0's step record. A collective of its own after the loss all-reduce, never a part of it:
+  // a longer all-reduce may sum the losses in another order (docs/engine.md, "Metrics").
+  Result<std::vector<double>> GatherStepTimes(double seconds) {
+    const int world = comm.world_size();
+    const float mine = static_cast<float>(1e3 * seconds);
+    std::vector<float> all(static_cast<size_t>(world));
+    DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const float>(&mine, 1), all, std::vector<size_t>(world, 1))
+                                 .WithContext("step time all-gather"));
+    return std::vector<double>(all.begin(), all.end());
+  }
+
   // Collective: mean loss over eval_steps validation batches per rank, averaged over ranks; -1
   // without validation data.
   Result<double> Validate(int64_t after_step) {
@@ -224,6 +236,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     }
     result.losses.push_back(outcome.step.loss);
     outcome.step.seconds = SecondsSince(step_start);
+    DSLAUNCH_ASSIGN_OR_RETURN(outcome.step.rank_ms, loop.GatherStepTimes(outcome.step.seconds));
     if (hooks.reporter != nullptr) hooks.reporter->StepDone(step + 1, outcome.step.seconds);
     report.Step(outcome.step, Clock::now());
     DSLAUNCH_RETURN_IF_ERROR(loop.Save(schedule.AfterStep(step + 1, outcome.stop), step + 1, saver));
