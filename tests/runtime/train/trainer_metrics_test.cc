@@ -102,5 +102,33 @@ TEST_CASE("The grad_norm of the step record is the norm of the rank-averaged gra
   }
 }
 
+TEST_CASE("Every step record holds each rank's step time, rank 0's first, the same as its ms_per_step") {
+  constexpr int kRanks = 3;
+  TrainConfig config = Config(1, Precision::kFp32);
+  config.batch.train_batch_size = 12;
+  config.train.steps = 3;
+  std::vector<std::string> records;
+  auto results = testing::TrainOnThreads(kRanks, config, testing::PatternTokens(/*validation=*/false), [&](int) {
+    TrainHooks hooks;
+    hooks.metrics = [&](const std::string& json) { records.push_back(json); };  // rank 0 only
+    return hooks;
+  });
+  for (auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  int steps = 0;
+  for (const std::string& line : records) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.at("event") != "step") continue;
+    ++steps;
+    CAPTURE(line);
+    const std::vector<double> ranks = j.at("rank_step_ms").get<std::vector<double>>();
+    REQUIRE(ranks.size() == kRanks);
+    for (double ms : ranks) CHECK(ms > 0.0);
+    // Rank 0's own time, gathered as a float (7 significant digits): the ranks' times differ by
+    // far more than that, so another rank's value in slot 0 shows.
+    CHECK(ranks[0] == doctest::Approx(j.at("ms_per_step").get<double>()).epsilon(1e-6));
+  }
+  CHECK(steps == 3);
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
