@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <utility>
 
 #include "common/report/svg_chart.h"
 
@@ -90,34 +92,58 @@ std::string ThroughputChart(const MetricsLog& log) {
   return RenderLineChart(chart);
 }
 
-std::string RankStepChart(const MetricsLog& log) {
+// A value per rank and step: a line per rank up to kMaxRankLines ranks, else the median, the 90th
+// percentile and the largest of each step.
+std::string PerRankChart(const MetricsLog& log, LineChart chart,
+                         const std::function<std::vector<double>(const StepPoint&)>& values_of) {
+  std::vector<std::pair<double, std::vector<double>>> steps;  // (step, value per rank)
   size_t ranks = 0;
-  for (const StepPoint& p : log.steps) ranks = std::max(ranks, p.rank_step_ms.size());
-  LineChart chart{"rank-step-chart", "Step time per rank", "step", "ms per step", true, {}};
+  for (const StepPoint& p : log.steps) {
+    std::vector<double> values = values_of(p);
+    if (values.empty()) continue;
+    ranks = std::max(ranks, values.size());
+    steps.emplace_back(static_cast<double>(p.step), std::move(values));
+  }
   if (ranks <= static_cast<size_t>(kMaxRankLines)) {
     for (size_t r = 0; r < ranks; ++r) {
       ChartSeries s{"rank " + std::to_string(r), {}, {}};
-      for (const StepPoint& p : log.steps) {
-        if (r >= p.rank_step_ms.size()) continue;
-        s.x.push_back(static_cast<double>(p.step));
-        s.y.push_back(p.rank_step_ms[r]);
+      for (const auto& [x, values] : steps) {
+        if (r >= values.size()) continue;
+        s.x.push_back(x);
+        s.y.push_back(values[r]);
       }
       chart.series.push_back(std::move(s));
     }
-  } else {
-    chart.title = "Step time over " + std::to_string(ranks) + " ranks (median, 90th percentile, slowest)";
-    ChartSeries median{"median", {}, {}}, p90{"90th percentile", {}, {}}, slowest{"slowest rank", {}, {}};
-    for (const StepPoint& p : log.steps) {
-      if (p.rank_step_ms.empty()) continue;
-      const double x = static_cast<double>(p.step);
-      for (auto [series, q] : {std::pair{&median, 0.5}, {&p90, 0.9}, {&slowest, 1.0}}) {
-        series->x.push_back(x);
-        series->y.push_back(Percentile(p.rank_step_ms, q));
-      }
-    }
-    chart.series = {median, p90, slowest};
+    return RenderLineChart(chart);
   }
+  chart.title += " over " + std::to_string(ranks) + " ranks (median, 90th percentile, largest)";
+  ChartSeries median{"median", {}, {}}, p90{"90th percentile", {}, {}}, largest{"largest", {}, {}};
+  for (const auto& [x, values] : steps) {
+    for (auto [series, q] : {std::pair{&median, 0.5}, {&p90, 0.9}, {&largest, 1.0}}) {
+      series->x.push_back(x);
+      series->y.push_back(Percentile(values, q));
+    }
+  }
+  chart.series = {median, p90, largest};
   return RenderLineChart(chart);
+}
+
+std::string RankStepChart(const MetricsLog& log) {
+  return PerRankChart(log, LineChart{"rank-step-chart", "Step time per rank", "step", "ms per step", true, {}},
+                      [](const StepPoint& p) { return p.rank_step_ms; });
+}
+
+// A rank's own work: its step time less the time it spent inside collectives, where ranks wait
+// for each other. The rank that keeps the others waiting has the highest line.
+std::string RankComputeChart(const MetricsLog& log) {
+  return PerRankChart(
+      log, LineChart{"rank-compute-chart", "Time outside collectives per rank", "step", "ms per step", true, {}},
+      [](const StepPoint& p) {
+        std::vector<double> out;
+        if (p.rank_collective_ms.size() != p.rank_step_ms.size()) return out;
+        for (size_t r = 0; r < p.rank_step_ms.size(); ++r) out.push_back(p.rank_step_ms[r] - p.rank_collective_ms[r]);
+        return out;
+      });
 }
 
 std::string Summary(const MetricsLog& log) {
@@ -200,7 +226,7 @@ std::string RenderReport(const MetricsLog& log, const ReportPage& page) {
   }
   out += "</ul>" + Notes(log);
   out += "<div class=\"charts\">" + LossChart(log) + ValidationChart(log) + ThroughputChart(log) +
-         RankStepChart(log) + "</div>";
+         RankStepChart(log) + RankComputeChart(log) + "</div>";
   return out + "</body></html>\n";
 }
 

@@ -4,7 +4,8 @@
 //
 // Stable ids for tests and readers: #summary (one paragraph), #generations with one
 // <li class="generation"> per worker run, #notes (skipped lines, non-finite losses), and the
-// charts #loss-chart, #val-loss-chart, #throughput-chart, #rank-step-chart (svg_chart.h).
+// charts #loss-chart, #val-loss-chart, #throughput-chart, #rank-step-chart, #rank-compute-chart
+// (svg_chart.h).
 #pragma once
 
 #include <string>
@@ -13,9 +14,9 @@
 
 namespace dslaunch::report {
 
-// Up to this many ranks the step-time chart has a line per rank; beyond, the lines would be a
-// tangle and the colours repeat, so it shows the median, the 90th percentile and the slowest
-// rank of each step instead.
+// Up to this many ranks the per-rank charts have a line per rank; beyond, the lines would be a
+// tangle and the colours repeat, so they show the median, the 90th percentile and the largest
+// value of each step instead.
 constexpr int kMaxRankLines = 16;
 
 struct ReportPage {

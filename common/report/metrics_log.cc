@@ -23,6 +23,15 @@ std::optional<int64_t> Integer(const Json& record, const char* key) {
   return it->get<int64_t>();
 }
 
+// An array of numbers, null (non-finite) or anything else as NaN; empty when absent.
+std::vector<double> Numbers(const Json& record, const char* key) {
+  std::vector<double> out;
+  auto it = record.find(key);
+  if (it == record.end() || !it->is_array()) return out;
+  for (const Json& v : *it) out.push_back(v.is_number() ? v.get<double>() : kNaN);
+  return out;
+}
+
 std::string String(const Json& record, const char* key) {
   auto it = record.find(key);
   return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -95,9 +104,8 @@ class Reader {
     p.ms_per_step = Number(record, "ms_per_step");
     auto skipped = record.find("skipped");
     p.skipped = skipped != record.end() && skipped->is_boolean() && skipped->get<bool>();
-    if (auto ranks = record.find("rank_step_ms"); ranks != record.end() && ranks->is_array()) {
-      for (const Json& v : *ranks) p.rank_step_ms.push_back(v.is_number() ? v.get<double>() : kNaN);
-    }
+    p.rank_step_ms = Numbers(record, "rank_step_ms");
+    p.rank_collective_ms = Numbers(record, "rank_collective_ms");
     p.segment = CurrentIndex();
     RunSegment& s = Current();
     if (s.steps_recorded == 0) s.first_step = p.step;

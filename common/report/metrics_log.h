@@ -26,6 +26,7 @@ struct StepPoint {
   double ms_per_step = 0.0;
   bool skipped = false;               // fp16: the step overflowed and was not applied
   std::vector<double> rank_step_ms;   // per rank, rank order; empty from a runtime without it
+  std::vector<double> rank_collective_ms;  // the part of it inside collectives, the same order
   int segment = 0;                    // index into MetricsLog::segments
 };
 

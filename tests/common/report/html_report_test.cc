@@ -28,10 +28,15 @@ std::string Start(int world, const std::string& model = "gpt") {
 std::string Steps(int from, int to, int ranks) {
   std::string out;
   for (int s = from; s <= to; ++s) {
-    std::string per_rank;
-    for (int r = 0; r < ranks; ++r) per_rank += (r ? "," : "") + std::to_string(10 + r + s % 3);
+    // Rank r's step takes 10 + s % 3 ms, r of them inside collectives (waiting for the last rank).
+    std::string per_rank, collective;
+    for (int r = 0; r < ranks; ++r) {
+      per_rank += (r ? "," : "") + std::to_string(10 + s % 3);
+      collective += (r ? "," : "") + std::to_string(r);
+    }
     out += R"({"event":"step","step":)" + std::to_string(s) + R"(,"loss":)" + std::to_string(5.0 - 0.01 * s) +
-           R"(,"tokens_per_s":1000,"ms_per_step":12,"rank_step_ms":[)" + per_rank + "]}\n";
+           R"(,"tokens_per_s":1000,"ms_per_step":12,"rank_step_ms":[)" + per_rank + R"(],"rank_collective_ms":[)" +
+           collective + "]}\n";
   }
   return out;
 }
@@ -58,6 +63,19 @@ TEST_CASE("RenderReport of a 2-rank run: charts with every point, a line per ran
   CHECK(html.find("validation loss 4.7500 (step 30)") != std::string::npos);
 }
 
+TEST_CASE("RenderReport draws each rank's time outside collectives: the rank the others wait for is highest") {
+  const std::string html = RenderReport(ParseMetricsLog(Start(3) + Steps(1, 3, 3)), kPage);
+  const std::string chart = Chart(html, "rank-compute-chart");
+  CHECK(Count(chart, "class=\"series\"") == 3);
+  // Step 1 takes 11 ms on every rank; rank r spent r of them in collectives.
+  CHECK(chart.find("<title>rank 0: 1, 11</title>") != std::string::npos);
+  CHECK(chart.find("<title>rank 2: 1, 9</title>") != std::string::npos);
+  // A runtime without rank_collective_ms: the chart has no lines.
+  const std::string old = RenderReport(
+      ParseMetricsLog(Start(1) + R"({"event":"step","step":1,"loss":2,"rank_step_ms":[5]})"), kPage);
+  CHECK(Chart(old, "rank-compute-chart").find("no data") != std::string::npos);
+}
+
 TEST_CASE("RenderReport of a run that failed at step 3 draws what there is and says it did not finish") {
   const std::string html = RenderReport(ParseMetricsLog(Start(2) + Steps(1, 3, 2)), kPage);
   CHECK(Count(Chart(html, "loss-chart"), "<circle class=\"point\"") == 3);
@@ -69,7 +87,7 @@ TEST_CASE("RenderReport of a run that failed at step 3 draws what there is and s
 TEST_CASE("RenderReport of an empty file is a page that says there is nothing") {
   const std::string html = RenderReport(ParseMetricsLog(""), kPage);
   CHECK(html.find("No training records") != std::string::npos);
-  CHECK(Count(html, "no data") == 4);
+  CHECK(Count(html, "no data") == 5);
 }
 
 TEST_CASE("RenderReport of a run that failed before its first step") {
@@ -104,8 +122,9 @@ TEST_CASE("RenderReport draws percentiles instead of lines beyond kMaxRankLines 
   const std::string html = RenderReport(ParseMetricsLog(Start(ranks) + Steps(1, 5, ranks)), kPage);
   const std::string chart = Chart(html, "rank-step-chart");
   CHECK(Count(chart, "class=\"series\"") == 3);
-  CHECK(chart.find("data-label=\"slowest rank\"") != std::string::npos);
-  CHECK(html.find("Step time over 17 ranks") != std::string::npos);
+  CHECK(chart.find("data-label=\"largest\"") != std::string::npos);
+  CHECK(html.find("Step time per rank over 17 ranks (median, 90th percentile, largest)") != std::string::npos);
+  CHECK(Count(Chart(html, "rank-compute-chart"), "class=\"series\"") == 3);
   const std::string at_limit = Chart(RenderReport(ParseMetricsLog(Start(16) + Steps(1, 5, 16)), kPage), "rank-step-chart");
   CHECK(Count(at_limit, "class=\"series\"") == 16);
 }

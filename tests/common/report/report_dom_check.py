@@ -4,7 +4,7 @@
     report_dom_check.py DOM_FILE STEPS VALIDATIONS RANKS
 
 Fails naming what differs: the loss and throughput charts have a point per step, the validation
-chart one per validation, the step-time chart a line of STEPS points per rank, the page one
+chart one per validation, the two per-rank charts a line of STEPS points per rank, the page one
 generation line of a finished run and a summary.
 """
 import sys
@@ -63,8 +63,8 @@ def main():
     expect("points of #loss-chart", report.points.get("loss-chart"), steps)
     expect("points of #throughput-chart", report.points.get("throughput-chart"), steps)
     expect("points of #val-loss-chart", report.points.get("val-loss-chart"), validations)
-    expect("lines of #rank-step-chart", report.series.get("rank-step-chart"),
-           [(f"rank {r}", steps) for r in range(ranks)])
+    for chart in ("rank-step-chart", "rank-compute-chart"):
+        expect(f"lines of #{chart}", report.series.get(chart), [(f"rank {r}", steps) for r in range(ranks)])
     generations = report.texts["generation"]
     expect("generation lines", len(generations), 1)
     if generations and not (generations[0].startswith(f"generation 0 (start): {ranks} ranks, steps 1-{steps}")

@@ -102,7 +102,7 @@ TEST_CASE("The grad_norm of the step record is the norm of the rank-averaged gra
   }
 }
 
-TEST_CASE("Every step record holds each rank's step time, rank 0's first, the same as its ms_per_step") {
+TEST_CASE("Every step record holds each rank's step time and time in collectives, rank 0's first") {
   constexpr int kRanks = 3;
   TrainConfig config = Config(1, Precision::kFp32);
   config.batch.train_batch_size = 12;
@@ -121,8 +121,14 @@ TEST_CASE("Every step record holds each rank's step time, rank 0's first, the sa
     ++steps;
     CAPTURE(line);
     const std::vector<double> ranks = j.at("rank_step_ms").get<std::vector<double>>();
+    const std::vector<double> collective = j.at("rank_collective_ms").get<std::vector<double>>();
     REQUIRE(ranks.size() == kRanks);
-    for (double ms : ranks) CHECK(ms > 0.0);
+    REQUIRE(collective.size() == kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+      CHECK(ranks[r] > 0.0);
+      CHECK(collective[r] > 0.0);  // the step's reduce-scatter, all-gather and loss all-reduce
+      CHECK(collective[r] <= ranks[r]);
+    }
     // Rank 0's own time, gathered as a float (7 significant digits): the ranks' times differ by
     // far more than that, so another rank's value in slot 0 shows.
     CHECK(ranks[0] == doctest::Approx(j.at("ms_per_step").get<double>()).epsilon(1e-6));
