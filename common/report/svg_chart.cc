@@ -87,8 +87,9 @@ void Axes(const LineChart& chart, Frame& frame, std::string& out) {
 
 void Series(const ChartSeries& s, size_t index, const Frame& frame, std::string& out) {
   const size_t count = std::min(s.x.size(), s.y.size());
+  const std::vector<size_t> thinned = ThinnedIndices(count);
   std::vector<size_t> drawn;
-  for (size_t i : ThinnedIndices(count)) {
+  for (size_t i : thinned) {
     if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) drawn.push_back(i);
   }
   const std::string color = Color(index);
@@ -104,7 +105,6 @@ void Series(const ChartSeries& s, size_t index, const Frame& frame, std::string&
     line.clear();
     run = 0;
   };
-  const std::vector<size_t> thinned = ThinnedIndices(count);
   for (size_t i : thinned) {
     if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
       flush();
