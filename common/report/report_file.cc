@@ -30,8 +30,9 @@ Result<WrittenReport> WriteJobReport(const std::string& job_dir) {
     return text.status();
   }
   const MetricsLog log = ParseMetricsLog(*text);
-  std::string title = dir.filename().string();
-  if (title.empty()) title = dir.parent_path().filename().string();  // "DIR/"
+  // The directory's own name ("." or "DIR/" name it too), the job's id for a job directory.
+  std::string title = std::filesystem::weakly_canonical(dir, ec).filename().string();
+  if (ec || title.empty()) title = job_dir;
   WrittenReport written;
   written.path = (dir / kReportFileName).string();
   written.steps = static_cast<int64_t>(log.steps.size());
