@@ -93,3 +93,63 @@ TEST_CASE("Gloo collective bandwidth, 64 MB fp32, 2 ranks on 127.0.0.1") {
   row("reduce_scatter (ar+copy)", t.allreduce_copy_s, (n - 1) / n);
   row("allgather (allgatherv)", t.allgather_s, (n - 1) / n);
 }
+
+namespace dslaunch::runtime {
+namespace {
+
+// Seconds per call of the training step's two small collectives: the loss all-reduce (3 floats)
+// and the all-gather of every rank's step times (2 floats per rank, docs/engine.md "Metrics").
+Status RunSmallRank(const testing::TestEndpoint& ep, int rank, int world, int iters, double& allreduce_s,
+                    double& allgather_s) {
+  auto client = ep.Client();
+  GlooOptions options;
+  options.address = "127.0.0.1";
+  DSLAUNCH_ASSIGN_OR_RETURN(auto comm, GlooCommunicator::Create(*client, rank, world, options));
+  float reduced[3] = {1, 0, 0};
+  const float mine[2] = {static_cast<float>(rank), 0.5f};
+  std::vector<float> all(2 * world);
+  auto time = [&](auto&& body) -> Result<double> {
+    for (int i = 0; i < 100; ++i) DSLAUNCH_RETURN_IF_ERROR(body());  // warm-up
+    DSLAUNCH_RETURN_IF_ERROR(comm->Barrier());
+    const auto start = Clock::now();
+    for (int i = 0; i < iters; ++i) DSLAUNCH_RETURN_IF_ERROR(body());
+    return std::chrono::duration<double>(Clock::now() - start).count() / iters;
+  };
+  DSLAUNCH_ASSIGN_OR_RETURN(allreduce_s, time([&] {
+                              reduced[0] = 1;
+                              return comm->AllReduce(std::span<float>(reduced, 3), ReduceOp::kSum);
+                            }));
+  if (reduced[0] != static_cast<float>(world)) return InternalError("allreduce result wrong");
+  DSLAUNCH_ASSIGN_OR_RETURN(allgather_s, time([&] {
+                              return comm->AllGather(std::span<const float>(mine, 2), all,
+                                                     std::vector<size_t>(world, 2));
+                            }));
+  for (int r = 0; r < world; ++r) {
+    if (all[2 * r] != static_cast<float>(r) || all[2 * r + 1] != 0.5f) return InternalError("allgather result wrong");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime
+
+TEST_CASE("Gloo latency of the step's small collectives, 2 ranks on 127.0.0.1") {
+  using namespace dslaunch::runtime;
+  constexpr int kWorld = 2;
+  constexpr int kIterations = 2000;
+  dslaunch::testing::TestEndpoint ep;
+  std::vector<double> allreduce(kWorld), allgather(kWorld);
+  std::vector<std::future<dslaunch::Status>> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&, r] {
+      return RunSmallRank(ep, r, kWorld, kIterations, allreduce[r], allgather[r]);
+    }));
+  }
+  for (auto& f : ranks) {
+    dslaunch::Status st = f.get();
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+  }
+  std::printf("gloo, %d ranks on 127.0.0.1, %d iterations\n", kWorld, kIterations);
+  std::printf("%-34s %8.1f us\n", "allreduce of 3 floats (the loss)", allreduce[0] * 1e6);
+  std::printf("%-34s %8.1f us\n", "allgather of 2 floats per rank", allgather[0] * 1e6);
+}

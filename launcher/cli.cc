@@ -27,6 +27,7 @@ constexpr char kExamples[] = R"(Examples:
   dslaunch --nproc_per_node 8 --no_python ./a.out     any program, started directly
   dslaunch -H hosts --dry-run=json train.py           print the launch plan, start nothing
   dslaunch -H hosts --nnodes 2:4 --max_restarts 3 x.py  restart after failures, on 2 to 4 hosts
+  dslaunch report JOB_DIR                             rebuild a job's report.html from its metrics
 
 Workers get RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, NNODES, MASTER_ADDR,
 MASTER_PORT, CUDA_VISIBLE_DEVICES, DSLAUNCH_STORE and DSLAUNCH_JOB_ID (docs/launch-plan.md).

@@ -38,6 +38,7 @@
 #include "launcher/start/agent_starter.h"
 #include "launcher/start/no_ssh.h"
 #include "launcher/start/srun_agent_starter.h"
+#include "launcher/report_command.h"
 #include "launcher/start/ssh/agent_starter.h"
 #include "launcher/visible_devices.h"
 
@@ -529,6 +530,7 @@ int Main(int argc, char** argv) {
   // As a container's PID 1, stay init (forward signals, reap orphans) and run as its child.
   if (Status s = SplitOffInitIfPid1(); !s.ok()) return Fail(s, kLauncherError);
   std::vector<std::string> args(argv, argv + argc);
+  if (IsReportCommand(args)) return RunReportCommand(args);
   const Edges edges = ReadEdges();
   auto command = ParseCommandLine(args, edges.env);
   if (!command.ok()) return Fail(command.status(), kUsageError);

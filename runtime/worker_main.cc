@@ -21,6 +21,7 @@
 #include "common/auth/secret.h"
 #include "common/env_names.h"
 #include "common/error_record.h"
+#include "common/report/report_file.h"
 #include "common/route.h"
 #include "common/store/store_client.h"
 #include "common/text.h"
@@ -149,6 +150,19 @@ Result<MetricsFile> OpenMetrics(const std::map<std::string, std::string>& env, c
   return metrics;
 }
 
+// Rank 0 at the end of a run: the job's report.html from its metrics.jsonl, the path printed as a
+// line the launcher shows ("report: PATH"). A report that cannot be written is a warning: the run
+// succeeded or failed on its own account, and `dslaunch report JOB_DIR` can write it later.
+void WriteReport(const std::string& job_dir) {
+  auto written = report::WriteJobReport(job_dir);
+  if (!written.ok()) {
+    std::fprintf(stderr, "dslaunch-worker: warning: report not written: %s\n", written.status().ToString().c_str());
+    return;
+  }
+  std::printf("report: %s\n", written->path.c_str());
+  std::fflush(stdout);
+}
+
 // The training loop's connections to this process: stdout, the metrics file, the progress bar when
 // the launcher asked for one, SIGTERM as the stop request.
 TrainHooks OutputHooks(const std::map<std::string, std::string>& env, std::FILE* metrics) {
@@ -241,6 +255,9 @@ int RunTrain(const std::string& config_path) {
     output.checkpoint_files = fault_files.get();
   }
   auto result = Train(*config, *data, **comm, output);
+  // The report of what the file holds so far, also after a failure or a stop: a partial run's
+  // curves say where it went wrong.
+  if (*metrics) WriteReport(env.at(env::kJobDir));
   if (!result.ok()) return FailTraining(result.status().WithContext("rank " + std::to_string(id->rank)), env);
   return result->stopped ? 128 + SIGTERM : 0;
 }

@@ -27,6 +27,8 @@ packages=(
   podman runc mmdebstrap uidmap
   # the kubernetes tier reads deploy/kubernetes/*.yaml (tests/support/k8s_pods.py)
   python3-yaml
+  # the browser tier: headless Chromium loads report.html (tests/support/headless_chromium.sh)
+  chromium
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch pdsh)

@@ -165,6 +165,8 @@ void RunReport::Step(const StepReport& step, Clock::time_point now) {
     r["skipped"] = step.stats.skipped;
     r["tokens_per_s"] = per_second;
     r["ms_per_step"] = 1e3 * step.seconds;
+    if (!step.rank_ms.empty()) r["rank_step_ms"] = step.rank_ms;
+    if (!step.rank_collective_ms.empty()) r["rank_collective_ms"] = step.rank_collective_ms;
     out_.metrics(Text(r));
   }
   if (step.step == first_step_ + 1 && out_.first_step_done) out_.first_step_done(first_step_);

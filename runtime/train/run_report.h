@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/engine/zero_engine.h"
@@ -48,6 +49,8 @@ struct StepReport {
   StepStats stats;
   double seconds = 0.0;  // this step's wall time
   int64_t tokens = 0;    // tokens (samples for a classifier) in the global batch
+  std::vector<double> rank_ms;  // every rank's time of this step, rank order; empty: not recorded
+  std::vector<double> rank_collective_ms;  // the part of it inside collectives, the same order
 };
 
 struct ValidationReport {

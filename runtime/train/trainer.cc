@@ -10,6 +10,7 @@
 #include "runtime/engine/zero_engine.h"
 #include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/run_report.h"
+#include "runtime/train/timed_communicator.h"
 #include "runtime/train/train_task.h"
 
 namespace dslaunch::runtime {
@@ -119,6 +120,29 @@ struct Loop {
     return outcome;
   }
 
+  // Every rank's time of a step, in ms and rank order: all of it, and the part inside collectives.
+  struct RankTimes {
+    std::vector<double> step_ms;
+    std::vector<double> collective_ms;
+  };
+
+  // Collective: every rank's `seconds` of this step, `in_collectives` of them inside collectives,
+  // for rank 0's step record. A collective of its own after the loss all-reduce, never a part of
+  // it: a longer all-reduce may sum the losses in another order (docs/engine.md, "Metrics").
+  Result<RankTimes> GatherStepTimes(double seconds, double in_collectives) {
+    const size_t world = static_cast<size_t>(comm.world_size());
+    const float mine[2] = {static_cast<float>(1e3 * seconds), static_cast<float>(1e3 * in_collectives)};
+    std::vector<float> all(2 * world);
+    DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const float>(mine, 2), all, std::vector<size_t>(world, 2))
+                                 .WithContext("step time all-gather"));
+    RankTimes times;
+    for (size_t r = 0; r < world; ++r) {
+      times.step_ms.push_back(all[2 * r]);
+      times.collective_ms.push_back(all[2 * r + 1]);
+    }
+    return times;
+  }
+
   // Collective: mean loss over eval_steps validation batches per rank, averaged over ranks; -1
   // without validation data.
   Result<double> Validate(int64_t after_step) {
@@ -191,8 +215,11 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   return Train(config, data, comm, hooks);
 }
 
-Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
+Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& untimed,
                           const TrainHooks& hooks) {
+  // Every collective of the run goes through it: each step's time splits into time inside
+  // collectives and the rest (the step records' rank_collective_ms).
+  TimedCommunicator comm(untimed);
   const int world = comm.world_size();
   // Rank 0's output; every other rank's report writes nothing.
   RunReport report = RunReport::ForRank(comm.rank(), OutputsOf(hooks), config.steps_per_print, config.train.steps);
@@ -221,12 +248,17 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   report.TrainingStarts(result.first_step, Clock::now());
   for (int64_t step = result.first_step; step < config.train.steps; ++step) {
     const auto step_start = Clock::now();
+    const auto collectives_before = comm.in_collectives();
     DSLAUNCH_ASSIGN_OR_RETURN(Loop::StepOutcome outcome, loop.RunStep(step, saver.pending_written()));
     if (CheckpointSchedule::CompletePendingNow(saver.pending(), outcome.ranks_written, world)) {
       DSLAUNCH_RETURN_IF_ERROR(saver.CompletePending());
     }
     result.losses.push_back(outcome.step.loss);
     outcome.step.seconds = SecondsSince(step_start);
+    const double in_collectives = std::chrono::duration<double>(comm.in_collectives() - collectives_before).count();
+    DSLAUNCH_ASSIGN_OR_RETURN(Loop::RankTimes times, loop.GatherStepTimes(outcome.step.seconds, in_collectives));
+    outcome.step.rank_ms = std::move(times.step_ms);
+    outcome.step.rank_collective_ms = std::move(times.collective_ms);
     if (hooks.reporter != nullptr) hooks.reporter->StepDone(step + 1, outcome.step.seconds);
     report.Step(outcome.step, Clock::now());
     DSLAUNCH_RETURN_IF_ERROR(loop.Save(schedule.AfterStep(step + 1, outcome.stop), step + 1, saver));

@@ -115,6 +115,20 @@ TEST_CASE("Step records keep the key order and 9 significant digits that readers
   CHECK(c.records[0].rfind("{\"event\":\"step\",\"step\":1,", 0) == 0);
 }
 
+TEST_CASE("Step records end with every rank's step time and time in collectives when the loop gathered them") {
+  Captured c;
+  RunReport report = RunReport::ForRank(0, c.Outputs(), 10, 20);
+  report.TrainingStarts(0, Clock::time_point{});
+  StepReport step = Step(1, 0.003, 1000);
+  step.rank_ms = {3.0, static_cast<double>(3.25f), std::numeric_limits<double>::infinity()};
+  step.rank_collective_ms = {1.0, 0.5, 0.0};
+  report.Step(step, Clock::time_point{} + milliseconds(3));
+  REQUIRE(c.records.size() == 1);
+  const std::string& r = c.records[0];
+  CHECK(r.substr(r.find(",\"ms_per_step\"")) ==
+        ",\"ms_per_step\":3,\"rank_step_ms\":[3,3.25,null],\"rank_collective_ms\":[1,0.5,0]}");
+}
+
 TEST_CASE("The first step's callback follows its record, once, with the step resumed from") {
   Captured c;
   RunReport report = RunReport::ForRank(0, c.Outputs(), 100, 20);

@@ -102,5 +102,39 @@ TEST_CASE("The grad_norm of the step record is the norm of the rank-averaged gra
   }
 }
 
+TEST_CASE("Every step record holds each rank's step time and time in collectives, rank 0's first") {
+  constexpr int kRanks = 3;
+  TrainConfig config = Config(1, Precision::kFp32);
+  config.batch.train_batch_size = 12;
+  config.train.steps = 3;
+  std::vector<std::string> records;
+  auto results = testing::TrainOnThreads(kRanks, config, testing::PatternTokens(/*validation=*/false), [&](int) {
+    TrainHooks hooks;
+    hooks.metrics = [&](const std::string& json) { records.push_back(json); };  // rank 0 only
+    return hooks;
+  });
+  for (auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  int steps = 0;
+  for (const std::string& line : records) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.at("event") != "step") continue;
+    ++steps;
+    CAPTURE(line);
+    const std::vector<double> ranks = j.at("rank_step_ms").get<std::vector<double>>();
+    const std::vector<double> collective = j.at("rank_collective_ms").get<std::vector<double>>();
+    REQUIRE(ranks.size() == kRanks);
+    REQUIRE(collective.size() == kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+      CHECK(ranks[r] > 0.0);
+      CHECK(collective[r] > 0.0);  // the step's reduce-scatter, all-gather and loss all-reduce
+      CHECK(collective[r] <= ranks[r]);
+    }
+    // Rank 0's own time, gathered as a float (7 significant digits): the ranks' times differ by
+    // far more than that, so another rank's value in slot 0 shows.
+    CHECK(ranks[0] == doctest::Approx(j.at("ms_per_step").get<double>()).epsilon(1e-6));
+  }
+  CHECK(steps == 3);
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
