@@ -60,8 +60,8 @@ class ParameterSwap {
   // stale ones, and every rank fails when one does): removes stale swap files under nvme_path,
   // checks the directory (CheckSwapDirectory, errors naming
   // zero_optimization.offload_param.nvme_path), creates this rank's file and writes the owned
-  // parts of the model's `initial` values, rounded to S (read one group's part at a time). Errors: a partition larger than
-  // buffer_size, the directory checks, file creation and I/O.
+  // parts of the model's `initial` values, rounded to S (read one group's part at a time).
+  // Errors: a partition larger than buffer_size, the directory checks, file creation and I/O.
   static Result<std::unique_ptr<ParameterSwap>> Create(const ParameterLayout& layout, const ShardMap& shards,
                                                        const ZeroConfig& zero, const swap::OffloadParamConfig& config,
                                                        const swap::AioConfig& aio, Communicator& comm,

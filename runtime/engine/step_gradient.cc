@@ -71,7 +71,8 @@ double StepGradient::SumOfSquares() const {
 }
 
 std::span<float> StepGradient::Range(size_t begin, size_t count, ScratchBuffers& scratch) {
-  DSLAUNCH_CHECK(begin <= size() && count <= size() - begin) << "range [" << begin << ", " << begin + count << ") of " << size();
+  DSLAUNCH_CHECK(begin <= size() && count <= size() - begin)
+      << "range [" << begin << ", " << begin + count << ") of " << size();
   if (const auto* fp32 = std::get_if<std::span<float>>(&values_)) return fp32->subspan(begin, count);
   if (staging_.size() < count) {
     scratch.Give(std::move(staging_));
