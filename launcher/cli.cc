@@ -1,5 +1,7 @@
 #include "launcher/cli.h"
 
+#include <arpa/inet.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -284,6 +286,26 @@ Status ResolveElastic(const ElasticArgs& a, CliOptions& o) {
   return Status::Ok();
 }
 
+// --status_port and --status_bind into `o`.
+Status ResolveStatusPage(bool port_given, int port, bool bind_given, const std::string& bind, CliOptions& o) {
+  if (bind_given && !port_given) {
+    return InvalidArgumentError("--status_bind " + bind + " needs --status_port PORT (0: any free port)");
+  }
+  if (!port_given) return Status::Ok();
+  if (port < 0 || port > 65535) {
+    return InvalidArgumentError("--status_port " + std::to_string(port) + " is not a TCP port (1-65535, or 0 for any free port)");
+  }
+  o.status_port = static_cast<uint16_t>(port);
+  if (bind_given) {
+    unsigned char address[sizeof(in6_addr)];
+    if (::inet_pton(AF_INET, bind.c_str(), address) != 1 && ::inet_pton(AF_INET6, bind.c_str(), address) != 1) {
+      return InvalidArgumentError("--status_bind '" + bind +
+                                  "': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name");
+    }
+    o.status_bind = bind;
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -411,6 +433,14 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   std::string launcher;
   app.add_option("--launcher", launcher,
                  "how agents start: slurm (srun, inside an allocation), ssh or local (default: chosen, docs/slurm.md)");
+
+  // The live status page (docs/observability.md).
+  int status_port = -1;
+  std::string status_bind;
+  app.add_option("--status_port", status_port,
+                 "serve the live job page, JSON and /metrics on this port (0: any free port; default: off)");
+  app.add_option("--status_bind", status_bind,
+                 "--status_port: the IP address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
 
   // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
   // and "--grace_period ''" no grace at all: an empty number is an error instead.
@@ -546,6 +576,8 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
                                   " exclude each other: there every node's agent is started by the node's own dslaunch");
     }
   }
+  DSLAUNCH_RETURN_IF_ERROR(ResolveStatusPage(app.count("--status_port") > 0, status_port,
+                                              app.count("--status_bind") > 0, status_bind, o));
   if (app.count("--save_pid") > 0) o.save_pid = save_pid;
   if (app.count("--dry-run") > 0) {
     if (dry_run == "table") {

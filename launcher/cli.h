@@ -63,6 +63,10 @@ enum class DryRunFormat { kTable, kJson };
 // node's GPUs if it has any, else its CPU cores; gpu = its GPUs (an error without); cpu = its cores.
 enum class NprocKeyword { kAuto, kGpu, kCpu };
 
+// --status_bind's default: the page and /metrics have no authentication, so only this machine
+// sees them unless the user says otherwise.
+inline constexpr char kDefaultStatusBind[] = "127.0.0.1";
+
 // The longest --rdzv_conf timeout: a day, far beyond any pod's start.
 inline constexpr int kMaxRendezvousTimeoutSeconds = 86400;
 
@@ -145,6 +149,11 @@ struct CliOptions {
 
   // --launcher: how agents start (docs/slurm.md, "Which launcher"); absent: chosen automatically.
   std::optional<LauncherKind> launcher;
+
+  // The live status page (docs/observability.md): --status_port (absent: no server; 0: any free
+  // port) and --status_bind, an IP address (default: loopback only).
+  std::optional<uint16_t> status_port;
+  std::string status_bind = kDefaultStatusBind;
 
   std::string program;
   std::vector<std::string> program_args;

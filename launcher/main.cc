@@ -1,6 +1,7 @@
 // dslaunch: the launcher. Reads the process's edges once (argv, environment, clock, pid, hostname,
 // its own path) into typed options, wires the pieces together, and returns the job's exit code.
 #include <pwd.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -39,6 +40,10 @@
 #include "launcher/start/no_ssh.h"
 #include "launcher/start/srun_agent_starter.h"
 #include "launcher/start/ssh/agent_starter.h"
+#include "launcher/status/job_board.h"
+#include "launcher/status/job_state_file.h"
+#include "launcher/status/status_command.h"
+#include "launcher/status/status_server.h"
 #include "launcher/visible_devices.h"
 
 extern char** environ;
@@ -304,6 +309,63 @@ std::optional<uint64_t> RaiseLauncherOpenFiles() {
   return std::nullopt;
 }
 
+// The live status page (docs/observability.md), when --status_port asks for it: the server on a
+// thread of its own, and the state file `dslaunch status` finds it by, removed again at exit.
+class StatusPage {
+ public:
+  StatusPage() = default;
+  StatusPage(const StatusPage&) = delete;
+  StatusPage& operator=(const StatusPage&) = delete;
+  ~StatusPage() {
+    if (!state_dir_.empty()) RemoveJobState(state_dir_, job_id_);
+  }
+
+  Status Start(const CliOptions& cli, const Edges& edges, const JobRunnerOptions& ro, const std::string& job_id,
+               std::shared_ptr<JobBoard> board) {
+    if (!cli.status_port) return Status::Ok();
+    auto server = StatusServer::Start({cli.status_bind, *cli.status_port}, std::move(board));
+    if (!server.ok()) return server.status().WithContext("--status_port " + std::to_string(*cli.status_port));
+    server_ = std::move(*server);
+    std::cerr << "dslaunch: status page at " << server_->Url() << "\n";
+    if (cli.status_bind != kLoopback) {
+      std::cerr << "dslaunch: warning: the status page has no authentication, and --status_bind " << cli.status_bind
+                << " lets other machines read it (the job's command line and output included)\n";
+    }
+    JobStateRecord record{job_id, server_->Url(), ::getpid(),
+                          ro.log_dir.empty() ? UserRuntimeBase(edges.temp_dir, ::getuid()) + "/" + job_id : ro.log_dir,
+                          NowMs()};
+    const std::string dir = JobStateDir(edges.temp_dir, ::getuid());
+    if (Status s = WriteJobState(dir, record); !s.ok()) {
+      std::cerr << "dslaunch: warning: dslaunch status will not find this job: " << s.message() << "\n";
+    } else {
+      state_dir_ = dir;
+      job_id_ = job_id;
+    }
+    return Status::Ok();
+  }
+
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+ private:
+  std::unique_ptr<StatusServer> server_;
+  std::string state_dir_;
+  std::string job_id_;
+};
+
+// What the page shows before the runner's first report: the job, starting.
+JobView FirstView(const CliOptions& cli, const std::string& job_id) {
+  JobView v;
+  v.job_id = job_id;
+  v.command.push_back(cli.program);
+  v.command.insert(v.command.end(), cli.program_args.begin(), cli.program_args.end());
+  v.state = "starting";
+  v.started_ms = v.now_ms = StatusPage::NowMs();
+  return v;
+}
+
 // The part every launcher shares once its job is planned: the pid file, the console, the runner
 // (`run` gets it listening), and for a launcher that starts agents on this machine the subreaper
 // and the final sweep. Returns the job's exit code.
@@ -322,6 +384,10 @@ int Execute(const CliOptions& cli, const Edges& edges, const Terminal& terminal,
   if (own_agents) {
     if (Status s = BecomeChildSubreaper(); !s.ok()) return Fail(s, kLauncherError);
   }
+  auto board = std::make_shared<JobBoard>();
+  board->Publish(FirstView(cli, job_id));
+  StatusPage page;
+  if (Status s = page.Start(cli, edges, ro, job_id, board); !s.ok()) return Fail(s, kLauncherError);
   Console console(STDOUT_FILENO, STDERR_FILENO, terminal.interactive, terminal.columns);
   int code = kLauncherError;
   {
@@ -530,6 +596,12 @@ int Main(int argc, char** argv) {
   if (Status s = SplitOffInitIfPid1(); !s.ok()) return Fail(s, kLauncherError);
   std::vector<std::string> args(argv, argv + argc);
   const Edges edges = ReadEdges();
+  if (IsStatusSubcommand(args)) {
+    auto command = ParseStatusCommand(args);
+    if (!command.ok()) return Fail(command.status(), kUsageError);
+    StatusEdges se{edges.temp_dir, ::getuid(), [](int64_t pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0; }};
+    return RunStatusCommand(*command, se, std::cout, std::cerr);
+  }
   auto command = ParseCommandLine(args, edges.env);
   if (!command.ok()) return Fail(command.status(), kUsageError);
   if (command->print) {
