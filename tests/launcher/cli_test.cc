@@ -561,3 +561,48 @@ TEST_CASE("ParseCommandLine answers --help and --version with text to print") {
 
 }  // namespace
 }  // namespace dslaunch::launcher
+
+namespace dslaunch::launcher {
+namespace {
+
+TEST_CASE("ParseCommandLine reads --status_port and --status_bind") {
+  auto off = Parse({"x.py"});
+  REQUIRE(off.ok());
+  CHECK(!off->options.status_port);
+  CHECK(off->options.status_bind == "127.0.0.1");
+  auto any = Parse({"--status_port", "0", "x.py"});
+  REQUIRE(any.ok());
+  CHECK(any->options.status_port == 0);
+  auto all = Parse({"--status_port=8080", "--status_bind", "0.0.0.0", "x.py"});
+  REQUIRE(all.ok());
+  CHECK(all->options.status_port == 8080);
+  CHECK(all->options.status_bind == "0.0.0.0");
+  auto v6 = Parse({"--status_port", "1", "--status_bind", "::1", "x.py"});
+  REQUIRE(v6.ok());
+  CHECK(v6->options.status_bind == "::1");
+}
+
+TEST_CASE("ParseCommandLine rejects a bad --status_port or --status_bind, saying what to give") {
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"--status_port", "65536", "x.py"}, "--status_port 65536 is not a TCP port (1-65535, or 0 for any free port)"},
+      {{"--status_port", "-1", "x.py"}, "--status_port -1 is not a TCP port (1-65535, or 0 for any free port)"},
+      {{"--status_bind", "0.0.0.0", "x.py"}, "--status_bind 0.0.0.0 needs --status_port PORT (0: any free port)"},
+      {{"--status_port", "0", "--status_bind", "localhost", "x.py"},
+       "--status_bind 'localhost': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name"},
+      {{"--status_port", "0", "--status_bind", "", "x.py"},
+       "--status_bind '': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    auto r = Parse(c.args);
+    REQUIRE(!r.ok());
+    CHECK(r.status().message() == c.message);
+  }
+}
+
+}  // namespace
+}  // namespace dslaunch::launcher
