@@ -1,6 +1,6 @@
 // The live job page's script (docs/observability.md, "The live page"): takes each JobView from
-// the server-sent events of /api/events (falling back to polling /api/job when the browser has no
-// EventSource or the stream breaks), renders the job, the ranks table and the charts, and shows a
+// the server-sent events of /api/events (polling /api/job instead with ?poll=MS or without
+// EventSource), renders the job, the ranks table and the charts, and shows a
 // rank's output tail (/api/logs) when its row is clicked. Draws its own SVG: nothing is loaded
 // from anywhere but this server.
 'use strict';
@@ -175,10 +175,17 @@ async function poll() {
   }
 }
 
+// ?poll=MS polls /api/job every MS milliseconds instead of listening to the event stream: for a
+// proxy that buffers server-sent events, and for headless Chromium's virtual time, which stands
+// still while a stream is open (tests/launcher/status/status_page_browser_test.cc).
 function start() {
   const params = new URLSearchParams(location.search);
   if (params.has('rank')) showLog(Number(params.get('rank')));
-  if (window.EventSource) {
+  const pollMs = Number(params.get('poll'));
+  if (pollMs > 0) {
+    poll();
+    setInterval(poll, Math.max(pollMs, 100));
+  } else if (window.EventSource) {
     const events = new EventSource('/api/events');
     events.onmessage = (e) => { render(JSON.parse(e.data)); setConnection(true); };
     events.onerror = () => setConnection(false);  // EventSource reconnects by itself
