@@ -68,6 +68,17 @@ class StatusServer::Impl {
     if (thread_.joinable()) thread_.join();
   }
 
+  // The view as JSON for the event streams, rendered at most once per poll interval however many
+  // streams are open (a long job's curves make it the server's largest piece of work).
+  const std::string& EventJson() {
+    const auto now = std::chrono::steady_clock::now();
+    if (event_json_at_ == std::chrono::steady_clock::time_point() || now - event_json_at_ >= kEventPollInterval / 2) {
+      event_json_ = JobViewJson(board_->View());
+      event_json_at_ = now;
+    }
+    return event_json_;
+  }
+
   uint16_t port() const { return port_; }
   const std::string& url() const { return url_; }
   const JobBoard& board() const { return *board_; }
@@ -85,6 +96,8 @@ class StatusServer::Impl {
   std::thread thread_;
   uint16_t port_ = 0;
   std::string url_;
+  std::string event_json_;  // EventJson's cache, on the server's thread only
+  std::chrono::steady_clock::time_point event_json_at_;
 };
 
 namespace {
@@ -160,7 +173,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Poll() {
-    std::string json = JobViewJson(server_.board().View());
+    const std::string& json = server_.EventJson();
     if (json != last_json_) {
       last_json_ = json;
       return Write(std::make_shared<std::string>(EventFrame(json)));
