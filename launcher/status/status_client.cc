@@ -50,30 +50,27 @@ Result<HttpResult> HttpGet(const std::string& url, const std::string& target, st
   request.keep_alive(false);
   http::response<http::string_body> response;
   beast::flat_buffer buffer;
-  Status result;
+  beast::error_code failure;
+  const char* stage = "";  // what failed: "reach", "send to", "read from"
   stream.expires_after(timeout);
+  auto fail = [&](beast::error_code ec, const char* what) {
+    failure = ec;
+    stage = what;
+  };
   stream.async_connect(tcp::endpoint(address, base.port), [&](beast::error_code c) {
-    if (c) {
-      result = UnavailableError("cannot reach " + url + ": " + c.message());
-      return;
-    }
+    if (c) return fail(c, "cannot reach");
     http::async_write(stream, request, [&](beast::error_code w, size_t) {
-      if (w) {
-        result = UnavailableError("cannot send to " + url + ": " + w.message());
-        return;
-      }
+      if (w) return fail(w, "cannot send to");
       http::async_read(stream, buffer, response, [&](beast::error_code r, size_t) {
-        if (r) result = UnavailableError("no answer from " + url + target + ": " + r.message());
+        if (r) fail(r, "no answer from");
       });
     });
   });
   ioc.run();
-  if (!result.ok()) {
-    if (result.message().find(beast::error_code(beast::error::timeout).message()) != std::string::npos) {
-      return DeadlineExceededError(url + target + ": no answer within " + std::to_string(timeout.count()) + " ms");
-    }
-    return result;
+  if (failure == beast::error::timeout) {
+    return DeadlineExceededError(std::string(stage) + " " + url + " within " + std::to_string(timeout.count()) + " ms");
   }
+  if (failure) return UnavailableError(std::string(stage) + " " + url + ": " + failure.message());
   return HttpResult{static_cast<int>(response.result_int()), std::move(response.body())};
 }
 
