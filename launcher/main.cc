@@ -43,7 +43,7 @@
 #include "launcher/status/job_board.h"
 #include "launcher/status/job_state_file.h"
 #include "launcher/status/status_command.h"
-#include "launcher/status/status_server.h"
+#include "launcher/status/status_page.h"
 #include "launcher/visible_devices.h"
 
 extern char** environ;
@@ -309,61 +309,22 @@ std::optional<uint64_t> RaiseLauncherOpenFiles() {
   return std::nullopt;
 }
 
-// The live status page (docs/observability.md), when --status_port asks for it: the server on a
-// thread of its own, and the state file `dslaunch status` finds it by, removed again at exit.
-class StatusPage {
- public:
-  StatusPage() = default;
-  StatusPage(const StatusPage&) = delete;
-  StatusPage& operator=(const StatusPage&) = delete;
-  ~StatusPage() {
-    if (!state_dir_.empty()) RemoveJobState(state_dir_, job_id_);
-  }
-
-  Status Start(const CliOptions& cli, const Edges& edges, const JobRunnerOptions& ro, const std::string& job_id,
-               std::shared_ptr<JobBoard> board) {
-    if (!cli.status_port) return Status::Ok();
-    auto server = StatusServer::Start({cli.status_bind, *cli.status_port}, std::move(board));
-    if (!server.ok()) return server.status().WithContext("--status_port " + std::to_string(*cli.status_port));
-    server_ = std::move(*server);
-    std::cerr << "dslaunch: status page at " << server_->Url() << "\n";
-    if (cli.status_bind != kLoopback) {
-      std::cerr << "dslaunch: warning: the status page has no authentication, and --status_bind " << cli.status_bind
-                << " lets other machines read it (the job's command line and output included)\n";
-    }
-    JobStateRecord record{job_id, server_->Url(), ::getpid(),
-                          ro.log_dir.empty() ? UserRuntimeBase(edges.temp_dir, ::getuid()) + "/" + job_id : ro.log_dir,
-                          NowMs()};
-    const std::string dir = JobStateDir(edges.temp_dir, ::getuid());
-    if (Status s = WriteJobState(dir, record); !s.ok()) {
-      std::cerr << "dslaunch: warning: dslaunch status will not find this job: " << s.message() << "\n";
-    } else {
-      state_dir_ = dir;
-      job_id_ = job_id;
-    }
-    return Status::Ok();
-  }
-
-  static int64_t NowMs() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
-
- private:
-  std::unique_ptr<StatusServer> server_;
-  std::string state_dir_;
-  std::string job_id_;
-};
-
-// What the page shows before the runner's first report: the job, starting.
-JobView FirstView(const CliOptions& cli, const std::string& job_id) {
-  JobView v;
-  v.job_id = job_id;
-  v.command.push_back(cli.program);
-  v.command.insert(v.command.end(), cli.program_args.begin(), cli.program_args.end());
-  v.state = "starting";
-  v.started_ms = v.now_ms = StatusPage::NowMs();
-  return v;
+// The live status page (docs/observability.md), when --status_port asks for it.
+Result<std::unique_ptr<StatusPage>> StartStatusPage(const CliOptions& cli, const Edges& edges,
+                                                    const JobRunnerOptions& ro, const std::string& job_id,
+                                                    std::shared_ptr<const JobBoard> board, int64_t now_ms) {
+  if (!cli.status_port) return std::unique_ptr<StatusPage>();
+  StatusPageOptions o;
+  o.server = {cli.status_bind, *cli.status_port};
+  o.job_id = job_id;
+  o.log_dir = ro.log_dir.empty() ? UserRuntimeBase(edges.temp_dir, ::getuid()) + "/" + job_id : ro.log_dir;
+  o.temp_dir = edges.temp_dir;
+  o.uid = ::getuid();
+  o.pid = ::getpid();
+  o.now_ms = now_ms;
+  auto page = StatusPage::Start(o, std::move(board), std::cerr);
+  if (!page.ok()) return page.status().WithContext("--status_port " + std::to_string(*cli.status_port));
+  return page;
 }
 
 // The part every launcher shares once its job is planned: the pid file, the console, the runner
@@ -384,10 +345,14 @@ int Execute(const CliOptions& cli, const Edges& edges, const Terminal& terminal,
   if (own_agents) {
     if (Status s = BecomeChildSubreaper(); !s.ok()) return Fail(s, kLauncherError);
   }
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto board = std::make_shared<JobBoard>();
-  board->Publish(FirstView(cli, job_id));
-  StatusPage page;
-  if (Status s = page.Start(cli, edges, ro, job_id, board); !s.ok()) return Fail(s, kLauncherError);
+  std::vector<std::string> command = {cli.program};
+  command.insert(command.end(), cli.program_args.begin(), cli.program_args.end());
+  board->Publish(StartingView(job_id, std::move(command), now_ms));
+  auto page = StartStatusPage(cli, edges, ro, job_id, board, now_ms);
+  if (!page.ok()) return Fail(page.status(), kLauncherError);
   Console console(STDOUT_FILENO, STDERR_FILENO, terminal.interactive, terminal.columns);
   int code = kLauncherError;
   {
