@@ -504,9 +504,16 @@ class AgentSession {
     });
   }
 
+  // A write to a rank's progress file: the watchdog hears of it, and the launcher of what it said
+  // when it holds a step or a figure (WORKER_PROGRESS, one per rank per poll at most: the poll
+  // sees a file's last state).
   void OnProgressEvent(const ProgressFileEvent& e, Clock::time_point now) {
     if (e.warning) std::cerr << Prefix() << *e.warning << "\n";
-    if (e.report) watchdog_.OnReport(e.rank, now, *e.report);
+    if (!e.report) return;
+    watchdog_.OnReport(e.rank, now, *e.report);
+    if (e.report->step || !e.report->figures.empty()) {
+      Send(control::WorkerProgress{assignment_.generation, e.rank, e.report->step.value_or(-1), e.report->figures});
+    }
   }
 
   // A hung process cannot be trusted to stop on SIGTERM: SIGKILL to its process group. Its
