@@ -272,7 +272,7 @@ class AgentSession {
     w->drain_timer = std::make_unique<asio::steady_timer>(io_);
     Worker* raw = w.get();
     running_.push_back(std::move(w));
-    Send(control::WorkerStarted{assignment_.generation, spec.rank, p.pid});
+    Send(control::WorkerStarted{assignment_.generation, spec.rank, p.pid, raw->err_log_path});
     Read(*raw, raw->out, control::Stream::kStdout);
     Read(*raw, raw->err, control::Stream::kStderr);
     if (workers_.stopping()) SignalProcessGroup(p.pid, SIGTERM).IgnoreError();

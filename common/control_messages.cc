@@ -101,9 +101,9 @@ bool Get(ByteReader& r, Assignment& m, std::string& why) {
   return r.Bool(m.await_release);
 }
 
-void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid); }
+void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid).String(m.log_path); }
 bool Get(ByteReader& r, WorkerStarted& m, std::string& why) {
-  return r.I32(m.generation) && r.I32(m.rank) && r.I64(m.pid);
+  return r.I32(m.generation) && r.I32(m.rank) && r.I64(m.pid) && r.String(m.log_path);
 }
 
 void Put(ByteWriter& w, const WorkerExited& m) {

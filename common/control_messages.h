@@ -26,7 +26,8 @@ namespace dslaunch::control {
 // 4: ASSIGNMENT carries core binding (bind_cores_to_rank, bind_core_list) and await_release;
 //    node mode: REGISTER carries the node's slots and whether it hosts the endpoint, RELEASE the
 //    job's exit code.
-// 5: WORKER_PROGRESS (a rank's progress report with its figures, for the launcher's view).
+// 5: WORKER_PROGRESS (a rank's progress report with its figures, for the launcher's view);
+//    WORKER_STARTED carries the worker's log path.
 inline constexpr uint32_t kProtocolVersion = 5;
 
 enum class MessageType : uint8_t {
@@ -104,6 +105,7 @@ struct WorkerStarted {
   int32_t generation = 0;
   int32_t rank = 0;
   int64_t pid = 0;
+  std::string log_path;  // the worker's stderr log, on the agent's node (version 5)
 };
 
 // What waitpid() can report, and so all WORKER_EXITED may carry: the launcher exits with the
