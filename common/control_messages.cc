@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 #include <utility>
 
@@ -228,7 +229,9 @@ bool Get(ByteReader& r, WorkerProgress& m, std::string& why) {
     if (!r.U64(bits)) return false;
     const double v = std::bit_cast<double>(bits);
     if (!std::isfinite(v) || (kRealFigures[i].non_negative && v < 0)) {
-      why = "rank " + std::to_string(m.rank) + " " + kRealFigures[i].name + " " + std::to_string(v) +
+      char shown[32];  // %g: a huge value is not 300 digits long
+      std::snprintf(shown, sizeof(shown), "%g", v);
+      why = "rank " + std::to_string(m.rank) + " " + kRealFigures[i].name + " " + shown +
             " is not a finite number" + (kRealFigures[i].non_negative ? " >= 0" : "");
       return false;
     }

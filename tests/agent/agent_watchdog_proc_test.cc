@@ -164,9 +164,9 @@ TEST_CASE("The agent forwards each report with a step or figures as WORKER_PROGR
   ScriptedLauncher launcher(
       BashWorkers(dir,
                   {
-                      // Two reports 0.6 s apart (three polls): both seen; then a malformed one, not forwarded.
-                      "echo '3 step_ms=12.5 loss=2.25' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 0.6; "
-                      "echo '4 timeout=60 val_loss=1.5 val_step=4' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 0.6; "
+                      // Two reports 1.5 s apart (several polls, also on a loaded machine): both seen; then a malformed one, not forwarded.
+                      "echo '3 step_ms=12.5 loss=2.25' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 1.5; "
+                      "echo '4 timeout=60 val_loss=1.5 val_step=4' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 1.5; "
                       "echo '5 loss=nan' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 0.6",
                       // Only an old-style report.
                       "echo '9 timeout=30' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 0.6",

@@ -142,7 +142,7 @@ TEST_CASE("WORKER_PROGRESS with a figure that is not finite, negative, or an unk
   CHECK(with_double(std::numeric_limits<double>::quiet_NaN()).status().message() ==
         "malformed control message of type 76 (28 bytes): rank 4 step_ms nan is not a finite number >= 0");
   CHECK(with_double(-1.0).status().message() ==
-        "malformed control message of type 76 (28 bytes): rank 4 step_ms -1.000000 is not a finite number >= 0");
+        "malformed control message of type 76 (28 bytes): rank 4 step_ms -1 is not a finite number >= 0");
   wire::Frame unknown = good;
   unknown.payload[16] = 0x01;  // the mask's top byte: bit 24
   CHECK(Decode(unknown).status().message() ==
