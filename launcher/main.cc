@@ -279,6 +279,13 @@ Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, c
   return po;
 }
 
+// The status board (launcher/status/job_board.h), made only when something reads or needs the
+// launcher's view of the job: the straggler rule runs on it. Null: no view is kept.
+std::shared_ptr<JobBoard> MakeBoard(const CliOptions& cli) {
+  if (cli.stragglers.factor > 0) return std::make_shared<JobBoard>();
+  return nullptr;
+}
+
 // The runner's options from the command line; the caller sets where the endpoint listens.
 Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges, const std::string& job_id) {
   JobRunnerOptions ro;
@@ -292,6 +299,8 @@ Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges
   ro.heartbeat_interval = cli.heartbeat_interval;
   DSLAUNCH_ASSIGN_OR_RETURN(ro.events, EventLog::Open(cli.events_file));
   ro.tee = cli.tee;
+  ro.stragglers = cli.stragglers;
+  ro.board = MakeBoard(cli);
   return ro;
 }
 
