@@ -395,6 +395,11 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   app.add_option("--max_elastic_nodes", max_elastic_nodes, "--elastic_training: the most nodes to run on");
   app.add_option("--watchdog_timeout", watchdog_seconds,
                  "seconds without progress after which a rank counts as hung (default: off; docs/elastic.md)");
+  app.add_option("--straggler_factor", o.stragglers.factor,
+                 "flag a rank whose median step time is more than F times its peers' (0: off; docs/observability.md)")
+      ->capture_default_str();
+  app.add_option("--straggler_window", o.stragglers.window, "steps of each rank the straggler rule looks at")
+      ->capture_default_str();
 
   app.add_option("--agent_path", o.agent_path, "dslaunch-agent on the nodes (default: this one's absolute path)");
   app.add_option("--ssh_user", o.ssh_user, "SSH user for hosts without user@ in the hostfile");
@@ -512,6 +517,7 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
     DSLAUNCH_ASSIGN_OR_RETURN(o.watchdog_timeout, Duration("--watchdog_timeout", watchdog_seconds, kMinWatchdogTimeout,
                                                            kMaxWatchdogTimeout, "leave it out for no watchdog"));
   }
+  DSLAUNCH_RETURN_IF_ERROR(ValidateStragglerOptions(o.stragglers));
   if (app.count("--nnodes") > 0) elastic.nnodes = nnodes;
   if (app.count("--min_elastic_nodes") > 0) elastic.min_elastic_nodes = min_elastic_nodes;
   if (app.count("--max_elastic_nodes") > 0) elastic.max_elastic_nodes = max_elastic_nodes;

@@ -18,6 +18,7 @@
 #include "launcher/node_mode/membership.h"
 #include "launcher/slurm/allocation.h"
 #include "launcher/start/ssh/options.h"
+#include "launcher/status/straggler_detector.h"
 
 namespace dslaunch::launcher {
 
@@ -123,6 +124,8 @@ struct CliOptions {
   int max_restarts = 0;                 // --max_restarts; kDeepSpeedElasticMaxRestarts with --elastic_training
   std::optional<NodeRange> elastic_nodes;  // absent: every selected host must run, no spares
   std::optional<std::chrono::milliseconds> watchdog_timeout;  // absent: no watchdog unless a rank asks
+  // --straggler_factor (0: off) and --straggler_window (docs/observability.md, "Straggler rule").
+  StragglerOptions stragglers;
 
   // Multi-node over SSH.
   std::string agent_path;  // empty: the local agent's absolute path

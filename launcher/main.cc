@@ -284,6 +284,14 @@ Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, c
   return po;
 }
 
+// The status board (launcher/status/job_board.h), made only when something reads or needs the
+// launcher's view of the job: the status page reads it, the straggler rule runs on it. Null: no
+// view is kept.
+std::shared_ptr<JobBoard> MakeBoard(const CliOptions& cli) {
+  if (cli.status_port || cli.stragglers.factor > 0) return std::make_shared<JobBoard>();
+  return nullptr;
+}
+
 // The runner's options from the command line; the caller sets where the endpoint listens.
 Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges, const std::string& job_id) {
   JobRunnerOptions ro;
@@ -297,6 +305,8 @@ Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges
   ro.heartbeat_interval = cli.heartbeat_interval;
   DSLAUNCH_ASSIGN_OR_RETURN(ro.events, EventLog::Open(cli.events_file));
   ro.tee = cli.tee;
+  ro.stragglers = cli.stragglers;
+  ro.board = MakeBoard(cli);
   return ro;
 }
 
@@ -347,11 +357,12 @@ int Execute(const CliOptions& cli, const Edges& edges, const Terminal& terminal,
   }
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  auto board = std::make_shared<JobBoard>();
-  std::vector<std::string> command = {cli.program};
-  command.insert(command.end(), cli.program_args.begin(), cli.program_args.end());
-  board->Publish(StartingView(job_id, std::move(command), now_ms));
-  auto page = StartStatusPage(cli, edges, ro, job_id, board, now_ms);
+  if (ro.board) {
+    std::vector<std::string> command = {cli.program};
+    command.insert(command.end(), cli.program_args.begin(), cli.program_args.end());
+    ro.board->Publish(StartingView(job_id, std::move(command), now_ms));
+  }
+  auto page = StartStatusPage(cli, edges, ro, job_id, ro.board, now_ms);
   if (!page.ok()) return Fail(page.status(), kLauncherError);
   Console console(STDOUT_FILENO, STDERR_FILENO, terminal.interactive, terminal.columns);
   int code = kLauncherError;

@@ -376,6 +376,42 @@ TEST_CASE("ParseCommandLine reads --watchdog_timeout as seconds above 0") {
   }
 }
 
+TEST_CASE("ParseCommandLine reads --straggler_factor (0: off) and --straggler_window, and refuses bad ones") {
+  auto defaults = Parse({"x"});
+  REQUIRE(defaults.ok());
+  CHECK(defaults->options.stragglers.factor == kDefaultStragglerFactor);
+  CHECK(defaults->options.stragglers.window == kDefaultStragglerWindow);
+  auto set = Parse({"--straggler_factor", "2.5", "--straggler_window", "50", "x"});
+  REQUIRE(set.ok());
+  CHECK(set->options.stragglers.factor == 2.5);
+  CHECK(set->options.stragglers.window == 50);
+  auto off = Parse({"--straggler_factor", "0", "x"});
+  REQUIRE(off.ok());
+  CHECK(off->options.stragglers.factor == 0);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--straggler_factor", "1"},
+       "--straggler_factor 1 must be above 1 (a rank that many times slower than its peers is flagged), or 0 to turn "
+       "straggler detection off"},
+      {{"--straggler_factor", "-3"},
+       "--straggler_factor -3 must be above 1 (a rank that many times slower than its peers is flagged), or 0 to turn "
+       "straggler detection off"},
+      {{"--straggler_window", "0"}, "--straggler_window 0 must be 1..10000 steps"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.message);
+    std::vector<std::string> args = c.args;
+    args.push_back("x");
+    auto r = Parse(args);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK(r.status().message() == c.message);
+  }
+}
+
 TEST_CASE("ParseCommandLine reads --nnodes as N (--num_nodes) or MIN:MAX (an elastic range)") {
   struct Case {
     std::vector<std::string> args;
