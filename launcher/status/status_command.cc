@@ -130,11 +130,14 @@ std::vector<std::string> RankLogFiles(const std::string& dir, int rank) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!name.starts_with(prefix) || !name.ends_with(".stdout.log")) continue;
-    std::string middle = name.substr(prefix.size(), name.size() - prefix.size() - std::string(".stdout.log").size());
+    constexpr std::string_view kStdout = "stdout.log";
+    if (!name.starts_with(prefix) || !name.ends_with(kStdout) || name.size() < prefix.size() + kStdout.size()) continue;
+    // Between "rankN." and "stdout.log": nothing (generation 0) or "genG.".
+    const std::string middle = name.substr(prefix.size(), name.size() - prefix.size() - kStdout.size());
     int gen = 0;
     if (!middle.empty()) {
-      auto g = middle.starts_with("gen") ? Whole("generation", middle.substr(3)) : Result<int64_t>(InvalidArgumentError(""));
+      if (!middle.starts_with("gen") || !middle.ends_with(".")) continue;
+      auto g = Whole("generation", middle.substr(3, middle.size() - 4));
       if (!g.ok()) continue;
       gen = static_cast<int>(*g);
     }

@@ -174,6 +174,11 @@ TEST_CASE("dslaunch logs of a finished job prints the newest generation's files 
   Run other = RunCommand({"logs", "job-1", "3"}, tmp.path(), [](int64_t) { return false; });
   CHECK(other.code == 1);
   CHECK(other.err.find("no log of rank 3 in " + dir + ": a rank that ran on another node") != std::string::npos);
+  std::ofstream(dir + "/rank0.stdout.log") << "only generation 0\n";
+  std::ofstream(dir + "/rank0.stderr.log") << "";
+  Run first = RunCommand({"logs", "job-1", "0"}, tmp.path(), [](int64_t) { return false; });
+  CHECK(first.code == 0);
+  CHECK(first.out == "==> " + dir + "/rank0.stdout.log <==\nonly generation 0\n==> " + dir + "/rank0.stderr.log <==\n");
   Run gone = RunCommand({"logs", "job-2", "0"}, tmp.path(), [](int64_t) { return false; });
   CHECK(gone.code == 1);
   CHECK(gone.err.find("give the same --log_dir DIR") != std::string::npos);

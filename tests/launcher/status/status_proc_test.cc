@@ -55,9 +55,13 @@ TEST_CASE("dslaunch --status_port 0 serves the running job, and dslaunch status 
     auto logs = HttpGet(record->url, "/api/logs?rank=1");
     return logs.ok() && logs->body == "hello from rank 1\n";
   }, kTimeout));
-  auto job = HttpGet(record->url, "/api/job");
-  REQUIRE(job.ok());
-  const nlohmann::json view = nlohmann::json::parse(job->body);
+  nlohmann::json view;
+  REQUIRE(WaitFor([&] {  // the launcher publishes its view at most every 200 ms
+    auto job = HttpGet(record->url, "/api/job");
+    if (!job.ok()) return false;
+    view = nlohmann::json::parse(job->body);
+    return view["ranks"].size() == 2 && view["ranks"][0]["state"] == "running" && view["ranks"][1]["state"] == "running";
+  }, kTimeout));
   CHECK(view["job_id"] == "status-job");
   REQUIRE(view["ranks"].size() == 2);
   CHECK(view["ranks"][0]["pid"].get<int64_t>() > 0);
