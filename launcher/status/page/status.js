@@ -145,7 +145,11 @@ async function refreshLog() {
     const res = await fetch('/api/logs?rank=' + rank + '&lines=200', {cache: 'no-store'});
     const body = await res.text();
     if (rank !== selectedRank) return;
-    $('log-text').textContent = res.ok ? body : 'cannot read the log: ' + body;
+    const pre = $('log-text');
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    pre.textContent = res.ok ? body : 'cannot read the log: ' + body;
+    if (atEnd || pre.dataset.rank !== String(rank)) pre.scrollTop = pre.scrollHeight;  // follow the end
+    pre.dataset.rank = rank;
   } catch (e) {
     $('log-text').textContent = 'cannot reach the launcher: ' + e;
   }

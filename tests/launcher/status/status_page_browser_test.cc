@@ -55,7 +55,7 @@ nlohmann::json Job(const std::string& url) {
 }
 
 std::string Dom(const std::string& url) {
-  auto r = RunProcess({"bash", kChromium, "dom", url, kBudgetMs}, kTimeout);
+  auto r = RunProcess({"/bin/bash", kChromium, "dom", url, kBudgetMs}, kTimeout);
   INFO("headless_chromium.sh: " << r.err);
   REQUIRE(r.exit_code == 0);
   return r.out;
@@ -122,7 +122,7 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
   const std::string artifacts = std::string(DSLAUNCH_BIN_DIR) + "/../test-artifacts";
   std::filesystem::create_directories(artifacts);
   const std::string shot = artifacts + "/status-page.png";
-  auto s = RunProcess({"bash", kChromium, "screenshot", page + "&rank=1", shot, "1280,1000", kBudgetMs}, kTimeout);
+  auto s = RunProcess({"/bin/bash", kChromium, "screenshot", page + "&rank=1", shot, "1280,1000", kBudgetMs}, kTimeout);
   CHECK(s.exit_code == 0);
   CHECK(std::filesystem::file_size(shot) > 10000);
 
