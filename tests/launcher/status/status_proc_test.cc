@@ -71,6 +71,12 @@ TEST_CASE("dslaunch --status_port 0 serves the running job, and dslaunch status 
   auto metrics = HttpGet(record->url, "/metrics");
   REQUIRE(metrics.ok());
   CHECK(metrics->body.find("dslaunch_job_info{job_id=\"status-job\"} 1\n") != std::string::npos);
+  if (std::filesystem::exists("/usr/bin/promtool")) {  // the unit tier requires it (prometheus_text_test.cc)
+    std::ofstream(dir.path() + "/metrics.txt") << metrics->body;
+    auto check = RunProcess({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + dir.path() + "/metrics.txt"}, kTimeout);
+    INFO("promtool: " << check.out << check.err);
+    CHECK(check.exit_code == 0);
+  }
 
   auto status = RunProcess({kLauncher, "status"}, kTimeout, env);
   CHECK(status.exit_code == 0);
