@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -80,9 +81,21 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
                        "/usr/bin/chromium is missing (Debian's chromium; scripts/setup.sh installs it)");
   TempDir dir;
   WriteJob(dir);
-  Subprocess launcher({kBin + "/dslaunch", "--job_id", "browser-job", "--status_port", "0", "--grace_period", "60",
-                       "--nproc_per_node", "2", dir.path() + "/tiny.json"},
+  // The launcher's console goes to a file: a pipe nobody reads until the end would fill with the
+  // steps' lines and block the launcher's loop (and with it the page's updates).
+  const std::string console = dir.path() + "/console.txt";
+  Subprocess launcher({"/bin/sh", "-c",
+                       "exec " + kBin + "/dslaunch --job_id browser-job --status_port 0 --grace_period 60 "
+                       "--nproc_per_node 2 " + dir.path() + "/tiny.json > " + console + " 2>&1"},
                       {"TMPDIR=" + dir.path()});
+  auto console_text = [&] {
+    std::ifstream in(console);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  auto console_tail = [&] {
+    const std::string text = console_text();
+    return text.substr(text.size() > 3000 ? text.size() - 3000 : 0);
+  };
   std::string url;
   REQUIRE(WaitFor([&] {
     auto records = ReadJobStates(JobStateDir(dir.path(), ::getuid()));
@@ -123,7 +136,7 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
     ::kill(rank0, SIGCONT);
     auto end = launcher.Wait(kTimeout);
     FAIL("rank 1 never shown as failed; last view: " << last_view << "\nlauncher (exit " << end.exit_code
-                                                      << "):\n" << end.err);
+                                                      << "):\n" << console_tail());
   }
   const std::string failed = Dom(page);
   CHECK(Tag(failed, "rank-1").find("class=\"rank failed") != std::string::npos);
@@ -141,7 +154,9 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
   ::kill(rank0, SIGKILL);
   ::kill(rank0, SIGCONT);
   auto end = launcher.Wait(kTimeout);
+  INFO(console_tail());
   CHECK(end.exit_code != 0);
+  CHECK(console_text().find("dslaunch: status page at " + url + "\n") != std::string::npos);
 }
 
 }  // namespace
