@@ -272,7 +272,7 @@ class AgentSession {
     w->drain_timer = std::make_unique<asio::steady_timer>(io_);
     Worker* raw = w.get();
     running_.push_back(std::move(w));
-    Send(control::WorkerStarted{assignment_.generation, spec.rank, p.pid});
+    Send(control::WorkerStarted{assignment_.generation, spec.rank, p.pid, raw->err_log_path});
     Read(*raw, raw->out, control::Stream::kStdout);
     Read(*raw, raw->err, control::Stream::kStderr);
     if (workers_.stopping()) SignalProcessGroup(p.pid, SIGTERM).IgnoreError();
@@ -504,9 +504,16 @@ class AgentSession {
     });
   }
 
+  // A write to a rank's progress file: the watchdog hears of it, and the launcher of what it said
+  // when it holds a step or a figure (WORKER_PROGRESS, one per rank per poll at most: the poll
+  // sees a file's last state).
   void OnProgressEvent(const ProgressFileEvent& e, Clock::time_point now) {
     if (e.warning) std::cerr << Prefix() << *e.warning << "\n";
-    if (e.report) watchdog_.OnReport(e.rank, now, *e.report);
+    if (!e.report) return;
+    watchdog_.OnReport(e.rank, now, *e.report);
+    if (e.report->step || !e.report->figures.empty()) {
+      Send(control::WorkerProgress{assignment_.generation, e.rank, e.report->step.value_or(-1), e.report->figures});
+    }
   }
 
   // A hung process cannot be trusted to stop on SIGTERM: SIGKILL to its process group. Its

@@ -29,7 +29,7 @@ std::string Shown(std::string_view part) {
 }
 
 Status Malformed(const std::string& what) {
-  return InvalidArgumentError(what + " (expected 'STEP [timeout=SECONDS]')");
+  return InvalidArgumentError(what + " (expected 'STEP [timeout=SECONDS] [NAME=NUMBER ...]')");
 }
 
 bool AllDigits(std::string_view s) {
@@ -95,6 +95,7 @@ Result<ProgressReport> ParseProgressReport(std::string_view text) {
     return Malformed("more than one line (rewrite the file for each report rather than append to it)");
   }
   ProgressReport report;
+  std::string last;  // the part before, for messages ("the step", "the timeout", "loss")
   size_t pos = 0;
   while (true) {
     while (pos < text.size() && IsBlank(text[pos])) ++pos;
@@ -104,14 +105,21 @@ Result<ProgressReport> ParseProgressReport(std::string_view text) {
     const std::string_view part = text.substr(pos, end - pos);
     pos = end;
     constexpr std::string_view kTimeout = "timeout=";
+    const size_t equals = part.find('=');
     if (part.substr(0, kTimeout.size()) == kTimeout) {
       if (report.timeout) return Malformed("timeout given twice");
       DSLAUNCH_ASSIGN_OR_RETURN(report.timeout, ParseTimeout(part.substr(kTimeout.size())));
-    } else if (report.timeout || report.step) {
-      return Malformed(std::string("unexpected '") + Shown(part) + "' after the " +
-                       (report.timeout ? "timeout" : "step"));
+      last = "the timeout";
+    } else if (equals != std::string_view::npos && equals > 0) {
+      if (Status set = SetProgressFigure(report.figures, part.substr(0, equals), part.substr(equals + 1)); !set.ok()) {
+        return Malformed(set.message());
+      }
+      last = std::string(part.substr(0, equals));
+    } else if (!last.empty()) {
+      return Malformed(std::string("unexpected '") + Shown(part) + "' after " + last);
     } else {
       DSLAUNCH_ASSIGN_OR_RETURN(report.step, ParseStep(part));
+      last = "the step";
     }
   }
   return report;

@@ -13,35 +13,42 @@
 #include <string_view>
 #include <vector>
 
+#include "common/progress_figures.h"
 #include "common/status.h"
 
 namespace dslaunch::agent {
 
-// The longest report read from a progress file: one line of two numbers fits in well under this,
-// and the agent, which polls every rank's file several times a second, reads no more than it.
-inline constexpr size_t kMaxProgressReportBytes = 128;
+// The longest report read from a progress file: a step, a timeout and every figure, each at its
+// longest, fit in 256 bytes; the agent, which polls every rank's file several times a second,
+// reads no more than this.
+inline constexpr size_t kMaxProgressReportBytes = 512;
 
 // The largest timeout= a rank may give: longer than any step or checkpoint phase, and far from
 // overflowing the milliseconds it is kept in. timeout=0 is how to turn the watchdog off.
 inline constexpr std::chrono::seconds kMaxProgressTimeout{30 * 24 * 3600};
 
-// One write to a rank's progress file: "STEP [timeout=SECONDS]", one line, trailing newline
-// optional. Every write is a report, whatever it holds.
+// One write to a rank's progress file: "STEP [timeout=SECONDS] [NAME=NUMBER ...]", one line,
+// trailing newline optional. Every write is a report, whatever it holds.
 struct ProgressReport {
   std::optional<int64_t> step;                       // absent: a report without a step
   std::optional<std::chrono::milliseconds> timeout;  // the rank's timeout from now on; 0 = off
+  ProgressFigures figures;                           // docs/observability.md, "Progress reports"
 
   bool operator==(const ProgressReport&) const = default;
 };
 
 // Parses the text of a progress file. Grammar: optional spaces and tabs around and between the
-// parts, then an optional STEP (a non-negative decimal integer that fits in 63 bits), then an
-// optional "timeout=SECONDS" (a decimal number >= 0 such as 90 or 1.5, at most
-// kMaxProgressTimeout; rounded up to whole milliseconds, so a positive timeout never turns the
-// watchdog off), then an optional "\n" or "\r\n". Empty text is a report without a step.
+// parts, then an optional STEP (a non-negative decimal integer that fits in 63 bits), then, in
+// any order, each at most once, an optional "timeout=SECONDS" (a decimal number >= 0 such as 90
+// or 1.5, at most kMaxProgressTimeout; rounded up to whole milliseconds, so a positive timeout
+// never turns the watchdog off) and optional figures "NAME=NUMBER" (common/progress_figures.h:
+// step_ms=, loss=, tokens_per_s=, val_loss=, val_step=, ckpt_s=, ckpt_bytes=, ckpt_step=), then an
+// optional "\n" or "\r\n". Empty text is a report without a step. A report of the old grammar
+// ("STEP timeout=SECONDS") is a report without figures.
 // Errors (kInvalidArgument) say what is wrong and show the offending part, e.g.
-// "step '4x' is not a non-negative integer (expected 'STEP [timeout=SECONDS]')": text longer than
-// kMaxProgressReportBytes, more than one line, an unknown part, a part out of range or given twice.
+// "step '4x' is not a non-negative integer (expected 'STEP [timeout=SECONDS] [NAME=NUMBER ...]')":
+// text longer than kMaxProgressReportBytes, more than one line, an unknown part or figure, a part
+// out of range, not finite or given twice.
 Result<ProgressReport> ParseProgressReport(std::string_view text);
 
 // A rank found silent for longer than its watchdog timeout.

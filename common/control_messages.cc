@@ -1,5 +1,11 @@
 #include "common/control_messages.h"
 
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <utility>
+
 #include "common/cpu_list.h"
 
 namespace dslaunch::control {
@@ -96,9 +102,9 @@ bool Get(ByteReader& r, Assignment& m, std::string& why) {
   return r.Bool(m.await_release);
 }
 
-void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid); }
+void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid).String(m.log_path); }
 bool Get(ByteReader& r, WorkerStarted& m, std::string& why) {
-  return r.I32(m.generation) && r.I32(m.rank) && r.I64(m.pid);
+  return r.I32(m.generation) && r.I32(m.rank) && r.I64(m.pid) && r.String(m.log_path);
 }
 
 void Put(ByteWriter& w, const WorkerExited& m) {
@@ -174,6 +180,76 @@ bool Get(ByteReader& r, WorkerStalled& m, std::string& why) {
 void Put(ByteWriter& w, const Release& m) { w.I32(m.generation).I32(m.exit_code); }
 bool Get(ByteReader& r, Release& m, std::string& why) { return r.I32(m.generation) && r.I32(m.exit_code); }
 
+// WORKER_PROGRESS: i32 generation, i32 rank, i64 step, u32 mask of the figures present (bit i for
+// the i-th of kRealFigures, then bit 4 + j for the j-th of kCountFigures), then each present
+// figure in bit order: a double as the u64 of its IEEE-754 bits, a count as i64.
+using RealFigure = std::optional<double> ProgressFigures::*;
+using CountFigure = std::optional<int64_t> ProgressFigures::*;
+struct RealField {
+  RealFigure field;
+  bool non_negative;
+  const char* name;
+};
+constexpr RealField kRealFigures[] = {{&ProgressFigures::step_ms, true, "step_ms"},
+                                      {&ProgressFigures::loss, false, "loss"},
+                                      {&ProgressFigures::tokens_per_s, true, "tokens_per_s"},
+                                      {&ProgressFigures::val_loss, false, "val_loss"},
+                                      {&ProgressFigures::ckpt_s, true, "ckpt_s"}};
+constexpr std::pair<CountFigure, const char*> kCountFigures[] = {{&ProgressFigures::val_step, "val_step"},
+                                                                 {&ProgressFigures::ckpt_bytes, "ckpt_bytes"},
+                                                                 {&ProgressFigures::ckpt_step, "ckpt_step"}};
+constexpr uint32_t kRealFigureCount = std::size(kRealFigures);
+constexpr uint32_t kFigureMask = (1u << (kRealFigureCount + std::size(kCountFigures))) - 1;
+
+void Put(ByteWriter& w, const WorkerProgress& m) {
+  const ProgressFigures& f = m.figures;
+  uint32_t mask = 0;
+  for (uint32_t i = 0; i < kRealFigureCount; ++i) mask |= (f.*(kRealFigures[i].field) ? 1u : 0u) << i;
+  for (uint32_t j = 0; j < std::size(kCountFigures); ++j) {
+    mask |= (f.*(kCountFigures[j].first) ? 1u : 0u) << (kRealFigureCount + j);
+  }
+  w.I32(m.generation).I32(m.rank).I64(m.step).U32(mask);
+  for (const RealField& r : kRealFigures) {
+    if (f.*(r.field)) w.U64(std::bit_cast<uint64_t>(*(f.*(r.field))));
+  }
+  for (const auto& [field, name] : kCountFigures) {
+    if (f.*field) w.I64(*(f.*field));
+  }
+}
+bool Get(ByteReader& r, WorkerProgress& m, std::string& why) {
+  uint32_t mask = 0;
+  if (!(r.I32(m.generation) && r.I32(m.rank) && r.I64(m.step) && r.U32(mask))) return false;
+  if ((mask & ~kFigureMask) != 0) {
+    why = "unknown figure bits " + std::to_string(mask & ~kFigureMask);
+    return false;
+  }
+  for (uint32_t i = 0; i < kRealFigureCount; ++i) {
+    if ((mask & (1u << i)) == 0) continue;
+    uint64_t bits = 0;
+    if (!r.U64(bits)) return false;
+    const double v = std::bit_cast<double>(bits);
+    if (!std::isfinite(v) || (kRealFigures[i].non_negative && v < 0)) {
+      char shown[32];  // %g: a huge value is not 300 digits long
+      std::snprintf(shown, sizeof(shown), "%g", v);
+      why = "rank " + std::to_string(m.rank) + " " + kRealFigures[i].name + " " + shown +
+            " is not a finite number" + (kRealFigures[i].non_negative ? " >= 0" : "");
+      return false;
+    }
+    m.figures.*(kRealFigures[i].field) = v;
+  }
+  for (uint32_t j = 0; j < std::size(kCountFigures); ++j) {
+    if ((mask & (1u << (kRealFigureCount + j))) == 0) continue;
+    int64_t v = 0;
+    if (!r.I64(v)) return false;
+    if (v < 0) {
+      why = "rank " + std::to_string(m.rank) + " " + kCountFigures[j].second + " " + std::to_string(v) + " is negative";
+      return false;
+    }
+    m.figures.*(kCountFigures[j].first) = v;
+  }
+  return true;
+}
+
 template <typename T>
 constexpr MessageType TypeOf();
 template <> constexpr MessageType TypeOf<Register>() { return MessageType::kRegister; }
@@ -188,6 +264,7 @@ template <> constexpr MessageType TypeOf<AgentStopping>() { return MessageType::
 template <> constexpr MessageType TypeOf<AgentFailed>() { return MessageType::kAgentFailed; }
 template <> constexpr MessageType TypeOf<WorkerStalled>() { return MessageType::kWorkerStalled; }
 template <> constexpr MessageType TypeOf<Release>() { return MessageType::kRelease; }
+template <> constexpr MessageType TypeOf<WorkerProgress>() { return MessageType::kWorkerProgress; }
 
 template <typename T>
 Result<Message> DecodeAs(const wire::Frame& frame) {
@@ -237,6 +314,7 @@ Result<Message> Decode(const wire::Frame& frame) {
     case MessageType::kAgentFailed: return DecodeAs<AgentFailed>(frame);
     case MessageType::kWorkerStalled: return DecodeAs<WorkerStalled>(frame);
     case MessageType::kRelease: return DecodeAs<Release>(frame);
+    case MessageType::kWorkerProgress: return DecodeAs<WorkerProgress>(frame);
   }
   return InvalidArgumentError("unknown control message type " + std::to_string(frame.type));
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/exit_status.h"
+#include "common/progress_figures.h"
 #include "common/status.h"
 #include "common/wire.h"
 
@@ -25,7 +26,9 @@ namespace dslaunch::control {
 // 4: ASSIGNMENT carries core binding (bind_cores_to_rank, bind_core_list) and await_release;
 //    node mode: REGISTER carries the node's slots and whether it hosts the endpoint, RELEASE the
 //    job's exit code.
-inline constexpr uint32_t kProtocolVersion = 4;
+// 5: WORKER_PROGRESS (a rank's progress report with its figures, for the launcher's view);
+//    WORKER_STARTED carries the worker's log path.
+inline constexpr uint32_t kProtocolVersion = 5;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -40,6 +43,7 @@ enum class MessageType : uint8_t {
   kAgentFailed = 73,    // agent -> launcher, last message, instead of kAgentDone
   kWorkerStalled = 74,  // agent -> launcher: a rank reported no progress for its watchdog timeout
   kRelease = 75,        // launcher -> agent: the job is over, exit (restartable assignments only)
+  kWorkerProgress = 76, // agent -> launcher: a rank's progress report (step and figures)
 };
 
 struct Register {
@@ -101,6 +105,7 @@ struct WorkerStarted {
   int32_t generation = 0;
   int32_t rank = 0;
   int64_t pid = 0;
+  std::string log_path;  // the worker's stderr log, on the agent's node (version 5)
 };
 
 // What waitpid() can report, and so all WORKER_EXITED may carry: the launcher exits with the
@@ -191,8 +196,19 @@ struct Release {
   int32_t exit_code = -1;  // the job's exit code for an agent with await_release; -1: none
 };
 
+// A rank rewrote its progress file (docs/elastic.md, docs/observability.md): what the report said.
+// Sent when the agent's poll of the progress files sees a write that parsed and holds a step or a
+// figure, at most one per rank per poll (the latest write).
+struct WorkerProgress {
+  int32_t generation = 0;
+  int32_t rank = 0;
+  int64_t step = -1;  // the report's step, -1 if it gave none
+  ProgressFigures figures;
+};
+
 using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, Output, Stop,
-                             AgentDone, Heartbeat, AgentStopping, AgentFailed, WorkerStalled, Release>;
+                             AgentDone, Heartbeat, AgentStopping, AgentFailed, WorkerStalled, Release,
+                             WorkerProgress>;
 
 // Encodes a message as a frame's type and payload.
 wire::Frame Encode(const Message& message);
@@ -200,7 +216,8 @@ wire::Frame Encode(const Message& message);
 // Decodes a frame. Unknown types and malformed payloads are kInvalidArgument naming the type:
 // truncated or trailing bytes, a bool other than 0/1, an unknown stream or exit kind, a
 // WORKER_EXITED status that IsReportableExitStatus refuses, or an environment variable given
-// twice for one worker (entries may come in any order). Allocates at most a small multiple of
+// twice for one worker (entries may come in any order), a WORKER_PROGRESS figure that is not
+// finite or (for times, throughput, bytes and steps) negative, or an unknown figure bit. Allocates at most a small multiple of
 // the payload's size: counts are checked against the bytes present.
 Result<Message> Decode(const wire::Frame& frame);
 

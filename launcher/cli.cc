@@ -1,5 +1,7 @@
 #include "launcher/cli.h"
 
+#include <arpa/inet.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -285,6 +287,26 @@ Status ResolveElastic(const ElasticArgs& a, CliOptions& o) {
   return Status::Ok();
 }
 
+// --status_port and --status_bind into `o`.
+Status ResolveStatusPage(bool port_given, int port, bool bind_given, const std::string& bind, CliOptions& o) {
+  if (bind_given && !port_given) {
+    return InvalidArgumentError("--status_bind " + bind + " needs --status_port PORT (0: any free port)");
+  }
+  if (!port_given) return Status::Ok();
+  if (port < 0 || port > 65535) {
+    return InvalidArgumentError("--status_port " + std::to_string(port) + " is not a TCP port (1-65535, or 0 for any free port)");
+  }
+  o.status_port = static_cast<uint16_t>(port);
+  if (bind_given) {
+    unsigned char address[sizeof(in6_addr)];
+    if (::inet_pton(AF_INET, bind.c_str(), address) != 1 && ::inet_pton(AF_INET6, bind.c_str(), address) != 1) {
+      return InvalidArgumentError("--status_bind '" + bind +
+                                  "': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name");
+    }
+    o.status_bind = bind;
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -374,6 +396,11 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   app.add_option("--max_elastic_nodes", max_elastic_nodes, "--elastic_training: the most nodes to run on");
   app.add_option("--watchdog_timeout", watchdog_seconds,
                  "seconds without progress after which a rank counts as hung (default: off; docs/elastic.md)");
+  app.add_option("--straggler_factor", o.stragglers.factor,
+                 "flag a rank whose median step time is more than F times its peers' (0: off; docs/observability.md)")
+      ->capture_default_str();
+  app.add_option("--straggler_window", o.stragglers.window, "steps of each rank the straggler rule looks at")
+      ->capture_default_str();
 
   app.add_option("--agent_path", o.agent_path, "dslaunch-agent on the nodes (default: this one's absolute path)");
   app.add_option("--ssh_user", o.ssh_user, "SSH user for hosts without user@ in the hostfile");
@@ -412,6 +439,14 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   std::string launcher;
   app.add_option("--launcher", launcher,
                  "how agents start: slurm (srun, inside an allocation), ssh or local (default: chosen, docs/slurm.md)");
+
+  // The live status page (docs/observability.md).
+  int status_port = -1;
+  std::string status_bind;
+  app.add_option("--status_port", status_port,
+                 "serve the live job page, JSON and /metrics on this port (0: any free port; default: off)");
+  app.add_option("--status_bind", status_bind,
+                 "--status_port: the IP address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
 
   // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
   // and "--grace_period ''" no grace at all: an empty number is an error instead.
@@ -483,6 +518,7 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
     DSLAUNCH_ASSIGN_OR_RETURN(o.watchdog_timeout, Duration("--watchdog_timeout", watchdog_seconds, kMinWatchdogTimeout,
                                                            kMaxWatchdogTimeout, "leave it out for no watchdog"));
   }
+  DSLAUNCH_RETURN_IF_ERROR(ValidateStragglerOptions(o.stragglers));
   if (app.count("--nnodes") > 0) elastic.nnodes = nnodes;
   if (app.count("--min_elastic_nodes") > 0) elastic.min_elastic_nodes = min_elastic_nodes;
   if (app.count("--max_elastic_nodes") > 0) elastic.max_elastic_nodes = max_elastic_nodes;
@@ -547,6 +583,8 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
                                   " exclude each other: there every node's agent is started by the node's own dslaunch");
     }
   }
+  DSLAUNCH_RETURN_IF_ERROR(ResolveStatusPage(app.count("--status_port") > 0, status_port,
+                                              app.count("--status_bind") > 0, status_bind, o));
   if (app.count("--save_pid") > 0) o.save_pid = save_pid;
   if (app.count("--dry-run") > 0) {
     if (dry_run == "table") {

@@ -18,6 +18,7 @@
 #include "launcher/node_mode/membership.h"
 #include "launcher/slurm/allocation.h"
 #include "launcher/start/ssh/options.h"
+#include "launcher/status/straggler_detector.h"
 
 namespace dslaunch::launcher {
 
@@ -62,6 +63,10 @@ enum class DryRunFormat { kTable, kJson };
 // torchrun's --nproc_per_node keywords, resolved on the node at the edge (main.cc): auto = the
 // node's GPUs if it has any, else its CPU cores; gpu = its GPUs (an error without); cpu = its cores.
 enum class NprocKeyword { kAuto, kGpu, kCpu };
+
+// --status_bind's default: the page and /metrics have no authentication, so only this machine
+// sees them unless the user says otherwise.
+inline constexpr char kDefaultStatusBind[] = "127.0.0.1";
 
 // The longest --rdzv_conf timeout: a day, far beyond any pod's start.
 inline constexpr int kMaxRendezvousTimeoutSeconds = 86400;
@@ -119,6 +124,8 @@ struct CliOptions {
   int max_restarts = 0;                 // --max_restarts; kDeepSpeedElasticMaxRestarts with --elastic_training
   std::optional<NodeRange> elastic_nodes;  // absent: every selected host must run, no spares
   std::optional<std::chrono::milliseconds> watchdog_timeout;  // absent: no watchdog unless a rank asks
+  // --straggler_factor (0: off) and --straggler_window (docs/observability.md, "Straggler rule").
+  StragglerOptions stragglers;
 
   // Multi-node over SSH.
   std::string agent_path;  // empty: the local agent's absolute path
@@ -145,6 +152,11 @@ struct CliOptions {
 
   // --launcher: how agents start (docs/slurm.md, "Which launcher"); absent: chosen automatically.
   std::optional<LauncherKind> launcher;
+
+  // The live status page (docs/observability.md): --status_port (absent: no server; 0: any free
+  // port) and --status_bind, an IP address (default: loopback only).
+  std::optional<uint16_t> status_port;
+  std::string status_bind = kDefaultStatusBind;
 
   std::string program;
   std::vector<std::string> program_args;

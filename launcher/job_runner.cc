@@ -17,6 +17,7 @@
 #include "launcher/generation_outcome.h"
 #include "launcher/job_tracker.h"
 #include "launcher/node_mode/membership.h"
+#include "launcher/status/job_status.h"
 
 namespace dslaunch::launcher {
 
@@ -35,6 +36,7 @@ class JobRunner::Impl {
         registration_timer_(io_),
         stop_timer_(io_),
         heartbeat_timer_(io_),
+        publish_timer_(io_),
         join_timer_(io_) {
     signals_.add(SIGUSR1);  // a stop for a requeue (docs/exit-codes.md)
   }
@@ -67,6 +69,7 @@ class JobRunner::Impl {
     // failure, not the program's.
     constexpr int kPreflightFailed = kExitInfrastructure;
     spec_ = &spec;
+    MakeStatus(spec.plan_options.program);
     policy_ = std::make_unique<ElasticPolicy>(spec.elastic, Hosts(spec.candidates));
     // Every candidate's node plan, for starting and probing its agent (workers are planned per
     // generation).
@@ -108,6 +111,7 @@ class JobRunner::Impl {
   int RunNodeMode(const NodeModeSpec& spec) {
     node_mode_ = true;
     node_spec_ = spec;
+    MakeStatus(spec.job.plan_options.program);
     membership_.emplace(spec.min_nodes, spec.max_nodes, spec.join_timeout, spec.last_call_timeout, Clock::now());
     NodePlan own;
     own.node_rank = 0;
@@ -388,6 +392,10 @@ class JobRunner::Impl {
     fault_time_ms_ = 0;
     workers_started_ = 0;
     options_.events.Record(generation, "generation_start", reason);
+    if (status_) {
+      status_->OnGeneration(plan_);
+      Publish();
+    }
     members_ = active;
     for (auto& c : candidates_) c.node_rank = -1;
     for (size_t r = 0; r < active.size(); ++r) candidates_[active[r]].node_rank = static_cast<int>(r);
@@ -523,6 +531,7 @@ class JobRunner::Impl {
     const int node_rank = c.node_rank;
     if (node_rank < 0 || finished_) return;  // not in this generation: being heard is all it says
     const std::string host = options_.show_host ? c.node.host : "";
+    if (status_) FeedStatus(node_rank, msg);
     std::visit(
         [&](const auto& m) {
           using T = std::decay_t<decltype(m)>;
@@ -554,8 +563,76 @@ class JobRunner::Impl {
         msg);
   }
 
+  // The status board (options_.board): the view is kept from the events handled here.
+  void MakeStatus(const ProgramSpec& program) {
+    if (!options_.board) return;
+    std::vector<std::string> command{program.program};
+    command.insert(command.end(), program.args.begin(), program.args.end());
+    status_.emplace(job_id_, std::move(command), UnixMillis(), options_.stragglers);
+  }
+
+  void FeedStatus(int node_rank, const control::Message& msg) {
+    status_->OnAgentHeard(node_rank, UnixMillis());
+    std::visit(
+        [&](const auto& m) {
+          using T = std::decay_t<decltype(m)>;
+          if constexpr (std::is_same_v<T, control::WorkerStarted> || std::is_same_v<T, control::WorkerExited> ||
+                        std::is_same_v<T, control::WorkerStalled> || std::is_same_v<T, control::Output> ||
+                        std::is_same_v<T, control::WorkerProgress>) {
+            if (m.generation != plan_.generation) return;
+            if constexpr (std::is_same_v<T, control::WorkerStarted>) status_->OnWorkerStarted(m);
+            if constexpr (std::is_same_v<T, control::WorkerExited>) status_->OnWorkerExited(m);
+            if constexpr (std::is_same_v<T, control::WorkerStalled>) status_->OnWorkerStalled(m);
+            if constexpr (std::is_same_v<T, control::WorkerProgress>) OnProgress(m);
+            if constexpr (std::is_same_v<T, control::Output>) {
+              for (const std::string& line : m.lines) {
+                if (!control::IsTransientLine(line)) options_.board->AppendLog(m.rank, line);
+              }
+            }
+          }
+        },
+        msg);
+    if (!std::holds_alternative<control::Output>(msg)) Publish();  // a heartbeat's time is news too
+  }
+
+  void OnProgress(const control::WorkerProgress& m) {
+    std::optional<Straggler> straggler = status_->OnProgress(m, UnixMillis());
+    if (!straggler) return;
+    const std::string line = DescribeStraggler(*straggler);
+    console_.PrintError("dslaunch: " + line + "\n");
+    options_.events.Record(plan_.generation, "straggler", line);
+  }
+
+  // Publishes the view now when the job's state, generation or end changed, or the last publish
+  // is kBoardPublishInterval old; otherwise once that time is up (kBoardPublishInterval).
+  void Publish() {
+    if (tracker_ != nullptr && !finished_) {
+      status_->OnJobState(tracker_->state());
+      if (const auto& cause = tracker_->root_cause()) status_->OnRootCause(DescribeRootCause(*cause));
+    }
+    const auto now = Clock::now();
+    const std::string state = tracker_ != nullptr ? std::string(JobStateName(tracker_->state())) : "";
+    const bool changed = state != published_state_ || plan_.generation != published_generation_ || finished_;
+    if (!changed && now - last_publish_ < kBoardPublishInterval) {
+      if (publish_pending_) return;
+      publish_pending_ = true;
+      publish_timer_.expires_at(last_publish_ + kBoardPublishInterval);
+      publish_timer_.async_wait([this](boost::system::error_code ec) {
+        if (ec) return;
+        publish_pending_ = false;
+        Publish();
+      });
+      return;
+    }
+    published_state_ = state;
+    published_generation_ = plan_.generation;
+    last_publish_ = now;
+    options_.board->Publish(status_->View(UnixMillis()));
+  }
+
   void OnAgentClosed(int candidate, const Status& why) {
     const int node_rank = candidates_[candidate].node_rank;
+    if (status_ && node_rank >= 0 && !finished_) status_->OnAgentLost(node_rank);
     if (finished_ || node_rank < 0 || tracker_->agent_done(node_rank)) return;
     Apply(tracker_->OnAgentLost(node_rank, "control connection closed (" + why.ToString() + ")", std::nullopt));
   }
@@ -644,6 +721,7 @@ class JobRunner::Impl {
   }
 
   void Apply(Action action) {
+    if (status_) Publish();
     switch (action) {
       case Action::kNone:
         return;
@@ -778,6 +856,11 @@ class JobRunner::Impl {
   void Finish(const Decision& d) {
     finished_ = true;
     exit_code_ = last_code_;
+    if (status_) {
+      status_->OnFinished(exit_code_);
+      Publish();
+      publish_timer_.cancel();
+    }
     if (policy_->generation() > 0 || d.kind == Decision::Kind::kStopRepeated) {
       console_.PrintError(FormatGenerationHistory(*policy_));
       if (!d.line.empty()) console_.PrintError(d.line + "\n");
@@ -819,6 +902,7 @@ class JobRunner::Impl {
   asio::steady_timer registration_timer_;
   asio::steady_timer stop_timer_;
   asio::steady_timer heartbeat_timer_;
+  asio::steady_timer publish_timer_;
   std::unique_ptr<Endpoint> endpoint_;
   std::shared_ptr<StoreService> store_;
   const JobSpec* spec_ = nullptr;
@@ -850,6 +934,12 @@ class JobRunner::Impl {
   std::map<int, AgentSession*> joined_;        // arrival id -> session, until the membership is complete
   std::vector<std::optional<int>> asked_rank_;  // candidate -> the node rank its node asked for
   int exit_code_ = kExitInfrastructure;
+  // The status board's view (options_.board set), and what was published last.
+  std::optional<JobStatus> status_;
+  std::string published_state_;
+  int published_generation_ = -1;
+  Clock::time_point last_publish_{};
+  bool publish_pending_ = false;
 };
 
 JobRunner::JobRunner(JobRunnerOptions options, std::string job_id, std::string secret,

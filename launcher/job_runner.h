@@ -25,6 +25,8 @@
 #include "launcher/event_log.h"
 #include "launcher/launch_plan.h"
 #include "launcher/start/agent_starter.h"
+#include "launcher/status/job_board.h"
+#include "launcher/status/straggler_detector.h"
 
 namespace dslaunch::launcher {
 
@@ -58,7 +60,17 @@ struct JobRunnerOptions {
   bool tee = true;
   bool show_host = false;  // prefix output lines with the host (multi-node jobs)
   EventLog events;         // --events_file
+  // Where the runner publishes its view of the job (launcher/status/job_status.h) and every output
+  // line of a rank, for the status server (docs/observability.md). Null: no view is kept, nothing
+  // is published, and no straggler is detected.
+  std::shared_ptr<JobBoard> board;
+  StragglerOptions stragglers;  // --straggler_factor, --straggler_window (with a board)
 };
+
+// The board gets a new view at most this often while progress reports stream in (a page polls
+// about once a second; a view of 1000 ranks is ~200 KB to copy), and at once on a change of the
+// job's state, generation or end; the last change is always published within this time.
+inline constexpr std::chrono::milliseconds kBoardPublishInterval{200};
 
 // What the job is: every candidate node, how each generation's plan is made, the restart policy.
 struct JobSpec {

@@ -1,6 +1,7 @@
 // dslaunch: the launcher. Reads the process's edges once (argv, environment, clock, pid, hostname,
 // its own path) into typed options, wires the pieces together, and returns the job's exit code.
 #include <pwd.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -40,6 +41,10 @@
 #include "launcher/start/srun_agent_starter.h"
 #include "launcher/report_command.h"
 #include "launcher/start/ssh/agent_starter.h"
+#include "launcher/status/job_board.h"
+#include "launcher/status/job_state_file.h"
+#include "launcher/status/status_command.h"
+#include "launcher/status/status_page.h"
 #include "launcher/visible_devices.h"
 
 extern char** environ;
@@ -280,6 +285,14 @@ Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, c
   return po;
 }
 
+// The status board (launcher/status/job_board.h), made only when something reads or needs the
+// launcher's view of the job: the status page reads it, the straggler rule runs on it. Null: no
+// view is kept.
+std::shared_ptr<JobBoard> MakeBoard(const CliOptions& cli) {
+  if (cli.status_port || cli.stragglers.factor > 0) return std::make_shared<JobBoard>();
+  return nullptr;
+}
+
 // The runner's options from the command line; the caller sets where the endpoint listens.
 Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges, const std::string& job_id) {
   JobRunnerOptions ro;
@@ -293,6 +306,8 @@ Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges
   ro.heartbeat_interval = cli.heartbeat_interval;
   DSLAUNCH_ASSIGN_OR_RETURN(ro.events, EventLog::Open(cli.events_file));
   ro.tee = cli.tee;
+  ro.stragglers = cli.stragglers;
+  ro.board = MakeBoard(cli);
   return ro;
 }
 
@@ -303,6 +318,24 @@ std::optional<uint64_t> RaiseLauncherOpenFiles() {
   if (limit.ok()) return limit->soft;
   std::cerr << "dslaunch: warning: " << limit.status().message() << "\n";
   return std::nullopt;
+}
+
+// The live status page (docs/observability.md), when --status_port asks for it.
+Result<std::unique_ptr<StatusPage>> StartStatusPage(const CliOptions& cli, const Edges& edges,
+                                                    const JobRunnerOptions& ro, const std::string& job_id,
+                                                    std::shared_ptr<const JobBoard> board, int64_t now_ms) {
+  if (!cli.status_port) return std::unique_ptr<StatusPage>();
+  StatusPageOptions o;
+  o.server = {cli.status_bind, *cli.status_port};
+  o.job_id = job_id;
+  o.log_dir = ro.log_dir.empty() ? UserRuntimeBase(edges.temp_dir, ::getuid()) + "/" + job_id : ro.log_dir;
+  o.temp_dir = edges.temp_dir;
+  o.uid = ::getuid();
+  o.pid = ::getpid();
+  o.now_ms = now_ms;
+  auto page = StatusPage::Start(o, std::move(board), std::cerr);
+  if (!page.ok()) return page.status().WithContext("--status_port " + std::to_string(*cli.status_port));
+  return page;
 }
 
 // The part every launcher shares once its job is planned: the pid file, the console, the runner
@@ -323,6 +356,15 @@ int Execute(const CliOptions& cli, const Edges& edges, const Terminal& terminal,
   if (own_agents) {
     if (Status s = BecomeChildSubreaper(); !s.ok()) return Fail(s, kLauncherError);
   }
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (ro.board) {
+    std::vector<std::string> command = {cli.program};
+    command.insert(command.end(), cli.program_args.begin(), cli.program_args.end());
+    ro.board->Publish(StartingView(job_id, std::move(command), now_ms));
+  }
+  auto page = StartStatusPage(cli, edges, ro, job_id, ro.board, now_ms);
+  if (!page.ok()) return Fail(page.status(), kLauncherError);
   Console console(STDOUT_FILENO, STDERR_FILENO, terminal.interactive, terminal.columns);
   int code = kLauncherError;
   {
@@ -532,6 +574,12 @@ int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   if (IsReportCommand(args)) return RunReportCommand(args);
   const Edges edges = ReadEdges();
+  if (IsStatusSubcommand(args)) {
+    auto command = ParseStatusCommand(args);
+    if (!command.ok()) return Fail(command.status(), kUsageError);
+    StatusEdges se{edges.temp_dir, ::getuid(), [](int64_t pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0; }};
+    return RunStatusCommand(*command, se, std::cout, std::cerr);
+  }
   auto command = ParseCommandLine(args, edges.env);
   if (!command.ok()) return Fail(command.status(), kUsageError);
   if (command->print) {

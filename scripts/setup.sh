@@ -27,8 +27,9 @@ packages=(
   podman runc mmdebstrap uidmap
   # the kubernetes tier reads deploy/kubernetes/*.yaml (tests/support/k8s_pods.py)
   python3-yaml
-  # the browser tier: headless Chromium loads report.html (tests/support/headless_chromium.sh)
-  chromium
+  # the browser tier loads the live status page in headless Chromium; promtool (Debian ships it in
+  # the prometheus package) checks /metrics (docs/observability.md)
+  chromium prometheus
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch pdsh)

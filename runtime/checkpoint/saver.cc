@@ -31,6 +31,7 @@ void CheckpointSaver::Report(int64_t step, const std::string& why, const SaveRes
   saved_.push_back(saved.path);
   last_complete_ = saved.path;
   last_complete_step_ = step;
+  if (on_saved_) on_saved_(step, saved);
   if (comm_.rank() != 0) return;
   if (print_) {
     char line[320];

@@ -38,6 +38,10 @@ class CheckpointSaver {
                   std::function<void(const std::string&)> record, int64_t first_step, std::string resumed_from);
   ~CheckpointSaver();
 
+  // Called on every rank for each complete checkpoint (periodic, asynchronous or final), with its
+  // step and result; the training loop reports it (runtime/train/progress_report.h). Optional.
+  void set_on_saved(std::function<void(int64_t step, const SaveResult&)> on_saved) { on_saved_ = std::move(on_saved); }
+
   // Whether checkpoint.dir is set.
   bool enabled() const { return !config_.dir.empty(); }
   // Collective: the periodic save after `step` steps (see above for failures).
@@ -72,6 +76,7 @@ class CheckpointSaver {
   const CheckpointRun run_;
   const SaveOptions options_;
   const std::function<void(const std::string&)> print_, record_;
+  std::function<void(int64_t, const SaveResult&)> on_saved_;
   int64_t last_saved_;                      // the newest step saved or being saved
   int64_t last_complete_step_;              // the step of last_complete_
   std::string last_complete_;               // the newest complete checkpoint, "" when none yet

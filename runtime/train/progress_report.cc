@@ -44,17 +44,19 @@ double WatchdogTimeout::For(ProgressPhase phase) const {
   return between_steps;
 }
 
-std::string FormatProgressReport(int64_t step, double timeout_seconds) {
+std::string FormatProgressReport(int64_t step, double timeout_seconds, const ProgressFigures& figures) {
   char buf[64];
+  int n = 0;
   if (timeout_seconds == std::floor(timeout_seconds)) {
-    std::snprintf(buf, sizeof(buf), "%lld timeout=%.0f\n", static_cast<long long>(step), timeout_seconds);
+    n = std::snprintf(buf, sizeof(buf), "%lld timeout=%.0f", static_cast<long long>(step), timeout_seconds);
   } else {
-    int n = std::snprintf(buf, sizeof(buf), "%lld timeout=%.3f", static_cast<long long>(step), timeout_seconds);
+    n = std::snprintf(buf, sizeof(buf), "%lld timeout=%.3f", static_cast<long long>(step), timeout_seconds);
     while (n > 0 && buf[n - 1] == '0') --n;  // "0.500" -> "0.5"
-    buf[n++] = '\n';
-    buf[n] = '\0';
   }
-  return buf;
+  std::string report(buf, static_cast<size_t>(n));
+  report += FormatProgressFigures(figures);
+  report += '\n';
+  return report;
 }
 
 Result<std::optional<double>> ParseWatchdogTimeoutEnv(const std::map<std::string, std::string>& env) {
@@ -83,10 +85,27 @@ void ProgressReporter::Starting(int64_t step) {
   Report();
 }
 
-void ProgressReporter::StepDone(int64_t step, double seconds) {
+void ProgressReporter::StepDone(int64_t step, double seconds, std::optional<double> loss,
+                                std::optional<double> tokens_per_s) {
   watchdog_.AddStep(seconds);
   step_ = step;
   stepped_ = true;
+  figures_.step_ms = 1e3 * seconds;
+  figures_.loss = loss;
+  figures_.tokens_per_s = tokens_per_s;
+  Report();
+}
+
+void ProgressReporter::ValidationDone(int64_t after_step, double loss) {
+  figures_.val_loss = loss;
+  figures_.val_step = after_step;
+  Report();
+}
+
+void ProgressReporter::CheckpointSaved(int64_t step, double seconds, uint64_t bytes) {
+  figures_.ckpt_s = seconds;
+  figures_.ckpt_bytes = static_cast<int64_t>(bytes);
+  figures_.ckpt_step = step;
   Report();
 }
 
@@ -107,7 +126,7 @@ void ProgressReporter::Report() {
                               : stepped_      ? ProgressPhase::kTraining
                                               : ProgressPhase::kStartup;
   const double timeout = watchdog_.For(phase);
-  if (write_) write_(FormatProgressReport(step_, timeout));
+  if (write_) write_(FormatProgressReport(step_, timeout, figures_));
   if (timeout != timeout_ && on_timeout_) on_timeout_(timeout);
   timeout_ = timeout;
 }

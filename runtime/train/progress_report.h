@@ -1,9 +1,13 @@
-// Progress reports for hang detection (docs/engine.md, "Progress reports"). The agent gives every
-// rank a file (DSLAUNCH_PROGRESS_FILE); each rewrite is one report, "STEP timeout=SECONDS": the
-// last completed step and how long the agent should wait for the next report before it takes the
-// rank for hung (0 = never). The runtime reports at start-up, after every step, during validation,
-// and around the slow phases (checkpoint save and load, the final sample), which get a longer
-// allowance first and the normal timeout after.
+// Progress reports for hang detection and the launcher's view of the job (docs/engine.md,
+// "Progress reports"; docs/observability.md). The agent gives every rank a file
+// (DSLAUNCH_PROGRESS_FILE); each rewrite is one report, "STEP timeout=SECONDS [NAME=NUMBER ...]":
+// the last completed step, how long the agent should wait for the next report before it takes the
+// rank for hung (0 = never), and the figures known so far (common/progress_figures.h: the last
+// step's time, loss and tokens/s, the last validation loss, the last checkpoint save; each repeated
+// in every later report until replaced, since the agent samples the file and may miss a write).
+// The runtime reports at start-up, after every step, during validation and after it, after a
+// checkpoint save, and around the slow phases (checkpoint save and load, the final sample), which
+// get a longer allowance first and the normal timeout after.
 //
 // WatchdogTimeout decides the timeout (pure); ProgressReporter formats the reports and hands them
 // to a writer (runtime/train/progress_file.h in the worker, a capture in tests). Not thread-safe: the
@@ -18,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/progress_figures.h"
 #include "common/status.h"
 
 namespace dslaunch::runtime {
@@ -74,8 +79,9 @@ class WatchdogTimeout {
   int64_t measured_ = 0;
 };
 
-// "41 timeout=90\n"; a fractional timeout keeps up to 3 decimals ("7 timeout=0.5\n").
-std::string FormatProgressReport(int64_t step, double timeout_seconds);
+// "41 timeout=90\n"; a fractional timeout keeps up to 3 decimals ("7 timeout=0.5\n"); the figures
+// follow the timeout (FormatProgressFigures): "41 timeout=90 step_ms=12.5 loss=2.5\n".
+std::string FormatProgressReport(int64_t step, double timeout_seconds, const ProgressFigures& figures = {});
 
 // DSLAUNCH_WATCHDOG_TIMEOUT from the environment map: nullopt when unset or empty;
 // kInvalidArgument naming the variable for a value that is not a number >= 0.
@@ -97,8 +103,14 @@ class ProgressReporter {
 
   // Start-up: `step` steps are done (0, or the step of the checkpoint resumed).
   void Starting(int64_t step);
-  // Step `step` (1-based: the steps done) completed in `seconds`.
-  void StepDone(int64_t step, double seconds);
+  // Step `step` (1-based: the steps done) completed in `seconds`, with its loss and the job's
+  // tokens (samples) per second over it, when known.
+  void StepDone(int64_t step, double seconds, std::optional<double> loss = std::nullopt,
+                std::optional<double> tokens_per_s = std::nullopt);
+  // A validation after `after_step` steps gave `loss`: reported at once (the run may end next).
+  void ValidationDone(int64_t after_step, double loss);
+  // A checkpoint of `step` was saved in `seconds`, `bytes` in all: reported at once.
+  void CheckpointSaved(int64_t step, double seconds, uint64_t bytes);
   // The same step and timeout again: the rank is working between steps (a validation batch).
   void StillWorking();
   // Around a slow phase; they nest (the outermost decides).
@@ -108,6 +120,7 @@ class ProgressReporter {
   // The timeout of the last report (seconds, 0 = off).
   double timeout() const { return timeout_; }
   int64_t step() const { return step_; }
+  const ProgressFigures& figures() const { return figures_; }
 
  private:
   void Report();
@@ -116,6 +129,7 @@ class ProgressReporter {
   Writer write_;
   std::function<void(double)> on_timeout_;
   int64_t step_ = 0;
+  ProgressFigures figures_;  // the latest of each, written in every report
   bool stepped_ = false;  // a step completed in this process
   int slow_depth_ = 0;
   double timeout_ = -1.0;  // none reported yet

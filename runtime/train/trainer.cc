@@ -165,6 +165,7 @@ struct Loop {
       validation.accuracy = reduced[1] / static_cast<double>(batches * task.ValidationRows() * world);
     }
     report.Validation(validation, Clock::now() - start);
+    if (hooks.reporter != nullptr) hooks.reporter->ValidationDone(after_step, validation.loss);
     return validation.loss;
   }
 
@@ -243,6 +244,11 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   // Every rank prints its own failed shard; only rank 0 records (the report's recorder).
   CheckpointSaver saver(config.checkpoint, *engine, comm, run, save_options, hooks.print, report.recorder(),
                         result.first_step, resume.value_or(""));
+  if (hooks.reporter != nullptr) {
+    saver.set_on_saved([&hooks](int64_t step, const SaveResult& saved) {
+      hooks.reporter->CheckpointSaved(step, saved.seconds, saved.bytes);
+    });
+  }
   const CheckpointSchedule schedule(config.checkpoint, config.train.steps);
 
   report.TrainingStarts(result.first_step, Clock::now());
@@ -259,7 +265,10 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     DSLAUNCH_ASSIGN_OR_RETURN(Loop::RankTimes times, loop.GatherStepTimes(outcome.step.seconds, in_collectives));
     outcome.step.rank_ms = std::move(times.step_ms);
     outcome.step.rank_collective_ms = std::move(times.collective_ms);
-    if (hooks.reporter != nullptr) hooks.reporter->StepDone(step + 1, outcome.step.seconds);
+    if (hooks.reporter != nullptr) {
+      hooks.reporter->StepDone(step + 1, outcome.step.seconds, outcome.step.loss,
+                               static_cast<double>(outcome.step.tokens) / outcome.step.seconds);
+    }
     report.Step(outcome.step, Clock::now());
     DSLAUNCH_RETURN_IF_ERROR(loop.Save(schedule.AfterStep(step + 1, outcome.stop), step + 1, saver));
     if (outcome.stop) {

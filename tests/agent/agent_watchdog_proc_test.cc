@@ -159,5 +159,38 @@ TEST_CASE("WORKER_EXITED carries the step written just before the exit, and -1 f
   CHECK(All<control::WorkerStalled>(launcher.Received()).empty());
 }
 
+TEST_CASE("The agent forwards each report with a step or figures as WORKER_PROGRESS, one per poll at most") {
+  TempDir dir;
+  ScriptedLauncher launcher(
+      BashWorkers(dir,
+                  {
+                      // Two reports 1.5 s apart (several polls, also on a loaded machine): both seen; then a malformed one, not forwarded.
+                      "echo '3 step_ms=12.5 loss=2.25' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 1.5; "
+                      "echo '4 timeout=60 val_loss=1.5 val_step=4' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 1.5; "
+                      "echo '5 loss=nan' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 0.6",
+                      // Only an old-style report.
+                      "echo '9 timeout=30' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 0.6",
+                  },
+                  /*watchdog_timeout_ms=*/0));
+  auto r = RunAgent(dir, launcher);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  const auto progress = All<control::WorkerProgress>(launcher.Received());
+  std::vector<control::WorkerProgress> rank0, rank1;
+  for (const auto& p : progress) (p.rank == 0 ? rank0 : rank1).push_back(p);
+  REQUIRE(rank0.size() == 2);
+  CHECK(rank0[0].step == 3);
+  CHECK(rank0[0].figures.step_ms == 12.5);
+  CHECK(rank0[0].figures.loss == 2.25);
+  CHECK(rank0[1].step == 4);
+  CHECK(rank0[1].figures.val_loss == 1.5);
+  CHECK(rank0[1].figures.val_step == 4);
+  CHECK_FALSE(rank0[1].figures.loss);
+  REQUIRE(rank1.size() == 1);
+  CHECK(rank1[0].step == 9);
+  CHECK(rank1[0].figures.empty());
+  CHECK(r.err.find("loss 'nan' is not a finite number") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace dslaunch::testing

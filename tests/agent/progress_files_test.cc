@@ -69,7 +69,7 @@ TEST_CASE("ProgressFiles reports each write once, parsed, and nothing before the
   auto events = files.Poll();
   REQUIRE(events.size() == 1);
   CHECK(events[0].rank == 0);
-  CHECK(events[0].report == ProgressReport{41, std::chrono::milliseconds(90000)});
+  CHECK(events[0].report == ProgressReport{41, std::chrono::milliseconds(90000), {}});
   CHECK_FALSE(events[0].warning);
   CHECK(files.Poll().empty());
 
@@ -80,7 +80,7 @@ TEST_CASE("ProgressFiles reports each write once, parsed, and nothing before the
     SetMtime(path, st.st_mtim.tv_sec, st.st_mtim.tv_nsec + (st.st_mtim.tv_nsec < 999999999 ? 1 : -1));
     events = files.Poll();
     REQUIRE(events.size() == 1);
-    CHECK(events[0].report == ProgressReport{42, std::chrono::milliseconds(90000)});
+    CHECK(events[0].report == ProgressReport{42, std::chrono::milliseconds(90000), {}});
   }
   SUBCASE("an empty write is a report without a step") {
     Write(path, "");
@@ -93,7 +93,7 @@ TEST_CASE("ProgressFiles reports each write once, parsed, and nothing before the
     REQUIRE(std::rename((path + ".tmp").c_str(), path.c_str()) == 0);
     events = files.Poll();
     REQUIRE(events.size() == 1);
-    CHECK(events[0].report == ProgressReport{43, std::nullopt});
+    CHECK(events[0].report == ProgressReport{43, std::nullopt, {}});
   }
 }
 
@@ -114,9 +114,9 @@ TEST_CASE("ProgressFiles counts a malformed write as progress and warns once per
   REQUIRE(events[0].warning);
   CHECK(*events[0].warning == "rank 0: progress file '" + p0 +
                                   "': step 'step' is not a non-negative integer (expected 'STEP "
-                                  "[timeout=SECONDS]'); the write still counts as progress");
+                                  "[timeout=SECONDS] [NAME=NUMBER ...]'); the write still counts as progress");
   CHECK(events[1].rank == 1);
-  CHECK(events[1].report == ProgressReport{1, std::nullopt});
+  CHECK(events[1].report == ProgressReport{1, std::nullopt, {}});
   CHECK_FALSE(events[1].warning);
 
   Write(p0, "another bad one, longer\n");
@@ -131,7 +131,7 @@ TEST_CASE("ProgressFiles counts a malformed write as progress and warns once per
   CHECK(events[0].rank == 1);
   CHECK(events[0].report == ProgressReport{});
   REQUIRE(events[0].warning);
-  CHECK(Contains(*events[0].warning, "a report of more than 128 bytes"));
+  CHECK(Contains(*events[0].warning, "a report of more than 512 bytes"));
 }
 
 TEST_CASE("ProgressFiles neither blocks on nor follows what replaces the file") {
@@ -179,7 +179,7 @@ TEST_CASE("ProgressFiles: a removed file is no report, a file written again is")
   Write(path, "8");
   events = files.Poll();
   REQUIRE(events.size() == 1);
-  CHECK(events[0].report == ProgressReport{8, std::nullopt});
+  CHECK(events[0].report == ProgressReport{8, std::nullopt, {}});
 }
 
 TEST_CASE("ProgressFiles::Finish reads a last write and stops watching the rank") {
@@ -192,7 +192,7 @@ TEST_CASE("ProgressFiles::Finish reads a last write and stops watching the rank"
   Write(path, "99\n");
   auto last = files.Finish(0);
   REQUIRE(last);
-  CHECK(last->report == ProgressReport{99, std::nullopt});
+  CHECK(last->report == ProgressReport{99, std::nullopt, {}});
   Write(path, "100\n");
   CHECK(files.Poll().empty());
   CHECK_FALSE(files.Finish(0));

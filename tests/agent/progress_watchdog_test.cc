@@ -58,7 +58,7 @@ TEST_CASE("ParseProgressReport reads STEP [timeout=SECONDS]") {
 }
 
 TEST_CASE("ParseProgressReport says what is wrong with a malformed report") {
-  const std::string expected = " (expected 'STEP [timeout=SECONDS]')";
+  const std::string expected = " (expected 'STEP [timeout=SECONDS] [NAME=NUMBER ...]')";
   struct Case {
     std::string text;
     std::string message;
@@ -67,11 +67,29 @@ TEST_CASE("ParseProgressReport says what is wrong with a malformed report") {
       {"-1", "step '-1' is not a non-negative integer"},
       {"4x", "step '4x' is not a non-negative integer"},
       {"1.5", "step '1.5' is not a non-negative integer"},
-      {"step=3", "step 'step=3' is not a non-negative integer"},
+      {"step=3",
+       "unknown figure 'step' (known: timeout, step_ms, loss, tokens_per_s, val_loss, val_step, ckpt_s, "
+       "ckpt_bytes, ckpt_step)"},
       {std::string("\x01\xff", 2), "step '\\x01\\xff' is not a non-negative integer"},
       {"9223372036854775808", "step '9223372036854775808' is out of range"},
       {"1 2", "unexpected '2' after the step"},
-      {"1 Timeout=3", "unexpected 'Timeout=3' after the step"},
+      {"1 Timeout=3",
+       "unknown figure 'Timeout' (known: timeout, step_ms, loss, tokens_per_s, val_loss, val_step, ckpt_s, "
+       "ckpt_bytes, ckpt_step)"},
+      {"1 =3", "unexpected '=3' after the step"},
+      {"1 loss=2 7", "unexpected '7' after loss"},
+      {"1 loss=2 loss=3", "loss given twice"},
+      {"1 loss=nan", "loss 'nan' is not a finite number"},
+      {"1 loss=inf", "loss 'inf' is not a finite number"},
+      {"1 loss=", "loss '' is not a finite number"},
+      {"1 loss=2x", "loss '2x' is not a finite number"},
+      {"1 loss=+2", "loss '+2' is not a finite number"},
+      {"1 step_ms=-1", "step_ms '-1' is negative"},
+      {"1 tokens_per_s=-0.5", "tokens_per_s '-0.5' is negative"},
+      {"1 ckpt_s=1e999", "ckpt_s '1e999' is not a finite number"},
+      {"1 ckpt_bytes=1.5", "ckpt_bytes '1.5' is not a non-negative integer"},
+      {"1 ckpt_bytes=-3", "ckpt_bytes '-3' is not a non-negative integer"},
+      {"1 val_step=99999999999999999999", "val_step '99999999999999999999' is not a non-negative integer"},
       {"1 timeout=1 2", "unexpected '2' after the timeout"},
       {"timeout=1 3", "unexpected '3' after the timeout"},
       {"timeout=1 timeout=2", "timeout given twice"},
@@ -88,7 +106,7 @@ TEST_CASE("ParseProgressReport says what is wrong with a malformed report") {
        "timeout '99999999999999999999' is above the limit of 2592000 s (timeout=0 turns the watchdog off)"},
       {"1\n2\n", "more than one line (rewrite the file for each report rather than append to it)"},
       {"1\n\n", "more than one line (rewrite the file for each report rather than append to it)"},
-      {std::string(kMaxProgressReportBytes + 1, '1'), "a report of more than 128 bytes"},
+      {std::string(kMaxProgressReportBytes + 1, '1'), "a report of more than 512 bytes"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.text);
@@ -101,6 +119,58 @@ TEST_CASE("ParseProgressReport says what is wrong with a malformed report") {
   std::string longest(kMaxProgressReportBytes, ' ');
   longest.back() = '5';
   CHECK(ParseProgressReport(longest).ok());
+}
+
+TEST_CASE("ParseProgressReport reads the figures after the step, in any order, old reports still parse") {
+  auto old = ParseProgressReport("41 timeout=90\n");
+  REQUIRE(old.ok());
+  CHECK(old->step == 41);
+  CHECK(old->figures.empty());
+
+  auto full = ParseProgressReport(
+      "12 loss=2.5 timeout=60 step_ms=198.25 tokens_per_s=1.5e4 val_loss=-0.125 val_step=10 ckpt_s=3 "
+      "ckpt_bytes=123456789012 ckpt_step=10\n");
+  REQUIRE_MESSAGE(full.ok(), full.status().ToString());
+  CHECK(full->step == 12);
+  CHECK(full->timeout == milliseconds(60000));
+  CHECK(full->figures.step_ms == 198.25);
+  CHECK(full->figures.loss == 2.5);
+  CHECK(full->figures.tokens_per_s == 15000.0);
+  CHECK(full->figures.val_loss == -0.125);
+  CHECK(full->figures.val_step == 10);
+  CHECK(full->figures.ckpt_s == 3.0);
+  CHECK(full->figures.ckpt_bytes == 123456789012);
+  CHECK(full->figures.ckpt_step == 10);
+
+  auto no_step = ParseProgressReport("loss=1");
+  REQUIRE(no_step.ok());
+  CHECK(no_step->step == kNoStep);
+  CHECK(no_step->figures.loss == 1.0);
+}
+
+TEST_CASE("FormatProgressFigures writes what ParseProgressReport reads back") {
+  ProgressFigures figures;
+  CHECK(FormatProgressFigures(figures).empty());
+  figures.step_ms = 198.25;
+  figures.loss = 2.3125081;
+  figures.tokens_per_s = 15234.5;
+  figures.val_loss = 2.5;
+  figures.val_step = 10;
+  figures.ckpt_s = 0.5;
+  figures.ckpt_bytes = 123456789012;
+  figures.ckpt_step = 10;
+  const std::string text = "7 timeout=90" + FormatProgressFigures(figures) + "\n";
+  CHECK(text ==
+        "7 timeout=90 step_ms=198.25 loss=2.3125081 tokens_per_s=15234.5 val_loss=2.5 val_step=10 ckpt_s=0.5 "
+        "ckpt_bytes=123456789012 ckpt_step=10\n");
+  auto parsed = ParseProgressReport(text);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->figures == figures);
+  // A figure that is not finite is left out, not written as something the parser refuses.
+  ProgressFigures diverged;
+  diverged.loss = std::numeric_limits<double>::infinity();
+  diverged.step_ms = 3;
+  CHECK(FormatProgressFigures(diverged) == " step_ms=3");
 }
 
 // A scenario for the watchdog: events at given milliseconds, Check every kTick (except where a

@@ -38,7 +38,7 @@ std::vector<std::string> RandomList(std::mt19937_64& rng) {
 
 // A message of every type, with random field values the encoder can produce.
 Message RandomMessage(std::mt19937_64& rng) {
-  switch (RandomBelow(rng, 8)) {
+  switch (RandomBelow(rng, 9)) {
     case 0:
       return Register{RandomBytes(rng, 16), RandomI32(rng), RandomI32(rng),
                       static_cast<uint32_t>(rng()), RandomBytes(rng, 8), RandomBytes(rng, 16),
@@ -60,7 +60,7 @@ Message RandomMessage(std::mt19937_64& rng) {
       }
       return a;
     }
-    case 2: return WorkerStarted{RandomI32(rng), RandomI32(rng), static_cast<int64_t>(rng())};
+    case 2: return WorkerStarted{RandomI32(rng), RandomI32(rng), static_cast<int64_t>(rng()), RandomBytes(rng, 16)};
     case 3: {
       WorkerExited m;
       m.generation = RandomI32(rng);
@@ -79,6 +79,13 @@ Message RandomMessage(std::mt19937_64& rng) {
                     RandomBelow(rng, 2) == 0 ? Stream::kStdout : Stream::kStderr, RandomList(rng)};
     case 5: return Stop{RandomI32(rng), static_cast<int64_t>(rng()), RandomBytes(rng, 24)};
     case 6: return AgentDone{RandomI32(rng)};
+    case 7: {
+      WorkerProgress m{RandomI32(rng), RandomI32(rng), static_cast<int64_t>(rng()), {}};
+      if (RandomBelow(rng, 2) == 1) m.figures.loss = static_cast<double>(RandomI32(rng)) / 7.0;
+      if (RandomBelow(rng, 2) == 1) m.figures.step_ms = static_cast<double>(RandomBelow(rng, 100000)) / 3.0;
+      if (RandomBelow(rng, 2) == 1) m.figures.ckpt_bytes = static_cast<int64_t>(RandomBelow(rng, 1u << 30));
+      return m;
+    }
     default: return Heartbeat{RandomI32(rng), rng()};
   }
 }

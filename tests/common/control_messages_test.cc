@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <limits>
+
 namespace dslaunch::control {
 namespace {
 
@@ -95,6 +98,61 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(st.generation == 3);
   CHECK(st.reason == "the agent received SIGTERM");
   CHECK(st.signal == 15);
+}
+
+TEST_CASE("WORKER_PROGRESS carries the step and exactly the figures present") {
+  WorkerProgress none = RoundTrip(WorkerProgress{3, 7, -1, {}});
+  CHECK(none.generation == 3);
+  CHECK(none.rank == 7);
+  CHECK(none.step == -1);
+  CHECK(none.figures.empty());
+  CHECK(Encode(WorkerProgress{3, 7, -1, {}}).payload.size() == 4 + 4 + 8 + 4);
+
+  ProgressFigures all;
+  all.step_ms = 198.25;
+  all.loss = -2.5;
+  all.tokens_per_s = 1e6;
+  all.val_loss = 3.0;
+  all.val_step = 40;
+  all.ckpt_s = 0.0;
+  all.ckpt_bytes = 123456789012;
+  all.ckpt_step = 40;
+  WorkerProgress full = RoundTrip(WorkerProgress{1, 2, 41, all});
+  CHECK(full.step == 41);
+  CHECK(full.figures == all);
+  CHECK(Encode(WorkerProgress{1, 2, 41, all}).payload.size() == 20 + 8 * 8);
+
+  ProgressFigures some;
+  some.loss = 2.25;
+  some.ckpt_step = 8;
+  CHECK(RoundTrip(WorkerProgress{0, 0, 9, some}).figures == some);
+}
+
+TEST_CASE("WORKER_PROGRESS with a figure that is not finite, negative, or an unknown bit is malformed") {
+  ProgressFigures f;
+  f.step_ms = 1.0;
+  const wire::Frame good = Encode(WorkerProgress{0, 4, 1, f});
+  const auto with_double = [&](double v) {
+    wire::Frame bad = good;
+    const uint64_t bits = std::bit_cast<uint64_t>(v);
+    for (int i = 0; i < 8; ++i) bad.payload[20 + i] = static_cast<char>((bits >> (8 * (7 - i))) & 0xff);
+    return Decode(bad);
+  };
+  CHECK(with_double(2.0).ok());
+  CHECK(with_double(std::numeric_limits<double>::quiet_NaN()).status().message() ==
+        "malformed control message of type 76 (28 bytes): rank 4 step_ms nan is not a finite number >= 0");
+  CHECK(with_double(-1.0).status().message() ==
+        "malformed control message of type 76 (28 bytes): rank 4 step_ms -1 is not a finite number >= 0");
+  wire::Frame unknown = good;
+  unknown.payload[16] = 0x01;  // the mask's top byte: bit 24
+  CHECK(Decode(unknown).status().message() ==
+        "malformed control message of type 76 (28 bytes): unknown figure bits 16777216");
+  ProgressFigures count;
+  count.ckpt_bytes = 5;
+  wire::Frame negative = Encode(WorkerProgress{0, 4, 1, count});
+  for (int i = 0; i < 8; ++i) negative.payload[20 + i] = static_cast<char>(0xff);
+  CHECK(Decode(negative).status().message() ==
+        "malformed control message of type 76 (28 bytes): rank 4 ckpt_bytes -1 is negative");
 }
 
 TEST_CASE("AGENT_STOPPING with a signal number outside 0..64 is malformed") {

@@ -376,6 +376,42 @@ TEST_CASE("ParseCommandLine reads --watchdog_timeout as seconds above 0") {
   }
 }
 
+TEST_CASE("ParseCommandLine reads --straggler_factor (0: off) and --straggler_window, and refuses bad ones") {
+  auto defaults = Parse({"x"});
+  REQUIRE(defaults.ok());
+  CHECK(defaults->options.stragglers.factor == kDefaultStragglerFactor);
+  CHECK(defaults->options.stragglers.window == kDefaultStragglerWindow);
+  auto set = Parse({"--straggler_factor", "2.5", "--straggler_window", "50", "x"});
+  REQUIRE(set.ok());
+  CHECK(set->options.stragglers.factor == 2.5);
+  CHECK(set->options.stragglers.window == 50);
+  auto off = Parse({"--straggler_factor", "0", "x"});
+  REQUIRE(off.ok());
+  CHECK(off->options.stragglers.factor == 0);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--straggler_factor", "1"},
+       "--straggler_factor 1 must be above 1 (a rank that many times slower than its peers is flagged), or 0 to turn "
+       "straggler detection off"},
+      {{"--straggler_factor", "-3"},
+       "--straggler_factor -3 must be above 1 (a rank that many times slower than its peers is flagged), or 0 to turn "
+       "straggler detection off"},
+      {{"--straggler_window", "0"}, "--straggler_window 0 must be 1..10000 steps"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.message);
+    std::vector<std::string> args = c.args;
+    args.push_back("x");
+    auto r = Parse(args);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK(r.status().message() == c.message);
+  }
+}
+
 TEST_CASE("ParseCommandLine reads --nnodes as N (--num_nodes) or MIN:MAX (an elastic range)") {
   struct Case {
     std::vector<std::string> args;
@@ -557,6 +593,51 @@ TEST_CASE("ParseCommandLine answers --help and --version with text to print") {
   auto v = Parse({"--version"});
   REQUIRE(v.ok());
   CHECK(v->print->find("dslaunch ") == 0);
+}
+
+}  // namespace
+}  // namespace dslaunch::launcher
+
+namespace dslaunch::launcher {
+namespace {
+
+TEST_CASE("ParseCommandLine reads --status_port and --status_bind") {
+  auto off = Parse({"x.py"});
+  REQUIRE(off.ok());
+  CHECK(!off->options.status_port);
+  CHECK(off->options.status_bind == "127.0.0.1");
+  auto any = Parse({"--status_port", "0", "x.py"});
+  REQUIRE(any.ok());
+  CHECK(any->options.status_port == 0);
+  auto all = Parse({"--status_port=8080", "--status_bind", "0.0.0.0", "x.py"});
+  REQUIRE(all.ok());
+  CHECK(all->options.status_port == 8080);
+  CHECK(all->options.status_bind == "0.0.0.0");
+  auto v6 = Parse({"--status_port", "1", "--status_bind", "::1", "x.py"});
+  REQUIRE(v6.ok());
+  CHECK(v6->options.status_bind == "::1");
+}
+
+TEST_CASE("ParseCommandLine rejects a bad --status_port or --status_bind, saying what to give") {
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"--status_port", "65536", "x.py"}, "--status_port 65536 is not a TCP port (1-65535, or 0 for any free port)"},
+      {{"--status_port", "-1", "x.py"}, "--status_port -1 is not a TCP port (1-65535, or 0 for any free port)"},
+      {{"--status_bind", "0.0.0.0", "x.py"}, "--status_bind 0.0.0.0 needs --status_port PORT (0: any free port)"},
+      {{"--status_port", "0", "--status_bind", "localhost", "x.py"},
+       "--status_bind 'localhost': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name"},
+      {{"--status_port", "0", "--status_bind", "", "x.py"},
+       "--status_bind '': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    auto r = Parse(c.args);
+    REQUIRE(!r.ok());
+    CHECK(r.status().message() == c.message);
+  }
 }
 
 }  // namespace

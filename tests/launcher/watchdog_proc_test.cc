@@ -121,7 +121,7 @@ TEST_CASE("A malformed report counts as progress and is named once in a warning"
   CHECK(Contains(r.out, "[rank 0] done\n"));
   CHECK(std::regex_search(
       r.err, std::regex("dslaunch-agent\\[node 0\\]: rank 0: progress file '[^']*/rank0\\.progress': step 'step' is "
-                        "not a non-negative integer \\(expected 'STEP \\[timeout=SECONDS\\]'\\); the write still "
+                        "not a non-negative integer \\(expected 'STEP \\[timeout=SECONDS\\] \\[NAME=NUMBER \\.\\.\\.\\]'\\); the write still "
                         "counts as progress\n")));
   CHECK(Count(r.err, "progress file") == 1);
   CHECK_FALSE(Contains(r.err, "reported no progress"));

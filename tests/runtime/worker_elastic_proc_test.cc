@@ -154,13 +154,21 @@ TEST_CASE("The progress file holds the last step and the watchdog timeout in eff
   };
   auto json_timeout = run("");
   REQUIRE_MESSAGE(json_timeout.exit_code == 0, json_timeout.err);
-  CHECK(ReadWhole(dir.path() + "/progress.0") == "5 timeout=45\n");
-  CHECK(ReadWhole(dir.path() + "/progress.1") == "5 timeout=45\n");
+  // The step and the timeout, then the figures (measured times, so only their presence).
+  for (const std::string rank : {"0", "1"}) {
+    const std::string report = ReadWhole(dir.path() + "/progress." + rank);
+    CAPTURE(report);
+    CHECK(report.rfind("5 timeout=45 step_ms=", 0) == 0);
+    CHECK(report.find(" loss=") != std::string::npos);
+    CHECK(report.find(" tokens_per_s=") != std::string::npos);
+    CHECK(report.find(" ckpt_bytes=") != std::string::npos);
+    CHECK(report.find(" ckpt_step=5\n") != std::string::npos);
+  }
   // The launcher's --watchdog_timeout (DSLAUNCH_WATCHDOG_TIMEOUT) wins over train.json.
   auto env_timeout = run("7.5");
   REQUIRE_MESSAGE(env_timeout.exit_code == 0, env_timeout.err);
-  CHECK(ReadWhole(dir.path() + "/progress.0") == "5 timeout=7.5\n");
-  CHECK(ReadWhole(dir.path() + "/progress.1") == "5 timeout=7.5\n");
+  CHECK(ReadWhole(dir.path() + "/progress.0").rfind("5 timeout=7.5 step_ms=", 0) == 0);
+  CHECK(ReadWhole(dir.path() + "/progress.1").rfind("5 timeout=7.5 step_ms=", 0) == 0);
 }
 
 }  // namespace

@@ -33,7 +33,10 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   container: root and podman, for the container tier (bash: tests/container/container_lib.sh)
 //   kubernetes: root, podman, ip netns and python3-yaml (bash: tests/kubernetes/k8s_lib.sh)
 //   io_uring: io_uring_queue_init works (seccomp profiles of containers refuse it)
-inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns", "slurm", "io_uring"};
+//   promtool: /usr/bin/promtool (Debian's prometheus package), the /metrics format check
+//   chromium: /usr/bin/chromium, the browser tier (tests/support/headless_chromium.sh)
+inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns", "slurm", "io_uring",
+                                                         "promtool", "chromium"};
 
 // True when `list` (comma-separated names, or "all") names `requirement`.
 inline bool ListNames(std::string_view list, std::string_view requirement) {

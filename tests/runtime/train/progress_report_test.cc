@@ -66,6 +66,31 @@ TEST_CASE("The derived timeout is max(60 s, 10 x the median step) once 5 steps a
   CHECK(slow.For(ProgressPhase::kSlow) == 700.0);  // the allowance is a minimum
 }
 
+TEST_CASE("The reporter writes the latest figures in every report, validation and saves at once") {
+  std::vector<std::string> reports;
+  ProgressReporter r({std::nullopt, 20.0}, [&](const std::string& s) { reports.push_back(s); });
+  r.Starting(0);
+  r.StepDone(1, 0.25, 2.5, 4096.0);
+  r.ValidationDone(1, 2.75);
+  r.CheckpointSaved(1, 1.5, 123456789012);
+  r.StepDone(2, 0.125, 2.25, 8192.0);
+  r.StillWorking();
+  CHECK(reports == std::vector<std::string>{
+                       "0 timeout=300\n",
+                       "1 timeout=20 step_ms=250 loss=2.5 tokens_per_s=4096\n",
+                       "1 timeout=20 step_ms=250 loss=2.5 tokens_per_s=4096 val_loss=2.75 val_step=1\n",
+                       "1 timeout=20 step_ms=250 loss=2.5 tokens_per_s=4096 val_loss=2.75 val_step=1 ckpt_s=1.5 "
+                       "ckpt_bytes=123456789012 ckpt_step=1\n",
+                       "2 timeout=20 step_ms=125 loss=2.25 tokens_per_s=8192 val_loss=2.75 val_step=1 ckpt_s=1.5 "
+                       "ckpt_bytes=123456789012 ckpt_step=1\n",
+                       "2 timeout=20 step_ms=125 loss=2.25 tokens_per_s=8192 val_loss=2.75 val_step=1 ckpt_s=1.5 "
+                       "ckpt_bytes=123456789012 ckpt_step=1\n"});
+  // A step without a loss (a program that knows none) drops the previous step's.
+  r.StepDone(3, 0.5);
+  CHECK(reports.back() == "3 timeout=20 step_ms=500 val_loss=2.75 val_step=1 ckpt_s=1.5 ckpt_bytes=123456789012 "
+                          "ckpt_step=1\n");
+}
+
 TEST_CASE("A report is the step and the timeout on one line") {
   CHECK(FormatProgressReport(41, 90.0) == "41 timeout=90\n");
   CHECK(FormatProgressReport(0, 0.0) == "0 timeout=0\n");
@@ -114,10 +139,12 @@ TEST_CASE("The reporter writes the start, each step, and a longer allowance arou
   }
   r.StepDone(6, 0.1);
   ScopedSlowPhase none(nullptr);  // no reporter: nothing happens
+  // Every report after a step repeats that step's time (the agent samples the file).
   CHECK(reports == std::vector<std::string>{"0 timeout=300\n", "0 timeout=600\n", "0 timeout=300\n",
-                                            "4 timeout=300\n", "5 timeout=20\n", "5 timeout=20\n",
-                                            "5 timeout=600\n", "5 timeout=600\n", "5 timeout=600\n",
-                                            "5 timeout=20\n", "6 timeout=20\n"});
+                                            "4 timeout=300\n", "5 timeout=20 step_ms=100\n",
+                                            "5 timeout=20 step_ms=100\n", "5 timeout=600 step_ms=100\n",
+                                            "5 timeout=600 step_ms=100\n", "5 timeout=600 step_ms=100\n",
+                                            "5 timeout=20 step_ms=100\n", "6 timeout=20 step_ms=100\n"});
   CHECK(timeouts == std::vector<double>{300.0, 600.0, 300.0, 20.0, 600.0, 20.0});
   CHECK(r.timeout() == 20.0);
   CHECK(r.step() == 6);

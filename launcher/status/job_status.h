@@ -1,0 +1,79 @@
+// JobStatus: the launcher's running account of a job for the people and programs that look at it
+// (docs/observability.md): fed by the events the launcher's shell (launcher/job_runner.cc) already
+// handles (the plan of each generation, agents heard and lost, workers started, exited and
+// stalled, progress reports, the job's state and end), it makes the JobView of
+// launcher/status/job_view.h and runs the straggler rule (launcher/status/straggler_detector.h).
+// Pure: time is an argument (Unix milliseconds), no I/O. Not thread-safe: the shell's thread owns
+// it and publishes copies of the view (launcher/status/job_board.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/control_messages.h"
+#include "launcher/job_tracker.h"
+#include "launcher/launch_plan.h"
+#include "launcher/status/bounded_series.h"
+#include "launcher/status/job_view.h"
+#include "launcher/status/straggler_detector.h"
+
+namespace dslaunch::launcher {
+
+enum class RankState { kPending, kRunning, kExited, kFailed, kStalled, kStopped };
+// "pending", "running", "exited" (code 0), "failed", "stalled" (killed by the agent's watchdog),
+// "stopped" (ended because the launcher stopped the job).
+std::string_view RankStateName(RankState state);
+
+class JobStatus {
+ public:
+  // `command`: the program and its arguments as the user gave them; `started_ms`: when the
+  // launcher started.
+  JobStatus(std::string job_id, std::vector<std::string> command, int64_t started_ms,
+            StragglerOptions stragglers = {});
+
+  // A generation starts with this plan: its ranks (pending), hosts and nodes replace the last
+  // generation's; the straggler windows start afresh. Curves and counters carry on.
+  void OnGeneration(const LaunchPlan& plan);
+
+  // Any message or heartbeat from the agent of `node_rank` (of the current plan).
+  void OnAgentHeard(int node_rank, int64_t now_ms);
+  void OnAgentLost(int node_rank);
+
+  void OnWorkerStarted(const control::WorkerStarted& started);
+  void OnWorkerExited(const control::WorkerExited& exited);
+  void OnWorkerStalled(const control::WorkerStalled& stalled);
+
+  // A progress report. Returns the rank when its step time makes it a straggler for the first
+  // time in this generation (the caller prints it: DescribeStraggler), already marked in the view.
+  std::optional<Straggler> OnProgress(const control::WorkerProgress& progress, int64_t now_ms);
+
+  void OnJobState(JobState state);
+  // The first root cause of the job (DescribeRootCause's line); later ones are ignored.
+  void OnRootCause(const std::string& line);
+  void OnFinished(int exit_code);
+
+  // Bytes the endpoint has sent to its clients so far.
+  void SetStoreBytesSent(int64_t bytes) { view_.store_bytes_sent_total = bytes; }
+
+  // The view at `now_ms`.
+  JobView View(int64_t now_ms) const;
+
+ private:
+  RankView* FindRank(int rank);
+  void OnRankZeroReport(const control::WorkerProgress& progress, bool new_step);
+  void OnCheckpoint(const ProgressFigures& figures, int64_t step);
+
+  JobView view_;  // ranks, nodes, counters; curves are filled in by View()
+  StragglerDetector stragglers_;
+  BoundedSeries loss_, val_loss_, tokens_per_s_;
+  // The last validation and checkpoint seen, so that a figure repeated in every report counts once.
+  std::optional<std::pair<int64_t, double>> last_val_;
+  std::optional<ProgressFigures> last_ckpt_;
+  std::map<int, size_t> rank_index_;  // rank -> index in view_.ranks
+};
+
+}  // namespace dslaunch::launcher

@@ -1,0 +1,18 @@
+# Writes OUTPUT, a C++ file defining dslaunch::launcher::EmbeddedPageFile (page_assets.h), with
+# each of FILES (a comma-separated list of paths under DIR) as a raw string literal. Run with cmake -P.
+string(REPLACE "," ";" FILES "${FILES}")
+set(delimiter "dslaunch_page")
+set(out "// Generated from launcher/status/page/ by embed_page.cmake: edit the page's files, not this.\n")
+string(APPEND out "#include \"launcher/status/page_assets.h\"\n\nnamespace dslaunch::launcher {\n\n")
+string(APPEND out "std::string_view EmbeddedPageFile(std::string_view name) {\n")
+foreach(name IN LISTS FILES)
+  file(READ "${DIR}/${name}" content)
+  string(FIND "${content}" ")${delimiter}\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${DIR}/${name} contains ')${delimiter}\"', which ends the raw string literal")
+  endif()
+  string(APPEND out "  if (name == \"${name}\") return R\"${delimiter}(${content})${delimiter}\";\n")
+endforeach()
+string(APPEND out "  return {};\n}\n\n}  // namespace dslaunch::launcher\n")
+file(WRITE "${OUTPUT}.tmp" "${out}")
+file(RENAME "${OUTPUT}.tmp" "${OUTPUT}")

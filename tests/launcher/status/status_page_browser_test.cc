@@ -1,0 +1,163 @@
+// The live page in a real browser (label browser; docs/observability.md, "The live page"): a
+// 2-rank job of the bundled runtime with --status_port 0, its page loaded by headless Chromium
+// (tests/support/headless_chromium.sh), the DOM checked while the job trains (both ranks listed,
+// loss points drawn) and again after rank 1 was killed while rank 0 is stopped (SIGSTOP), so that
+// the launcher waits out the grace period with the page up and rank 1 shown as failed. The
+// screenshot of that page is kept under the build directory (test-artifacts/status-page.png).
+#include <signal.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "launcher/status/job_state_file.h"
+#include "launcher/status/status_client.h"
+#include "runtime/data/token_shard.h"
+#include "tests/support/skip.h"
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::launcher {
+namespace {
+
+using testing::RunProcess;
+using testing::Subprocess;
+using testing::TempDir;
+using testing::WaitFor;
+
+const std::string kBin = DSLAUNCH_BIN_DIR;
+const std::string kChromium = std::string(DSLAUNCH_SOURCE_DIR) + "/tests/support/headless_chromium.sh";
+constexpr auto kTimeout = std::chrono::seconds(90);
+// Virtual time the page's script gets in Chromium: a few polls of /api/job.
+constexpr char kBudgetMs[] = "3000";
+
+// A tiny GPT that trains for far longer than the test looks, validating every 5 steps.
+void WriteJob(const TempDir& dir) {
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 3000; ++i) tokens.push_back(static_cast<uint16_t>((i * 7 + i / 13) % 32));
+  REQUIRE(runtime::WriteTokenShard(dir.path() + "/train.bin", tokens).ok());
+  REQUIRE(runtime::WriteTokenShard(dir.path() + "/val.bin", tokens).ok());
+  std::ofstream(dir.path() + "/tiny.json") << R"({
+    "train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.003}}, "steps_per_print": 1, "seed": 3,
+    "model": {"type": "gpt", "n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "vocab_size": 32},
+    "data": {"train": "train.bin", "val": "val.bin"},
+    "train": {"steps": 1000000, "eval_interval": 5, "eval_steps": 1}
+  })";
+}
+
+nlohmann::json Job(const std::string& url) {
+  auto r = HttpGet(url, "/api/job");
+  return r.ok() && r->status == 200 ? nlohmann::json::parse(r->body) : nlohmann::json();
+}
+
+std::string Dom(const std::string& url) {
+  auto r = RunProcess({"/bin/bash", kChromium, "dom", url, kBudgetMs}, kTimeout);
+  INFO("headless_chromium.sh: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return r.out;
+}
+
+// The opening tag of the element with id `id` in `dom`, "" if none.
+std::string Tag(const std::string& dom, const std::string& id) {
+  const size_t at = dom.find("id=\"" + id + "\"");
+  if (at == std::string::npos) return "";
+  const size_t open = dom.rfind('<', at);
+  return dom.substr(open, dom.find('>', at) - open + 1);
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss points, a failed rank") {
+  DSLAUNCH_SKIP_UNLESS(std::filesystem::exists("/usr/bin/chromium"), "chromium",
+                       "/usr/bin/chromium is missing (Debian's chromium; scripts/setup.sh installs it)");
+  TempDir dir;
+  WriteJob(dir);
+  // The launcher's console goes to a file: a pipe nobody reads until the end would fill with the
+  // steps' lines and block the launcher's loop (and with it the page's updates).
+  const std::string console = dir.path() + "/console.txt";
+  Subprocess launcher({"/bin/sh", "-c",
+                       "exec " + kBin + "/dslaunch --job_id browser-job --status_port 0 --grace_period 60 "
+                       "--nproc_per_node 2 " + dir.path() + "/tiny.json > " + console + " 2>&1"},
+                      {"TMPDIR=" + dir.path()});
+  auto console_text = [&] {
+    std::ifstream in(console);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  auto console_tail = [&] {
+    const std::string text = console_text();
+    return text.substr(text.size() > 3000 ? text.size() - 3000 : 0);
+  };
+  std::string url;
+  REQUIRE(WaitFor([&] {
+    auto records = ReadJobStates(JobStateDir(dir.path(), ::getuid()));
+    if (records.ok() && !records->empty()) url = records->front().url;
+    return !url.empty();
+  }, kTimeout));
+  // Training: enough loss and validation points to draw.
+  REQUIRE(WaitFor([&] {
+    const nlohmann::json j = Job(url);
+    return j.is_object() && j["loss"].size() >= 10 && !j["val_loss"].empty() && j["ranks"].size() == 2;
+  }, kTimeout));
+  const std::string page = url + "?poll=500";
+  const std::string live = Dom(page);
+  CHECK(Tag(live, "job-id").size() > 0);
+  CHECK(live.find(">browser-job</span>") != std::string::npos);
+  CHECK(Tag(live, "rank-0").find("class=\"rank running") != std::string::npos);
+  CHECK(Tag(live, "rank-1").find("class=\"rank running") != std::string::npos);
+  CHECK(Count(live, "class=\"point loss\"") >= 10);
+  CHECK(Count(live, "class=\"point val_loss\"") >= 1);
+  CHECK(Count(live, "class=\"point tokens_per_s\"") >= 10);
+
+  // Rank 0 stopped, rank 1 killed: the launcher stops the job and waits the grace period for rank 0.
+  const nlohmann::json before = Job(url);
+  const pid_t rank0 = before["ranks"][0]["pid"].get<pid_t>();
+  const pid_t rank1 = before["ranks"][1]["pid"].get<pid_t>();
+  REQUIRE(rank0 > 0);
+  REQUIRE(rank1 > 0);
+  REQUIRE(::kill(rank0, SIGSTOP) == 0);
+  REQUIRE(::kill(rank1, SIGKILL) == 0);
+  std::string last_view;
+  const bool shown = WaitFor([&] {
+    nlohmann::json j = Job(url);
+    last_view = j.dump();
+    return j.is_object() && j["ranks"].size() == 2 && j["ranks"][1]["state"] == "failed";
+  }, kTimeout);
+  if (!shown) {
+    ::kill(rank0, SIGKILL);
+    ::kill(rank0, SIGCONT);
+    auto end = launcher.Wait(kTimeout);
+    FAIL("rank 1 never shown as failed; last view: " << last_view << "\nlauncher (exit " << end.exit_code
+                                                      << "):\n" << console_tail());
+  }
+  const std::string failed = Dom(page);
+  CHECK(Tag(failed, "rank-1").find("class=\"rank failed") != std::string::npos);
+  CHECK(Tag(failed, "rank-0").size() > 0);
+  CHECK(Count(failed, "class=\"point loss\"") >= 10);
+  CHECK(failed.find("signal 9") != std::string::npos);
+
+  const std::string artifacts = std::string(DSLAUNCH_BIN_DIR) + "/../test-artifacts";
+  std::filesystem::create_directories(artifacts);
+  const std::string shot = artifacts + "/status-page.png";
+  auto s = RunProcess({"/bin/bash", kChromium, "screenshot", page + "&rank=1", shot, "1280,1000", kBudgetMs}, kTimeout);
+  CHECK(s.exit_code == 0);
+  CHECK(std::filesystem::file_size(shot) > 10000);
+
+  ::kill(rank0, SIGKILL);
+  ::kill(rank0, SIGCONT);
+  auto end = launcher.Wait(kTimeout);
+  INFO(console_tail());
+  CHECK(end.exit_code != 0);
+  CHECK(console_text().find("dslaunch: status page at " + url + "\n") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace dslaunch::launcher

@@ -1,0 +1,143 @@
+// dslaunch --status_port 0 with real agents and workers: the page, the JSON, the metrics and the
+// log tails over real TCP while the job runs; `dslaunch status` and `dslaunch logs` through the
+// state file; and after the end, the state file gone and `dslaunch logs` reading the log files.
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "launcher/status/job_state_file.h"
+#include "launcher/status/status_client.h"
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::launcher {
+namespace {
+
+using testing::RunProcess;
+using testing::Subprocess;
+using testing::TempDir;
+using testing::WaitFor;
+
+const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
+constexpr auto kTimeout = std::chrono::seconds(60);
+
+// Two ranks that print a line each and wait for `stop` to appear in `dir`.
+std::vector<std::string> JobArgv(const TempDir& dir, const std::string& job_id, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {kLauncher, "--job_id", job_id, "--nproc_per_node", "2", "--grace_period", "2"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const std::string script = "echo \"hello from rank $RANK\"; while [ ! -e " + dir.path() + "/stop ]; do sleep 0.05; done";
+  argv.insert(argv.end(), {"--no_python", "/bin/sh", "-c", script});
+  return argv;
+}
+
+std::optional<JobStateRecord> StateRecord(const TempDir& dir, const std::string& job_id) {
+  auto records = ReadJobStates(JobStateDir(dir.path(), ::getuid()));
+  if (!records.ok()) return std::nullopt;
+  for (const auto& r : *records) {
+    if (r.job_id == job_id) return r;
+  }
+  return std::nullopt;
+}
+
+TEST_CASE("dslaunch --status_port 0 serves the running job, and dslaunch status and logs find it") {
+  TempDir dir;
+  const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+  Subprocess launcher(JobArgv(dir, "status-job", {"--status_port", "0"}), env);
+  std::optional<JobStateRecord> record;
+  REQUIRE(WaitFor([&] { return (record = StateRecord(dir, "status-job")).has_value(); }, kTimeout));
+  CHECK(record->pid == launcher.pid());
+  CHECK(record->url.starts_with("http://127.0.0.1:"));
+  // Both ranks running and their lines in the launcher's tail.
+  REQUIRE(WaitFor([&] {
+    auto logs = HttpGet(record->url, "/api/logs?rank=1");
+    return logs.ok() && logs->body == "hello from rank 1\n";
+  }, kTimeout));
+  nlohmann::json view;
+  REQUIRE(WaitFor([&] {  // the launcher publishes its view at most every 200 ms
+    auto job = HttpGet(record->url, "/api/job");
+    if (!job.ok()) return false;
+    view = nlohmann::json::parse(job->body);
+    return view["ranks"].size() == 2 && view["ranks"][0]["state"] == "running" && view["ranks"][1]["state"] == "running";
+  }, kTimeout));
+  CHECK(view["job_id"] == "status-job");
+  REQUIRE(view["ranks"].size() == 2);
+  CHECK(view["ranks"][0]["pid"].get<int64_t>() > 0);
+  auto page = HttpGet(record->url, "/");
+  REQUIRE(page.ok());
+  CHECK(page->body.find("<table id=\"ranks\">") != std::string::npos);
+  auto metrics = HttpGet(record->url, "/metrics");
+  REQUIRE(metrics.ok());
+  CHECK(metrics->body.find("dslaunch_job_info{job_id=\"status-job\"} 1\n") != std::string::npos);
+  if (std::filesystem::exists("/usr/bin/promtool")) {  // the unit tier requires it (prometheus_text_test.cc)
+    std::ofstream(dir.path() + "/metrics.txt") << metrics->body;
+    auto check = RunProcess({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + dir.path() + "/metrics.txt"}, kTimeout);
+    INFO("promtool: " << check.out << check.err);
+    CHECK(check.exit_code == 0);
+  }
+
+  auto status = RunProcess({kLauncher, "status"}, kTimeout, env);
+  CHECK(status.exit_code == 0);
+  CHECK(status.out.starts_with("job status-job  "));
+  CHECK(status.out.find("page: " + record->url) != std::string::npos);
+  auto logs = RunProcess({kLauncher, "logs", "status-job", "0"}, kTimeout, env);
+  CHECK(logs.exit_code == 0);
+  CHECK(logs.out == "hello from rank 0\n");
+
+  std::ofstream(dir.path() + "/stop") << "";
+  auto end = launcher.Wait(kTimeout);
+  INFO(end.err);
+  CHECK(end.exit_code == 0);
+  CHECK(end.err.find("dslaunch: status page at " + record->url + "\n") != std::string::npos);
+  CHECK(!StateRecord(dir, "status-job"));  // removed at exit
+  CHECK(!HttpGet(record->url, "/api/job", std::chrono::seconds(2)).ok());
+  // The finished job's log, from its file.
+  auto after = RunProcess({kLauncher, "logs", "status-job", "1"}, kTimeout, env);
+  CHECK(after.exit_code == 0);
+  CHECK(after.out.find("rank1.stdout.log <==\nhello from rank 1\n") != std::string::npos);
+}
+
+TEST_CASE("dslaunch without --status_port serves nothing and dslaunch status says how to get a page") {
+  TempDir dir;
+  const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+  std::ofstream(dir.path() + "/stop") << "";
+  auto r = RunProcess(JobArgv(dir, "no-page", {}), kTimeout, env);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("status page") == std::string::npos);
+  CHECK(!std::filesystem::exists(JobStateDir(dir.path(), ::getuid())));
+  auto status = RunProcess({kLauncher, "status"}, kTimeout, env);
+  CHECK(status.exit_code == 1);
+  CHECK(status.err.find("start one with --status_port PORT") != std::string::npos);
+}
+
+TEST_CASE("dslaunch --status_port on a port in use fails before starting anything") {
+  TempDir dir;
+  const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+  Subprocess first(JobArgv(dir, "first", {"--status_port", "0"}), env);
+  std::optional<JobStateRecord> record;
+  REQUIRE(WaitFor([&] { return (record = StateRecord(dir, "first")).has_value(); }, kTimeout));
+  auto url = ParseBaseUrl(record->url);
+  REQUIRE(url.ok());
+  auto second = RunProcess(JobArgv(dir, "second", {"--status_port", std::to_string(url->port)}), kTimeout, env);
+  CHECK(second.exit_code == 75);
+  CHECK(second.err.find("dslaunch: --status_port " + std::to_string(url->port) + ": cannot listen on 127.0.0.1:") == 0);
+  CHECK(second.out.find("hello") == std::string::npos);
+  std::ofstream(dir.path() + "/stop") << "";
+  CHECK(first.Wait(kTimeout).exit_code == 0);
+}
+
+TEST_CASE("A program named status runs when given by its path: only a first argument \"status\" is the subcommand") {
+  TempDir dir;
+  const std::string program = dir.path() + "/status";
+  std::ofstream(program) << "#!/bin/sh\necho ran status $RANK\n";
+  std::filesystem::permissions(program, std::filesystem::perms::owner_all);
+  auto r = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--no_python", program}, kTimeout,
+                      {"TMPDIR=" + dir.path()});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("ran status 0") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace dslaunch::launcher
