@@ -26,7 +26,10 @@ JobStatus::JobStatus(std::string job_id, std::vector<std::string> command, int64
 }
 
 void JobStatus::OnGeneration(const LaunchPlan& plan) {
-  if (plan.generation > view_.generation) view_.restarts += plan.generation - view_.generation;
+  // The first generation may have a number above 0 (a requeued job's restart count): restarts are
+  // counted from it.
+  if (!first_generation_) first_generation_ = plan.generation;
+  view_.restarts = plan.generation - *first_generation_;
   view_.generation = plan.generation;
   view_.state = std::string(JobStateName(JobState::kStarting));
   view_.nodes.clear();

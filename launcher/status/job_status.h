@@ -74,6 +74,7 @@ class JobStatus {
   std::optional<std::pair<int64_t, double>> last_val_;
   std::optional<ProgressFigures> last_ckpt_;
   std::map<int, size_t> rank_index_;  // rank -> index in view_.ranks
+  std::optional<int> first_generation_;
 };
 
 }  // namespace dslaunch::launcher

@@ -199,6 +199,15 @@ TEST_CASE("JobStatus flags a straggler once, marks it and counts it; a restart s
   CHECK(status.View(13).stragglers_total == 2);
 }
 
+TEST_CASE("JobStatus counts restarts from the first generation it saw (a requeued job starts above 0)") {
+  JobStatus status("J", {"x"}, 0);
+  status.OnGeneration(Plan(3));
+  CHECK(status.View(1).generation == 3);
+  CHECK(status.View(1).restarts == 0);
+  status.OnGeneration(Plan(4));
+  CHECK(status.View(2).restarts == 1);
+}
+
 TEST_CASE("JobStatus ignores ranks outside the plan") {
   JobStatus status("J", {"x"}, 0);
   status.OnGeneration(Plan(0));
