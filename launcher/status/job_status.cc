@@ -1,6 +1,8 @@
 #include "launcher/status/job_status.h"
 
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace dslaunch::launcher {
 
@@ -143,6 +145,26 @@ void JobStatus::OnCheckpoint(const ProgressFigures& f, int64_t step) {
   ++view_.checkpoint_saves_total;
   view_.checkpoint_save_seconds = f.ckpt_s;
   view_.checkpoint_save_bytes = f.ckpt_bytes;
+}
+
+std::optional<Straggler> JobStatus::OnAgentMessage(int node_rank, int generation, const control::Message& message,
+                                                   int64_t now_ms) {
+  OnAgentHeard(node_rank, now_ms);
+  std::optional<Straggler> straggler;
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, control::WorkerStarted> || std::is_same_v<T, control::WorkerExited> ||
+                      std::is_same_v<T, control::WorkerStalled> || std::is_same_v<T, control::WorkerProgress>) {
+          if (m.generation != generation) return;  // a stale peer is never trusted
+          if constexpr (std::is_same_v<T, control::WorkerStarted>) OnWorkerStarted(m);
+          if constexpr (std::is_same_v<T, control::WorkerExited>) OnWorkerExited(m);
+          if constexpr (std::is_same_v<T, control::WorkerStalled>) OnWorkerStalled(m);
+          if constexpr (std::is_same_v<T, control::WorkerProgress>) straggler = OnProgress(m, now_ms);
+        }
+      },
+      message);
+  return straggler;
 }
 
 void JobStatus::OnJobState(JobState state) { view_.state = std::string(JobStateName(state)); }

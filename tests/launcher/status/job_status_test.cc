@@ -208,6 +208,27 @@ TEST_CASE("JobStatus counts restarts from the first generation it saw (a requeue
   CHECK(status.View(2).restarts == 1);
 }
 
+TEST_CASE("JobStatus takes the agents' messages of the current generation; another's only says the agent lives") {
+  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 1});
+  status.OnGeneration(Plan(1));
+  status.OnAgentMessage(0, 1, control::Message(control::WorkerStarted{0, 1, 77, ""}), 10);  // stale
+  CHECK(status.View(11).ranks[1].state == "pending");
+  CHECK(status.View(11).nodes[0].last_heartbeat_ms == 10);
+  status.OnAgentMessage(0, 1, control::Message(control::WorkerStarted{1, 1, 78, ""}), 20);
+  CHECK(status.View(21).ranks[1].pid == 78);
+  status.OnAgentMessage(1, 1, control::Message(control::Heartbeat{1, 5}), 30);
+  CHECK(status.View(31).nodes[1].last_heartbeat_ms == 30);
+  auto slow = Progress(1, 1, 500.0);
+  slow.generation = 1;
+  auto fast = Progress(0, 1, 100.0);
+  fast.generation = 1;
+  CHECK_FALSE(status.OnAgentMessage(0, 1, control::Message(fast), 40));
+  const auto flagged = status.OnAgentMessage(0, 1, control::Message(slow), 50);
+  REQUIRE(flagged);
+  CHECK(flagged->rank == 1);
+  CHECK(flagged->host == "host-0");
+}
+
 TEST_CASE("JobStatus ignores ranks outside the plan") {
   JobStatus status("J", {"x"}, 0);
   status.OnGeneration(Plan(0));
