@@ -107,11 +107,15 @@ std::optional<Straggler> JobStatus::OnProgress(const control::WorkerProgress& p,
   if (p.step >= 0) r->last_step = p.step;
   // Step figures describe the report's step: taken as they come (the runtime repeats them).
   if (p.figures.step_ms) r->step_ms = p.figures.step_ms;
+  if (p.figures.compute_ms) r->compute_ms = p.figures.compute_ms;
   if (p.figures.loss) r->loss = p.figures.loss;
   if (p.figures.tokens_per_s) r->tokens_per_s = p.figures.tokens_per_s;
   if (p.rank == 0) OnRankZeroReport(p, new_step);
-  if (!new_step || !p.figures.step_ms) return std::nullopt;
-  std::optional<Straggler> straggler = stragglers_.AddStepTime(p.rank, *p.figures.step_ms);
+  // The time outside collectives when given: waiting for a straggler makes every rank's step as
+  // long as the straggler's.
+  const std::optional<double> step_time = p.figures.compute_ms ? p.figures.compute_ms : p.figures.step_ms;
+  if (!new_step || !step_time) return std::nullopt;
+  std::optional<Straggler> straggler = stragglers_.AddStepTime(p.rank, *step_time);
   if (!straggler) return std::nullopt;
   straggler->host = r->host;
   r->straggler = true;

@@ -10,6 +10,7 @@
 #include "runtime/engine/zero_engine.h"
 #include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/run_report.h"
+#include "runtime/train/timed_communicator.h"
 #include "runtime/train/train_task.h"
 
 namespace dslaunch::runtime {
@@ -189,8 +190,11 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   return Train(config, data, comm, hooks);
 }
 
-Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& comm,
+Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Communicator& outer_comm,
                           const TrainHooks& hooks) {
+  // Every collective goes through `comm`, which adds up the time spent in them: a step's time
+  // outside them is what shows a straggler (runtime/train/timed_communicator.h).
+  TimedCommunicator comm(outer_comm);
   const int world = comm.world_size();
   // Rank 0's output; every other rank's report writes nothing.
   RunReport report = RunReport::ForRank(comm.rank(), OutputsOf(hooks), config.steps_per_print, config.train.steps);
@@ -224,6 +228,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   report.TrainingStarts(result.first_step, Clock::now());
   for (int64_t step = result.first_step; step < config.train.steps; ++step) {
     const auto step_start = Clock::now();
+    const double comm_seconds_before = comm.seconds();
     DSLAUNCH_ASSIGN_OR_RETURN(Loop::StepOutcome outcome, loop.RunStep(step, saver.pending_written()));
     if (CheckpointSchedule::CompletePendingNow(saver.pending(), outcome.ranks_written, world)) {
       DSLAUNCH_RETURN_IF_ERROR(saver.CompletePending());
@@ -231,8 +236,10 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     result.losses.push_back(outcome.step.loss);
     outcome.step.seconds = SecondsSince(step_start);
     if (hooks.reporter != nullptr) {
+      const double outside_collectives = outcome.step.seconds - (comm.seconds() - comm_seconds_before);
       hooks.reporter->StepDone(step + 1, outcome.step.seconds, outcome.step.loss,
-                               static_cast<double>(outcome.step.tokens) / outcome.step.seconds);
+                               static_cast<double>(outcome.step.tokens) / outcome.step.seconds,
+                               std::max(0.0, outside_collectives));
     }
     report.Step(outcome.step, Clock::now());
     DSLAUNCH_RETURN_IF_ERROR(loop.Save(schedule.AfterStep(step + 1, outcome.stop), step + 1, saver));

@@ -229,6 +229,25 @@ TEST_CASE("JobStatus takes the agents' messages of the current generation; anoth
   CHECK(flagged->host == "host-0");
 }
 
+TEST_CASE("JobStatus judges stragglers by compute_ms when given: waiting makes every step_ms alike") {
+  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 3});
+  status.OnGeneration(Plan(0));
+  std::vector<Straggler> flagged;
+  for (int step = 1; step <= 3; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      auto p = Progress(rank, step, 400.0);  // every rank's wall time: the straggler's
+      p.figures.compute_ms = rank == 3 ? 390.0 : 100.0;
+      if (auto s = status.OnProgress(p, step)) flagged.push_back(*s);
+    }
+  }
+  REQUIRE(flagged.size() == 1);
+  CHECK(flagged[0].rank == 3);
+  CHECK(flagged[0].median_ms == 390.0);
+  CHECK(flagged[0].peers_median_ms == 100.0);
+  CHECK(status.View(4).ranks[3].step_ms == 400.0);  // the page shows the wall time
+  CHECK(status.View(4).ranks[3].compute_ms == 390.0);
+}
+
 TEST_CASE("JobStatus ignores ranks outside the plan") {
   JobStatus status("J", {"x"}, 0);
   status.OnGeneration(Plan(0));
