@@ -181,7 +181,7 @@ void Put(ByteWriter& w, const Release& m) { w.I32(m.generation).I32(m.exit_code)
 bool Get(ByteReader& r, Release& m, std::string& why) { return r.I32(m.generation) && r.I32(m.exit_code); }
 
 // WORKER_PROGRESS: i32 generation, i32 rank, i64 step, u32 mask of the figures present (bit i for
-// the i-th of kRealFigures, then bit 4 + j for the j-th of kCountFigures), then each present
+// the i-th of kRealFigures, then bit 6 + j for the j-th of kCountFigures), then each present
 // figure in bit order: a double as the u64 of its IEEE-754 bits, a count as i64.
 using RealFigure = std::optional<double> ProgressFigures::*;
 using CountFigure = std::optional<int64_t> ProgressFigures::*;
@@ -194,7 +194,8 @@ constexpr RealField kRealFigures[] = {{&ProgressFigures::step_ms, true, "step_ms
                                       {&ProgressFigures::loss, false, "loss"},
                                       {&ProgressFigures::tokens_per_s, true, "tokens_per_s"},
                                       {&ProgressFigures::val_loss, false, "val_loss"},
-                                      {&ProgressFigures::ckpt_s, true, "ckpt_s"}};
+                                      {&ProgressFigures::ckpt_s, true, "ckpt_s"},
+                                      {&ProgressFigures::compute_ms, true, "compute_ms"}};
 constexpr std::pair<CountFigure, const char*> kCountFigures[] = {{&ProgressFigures::val_step, "val_step"},
                                                                  {&ProgressFigures::ckpt_bytes, "ckpt_bytes"},
                                                                  {&ProgressFigures::ckpt_step, "ckpt_step"}};

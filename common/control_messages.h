@@ -217,8 +217,9 @@ wire::Frame Encode(const Message& message);
 // truncated or trailing bytes, a bool other than 0/1, an unknown stream or exit kind, a
 // WORKER_EXITED status that IsReportableExitStatus refuses, or an environment variable given
 // twice for one worker (entries may come in any order), a WORKER_PROGRESS figure that is not
-// finite or (for times, throughput, bytes and steps) negative, or an unknown figure bit. Allocates at most a small multiple of
-// the payload's size: counts are checked against the bytes present.
+// finite or (for times, throughput, bytes and steps) negative, or an unknown figure bit.
+// Allocates at most a small multiple of the payload's size: counts are checked against the bytes
+// present.
 Result<Message> Decode(const wire::Frame& frame);
 
 }  // namespace dslaunch::control

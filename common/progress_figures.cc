@@ -25,6 +25,7 @@ struct Figure {
 // The one table of figures: names, kinds, order of writing.
 constexpr Figure kFigures[] = {
     {"step_ms", Kind::kNonNegative, 6, &ProgressFigures::step_ms, nullptr},
+    {"compute_ms", Kind::kNonNegative, 6, &ProgressFigures::compute_ms, nullptr},
     {"loss", Kind::kAny, 9, &ProgressFigures::loss, nullptr},
     {"tokens_per_s", Kind::kNonNegative, 6, &ProgressFigures::tokens_per_s, nullptr},
     {"val_loss", Kind::kAny, 9, &ProgressFigures::val_loss, nullptr},

@@ -21,6 +21,9 @@ struct ProgressFigures {
   std::optional<double> step_ms;       // the wall time of the report's step, in milliseconds
   std::optional<double> loss;          // the training loss of that step
   std::optional<double> tokens_per_s;  // the job's throughput over that step
+  // The part of step_ms spent outside collectives (waiting for peers excluded): what the straggler
+  // rule compares when given (synchronous training makes step_ms the same on every rank).
+  std::optional<double> compute_ms;
   std::optional<double> val_loss;      // the last validation loss
   std::optional<int64_t> val_step;     // the step that validation ran after
   std::optional<double> ckpt_s;        // the last checkpoint save's duration, in seconds
@@ -32,7 +35,7 @@ struct ProgressFigures {
 };
 
 // The names a report may give, in the order FormatProgressFigures writes them, for messages:
-// "step_ms, loss, tokens_per_s, val_loss, val_step, ckpt_s, ckpt_bytes, ckpt_step".
+// "step_ms, compute_ms, loss, tokens_per_s, val_loss, val_step, ckpt_s, ckpt_bytes, ckpt_step".
 std::string ProgressFigureNames();
 
 // Sets the figure `name` from the text `value`. kInvalidArgument for an unknown name, a figure

@@ -572,35 +572,19 @@ class JobRunner::Impl {
   }
 
   void FeedStatus(int node_rank, const control::Message& msg) {
-    status_->OnAgentHeard(node_rank, UnixMillis());
-    std::visit(
-        [&](const auto& m) {
-          using T = std::decay_t<decltype(m)>;
-          if constexpr (std::is_same_v<T, control::WorkerStarted> || std::is_same_v<T, control::WorkerExited> ||
-                        std::is_same_v<T, control::WorkerStalled> || std::is_same_v<T, control::Output> ||
-                        std::is_same_v<T, control::WorkerProgress>) {
-            if (m.generation != plan_.generation) return;
-            if constexpr (std::is_same_v<T, control::WorkerStarted>) status_->OnWorkerStarted(m);
-            if constexpr (std::is_same_v<T, control::WorkerExited>) status_->OnWorkerExited(m);
-            if constexpr (std::is_same_v<T, control::WorkerStalled>) status_->OnWorkerStalled(m);
-            if constexpr (std::is_same_v<T, control::WorkerProgress>) OnProgress(m);
-            if constexpr (std::is_same_v<T, control::Output>) {
-              for (const std::string& line : m.lines) {
-                if (!control::IsTransientLine(line)) options_.board->AppendLog(m.rank, line);
-              }
-            }
-          }
-        },
-        msg);
-    if (!std::holds_alternative<control::Output>(msg)) Publish();  // a heartbeat's time is news too
-  }
-
-  void OnProgress(const control::WorkerProgress& m) {
-    std::optional<Straggler> straggler = status_->OnProgress(m, UnixMillis());
-    if (!straggler) return;
-    const std::string line = DescribeStraggler(*straggler);
-    console_.PrintError("dslaunch: " + line + "\n");
-    options_.events.Record(plan_.generation, "straggler", line);
+    if (const auto* output = std::get_if<control::Output>(&msg)) {
+      if (output->generation != plan_.generation) return;
+      for (const std::string& line : output->lines) {
+        if (!control::IsTransientLine(line)) options_.board->AppendLog(output->rank, line);
+      }
+      return;  // output changes no view
+    }
+    if (auto straggler = status_->OnAgentMessage(node_rank, plan_.generation, msg, UnixMillis())) {
+      const std::string line = DescribeStraggler(*straggler);
+      console_.PrintError("dslaunch: " + line + "\n");
+      options_.events.Record(plan_.generation, "straggler", line);
+    }
+    Publish();  // a heartbeat's time is news too
   }
 
   // Publishes the view now when the job's state, generation or end changed, or the last publish

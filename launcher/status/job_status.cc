@@ -1,6 +1,8 @@
 #include "launcher/status/job_status.h"
 
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace dslaunch::launcher {
 
@@ -26,7 +28,10 @@ JobStatus::JobStatus(std::string job_id, std::vector<std::string> command, int64
 }
 
 void JobStatus::OnGeneration(const LaunchPlan& plan) {
-  if (plan.generation > view_.generation) view_.restarts += plan.generation - view_.generation;
+  // The first generation may have a number above 0 (a requeued job's restart count): restarts are
+  // counted from it.
+  if (!first_generation_) first_generation_ = plan.generation;
+  view_.restarts = plan.generation - *first_generation_;
   view_.generation = plan.generation;
   view_.state = std::string(JobStateName(JobState::kStarting));
   view_.nodes.clear();
@@ -102,11 +107,15 @@ std::optional<Straggler> JobStatus::OnProgress(const control::WorkerProgress& p,
   if (p.step >= 0) r->last_step = p.step;
   // Step figures describe the report's step: taken as they come (the runtime repeats them).
   if (p.figures.step_ms) r->step_ms = p.figures.step_ms;
+  if (p.figures.compute_ms) r->compute_ms = p.figures.compute_ms;
   if (p.figures.loss) r->loss = p.figures.loss;
   if (p.figures.tokens_per_s) r->tokens_per_s = p.figures.tokens_per_s;
   if (p.rank == 0) OnRankZeroReport(p, new_step);
-  if (!new_step || !p.figures.step_ms) return std::nullopt;
-  std::optional<Straggler> straggler = stragglers_.AddStepTime(p.rank, *p.figures.step_ms);
+  // The time outside collectives when given: waiting for a straggler makes every rank's step as
+  // long as the straggler's.
+  const std::optional<double> step_time = p.figures.compute_ms ? p.figures.compute_ms : p.figures.step_ms;
+  if (!new_step || !step_time) return std::nullopt;
+  std::optional<Straggler> straggler = stragglers_.AddStepTime(p.rank, *step_time);
   if (!straggler) return std::nullopt;
   straggler->host = r->host;
   r->straggler = true;
@@ -140,6 +149,26 @@ void JobStatus::OnCheckpoint(const ProgressFigures& f, int64_t step) {
   ++view_.checkpoint_saves_total;
   view_.checkpoint_save_seconds = f.ckpt_s;
   view_.checkpoint_save_bytes = f.ckpt_bytes;
+}
+
+std::optional<Straggler> JobStatus::OnAgentMessage(int node_rank, int generation, const control::Message& message,
+                                                   int64_t now_ms) {
+  OnAgentHeard(node_rank, now_ms);
+  std::optional<Straggler> straggler;
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, control::WorkerStarted> || std::is_same_v<T, control::WorkerExited> ||
+                      std::is_same_v<T, control::WorkerStalled> || std::is_same_v<T, control::WorkerProgress>) {
+          if (m.generation != generation) return;  // a stale peer is never trusted
+          if constexpr (std::is_same_v<T, control::WorkerStarted>) OnWorkerStarted(m);
+          if constexpr (std::is_same_v<T, control::WorkerExited>) OnWorkerExited(m);
+          if constexpr (std::is_same_v<T, control::WorkerStalled>) OnWorkerStalled(m);
+          if constexpr (std::is_same_v<T, control::WorkerProgress>) straggler = OnProgress(m, now_ms);
+        }
+      },
+      message);
+  return straggler;
 }
 
 void JobStatus::OnJobState(JobState state) { view_.state = std::string(JobStateName(state)); }

@@ -59,6 +59,13 @@ class JobStatus {
   // Bytes the endpoint has sent to its clients so far.
   void SetStoreBytesSent(int64_t bytes) { view_.store_bytes_sent_total = bytes; }
 
+  // A message from the agent of `node_rank` in generation `generation` (the current one): the
+  // agent was heard, and WORKER_STARTED, WORKER_EXITED, WORKER_STALLED and WORKER_PROGRESS of that
+  // generation go to the calls above (a message of another generation only says the agent lives).
+  // Returns what OnProgress returns.
+  std::optional<Straggler> OnAgentMessage(int node_rank, int generation, const control::Message& message,
+                                          int64_t now_ms);
+
   // The view at `now_ms`.
   JobView View(int64_t now_ms) const;
 
@@ -74,6 +81,7 @@ class JobStatus {
   std::optional<std::pair<int64_t, double>> last_val_;
   std::optional<ProgressFigures> last_ckpt_;
   std::map<int, size_t> rank_index_;  // rank -> index in view_.ranks
+  std::optional<int> first_generation_;
 };
 
 }  // namespace dslaunch::launcher

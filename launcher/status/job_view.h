@@ -31,6 +31,7 @@ struct RankView {
   // what it said about it.
   int64_t last_step = -1;
   std::optional<double> step_ms;       // wall time of that step
+  std::optional<double> compute_ms;    // of it, the time outside collectives (what the straggler rule compares)
   std::optional<double> loss;
   std::optional<double> tokens_per_s;
   int64_t last_report_ms = 0;  // when the launcher received its last report

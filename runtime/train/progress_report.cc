@@ -86,13 +86,14 @@ void ProgressReporter::Starting(int64_t step) {
 }
 
 void ProgressReporter::StepDone(int64_t step, double seconds, std::optional<double> loss,
-                                std::optional<double> tokens_per_s) {
+                                std::optional<double> tokens_per_s, std::optional<double> compute_seconds) {
   watchdog_.AddStep(seconds);
   step_ = step;
   stepped_ = true;
   figures_.step_ms = 1e3 * seconds;
   figures_.loss = loss;
   figures_.tokens_per_s = tokens_per_s;
+  figures_.compute_ms = compute_seconds ? std::optional<double>(1e3 * *compute_seconds) : std::nullopt;
   Report();
 }
 

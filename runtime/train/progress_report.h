@@ -103,10 +103,11 @@ class ProgressReporter {
 
   // Start-up: `step` steps are done (0, or the step of the checkpoint resumed).
   void Starting(int64_t step);
-  // Step `step` (1-based: the steps done) completed in `seconds`, with its loss and the job's
-  // tokens (samples) per second over it, when known.
+  // Step `step` (1-based: the steps done) completed in `seconds`, with its loss, the job's tokens
+  // (samples) per second over it, and the seconds of it spent outside collectives, when known.
   void StepDone(int64_t step, double seconds, std::optional<double> loss = std::nullopt,
-                std::optional<double> tokens_per_s = std::nullopt);
+                std::optional<double> tokens_per_s = std::nullopt,
+                std::optional<double> compute_seconds = std::nullopt);
   // A validation after `after_step` steps gave `loss`: reported at once (the run may end next).
   void ValidationDone(int64_t after_step, double loss);
   // A checkpoint of `step` was saved in `seconds`, `bytes` in all: reported at once.

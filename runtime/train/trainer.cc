@@ -266,8 +266,10 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     outcome.step.rank_ms = std::move(times.step_ms);
     outcome.step.rank_collective_ms = std::move(times.collective_ms);
     if (hooks.reporter != nullptr) {
+      const double outside_collectives = outcome.step.seconds - in_collectives;
       hooks.reporter->StepDone(step + 1, outcome.step.seconds, outcome.step.loss,
-                               static_cast<double>(outcome.step.tokens) / outcome.step.seconds);
+                               static_cast<double>(outcome.step.tokens) / outcome.step.seconds,
+                               std::max(0.0, outside_collectives));
     }
     report.Step(outcome.step, Clock::now());
     DSLAUNCH_RETURN_IF_ERROR(loop.Save(schedule.AfterStep(step + 1, outcome.stop), step + 1, saver));

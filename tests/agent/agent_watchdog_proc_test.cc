@@ -164,7 +164,8 @@ TEST_CASE("The agent forwards each report with a step or figures as WORKER_PROGR
   ScriptedLauncher launcher(
       BashWorkers(dir,
                   {
-                      // Two reports 1.5 s apart (several polls, also on a loaded machine): both seen; then a malformed one, not forwarded.
+                      // Two reports 1.5 s apart (several polls, also on a loaded machine): both
+                      // seen; then a malformed one, not forwarded.
                       "echo '3 step_ms=12.5 loss=2.25' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 1.5; "
                       "echo '4 timeout=60 val_loss=1.5 val_step=4' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 1.5; "
                       "echo '5 loss=nan' > \"$DSLAUNCH_PROGRESS_FILE\"; sleep 0.6",

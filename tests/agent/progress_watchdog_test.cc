@@ -68,13 +68,13 @@ TEST_CASE("ParseProgressReport says what is wrong with a malformed report") {
       {"4x", "step '4x' is not a non-negative integer"},
       {"1.5", "step '1.5' is not a non-negative integer"},
       {"step=3",
-       "unknown figure 'step' (known: timeout, step_ms, loss, tokens_per_s, val_loss, val_step, ckpt_s, "
+       "unknown figure 'step' (known: timeout, step_ms, compute_ms, loss, tokens_per_s, val_loss, val_step, ckpt_s, "
        "ckpt_bytes, ckpt_step)"},
       {std::string("\x01\xff", 2), "step '\\x01\\xff' is not a non-negative integer"},
       {"9223372036854775808", "step '9223372036854775808' is out of range"},
       {"1 2", "unexpected '2' after the step"},
       {"1 Timeout=3",
-       "unknown figure 'Timeout' (known: timeout, step_ms, loss, tokens_per_s, val_loss, val_step, ckpt_s, "
+       "unknown figure 'Timeout' (known: timeout, step_ms, compute_ms, loss, tokens_per_s, val_loss, val_step, ckpt_s, "
        "ckpt_bytes, ckpt_step)"},
       {"1 =3", "unexpected '=3' after the step"},
       {"1 loss=2 7", "unexpected '7' after loss"},
@@ -128,12 +128,13 @@ TEST_CASE("ParseProgressReport reads the figures after the step, in any order, o
   CHECK(old->figures.empty());
 
   auto full = ParseProgressReport(
-      "12 loss=2.5 timeout=60 step_ms=198.25 tokens_per_s=1.5e4 val_loss=-0.125 val_step=10 ckpt_s=3 "
+      "12 loss=2.5 timeout=60 step_ms=198.25 compute_ms=150 tokens_per_s=1.5e4 val_loss=-0.125 val_step=10 ckpt_s=3 "
       "ckpt_bytes=123456789012 ckpt_step=10\n");
   REQUIRE_MESSAGE(full.ok(), full.status().ToString());
   CHECK(full->step == 12);
   CHECK(full->timeout == milliseconds(60000));
   CHECK(full->figures.step_ms == 198.25);
+  CHECK(full->figures.compute_ms == 150.0);
   CHECK(full->figures.loss == 2.5);
   CHECK(full->figures.tokens_per_s == 15000.0);
   CHECK(full->figures.val_loss == -0.125);

@@ -110,6 +110,7 @@ TEST_CASE("WORKER_PROGRESS carries the step and exactly the figures present") {
 
   ProgressFigures all;
   all.step_ms = 198.25;
+  all.compute_ms = 150.5;
   all.loss = -2.5;
   all.tokens_per_s = 1e6;
   all.val_loss = 3.0;
@@ -120,7 +121,7 @@ TEST_CASE("WORKER_PROGRESS carries the step and exactly the figures present") {
   WorkerProgress full = RoundTrip(WorkerProgress{1, 2, 41, all});
   CHECK(full.step == 41);
   CHECK(full.figures == all);
-  CHECK(Encode(WorkerProgress{1, 2, 41, all}).payload.size() == 20 + 8 * 8);
+  CHECK(Encode(WorkerProgress{1, 2, 41, all}).payload.size() == 20 + 9 * 8);
 
   ProgressFigures some;
   some.loss = 2.25;

@@ -199,6 +199,55 @@ TEST_CASE("JobStatus flags a straggler once, marks it and counts it; a restart s
   CHECK(status.View(13).stragglers_total == 2);
 }
 
+TEST_CASE("JobStatus counts restarts from the first generation it saw (a requeued job starts above 0)") {
+  JobStatus status("J", {"x"}, 0);
+  status.OnGeneration(Plan(3));
+  CHECK(status.View(1).generation == 3);
+  CHECK(status.View(1).restarts == 0);
+  status.OnGeneration(Plan(4));
+  CHECK(status.View(2).restarts == 1);
+}
+
+TEST_CASE("JobStatus takes the agents' messages of the current generation; another's only says the agent lives") {
+  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 1});
+  status.OnGeneration(Plan(1));
+  status.OnAgentMessage(0, 1, control::Message(control::WorkerStarted{0, 1, 77, ""}), 10);  // stale
+  CHECK(status.View(11).ranks[1].state == "pending");
+  CHECK(status.View(11).nodes[0].last_heartbeat_ms == 10);
+  status.OnAgentMessage(0, 1, control::Message(control::WorkerStarted{1, 1, 78, ""}), 20);
+  CHECK(status.View(21).ranks[1].pid == 78);
+  status.OnAgentMessage(1, 1, control::Message(control::Heartbeat{1, 5}), 30);
+  CHECK(status.View(31).nodes[1].last_heartbeat_ms == 30);
+  auto slow = Progress(1, 1, 500.0);
+  slow.generation = 1;
+  auto fast = Progress(0, 1, 100.0);
+  fast.generation = 1;
+  CHECK_FALSE(status.OnAgentMessage(0, 1, control::Message(fast), 40));
+  const auto flagged = status.OnAgentMessage(0, 1, control::Message(slow), 50);
+  REQUIRE(flagged);
+  CHECK(flagged->rank == 1);
+  CHECK(flagged->host == "host-0");
+}
+
+TEST_CASE("JobStatus judges stragglers by compute_ms when given: waiting makes every step_ms alike") {
+  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 3});
+  status.OnGeneration(Plan(0));
+  std::vector<Straggler> flagged;
+  for (int step = 1; step <= 3; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      auto p = Progress(rank, step, 400.0);  // every rank's wall time: the straggler's
+      p.figures.compute_ms = rank == 3 ? 390.0 : 100.0;
+      if (auto s = status.OnProgress(p, step)) flagged.push_back(*s);
+    }
+  }
+  REQUIRE(flagged.size() == 1);
+  CHECK(flagged[0].rank == 3);
+  CHECK(flagged[0].median_ms == 390.0);
+  CHECK(flagged[0].peers_median_ms == 100.0);
+  CHECK(status.View(4).ranks[3].step_ms == 400.0);  // the page shows the wall time
+  CHECK(status.View(4).ranks[3].compute_ms == 390.0);
+}
+
 TEST_CASE("JobStatus ignores ranks outside the plan") {
   JobStatus status("J", {"x"}, 0);
   status.OnGeneration(Plan(0));

@@ -85,6 +85,9 @@ TEST_CASE("The reporter writes the latest figures in every report, validation an
                        "ckpt_bytes=123456789012 ckpt_step=1\n",
                        "2 timeout=20 step_ms=125 loss=2.25 tokens_per_s=8192 val_loss=2.75 val_step=1 ckpt_s=1.5 "
                        "ckpt_bytes=123456789012 ckpt_step=1\n"});
+  // The time outside collectives, when the loop knows it.
+  r.StepDone(3, 0.5, 2.0, 100.0, 0.125);
+  CHECK(reports.back().rfind("3 timeout=20 step_ms=500 compute_ms=125 loss=2 tokens_per_s=100 val_loss=2.75", 0) == 0);
   // A step without a loss (a program that knows none) drops the previous step's.
   r.StepDone(3, 0.5);
   CHECK(reports.back() == "3 timeout=20 step_ms=500 val_loss=2.75 val_step=1 ckpt_s=1.5 ckpt_bytes=123456789012 "

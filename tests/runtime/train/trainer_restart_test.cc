@@ -104,6 +104,7 @@ TEST_CASE("Every rank reports each step, each validation batch, and a longer all
     REQUIRE(reports.size() == expected.size());
     CHECK(reports[0] == "0 timeout=300\n");
     CHECK(Contains({reports[1]}, " step_ms="));
+    CHECK(Contains({reports[1]}, " compute_ms="));
     CHECK(Contains({reports[1]}, " loss="));
     CHECK(Contains({reports[1]}, " tokens_per_s="));
     CHECK_FALSE(Contains({reports[3]}, "ckpt_step="));
