@@ -35,6 +35,7 @@ json RankJson(const RankView& r) {
           {"log_path", r.log_path},
           {"last_step", r.last_step},
           {"step_ms", Optional(r.step_ms)},
+          {"compute_ms", Optional(r.compute_ms)},
           {"loss", Optional(r.loss)},
           {"tokens_per_s", Optional(r.tokens_per_s)},
           {"last_report_ms", r.last_report_ms},
@@ -126,6 +127,7 @@ Result<RankView> ReadRank(const json& r, const std::string& path) {
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "log_path", v.log_path));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "last_step", v.last_step));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "step_ms", v.step_ms));
+  DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "compute_ms", v.compute_ms));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "loss", v.loss));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "tokens_per_s", v.tokens_per_s));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "last_report_ms", v.last_report_ms));

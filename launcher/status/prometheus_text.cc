@@ -81,6 +81,8 @@ void AddOptional(Family& f, const RankView& r, const std::optional<double>& valu
 std::vector<Family> RankFamilies(const JobView& v) {
   Family step{"dslaunch_rank_step", "gauge", "The last training step the rank completed.", {}};
   Family step_s{"dslaunch_rank_step_duration_seconds", "gauge", "Wall time of the rank's last step.", {}};
+  Family compute_s{"dslaunch_rank_step_outside_collectives_seconds", "gauge",
+                   "Part of the rank's last step spent outside collectives (its own work).", {}};
   Family loss{"dslaunch_rank_loss", "gauge", "Training loss the rank reported for its last step.", {}};
   Family tps{"dslaunch_rank_tokens_per_second", "gauge", "Tokens per second the rank reported for its last step.", {}};
   Family straggler{"dslaunch_rank_straggler", "gauge", "1 while the straggler rule flags the rank.", {}};
@@ -88,12 +90,13 @@ std::vector<Family> RankFamilies(const JobView& v) {
   for (const RankView& r : v.ranks) {
     if (r.last_step >= 0) step.samples.push_back({RankLabels(r), static_cast<double>(r.last_step)});
     AddOptional(step_s, r, r.step_ms, 1000.0);
+    AddOptional(compute_s, r, r.compute_ms, 1000.0);
     AddOptional(loss, r, r.loss);
     AddOptional(tps, r, r.tokens_per_s);
     straggler.samples.push_back({RankLabels(r), r.straggler ? 1.0 : 0.0});
     if (r.exit_code) exit.samples.push_back({RankLabels(r), static_cast<double>(*r.exit_code)});
   }
-  return {step, step_s, loss, tps, straggler, exit};
+  return {step, step_s, compute_s, loss, tps, straggler, exit};
 }
 
 std::vector<Family> CounterFamilies(const JobView& v) {

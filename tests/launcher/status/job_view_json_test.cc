@@ -48,6 +48,7 @@ TEST_CASE("ParseJobViewJson reads back what JobViewJson wrote") {
   REQUIRE(back.ok());
   CHECK(JobViewJson(*back) == JobViewJson(v));
   CHECK(back->ranks[3].step_ms == 412);
+  CHECK(back->ranks[3].compute_ms == 380);
   CHECK(!back->ranks[2].loss.has_value());
 }
 

@@ -53,6 +53,7 @@ TEST_CASE("PrometheusText has the job's state, ranks by state, and per-rank figu
   CHECK(HasLine(text, "dslaunch_node_heartbeat_age_seconds{node=\"1\",host=\"node \\\"b\\\"\\\\x\"} 4"));
   CHECK(HasLine(text, "dslaunch_rank_step{rank=\"0\",host=\"node-a\"} 40"));
   CHECK(HasLine(text, "dslaunch_rank_step_duration_seconds{rank=\"0\",host=\"node-a\"} 0.1985"));
+  CHECK(HasLine(text, "dslaunch_rank_step_outside_collectives_seconds{rank=\"0\",host=\"node-a\"} 0.15"));
   CHECK(HasLine(text, "dslaunch_rank_loss{rank=\"0\",host=\"node-a\"} 2.5"));
   CHECK(HasLine(text, "dslaunch_rank_tokens_per_second{rank=\"0\",host=\"node-a\"} 10240"));
   CHECK(HasLine(text, "dslaunch_rank_exit_code{rank=\"1\",host=\"node-a\"} 1"));

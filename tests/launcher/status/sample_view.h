@@ -39,6 +39,8 @@ inline launcher::JobView SampleView() {
   v.ranks[1].exit_text = "exit 1";
   v.ranks[3].straggler = true;
   v.ranks[3].step_ms = 412;
+  v.ranks[3].compute_ms = 380;
+  v.ranks[0].compute_ms = 150;
   v.ranks[2].last_step = -1;  // never reported
   v.ranks[2].step_ms.reset();
   v.ranks[2].loss.reset();
