@@ -611,6 +611,7 @@ class JobRunner::Impl {
     published_state_ = state;
     published_generation_ = plan_.generation;
     last_publish_ = now;
+    status_->SetStoreBytesSent(static_cast<int64_t>(endpoint_->bytes_sent()));
     options_.board->Publish(status_->View(UnixMillis()));
   }
 

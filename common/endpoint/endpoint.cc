@@ -76,6 +76,7 @@ class Endpoint::Impl : public std::enable_shared_from_this<Endpoint::Impl> {
   uint16_t port_ = 0;
   bool stopped_ = false;
   int generation_ = 0;
+  uint64_t bytes_sent_ = 0;  // written to every connection so far (Endpoint::bytes_sent)
   std::map<PeerRole, SessionFactory> factories_;
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
   HandshakeAdmission admission_;
@@ -280,6 +281,7 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
 
   void OnWrite(const error_code& ec) {
     writing_ = false;
+    if (!ec) endpoint_->bytes_sent_ += in_flight_.size();
     in_flight_.clear();
     if (state_ == State::kClosed) return;
     if (ec) {
@@ -561,6 +563,8 @@ void Endpoint::SetSessionFactory(PeerRole role, SessionFactory factory) {
 void Endpoint::BeginGeneration(int generation) { impl_->BeginGenerationNow(generation); }
 
 int Endpoint::generation() const { return impl_->generation_; }
+
+uint64_t Endpoint::bytes_sent() const { return impl_->bytes_sent_; }
 
 void Endpoint::Stop() {
   asio::dispatch(impl_->io_, [impl = impl_] { impl->StopNow(); });

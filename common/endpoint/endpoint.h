@@ -150,6 +150,9 @@ class Endpoint {
   void BeginGeneration(int generation);
   // The current generation (0 until BeginGeneration). io_context thread.
   int generation() const;
+  // Bytes written to connections so far (store replies, control messages, handshakes), every
+  // role. Call on the io_context thread.
+  uint64_t bytes_sent() const;
   // Closes the acceptor and every connection (their handlers see OnClose(kAborted)) and logs the
   // summary of refusals not yet reported. Thread-safe; carried out on the io_context thread (at
   // once when called there). Idempotent.

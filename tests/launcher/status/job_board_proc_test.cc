@@ -92,6 +92,9 @@ TEST_CASE("The runner publishes ranks, figures, curves, the end and every rank's
   CHECK(v.val_loss[0].step == 3);
   CHECK(v.val_loss[0].value == 1.75);
   CHECK(v.stragglers_total == 0);
+  // The endpoint answered the agent's registration and heartbeats, and sent its assignment: at
+  // least one assignment frame's worth.
+  CHECK(v.store_bytes_sent_total > 100);
   CHECK(ro.board->LogTail(1, 10) == std::vector<std::string>{"hello from 1"});
   CHECK(ro.board->LogTail(0, 10) == std::vector<std::string>{"hello from 0"});
 }
