@@ -129,9 +129,14 @@ bool KvStore::Watch(WaiterId id, std::vector<std::string> keys, TimePoint deadli
   size_t missing = 0;
   for (const auto& k : keys) missing += Get(k) == nullptr ? 1 : 0;
   if (missing == 0) return true;
-  for (const auto& k : keys) watchers_by_key_[k].push_back(id);
+  std::vector<WatcherList::iterator> positions;
+  positions.reserve(keys.size());
+  for (const auto& k : keys) {
+    WatcherList& list = watchers_by_key_[k];
+    positions.push_back(list.insert(list.end(), id));
+  }
   deadlines_.emplace(deadline, id);
-  waiters_.emplace(id, Waiter{std::move(keys), missing, deadline});
+  waiters_.emplace(id, Waiter{std::move(keys), std::move(positions), missing, deadline});
   return false;
 }
 
@@ -139,6 +144,7 @@ void KvStore::OnKeyCreated(const std::string& key) {
   auto it = watchers_by_key_.find(key);
   if (it == watchers_by_key_.end()) return;
   for (WaiterId id : it->second) {
+    ++watcher_steps_;
     Waiter& w = waiters_.at(id);
     if (--w.missing == 0) ready_.push_back(id);
   }
@@ -147,16 +153,21 @@ void KvStore::OnKeyCreated(const std::string& key) {
 void KvStore::OnKeyRemoved(const std::string& key) {
   auto it = watchers_by_key_.find(key);
   if (it == watchers_by_key_.end()) return;
-  for (WaiterId id : it->second) ++waiters_.at(id).missing;
+  for (WaiterId id : it->second) {
+    ++watcher_steps_;
+    ++waiters_.at(id).missing;
+  }
 }
 
 void KvStore::RemoveWaiter(WaiterId id) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
-  for (const auto& k : it->second.keys) {
-    auto w = watchers_by_key_.find(k);
-    if (w == watchers_by_key_.end()) continue;
-    std::erase(w->second, id);
+  const Waiter& waiter = it->second;
+  for (size_t i = 0; i < waiter.keys.size(); ++i) {
+    auto w = watchers_by_key_.find(waiter.keys[i]);
+    DSLAUNCH_CHECK(w != watchers_by_key_.end()) << "waiter " << id << " not listed under its key";
+    ++watcher_steps_;
+    w->second.erase(waiter.positions[i]);  // O(1): no scan of the key's other waiters
     if (w->second.empty()) watchers_by_key_.erase(w);
   }
   deadlines_.erase({it->second.deadline, id});

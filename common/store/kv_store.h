@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <optional>
 #include <set>
@@ -92,10 +93,16 @@ class KvStore {
   std::optional<TimePoint> NextDeadline() const;
 
   size_t num_waiters() const { return waiters_.size(); }
+  // Entries of the keys' watcher lists visited or unlinked so far: the work of waking, re-arming
+  // and removing waiters, which is linear in the waiters involved (each is unlinked from each of
+  // its keys in O(1)); tests count it instead of timing it.
+  uint64_t watcher_steps() const { return watcher_steps_; }
 
  private:
+  using WatcherList = std::list<WaiterId>;  // a key's waiters, in the order they registered
   struct Waiter {
     std::vector<std::string> keys;
+    std::vector<WatcherList::iterator> positions;  // in each key's WatcherList, keys' order
     size_t missing = 0;
     TimePoint deadline;
   };
@@ -108,7 +115,8 @@ class KvStore {
   std::map<std::string, std::string, std::less<>> data_;
   size_t bytes_ = 0;
   std::unordered_map<WaiterId, Waiter> waiters_;
-  std::unordered_map<std::string, std::vector<WaiterId>> watchers_by_key_;
+  std::unordered_map<std::string, WatcherList> watchers_by_key_;
+  uint64_t watcher_steps_ = 0;
   std::set<std::pair<TimePoint, WaiterId>> deadlines_;
   std::vector<WaiterId> ready_;  // may hold stale ids; TakeReady filters them
 };
