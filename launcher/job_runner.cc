@@ -590,10 +590,6 @@ class JobRunner::Impl {
   // Publishes the view now when the job's state, generation or end changed, or the last publish
   // is kBoardPublishInterval old; otherwise once that time is up (kBoardPublishInterval).
   void Publish() {
-    if (tracker_ != nullptr && !finished_) {
-      status_->OnJobState(tracker_->state());
-      if (const auto& cause = tracker_->root_cause()) status_->OnRootCause(DescribeRootCause(*cause));
-    }
     const auto now = Clock::now();
     const std::string state = tracker_ != nullptr ? std::string(JobStateName(tracker_->state())) : "";
     const bool changed = state != published_state_ || plan_.generation != published_generation_ || finished_;
@@ -611,6 +607,11 @@ class JobRunner::Impl {
     published_state_ = state;
     published_generation_ = plan_.generation;
     last_publish_ = now;
+    // The tracker's state and root cause are read when a view goes out, not on every message.
+    if (tracker_ != nullptr && !finished_) {
+      status_->OnJobState(tracker_->state());
+      if (const auto& cause = tracker_->root_cause()) status_->OnRootCause(DescribeRootCause(*cause));
+    }
     status_->SetStoreBytesSent(static_cast<int64_t>(endpoint_->bytes_sent()));
     options_.board->Publish(status_->View(UnixMillis()));
   }

@@ -37,12 +37,6 @@ double SumOfSquaresOf(std::span<const S> values) {
 
 }  // namespace
 
-StepGradient StepGradient::View(std::span<float> values) {
-  StepGradient g;
-  g.values_ = values;
-  return g;
-}
-
 StepGradient StepGradient::Owning(std::vector<float> values) {
   StepGradient g;
   g.owned_ = std::move(values);
@@ -50,17 +44,16 @@ StepGradient StepGradient::Owning(std::vector<float> values) {
   return g;
 }
 
-StepGradient StepGradient::Converting(std::span<const Half> values) {
+template <class Values>
+StepGradient StepGradient::Of(Values values) {
   StepGradient g;
   g.values_ = values;
   return g;
 }
 
-StepGradient StepGradient::Converting(std::span<const BFloat16> values) {
-  StepGradient g;
-  g.values_ = values;
-  return g;
-}
+StepGradient StepGradient::View(std::span<float> values) { return Of(values); }
+StepGradient StepGradient::Converting(std::span<const Half> values) { return Of(values); }
+StepGradient StepGradient::Converting(std::span<const BFloat16> values) { return Of(values); }
 
 size_t StepGradient::size() const {
   return std::visit([](auto values) { return values.size(); }, values_);

@@ -41,6 +41,9 @@ class StepGradient {
   void Release(ScratchBuffers& scratch);
 
  private:
+  template <class Values>
+  static StepGradient Of(Values values);
+
   std::variant<std::span<float>, std::span<const Half>, std::span<const BFloat16>> values_;
   std::vector<float> owned_;    // Owning's values (values_ views them)
   std::vector<float> staging_;  // the last converted range
