@@ -1,6 +1,7 @@
 // dslaunch-agent: started by the launcher on every node (locally by fork/exec, remotely over
 // SSH). Reads the job secret from stdin, so it never appears on a command line. This file only
 // reads the process's edges (argv, stdin, environment, hostname, CPU count) and calls RunAgent.
+#include <pwd.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -8,8 +9,10 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "agent/agent.h"
+#include "agent/start_relay.h"
 #include "common/cpu_count.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
@@ -17,6 +20,14 @@
 extern char** environ;
 
 int main(int argc, char** argv) {
+  // A start-tree head (docs/ssh.md, "The start tree"): the relay instead of an agent.
+  if (argc == 2 && std::string_view(argv[1]) == "--start_relay") {
+    dslaunch::agent::StartRelayEdges edges;
+    if (const char* home = std::getenv("HOME")) edges.home = home;
+    if (const char* sock = std::getenv("SSH_AUTH_SOCK")) edges.agent_socket = sock;
+    if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr) edges.local_user = pw->pw_name;
+    return dslaunch::agent::RunStartRelay(edges);
+  }
   dslaunch::agent::AgentConfig config;
   CLI::App app{"dslaunch-agent: runs one node's workers for a dslaunch job (started by dslaunch)"};
   app.add_option("--endpoint", config.endpoint, "launcher endpoint host:port")->required();

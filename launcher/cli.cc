@@ -411,6 +411,11 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
                "add unknown host keys to known_hosts (changed keys are still refused)");
   double ssh_timeout_seconds = std::chrono::duration<double>(kSshDefaultConnectTimeout).count();
   app.add_option("--ssh_connect_timeout", ssh_timeout_seconds, "seconds per SSH connection attempt")->capture_default_str();
+  app.add_option("--ssh_fanout", o.ssh_fanout, "SSH handshakes and pre-flight commands in flight at once (as pdsh -f)")
+      ->capture_default_str();
+  app.add_option("--ssh_tree_threshold", o.ssh_tree_threshold,
+                 "past this many nodes, agents start the agents of their subtree over SSH (docs/ssh.md)")
+      ->capture_default_str();
 
   int node_rank = -1;
   app.add_flag("--no_ssh", o.no_ssh, "run this same command on every node yourself, with --node_rank");
@@ -526,6 +531,13 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   DSLAUNCH_RETURN_IF_ERROR(ResolveElastic(elastic, o));
   DSLAUNCH_ASSIGN_OR_RETURN(o.ssh_connect_timeout, Duration("--ssh_connect_timeout", ssh_timeout_seconds,
                                                             kMinSshConnectTimeout, kMaxSshConnectTimeout));
+  if (o.ssh_tree_threshold < 1) {
+    return InvalidArgumentError("--ssh_tree_threshold " + std::to_string(o.ssh_tree_threshold) +
+                                " must be at least 1 (a job of that many nodes or fewer starts without a tree)");
+  }
+  if (o.ssh_fanout < 1) {
+    return InvalidArgumentError("--ssh_fanout " + std::to_string(o.ssh_fanout) + " must be at least 1");
+  }
   if (o.ssh_port < 1 || o.ssh_port > 65535) {
     return InvalidArgumentError("--ssh_port " + std::to_string(o.ssh_port) + " is not a TCP port (1-65535)");
   }

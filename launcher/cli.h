@@ -135,6 +135,8 @@ struct CliOptions {
   std::string ssh_known_hosts;
   bool ssh_accept_new_host_keys = false;
   std::chrono::milliseconds ssh_connect_timeout = kSshDefaultConnectTimeout;
+  int ssh_fanout = kSshDefaultFanout;  // --ssh_fanout: SSH handshakes in flight at once
+  int ssh_tree_threshold = kSshDefaultTreeThreshold;  // --ssh_tree_threshold: nodes past which a start tree
 
   // --no_ssh: the same command runs on every node, started by something else.
   bool no_ssh = false;

@@ -229,6 +229,8 @@ SshOptions SshOptionsFrom(const CliOptions& cli, const Edges& edges) {
   so.known_hosts = cli.ssh_known_hosts;
   so.accept_new_host_keys = cli.ssh_accept_new_host_keys;
   so.connect_timeout = cli.ssh_connect_timeout;
+  so.fanout = cli.ssh_fanout;
+  so.tree_threshold = cli.ssh_tree_threshold;
   so.home = edges.home;
   // The user name needs a passwd lookup (NSS), so it is read only for SSH jobs.
   if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr) so.local_user = pw->pw_name;

@@ -120,6 +120,7 @@ TEST_CASE("ParseCommandLine refuses an empty value for every numeric option, whi
                                {"--ssh_port", "--ssh_port"},
                                {"--num_nodes", "--num_nodes"}, {"--node_rank", "--node_rank"},
                                {"--ssh_connect_timeout", "--ssh_connect_timeout"},
+                               {"--ssh_fanout", "--ssh_fanout"}, {"--ssh_tree_threshold", "--ssh_tree_threshold"},
                                {"--heartbeat_interval", "--heartbeat_interval"}, {"--max_restarts", "--max_restarts"},
                                {"--min_elastic_nodes", "--min_elastic_nodes"},
                                {"--max_elastic_nodes", "--max_elastic_nodes"},
@@ -220,9 +221,12 @@ TEST_CASE("ParseCommandLine reads --python") {
 TEST_CASE("ParseCommandLine reads the multi-node options") {
   auto c = Parse({"--ssh_user", "u", "--ssh_port", "2222", "--ssh_identity", "k1", "--ssh_identity", "k2",
                   "--ssh_known_hosts", "kh", "--ssh_accept_new_host_keys", "--ssh_connect_timeout", "2.5",
-                  "--agent_path", "/opt/a", "--export", "A", "--export", "B=2", "--heartbeat_timeout", "3", "x"});
+                  "--agent_path", "/opt/a", "--export", "A", "--export", "B=2", "--heartbeat_timeout", "3",
+                  "--ssh_fanout", "4", "--ssh_tree_threshold", "2", "x"});
   REQUIRE(c.ok());
   const CliOptions& o = c->options;
+  CHECK(o.ssh_fanout == 4);
+  CHECK(o.ssh_tree_threshold == 2);
   CHECK(o.ssh_user == "u");
   CHECK(o.ssh_port == 2222);
   CHECK(o.ssh_identities == std::vector<std::string>{"k1", "k2"});
@@ -233,6 +237,16 @@ TEST_CASE("ParseCommandLine reads the multi-node options") {
   CHECK(o.exports == std::vector<std::string>{"A", "B=2"});
   CHECK(o.heartbeat_timeout == std::chrono::milliseconds(3000));
   CHECK_FALSE(o.no_ssh);
+  auto defaults = Parse({"x"});
+  REQUIRE(defaults.ok());
+  CHECK(defaults->options.ssh_fanout == kSshDefaultFanout);
+  CHECK(defaults->options.ssh_tree_threshold == kSshDefaultTreeThreshold);
+  for (const char* bad : {"--ssh_fanout", "--ssh_tree_threshold"}) {
+    CAPTURE(bad);
+    auto r = Parse({bad, "0", "x"});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().starts_with(std::string(bad) + " 0 must be at least 1"));
+  }
 }
 
 TEST_CASE("ParseCommandLine checks that --no_ssh has what every node needs") {

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 #include <utility>
 
 #include "launcher/start/line_cutter.h"
+#include "launcher/start/ssh/bounded_fan_out.h"
 #include "launcher/start/ssh/preflight.h"
+#include "launcher/start/ssh/relay_link.h"
+#include "launcher/start/ssh/start_tree.h"
 
 namespace dslaunch::launcher {
 namespace {
@@ -78,14 +82,16 @@ constexpr size_t kMaxPreflightStderr = 4096;
 
 }  // namespace
 
-SshAgentStarter::SshAgentStarter(SshOptions options) : options_(std::move(options)) {}
+SshAgentStarter::SshAgentStarter(SshOptions options, SshStarterRole role)
+    : options_(std::move(options)), role_(role) {}
 SshAgentStarter::~SshAgentStarter() = default;
 
 Status SshAgentStarter::Preflight(const std::vector<NodePlan>& nodes, const PreflightChecks& checks) {
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<NodeFailure> failures, PreflightEach(nodes, checks));
   if (failures.empty()) return Status::Ok();
-  // Every waiting shell reads EOF and exits: nothing stays staged.
+  // Every waiting shell reads EOF and exits, and every relay with its subtree: nothing stays staged.
   staged_.clear();
+  relay_of_.clear();
   return FailedPreconditionError(FormatPreflightReport(std::move(failures), nodes.size()));
 }
 
@@ -93,6 +99,7 @@ Result<std::vector<PreflightFailure>> SshAgentStarter::PreflightEach(const std::
                                                                      const PreflightChecks& checks) {
   DSLAUNCH_RETURN_IF_ERROR(ValidateSshOptions(options_));
   staged_.clear();
+  relay_of_.clear();
   const std::string command = StagedAgentCommand(checks);
   std::vector<Staged> staged(nodes.size());
   std::vector<std::optional<std::string>> reasons(nodes.size());
@@ -135,19 +142,47 @@ Result<std::vector<PreflightFailure>> SshAgentStarter::PreflightEach(const std::
     staged[i] = Staged{std::move(connection).value(), std::move(process).value(), ready->pid};
     return std::nullopt;
   };
-  {
-    std::vector<std::jthread> threads;
-    threads.reserve(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      threads.emplace_back([&, i] { reasons[i] = check_node(i); });
+  // The groups this starter starts (start_tree.h): a group of one is a node it starts itself, a
+  // larger one a head that relays the rest. At most options_.fanout handshakes and pre-flight
+  // commands run at once; when ForEachBounded returns, the sessions belong to this thread again.
+  const std::vector<StartGroup> groups = role_ == SshStarterRole::kRelay
+                                             ? SplitIntoGroups(0, nodes.size(), options_.fanout)
+                                             : LauncherGroups(nodes.size(), options_.fanout, options_.tree_threshold);
+  std::vector<std::vector<NodeFailure>> subtree_failures(groups.size());
+  std::vector<std::pair<size_t, std::shared_ptr<RelayLink>>> links(groups.size());  // head index, link
+  ForEachBounded(groups.size(), options_.fanout, [&](size_t g) {
+    // A head that fails is reported, and the next node of the group becomes the head of the rest.
+    for (size_t head = groups[g].begin; head < groups[g].end; ++head) {
+      reasons[head] = check_node(head);
+      if (reasons[head] || head + 1 == groups[g].end) continue;
+      RelayPlan plan{options_, checks, nodes[head].node_rank,
+                     std::vector<NodePlan>(nodes.begin() + head + 1, nodes.begin() + groups[g].end)};
+      const auto idle = RelayLevelTimeout(options_) * (TreeDepth(plan.nodes.size(), options_.fanout) + 1);
+      auto link = RelayLink::Open(std::move(staged[head].connection), std::move(staged[head].process),
+                                  staged[head].pid, plan, idle, subtree_failures[g]);
+      if (link.ok()) {
+        links[g] = {head, std::move(link).value()};
+        return;
+      }
+      reasons[head] = WithoutHostPrefix(link.status().message(), nodes[head].host, options_.port);
     }
-  }  // joins every thread; the sessions belong to this thread again
+  });
   std::vector<NodeFailure> failures;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (reasons[i]) {
-      failures.push_back({nodes[i].node_rank, nodes[i].host, *reasons[i]});
-    } else {
-      staged_[nodes[i].node_rank] = std::move(staged[i]);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& [head, link] = links[g];
+    for (size_t i = groups[g].begin; i < groups[g].end; ++i) {
+      if (reasons[i]) {
+        failures.push_back({nodes[i].node_rank, nodes[i].host, *reasons[i]});
+      } else if (link == nullptr || i < head) {
+        staged_[nodes[i].node_rank] = std::move(staged[i]);
+      }
+    }
+    if (link == nullptr) continue;
+    failures.insert(failures.end(), subtree_failures[g].begin(), subtree_failures[g].end());
+    std::set<int> failed;
+    for (const NodeFailure& f : subtree_failures[g]) failed.insert(f.node_rank);
+    for (size_t i = head; i < groups[g].end; ++i) {
+      if (!failed.contains(nodes[i].node_rank)) relay_of_[nodes[i].node_rank] = link;
     }
   }
   std::sort(failures.begin(), failures.end(),
@@ -172,8 +207,20 @@ Result<SshAgentStarter::Staged> SshAgentStarter::TakeStaged(const NodePlan& node
 Result<std::unique_ptr<AgentHandle>> SshAgentStarter::Start(const NodePlan& node, const AgentCommand& command,
                                                             std::string_view secret, AgentCallbacks callbacks) {
   const std::string where = "node " + std::to_string(node.node_rank) + " (" + node.host + ")";
+  const bool relay = role_ == SshStarterRole::kRelay;
+  if (auto it = relay_of_.find(node.node_rank); it != relay_of_.end()) {
+    AgentCommand for_node = command;
+    for_node.node_rank = node.node_rank;
+    auto handle = it->second->Start(it->second, for_node, secret, callbacks, /*keep_endpoint_host=*/relay);
+    if (handle.ok()) return handle;
+    // The relay has ended: start the node directly (a new session, as for a node without pre-flight).
+    relay_of_.erase(it);
+  }
   DSLAUNCH_ASSIGN_OR_RETURN(Staged staged, TakeStaged(node));
-  Result<std::string> input = StagedAgentInput(AgentArgv(command, staged.connection->local_address()), secret);
+  // A relay passes on the launcher's address as its parent gave it; the launcher uses its own
+  // address on the node's connection.
+  const std::string& endpoint = relay ? command.endpoint_host : staged.connection->local_address();
+  Result<std::string> input = StagedAgentInput(AgentArgv(command, endpoint), secret);
   if (!input.ok()) return input.status().WithContext(where);
   DSLAUNCH_RETURN_IF_ERROR(staged.process->WriteStdin(*input, /*close=*/true).WithContext(where));
   if (staged.pid > 0) staged.process->SetKillCommand(KillCommand(staged.pid));

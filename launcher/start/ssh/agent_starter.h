@@ -1,6 +1,6 @@
 // SshAgentStarter: starts each node's dslaunch-agent over SSH (libssh), docs/ssh.md.
 //
-// Preflight connects to every node in parallel (one thread per node), authenticates, and starts the
+// Preflight connects to the nodes in parallel (at most options.fanout at once), authenticates, and starts the
 // node's staged command (preflight.h): one remote login shell that enters the working
 // directory, checks `AGENT --version`, reports ready and waits. Start tells that shell to exec the
 // agent (`AGENT --endpoint ADDR:PORT ...`, shell-quoted) and then writes the job secret and a
@@ -22,6 +22,7 @@
 #include "launcher/start/ssh/channel_process.h"
 #include "launcher/start/ssh/connection.h"
 #include "launcher/start/ssh/options.h"
+#include "launcher/start/ssh/relay_link.h"
 
 namespace dslaunch::launcher {
 
@@ -34,12 +35,17 @@ inline constexpr std::chrono::seconds kPreflightCommandTimeout{10};
 // writes short start-up messages here; a runaway writer must not make the launcher buffer forever).
 inline constexpr size_t kMaxAgentOutputLine = 64u << 10;
 
+// Who runs the starter: the launcher (a tree past options.tree_threshold nodes; each agent is told
+// the launcher's address on its own connection) or a start relay (always a tree of its subtree,
+// cut by options.fanout; every agent is told the address in AgentCommand, the launcher's).
+enum class SshStarterRole { kLauncher, kRelay };
+
 class SshAgentStarter : public AgentStarter {
  public:
-  explicit SshAgentStarter(SshOptions options);
+  explicit SshAgentStarter(SshOptions options, SshStarterRole role = SshStarterRole::kLauncher);
   ~SshAgentStarter() override;  // disconnects the sessions that no agent took over
 
-  // Connects to every node in parallel and checks it (see the file comment). OK, or
+  // Connects to every node, at most options.fanout at once, and checks it (see the file comment). OK, or
   // kFailedPrecondition with FormatPreflightReport's text naming every failing node; on failure
   // every session is closed (the staged shells exit) and nothing was started. Bad options:
   // kInvalidArgument. A second call drops what the first one staged.
@@ -71,7 +77,10 @@ class SshAgentStarter : public AgentStarter {
   Result<Staged> TakeStaged(const NodePlan& node);
 
   SshOptions options_;
-  std::map<int, Staged> staged_;  // by node rank, from Preflight
+  SshStarterRole role_;
+  std::map<int, Staged> staged_;  // by node rank, from Preflight: the nodes this starter starts itself
+  // By node rank: the relay that starts the node (the head's own, or its subtree's), from Preflight.
+  std::map<int, std::shared_ptr<RelayLink>> relay_of_;
 };
 
 }  // namespace dslaunch::launcher

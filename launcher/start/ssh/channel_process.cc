@@ -201,6 +201,8 @@ void SshChannelProcess::Kill() {
   if (!state_->kill_requested.exchange(true)) state_->Wake();
 }
 
+void SshChannelProcess::Wake() { state_->Wake(); }
+
 void SshChannelProcess::Detach() {
   if (!state_->detach_requested.exchange(true)) state_->Wake();
 }

@@ -1,7 +1,7 @@
 // SshChannelProcess: one remote command running on a channel of an authenticated SSH session
 // (SshConnection::Start creates it). Its output is pumped by one thread; any thread may kill it.
 //
-// Threading: libssh sessions are not thread-safe. Everything here except Kill() and Detach() uses
+// Threading: libssh sessions are not thread-safe. Everything here except Kill(), Wake() and Detach() uses
 // the session and must run on the one thread that currently owns the session (the one that called
 // SshConnection::Start, or a thread it handed the objects to). The process must be destroyed
 // before its SshConnection, and not while Pump runs on another thread.
@@ -85,6 +85,10 @@ class SshChannelProcess {
   // (sshd signals the command's process group) and run the kill command, and to close the channel
   // once the server reports the end, or after kKillCloseWait. Takes effect when Pump runs.
   void Kill();
+
+  // Thread-safe, non-blocking: interrupts a running PumpUntil's wait so that it checks ready() at
+  // once (a thread that queued work for the pumping thread calls it).
+  void Wake();
 
   // Thread-safe, idempotent, non-blocking: makes a running Pump return at once without waiting for
   // the remote command (which keeps running); a later Pump returns at once.

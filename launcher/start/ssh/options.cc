@@ -37,6 +37,9 @@ Status ValidateSshOptions(const SshOptions& options) {
   if (options.connect_timeout <= std::chrono::milliseconds::zero()) {
     return InvalidArgumentError("the SSH connect timeout must be positive");
   }
+  if (options.fanout < 1) {
+    return InvalidArgumentError("--ssh_fanout must be at least 1, got " + std::to_string(options.fanout));
+  }
   return KnownHostsPath(options).status();
 }
 

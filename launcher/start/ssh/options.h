@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "launcher/start/ssh/bounded_fan_out.h"
+#include "launcher/start/ssh/start_tree.h"
 
 namespace dslaunch::launcher {
 
@@ -35,6 +37,11 @@ struct SshOptions {
   std::string home;
   // The ssh-agent socket ($SSH_AUTH_SOCK at the edge). Empty: ssh-agent is not tried.
   std::string agent_socket;
+  // --ssh_fanout: at most this many SSH handshakes and pre-flight commands in flight at once.
+  int fanout = kSshDefaultFanout;
+  // --ssh_tree_threshold: past this many nodes, agents start the agents of their subtree
+  // (start_tree.h); up to it the launcher starts every node itself.
+  int tree_threshold = kSshDefaultTreeThreshold;
 };
 
 // The user to log in as on a host: the hostfile's `user@` when present (it names that host only),
@@ -55,6 +62,7 @@ struct IdentityCandidate {
 std::vector<IdentityCandidate> IdentityCandidates(const SshOptions& options);
 
 // OK, or kInvalidArgument naming the bad option: port outside 1..65535, connect_timeout <= 0,
+// fanout < 1,
 // no known_hosts file and no home to find the default one.
 Status ValidateSshOptions(const SshOptions& options);
 
