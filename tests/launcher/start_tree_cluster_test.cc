@@ -3,9 +3,11 @@
 // opened each node's SSH session is read from that node's sshd log (scripts/netns-cluster.sh).
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/exit_codes.h"
 #include "tests/support/cluster.h"
@@ -50,6 +52,22 @@ int LoginsFrom(const Cluster& c, int node, const std::string& from) {
 }
 
 const std::string kBridge = "172.30.77.1";
+
+// The start relays running on this machine (every namespace shares its PID space): processes
+// whose command line is exactly `dslaunch-agent --start_relay`.
+std::vector<pid_t> StartRelays() {
+  const std::string agent = kBin + "/dslaunch-agent";
+  const std::string wanted = agent + std::string(1, '\0') + "--start_relay" + std::string(1, '\0');
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline == wanted) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
 
 bool AllDead(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) {
@@ -101,6 +119,33 @@ TEST_CASE("A start tree of two heads (fanout 2) runs a four-node job, each head 
   CHECK(LoginsFrom(*c, 3, c->Addr(2)) == from_head2 + 1);
   auto pids = ReadPidFiles(dir.path());
   CHECK(pids.size() == 8);
+  CHECK(AllDead(pids));
+}
+
+TEST_CASE("Relays killed in the middle of a job leave their subtrees running, and a stop still ends every node") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  Subprocess launcher(Launch(*c, dir,
+                             {"--hostfile", c->hostfile(), "--ssh_tree_threshold", "2", "--ssh_fanout", "2",
+                              "--heartbeat_timeout", "2"},
+                             {"--hang"}));
+  REQUIRE(WaitFor([&] { return ReadPidFiles(dir.path()).size() == 8; }, std::chrono::seconds(60)));
+  auto pids = ReadPidFiles(dir.path());
+  std::vector<pid_t> relays = StartRelays();
+  REQUIRE(relays.size() == 2);  // heads node 0 and node 2
+  for (pid_t p : relays) ::kill(p, SIGKILL);
+  // Longer than the heartbeat timeout: an agent whose SSH session went with its relay is still
+  // connected to the launcher, so nothing is lost and every worker still runs.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  CHECK(AllDead(relays));
+  for (pid_t p : pids) CHECK(ProcessAlive(p));
+  // Teardown does not need the tree: STOP goes to each agent over its own control connection.
+  launcher.Signal(SIGINT);
+  auto r = launcher.Wait(kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code != -1);  // the launcher ended, it was not killed by Wait's timeout
+  CHECK_FALSE(Contains(r.err, "lost the agent"));
   CHECK(AllDead(pids));
 }
 
