@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -30,24 +31,35 @@ TEST_CASE("ForEachBounded runs every task exactly once") {
 }
 
 TEST_CASE("ForEachBounded never has more than the limit of tasks running, and reaches it") {
-  // Each task waits until `limit` tasks are inside at once (or all remaining ones are), so the
-  // peak is reached without relying on timing; more than `limit` inside would be counted.
+  // The tasks block at a gate. Once `limit` of them are inside, a correct limiter has no worker
+  // left to start another; one with a worker too many starts it at once, which the wait below
+  // sees (it only waits out its bound when the limiter is right). Then the gate opens.
   constexpr int kLimit = 4;
   constexpr size_t kTasks = 40;
   std::mutex mu;
   std::condition_variable cv;
   int inside = 0, peak = 0;
+  bool open = false;
   size_t done = 0;
-  ForEachBounded(kTasks, kLimit, [&](size_t) {
-    std::unique_lock lock(mu);
-    ++inside;
-    peak = std::max(peak, inside);
-    cv.notify_all();
-    cv.wait(lock, [&] { return inside == kLimit || kTasks - done <= static_cast<size_t>(inside); });
-    --inside;
-    ++done;
-    cv.notify_all();
+  std::thread runner([&] {
+    ForEachBounded(kTasks, kLimit, [&](size_t) {
+      std::unique_lock lock(mu);
+      ++inside;
+      peak = std::max(peak, inside);
+      cv.notify_all();
+      cv.wait(lock, [&] { return open; });
+      --inside;
+      ++done;
+    });
   });
+  {
+    std::unique_lock lock(mu);
+    CHECK(cv.wait_for(lock, std::chrono::seconds(30), [&] { return inside >= kLimit; }));
+    CHECK_FALSE(cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return inside > kLimit; }));
+    open = true;
+    cv.notify_all();
+  }
+  runner.join();
   CHECK(peak == kLimit);
   CHECK(done == kTasks);
 }
