@@ -95,6 +95,65 @@ Status SshAgentStarter::Preflight(const std::vector<NodePlan>& nodes, const Pref
   return FailedPreconditionError(FormatPreflightReport(std::move(failures), nodes.size()));
 }
 
+std::optional<std::string> SshAgentStarter::CheckNode(const NodePlan& node, const std::string& command,
+                                                      const PreflightChecks& checks, Staged& staged) const {
+  auto connection = SshConnection::Connect(SshLoginUser(options_, node.user), node.host, options_);
+  if (!connection.ok()) return WithoutHostPrefix(connection.status().message(), node.host, options_.port);
+  auto process = (*connection)->Start(command, "", /*close_stdin=*/false);
+  if (!process.ok()) return WithoutHostPrefix(process.status().message(), node.host, options_.port);
+  CommandResult ended;
+  std::optional<ReadyLine> ready;
+  LineCutter out_lines(kMaxAgentOutputLine);
+  auto on_output = [&](OutputStream stream, std::string_view bytes) {
+    if (stream == OutputStream::kStderr) {
+      ended.err.append(bytes.substr(0, kMaxPreflightStderr - std::min(kMaxPreflightStderr, ended.err.size())));
+      return;
+    }
+    out_lines.Feed(bytes, [&](std::string line) {
+      if (!ready) ready = ParseReadyLine(line);
+    });
+  };
+  auto is_ready = [&] { return ready.has_value(); };
+  auto deadline = std::chrono::steady_clock::now() + kPreflightCommandTimeout;
+  auto waited = (*process)->PumpUntil(on_output, is_ready, deadline);
+  if (waited.status().code() == StatusCode::kDeadlineExceeded) {
+    return "no answer within " + std::to_string(kPreflightCommandTimeout.count()) +
+           " s from the pre-flight command (login shell, cd, agent --version)";
+  }
+  if (!waited.ok()) return WithoutHostPrefix(waited.status().message(), node.host, options_.port);
+  if (!*waited) {
+    auto exit = (*process)->Pump(on_output);
+    if (!exit.ok()) return WithoutHostPrefix(exit.status().message(), node.host, options_.port);
+    if (!exit->status) return exit->detail + " during pre-flight";
+    ended.exit = *exit->status;
+    return EndedFailure(checks, ended);
+  }
+  if (!checks.agent_path.empty()) {
+    if (auto failure = VersionFailure(checks, ready->version)) return failure;
+  }
+  staged = Staged{std::move(connection).value(), std::move(process).value(), ready->pid};
+  return std::nullopt;
+}
+
+std::pair<size_t, std::shared_ptr<RelayLink>> SshAgentStarter::CheckGroup(
+    const std::vector<NodePlan>& nodes, StartGroup group, const std::string& command, const PreflightChecks& checks,
+    std::vector<Staged>& staged, std::vector<std::optional<std::string>>& reasons,
+    std::vector<PreflightFailure>& subtree_failures) const {
+  // A head that fails is reported, and the next node of the group becomes the head of the rest.
+  for (size_t head = group.begin; head < group.end; ++head) {
+    reasons[head] = CheckNode(nodes[head], command, checks, staged[head]);
+    if (reasons[head] || head + 1 == group.end) continue;
+    RelayPlan plan{options_, checks, nodes[head].node_rank,
+                   std::vector<NodePlan>(nodes.begin() + head + 1, nodes.begin() + group.end)};
+    const auto idle = RelayLevelTimeout(options_) * (TreeDepth(plan.nodes.size(), options_.fanout) + 1);
+    auto link = RelayLink::Open(std::move(staged[head].connection), std::move(staged[head].process),
+                                staged[head].pid, plan, idle, subtree_failures);
+    if (link.ok()) return {head, std::move(link).value()};
+    reasons[head] = WithoutHostPrefix(link.status().message(), nodes[head].host, options_.port);
+  }
+  return {group.end, nullptr};
+}
+
 Result<std::vector<PreflightFailure>> SshAgentStarter::PreflightEach(const std::vector<NodePlan>& nodes,
                                                                      const PreflightChecks& checks) {
   DSLAUNCH_RETURN_IF_ERROR(ValidateSshOptions(options_));
@@ -103,45 +162,6 @@ Result<std::vector<PreflightFailure>> SshAgentStarter::PreflightEach(const std::
   const std::string command = StagedAgentCommand(checks);
   std::vector<Staged> staged(nodes.size());
   std::vector<std::optional<std::string>> reasons(nodes.size());
-  auto check_node = [&](size_t i) -> std::optional<std::string> {
-    const NodePlan& node = nodes[i];
-    auto connection = SshConnection::Connect(SshLoginUser(options_, node.user), node.host, options_);
-    if (!connection.ok()) return WithoutHostPrefix(connection.status().message(), node.host, options_.port);
-    auto process = (*connection)->Start(command, "", /*close_stdin=*/false);
-    if (!process.ok()) return WithoutHostPrefix(process.status().message(), node.host, options_.port);
-    CommandResult ended;
-    std::optional<ReadyLine> ready;
-    LineCutter out_lines(kMaxAgentOutputLine);
-    auto on_output = [&](OutputStream stream, std::string_view bytes) {
-      if (stream == OutputStream::kStderr) {
-        ended.err.append(bytes.substr(0, kMaxPreflightStderr - std::min(kMaxPreflightStderr, ended.err.size())));
-        return;
-      }
-      out_lines.Feed(bytes, [&](std::string line) {
-        if (!ready) ready = ParseReadyLine(line);
-      });
-    };
-    auto is_ready = [&] { return ready.has_value(); };
-    auto deadline = std::chrono::steady_clock::now() + kPreflightCommandTimeout;
-    auto waited = (*process)->PumpUntil(on_output, is_ready, deadline);
-    if (waited.status().code() == StatusCode::kDeadlineExceeded) {
-      return "no answer within " + std::to_string(kPreflightCommandTimeout.count()) +
-             " s from the pre-flight command (login shell, cd, agent --version)";
-    }
-    if (!waited.ok()) return WithoutHostPrefix(waited.status().message(), node.host, options_.port);
-    if (!*waited) {
-      auto exit = (*process)->Pump(on_output);
-      if (!exit.ok()) return WithoutHostPrefix(exit.status().message(), node.host, options_.port);
-      if (!exit->status) return exit->detail + " during pre-flight";
-      ended.exit = *exit->status;
-      return EndedFailure(checks, ended);
-    }
-    if (!checks.agent_path.empty()) {
-      if (auto failure = VersionFailure(checks, ready->version)) return failure;
-    }
-    staged[i] = Staged{std::move(connection).value(), std::move(process).value(), ready->pid};
-    return std::nullopt;
-  };
   // The groups this starter starts (start_tree.h): a group of one is a node it starts itself, a
   // larger one a head that relays the rest. At most options_.fanout handshakes and pre-flight
   // commands run at once; when ForEachBounded returns, the sessions belong to this thread again.
@@ -151,21 +171,7 @@ Result<std::vector<PreflightFailure>> SshAgentStarter::PreflightEach(const std::
   std::vector<std::vector<NodeFailure>> subtree_failures(groups.size());
   std::vector<std::pair<size_t, std::shared_ptr<RelayLink>>> links(groups.size());  // head index, link
   ForEachBounded(groups.size(), options_.fanout, [&](size_t g) {
-    // A head that fails is reported, and the next node of the group becomes the head of the rest.
-    for (size_t head = groups[g].begin; head < groups[g].end; ++head) {
-      reasons[head] = check_node(head);
-      if (reasons[head] || head + 1 == groups[g].end) continue;
-      RelayPlan plan{options_, checks, nodes[head].node_rank,
-                     std::vector<NodePlan>(nodes.begin() + head + 1, nodes.begin() + groups[g].end)};
-      const auto idle = RelayLevelTimeout(options_) * (TreeDepth(plan.nodes.size(), options_.fanout) + 1);
-      auto link = RelayLink::Open(std::move(staged[head].connection), std::move(staged[head].process),
-                                  staged[head].pid, plan, idle, subtree_failures[g]);
-      if (link.ok()) {
-        links[g] = {head, std::move(link).value()};
-        return;
-      }
-      reasons[head] = WithoutHostPrefix(link.status().message(), nodes[head].host, options_.port);
-    }
+    links[g] = CheckGroup(nodes, groups[g], command, checks, staged, reasons, subtree_failures[g]);
   });
   std::vector<NodeFailure> failures;
   for (size_t g = 0; g < groups.size(); ++g) {

@@ -1,12 +1,18 @@
 // SshAgentStarter: starts each node's dslaunch-agent over SSH (libssh), docs/ssh.md.
 //
-// Preflight connects to the nodes in parallel (at most options.fanout at once), authenticates, and starts the
-// node's staged command (preflight.h): one remote login shell that enters the working
+// Preflight connects to the nodes in parallel (at most options.fanout at once), authenticates, and
+// starts the node's staged command (preflight.h): one remote login shell that enters the working
 // directory, checks `AGENT --version`, reports ready and waits. Start tells that shell to exec the
 // agent (`AGENT --endpoint ADDR:PORT ...`, shell-quoted) and then writes the job secret and a
 // newline to the agent's stdin, never onto its command line; ADDR is the launcher's own address on
 // that node's connection. So a job costs one SSH handshake and one login shell per node. One
 // thread per started agent pumps its output to the callbacks.
+//
+// Past options.tree_threshold nodes (and always in the relay role) the nodes are started as a
+// start tree (start_tree.h, docs/ssh.md): only the group heads are connected to; each head's staged
+// shell becomes a start relay that checks and starts its subtree (relay_link.h), and Start of any
+// node of a group goes through its head's RelayLink. A head that fails is reported and the next
+// node of its group takes its place.
 //
 // Threading: Preflight and Start are called on one thread (the launcher's), as AgentStarter says.
 // Handles and their threads are independent of the starter: it may be destroyed first.
@@ -23,6 +29,7 @@
 #include "launcher/start/ssh/connection.h"
 #include "launcher/start/ssh/options.h"
 #include "launcher/start/ssh/relay_link.h"
+#include "launcher/start/ssh/start_tree.h"
 
 namespace dslaunch::launcher {
 
@@ -75,6 +82,20 @@ class SshAgentStarter : public AgentStarter {
   };
 
   Result<Staged> TakeStaged(const NodePlan& node);
+  // Connects to `node`, runs the staged `command` and waits for its ready line: nullopt and the
+  // session in `staged` when the node passes, else the reason (naming no host). Any thread.
+  std::optional<std::string> CheckNode(const NodePlan& node, const std::string& command,
+                                       const PreflightChecks& checks, Staged& staged) const;
+  // Checks the nodes of `group` (start_tree.h): its head, the next node when a head fails, and the
+  // rest through a relay on the head. Sets reasons[i] and staged[i] of the nodes it checked itself
+  // and adds the relay's failures to `subtree_failures`. Returns the head's index and its link, or
+  // no link when it checked every node of the group itself (a group of one, or every head failed).
+  // Any thread; different groups touch different indexes.
+  std::pair<size_t, std::shared_ptr<RelayLink>> CheckGroup(const std::vector<NodePlan>& nodes, StartGroup group,
+                                                           const std::string& command, const PreflightChecks& checks,
+                                                           std::vector<Staged>& staged,
+                                                           std::vector<std::optional<std::string>>& reasons,
+                                                           std::vector<PreflightFailure>& subtree_failures) const;
 
   SshOptions options_;
   SshStarterRole role_;
