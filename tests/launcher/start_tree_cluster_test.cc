@@ -172,6 +172,27 @@ TEST_CASE("An unreachable host in a head's subtree is named in the pre-flight re
   CHECK(ReadPidFiles(dir.path()).empty());
 }
 
+TEST_CASE("A host four relays down is named in the pre-flight report") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  // Fanout 1: the chain 0 -> 1 -> 2 -> 3 -> 4, and node 4 does not exist: its failure travels up
+  // through the relays on nodes 3, 2, 1 and 0.
+  std::string hosts = dir.path() + "/hosts";
+  std::filesystem::copy_file(c->hostfile(), hosts);
+  std::ofstream(hosts, std::ios::app) << "172.30.77.99 slots=2\n";
+  auto r = RunProcess(Launch(*c, dir,
+                             {"--hostfile", hosts, "--ssh_connect_timeout", "1", "--ssh_tree_threshold", "2",
+                              "--ssh_fanout", "1"},
+                             {}),
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == kExitInfrastructure);
+  CHECK(Contains(r.err, "pre-flight failed on 1 of 5 nodes; nothing was started:\n"));
+  CHECK(Contains(r.err, "  node 4 (172.30.77.99): cannot connect"));
+  CHECK(ReadPidFiles(dir.path()).empty());
+}
+
 TEST_CASE("A head that cannot be reached is reported, and the next node of its group checks the rest") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
