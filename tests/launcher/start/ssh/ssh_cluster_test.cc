@@ -424,13 +424,18 @@ namespace dslaunch::launcher {
 namespace {
 
 // A stand-in agent for start trees: as WriteFakeAgent's (without the old version on node 2), and
-// the real dslaunch-agent when asked to be a start relay.
+// the real dslaunch-agent when asked to be a start relay, except on node 0 when the file
+// break-relay-0 exists next to it.
 std::string WriteTreeAgent(const TempDir& dir) {
   std::string path = dir.path() + "/tree-agent";
   WriteFile(path,
             "#!/bin/sh\n"
             "if [ \"$1\" = --version ]; then echo 'dslaunch-agent 0.1.0'; exit 0; fi\n"
-            "if [ \"$1\" = --start_relay ]; then exec '" DSLAUNCH_BIN_DIR "/dslaunch-agent' --start_relay; fi\n"
+            "if [ \"$1\" = --start_relay ]; then\n"
+            "  case \"$SSH_CONNECTION\" in *' " + Addr(0) + " '*) [ -e \"$(dirname \"$0\")/break-relay-0\" ] &&\n"
+            "    { echo 'relay broken on purpose' >&2; exit 5; } ;; esac\n"
+            "  exec '" DSLAUNCH_BIN_DIR "/dslaunch-agent' --start_relay\n"
+            "fi\n"
             "read -r secret\n"
             "echo \"args:$*\"\n"
             "echo \"got:$secret\"\n"
@@ -482,6 +487,41 @@ TEST_CASE("Through a chain of start relays each node's output and end reach its 
   CHECK(Contains(recorders[2].detail, "killed (KILL signal sent over ssh to " + Addr(2) + ")"));
   handles.clear();
   for (Recorder& r : recorders) CHECK(r.exits == 1);
+}
+
+TEST_CASE("A head whose start relay fails is reported, and the next node of its group takes its place") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  SshOptions options = c->Options();
+  options.fanout = 1;
+  options.tree_threshold = 2;
+  SshAgentStarter starter(options);
+  PreflightChecks checks{WriteTreeAgent(dir), "dslaunch-agent 0.1.0", dir.path()};
+  WriteFile(dir.path() + "/break-relay-0", "");
+  std::vector<NodePlan> nodes = {Node(0, Addr(0)), Node(1, Addr(1)), Node(2, Addr(2))};
+  auto failures = starter.PreflightEach(nodes, checks);
+  REQUIRE_MESSAGE(failures.ok(), failures.status().ToString());
+  REQUIRE(failures->size() == 1);
+  CHECK((*failures)[0].node_rank == 0);
+  CHECK((*failures)[0].reason ==
+        "the start relay ended before it had checked its subtree (exit code 5, ssh channel to " + Addr(0) +
+            " closed: relay broken on purpose)");
+  // Node 1 became the head of node 2; both start.
+  Recorder recorders[2];
+  std::vector<std::unique_ptr<AgentHandle>> handles;
+  for (int i = 1; i <= 2; ++i) {
+    AgentCommand command{checks.agent_path, "", 4242, "job-2", i, std::nullopt};
+    auto handle = starter.Start(nodes[i], command, "s", recorders[i - 1].Callbacks());
+    REQUIRE_MESSAGE(handle.ok(), handle.status().ToString());
+    handles.push_back(std::move(handle).value());
+  }
+  REQUIRE(recorders[0].WaitExit(kEventTimeout));
+  CHECK(*recorders[0].exit == ExitStatus::Exited(7));
+  CHECK(recorders[0].detail == "agent process ended");  // node 1 is a head now
+  REQUIRE(recorders[1].WaitLine("sleeping", kEventTimeout));
+  handles[1]->Kill();
+  REQUIRE(recorders[1].WaitExit(kEventTimeout));
 }
 
 }  // namespace
