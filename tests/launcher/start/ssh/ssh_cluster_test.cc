@@ -18,102 +18,14 @@
 
 #include "launcher/start/ssh/agent_starter.h"
 #include "launcher/start/ssh/connection.h"
+#include "tests/launcher/start/ssh/ssh_test_cluster.h"
 #include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::launcher {
 namespace {
 
-using namespace std::chrono_literals;
-using testing::RunProcess;
-using testing::TempDir;
-
-const std::string kSource = DSLAUNCH_SOURCE_DIR;
-// Where this test brings up its own cluster when no fixture provides one.
-const std::string kOwnClusterDir = "/tmp/dslaunch-ssh-test-cluster";
-constexpr int kNodesNeeded = 3;
-// A generous bound for anything that should take milliseconds on the cluster.
-constexpr auto kEventTimeout = 10s;
-
-std::string Addr(int node) { return "172.30.77." + std::to_string(10 + node); }
-bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text, mode_t mode = 0644) {
-  std::ofstream(path) << text;
-  ::chmod(path.c_str(), mode);
-}
-
-// The namespaced cluster: the CTest fixture's, or one this process brings up and takes down.
-class Cluster {
- public:
-  // The cluster, or nullptr when this machine cannot have one (Missing() says why). A cluster
-  // that root could not bring up fails the calling case.
-  static Cluster* Get() {
-    static std::unique_ptr<Cluster> cluster = Find();
-    REQUIRE_MESSAGE(setup_error_.empty(), setup_error_);
-    return cluster.get();
-  }
-  // Why Get() found none.
-  static const std::string& Missing() { return missing_; }
-  ~Cluster() {
-    if (owned_) {
-      RunProcess({"/bin/bash", kSource + "/scripts/netns-cluster.sh", "down"}, 60s, {"DSLAUNCH_CLUSTER_DIR=" + dir_});
-    }
-  }
-  const std::string& dir() const { return dir_; }
-  std::string known_hosts() const { return dir_ + "/known_hosts"; }
-  std::string identity() const { return dir_ + "/id_ed25519"; }
-  std::string HostPublicKey(int node) const {
-    return ReadFile(dir_ + "/node" + std::to_string(node) + "/ssh_host_ed25519_key.pub");
-  }
-  SshOptions Options() const {
-    SshOptions o;
-    o.identities = {identity()};
-    o.known_hosts = known_hosts();
-    o.connect_timeout = 2s;
-    return o;
-  }
-
- private:
-  static std::unique_ptr<Cluster> Find() {
-    auto c = std::unique_ptr<Cluster>(new Cluster);
-    const char* fixture = std::getenv("DSLAUNCH_CLUSTER_DIR");
-    if (fixture != nullptr && std::filesystem::exists(std::string(fixture) + "/hostfile")) {
-      c->dir_ = fixture;
-      if (std::stoi(ReadFile(c->dir_ + "/nodes")) >= kNodesNeeded) return c;
-      missing_ = "the test cluster in " + c->dir_ + " has fewer than " + std::to_string(kNodesNeeded) + " nodes";
-      return nullptr;
-    }
-    if (::geteuid() != 0 || RunProcess({"/usr/sbin/ip", "netns", "list"}, 10s).exit_code != 0) {
-      missing_ = "no test cluster (it needs root and 'ip netns')";
-      return nullptr;
-    }
-    if (Contains(RunProcess({"/usr/sbin/ip", "netns", "list"}, 10s).out, "dsln0")) {
-      missing_ = "another test cluster is up (namespace dsln0); set DSLAUNCH_CLUSTER_DIR to its state directory";
-      return nullptr;
-    }
-    c->dir_ = kOwnClusterDir;
-    auto up = RunProcess({"/bin/bash", kSource + "/scripts/netns-cluster.sh", "up", std::to_string(kNodesNeeded)},
-                         60s, {"DSLAUNCH_CLUSTER_DIR=" + c->dir_});
-    c->owned_ = true;
-    if (up.exit_code != 0) {
-      setup_error_ = "netns-cluster.sh up failed: " + up.err;
-      return nullptr;
-    }
-    return c;
-  }
-  static inline std::string missing_;
-  static inline std::string setup_error_;
-  std::string dir_;
-  bool owned_ = false;
-};
+using namespace ssh_test;
 
 // A stand-in for dslaunch-agent: --version answers per node (172.30.77.12 is "old"); otherwise it
 // reads the secret from stdin, prints its arguments and the secret, and exits 7, or with
@@ -140,48 +52,6 @@ std::string WriteFakeAgent(const TempDir& dir) {
             0755);
   return path;
 }
-
-NodePlan Node(int rank, std::string host) {
-  NodePlan n;
-  n.node_rank = rank;
-  n.host = std::move(host);
-  return n;
-}
-
-// Collects what an agent's transport reports, from any thread.
-struct Recorder {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> lines;
-  std::optional<std::optional<ExitStatus>> exit;
-  std::string detail;
-  int exits = 0;
-
-  AgentCallbacks Callbacks() {
-    return {[this](std::string line) {
-              std::lock_guard lock(mu);
-              lines.push_back(std::move(line));
-              cv.notify_all();
-            },
-            [this](std::optional<ExitStatus> status, std::string d) {
-              std::lock_guard lock(mu);
-              exit = status;
-              detail = std::move(d);
-              ++exits;
-              cv.notify_all();
-            }};
-  }
-  bool WaitExit(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, timeout, [&] { return exit.has_value(); });
-  }
-  bool WaitLine(const std::string& line, std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, timeout, [&] { return std::find(lines.begin(), lines.end(), line) != lines.end(); });
-  }
-};
-
-double Ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 pid_t ReadPid(const std::string& path) {
   pid_t pid = 0;
@@ -415,113 +285,6 @@ TEST_CASE("Kill ends a running agent with SIGKILL, and a lost connection or a de
     CHECK(r.exits == 0);
     ::kill(pid, SIGKILL);  // the stand-in keeps running without its channel; it is ours to end
   }
-}
-
-}  // namespace
-}  // namespace dslaunch::launcher
-
-namespace dslaunch::launcher {
-namespace {
-
-// A stand-in agent for start trees: as WriteFakeAgent's (without the old version on node 2), and
-// the real dslaunch-agent when asked to be a start relay, except on node 0 when the file
-// break-relay-0 exists next to it.
-std::string WriteTreeAgent(const TempDir& dir) {
-  std::string path = dir.path() + "/tree-agent";
-  WriteFile(path,
-            "#!/bin/sh\n"
-            "if [ \"$1\" = --version ]; then echo 'dslaunch-agent 0.1.0'; exit 0; fi\n"
-            "if [ \"$1\" = --start_relay ]; then\n"
-            "  case \"$SSH_CONNECTION\" in *' " + Addr(0) + " '*) [ -e \"$(dirname \"$0\")/break-relay-0\" ] &&\n"
-            "    { echo 'relay broken on purpose' >&2; exit 5; } ;; esac\n"
-            "  exec '" DSLAUNCH_BIN_DIR "/dslaunch-agent' --start_relay\n"
-            "fi\n"
-            "read -r secret\n"
-            "echo \"args:$*\"\n"
-            "echo \"got:$secret\"\n"
-            "case \"$*\" in *'--node_rank 2'*) echo sleeping; exec sleep 60 ;; esac\n"
-            "exit 7\n",
-            0755);
-  return path;
-}
-
-TEST_CASE("Through a chain of start relays each node's output and end reach its callbacks, and Kill reaches the last") {
-  Cluster* c = Cluster::Get();
-  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
-  TempDir dir;
-  SshOptions options = c->Options();
-  options.fanout = 1;  // past the threshold: node 0 starts node 1, which starts node 2
-  options.tree_threshold = 2;
-  SshAgentStarter starter(options);
-  PreflightChecks checks{WriteTreeAgent(dir), "dslaunch-agent 0.1.0", dir.path()};
-  std::vector<NodePlan> nodes = {Node(0, Addr(0)), Node(1, Addr(1)), Node(2, Addr(2))};
-  Status preflight = starter.Preflight(nodes, checks);
-  REQUIRE_MESSAGE(preflight.ok(), preflight.ToString());
-  Recorder recorders[3];
-  std::vector<std::unique_ptr<AgentHandle>> handles;
-  for (int i = 0; i < 3; ++i) {
-    AgentCommand command{checks.agent_path, "ignored", 4242, "job-1", i, std::nullopt};
-    auto handle = starter.Start(nodes[i], command, "s3cret", recorders[i].Callbacks());
-    REQUIRE_MESSAGE(handle.ok(), handle.status().ToString());
-    handles.push_back(std::move(handle).value());
-  }
-  for (int i = 0; i < 2; ++i) {
-    CAPTURE(i);
-    Recorder& r = recorders[i];
-    REQUIRE(r.WaitExit(kEventTimeout));
-    std::lock_guard lock(r.mu);
-    // Every node is told the launcher's address as the head reached it, not its parent's.
-    const std::string args = "args:--endpoint 172.30.77.1:4242 --job_id job-1 --node_rank " + std::to_string(i);
-    CHECK(std::find(r.lines.begin(), r.lines.end(), args) != r.lines.end());
-    CHECK(std::find(r.lines.begin(), r.lines.end(), "got:s3cret") != r.lines.end());
-    CHECK(*r.exit == ExitStatus::Exited(7));
-  }
-  // Nodes 0 and 1 are heads: their own agents are their relays' children.
-  CHECK(recorders[0].detail == "agent process ended");
-  CHECK(recorders[1].detail == "agent process ended");
-  REQUIRE(recorders[2].WaitLine("sleeping", kEventTimeout));
-  handles[2]->Kill();  // two relays down
-  REQUIRE(recorders[2].WaitExit(kEventTimeout));
-  CHECK(*recorders[2].exit == ExitStatus::Signaled(SIGKILL));
-  // Node 2 was started over SSH by the relay on node 1, which killed it as the launcher would.
-  CHECK(Contains(recorders[2].detail, "killed (KILL signal sent over ssh to " + Addr(2) + ")"));
-  handles.clear();
-  for (Recorder& r : recorders) CHECK(r.exits == 1);
-}
-
-TEST_CASE("A head whose start relay fails is reported, and the next node of its group takes its place") {
-  Cluster* c = Cluster::Get();
-  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
-  TempDir dir;
-  SshOptions options = c->Options();
-  options.fanout = 1;
-  options.tree_threshold = 2;
-  SshAgentStarter starter(options);
-  PreflightChecks checks{WriteTreeAgent(dir), "dslaunch-agent 0.1.0", dir.path()};
-  WriteFile(dir.path() + "/break-relay-0", "");
-  std::vector<NodePlan> nodes = {Node(0, Addr(0)), Node(1, Addr(1)), Node(2, Addr(2))};
-  auto failures = starter.PreflightEach(nodes, checks);
-  REQUIRE_MESSAGE(failures.ok(), failures.status().ToString());
-  REQUIRE(failures->size() == 1);
-  CHECK((*failures)[0].node_rank == 0);
-  CHECK((*failures)[0].reason ==
-        "the start relay ended before it had checked its subtree (exit code 5, ssh channel to " + Addr(0) +
-            " closed: relay broken on purpose)");
-  // Node 1 became the head of node 2; both start.
-  Recorder recorders[2];
-  std::vector<std::unique_ptr<AgentHandle>> handles;
-  for (int i = 1; i <= 2; ++i) {
-    AgentCommand command{checks.agent_path, "", 4242, "job-2", i, std::nullopt};
-    auto handle = starter.Start(nodes[i], command, "s", recorders[i - 1].Callbacks());
-    REQUIRE_MESSAGE(handle.ok(), handle.status().ToString());
-    handles.push_back(std::move(handle).value());
-  }
-  REQUIRE(recorders[0].WaitExit(kEventTimeout));
-  CHECK(*recorders[0].exit == ExitStatus::Exited(7));
-  CHECK(recorders[0].detail == "agent process ended");  // node 1 is a head now
-  REQUIRE(recorders[1].WaitLine("sleeping", kEventTimeout));
-  handles[1]->Kill();
-  REQUIRE(recorders[1].WaitExit(kEventTimeout));
 }
 
 }  // namespace
