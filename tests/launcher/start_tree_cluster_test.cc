@@ -172,6 +172,26 @@ TEST_CASE("An unreachable host in a head's subtree is named in the pre-flight re
   CHECK(ReadPidFiles(dir.path()).empty());
 }
 
+TEST_CASE("An elastic job through a start tree runs on the nodes that pass, without the one a relay could not reach") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  // As above: node 4 (nowhere) is below the head node 3; the range 4:5 lets the job run without it.
+  std::string hosts = dir.path() + "/hosts";
+  std::filesystem::copy_file(c->hostfile(), hosts);
+  std::ofstream(hosts, std::ios::app) << "172.30.77.99 slots=2\n";
+  auto r = RunProcess(Launch(*c, dir,
+                             {"--hostfile", hosts, "--ssh_connect_timeout", "1", "--ssh_tree_threshold", "2",
+                              "--ssh_fanout", "2", "--nnodes", "4:5"},
+                             {"--expect_world", "8"}),
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.err, "dslaunch: pre-flight failed on node 4 (172.30.77.99): cannot connect"));
+  CHECK(Contains(r.out, "[rank 7 " + c->Addr(3) + "] rank 7 of 8: environment ok\n"));
+  CHECK(AllDead(ReadPidFiles(dir.path())));
+}
+
 TEST_CASE("A host four relays down is named in the pre-flight report") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
