@@ -320,8 +320,12 @@ void StoreProxy::Impl::OnUpstreamLost(const Status& why) {
   generation_over_ = true;
   if (upstream_) upstream_->Close();
   upstream_.reset();
-  options_.log("store proxy: lost the launcher (" + why.ToString() + "); generation " +
-               std::to_string(generation_) + " is over on this node");
+  // A close is normal (the launcher began the next generation, or ended the job; a lost launcher
+  // is reported by the control connection): only a broken stream is worth a line.
+  if (why.code() != StatusCode::kUnavailable) {
+    options_.log("store proxy: dropped the connection to the launcher: " + why.ToString() +
+                 "; generation " + std::to_string(generation_) + " is over on this node");
+  }
   combiner_.FailAll(UnavailableError("the store proxy lost the launcher"));
   waiting_.clear();
   CloseLocals();

@@ -47,7 +47,8 @@ struct StoreProxyOptions {
   std::string launcher_address;  // host:port of the launcher's endpoint
   std::string job_id;
   std::string secret;                       // never logged
-  std::function<void(std::string_view)> log;  // one line each; the agent prefixes it
+  // Lines about a broken upstream (a malformed reply); the agent prefixes them.
+  std::function<void(std::string_view)> log;
 };
 
 class StoreProxy {

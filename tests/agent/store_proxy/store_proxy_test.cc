@@ -182,11 +182,13 @@ TEST_CASE("A worker of an old generation cannot reach the new generation through
   set.type = msg::kStoreSet;
   set.key = "gen/0/x";
   set.value = "v";
+  const uint64_t upstream_before = proxy.upstream_requests();
   REQUIRE(SendFrame(fd->get(), set.type, EncodeStoreRequest(set)).ok());
   wire::FrameDecoder decoder;
   auto reply = ReceiveFrame(fd->get(), decoder, Clock::now() + seconds(5));
   REQUIRE(reply.ok());
   REQUIRE(reply->type == msg::kStoreError);
+  CHECK(proxy.upstream_requests() == upstream_before);  // refused at the proxy; the launcher checks again
   CHECK(DecodeStoreError(reply->payload).message() ==
         "set key 'gen/0/x' is outside generation 1 of this connection (its keys start with 'gen/1/')");
   // The new generation works, and nothing of the old one reached it.
