@@ -238,8 +238,9 @@ class AgentSession {
   }
 
   // Serves the workers' store traffic on a socket in the private directory, when the launcher asks
-  // for it (docs/protocol.md, "Store proxy"). A path too long for a Unix socket leaves this node's
-  // workers on the direct path, with one line saying so.
+  // for it (docs/protocol.md, "Store proxy"). A socket that cannot be made (a path too long for a
+  // Unix socket, a file system without sockets) leaves this node's workers on the direct path, with
+  // one line saying so: the job still runs, as it did before the proxy.
   Status StartStoreProxy() {
     if (!assignment_.store_proxy) return Status::Ok();
     StoreProxyOptions o{secret_dir_ + "/" + kStoreProxySocketName, config_.endpoint, config_.job_id,
@@ -247,12 +248,11 @@ class AgentSession {
                           std::cerr << prefix << line << "\n";
                         }};
     auto proxy = StoreProxy::Listen(io_, std::move(o));
-    if (!proxy.ok() && proxy.status().code() == StatusCode::kInvalidArgument) {
+    if (!proxy.ok()) {
       std::cerr << Prefix() << "store proxy off on this node, its workers reach the launcher directly: "
                 << proxy.status().message() << "\n";
       return Status::Ok();
     }
-    DSLAUNCH_RETURN_IF_ERROR(proxy.status());
     store_proxy_ = std::move(*proxy);
     return store_proxy_->BeginGeneration(assignment_.generation);
   }

@@ -53,8 +53,8 @@ struct StoreProxyOptions {
 
 class StoreProxy {
  public:
-  // Listens on options.socket_path. kInvalidArgument for a path too long for a Unix socket
-  // (the caller falls back to the direct path), an errno error if it cannot bind.
+  // Listens on options.socket_path. kInvalidArgument for a path too long for a Unix socket,
+  // kUnavailable if it cannot bind (the agent then falls back to the direct path).
   static Result<std::unique_ptr<StoreProxy>> Listen(boost::asio::io_context& io,
                                                     StoreProxyOptions options);
   ~StoreProxy();

@@ -6,6 +6,8 @@
 // could still call).
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <csignal>
 #include <fstream>
 #include <map>
@@ -89,6 +91,18 @@ TEST_CASE("Workers reach the store through their node's proxy by default and dir
       CHECK(Contains(r.out, "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + " of 8: environment ok"));
     }
   }
+}
+
+TEST_CASE("A node whose socket path is too long runs its workers on the direct path and says so") {
+  TempDir dir;
+  const std::string runtime_dir = dir.path() + "/" + std::string(100, 'r');
+  REQUIRE(::mkdir(runtime_dir.c_str(), 0700) == 0);
+  auto r = RunProcess(EnvCheckJob(dir, {"--nproc_per_node", "2"}, {"--expect_store_prefix", "127.0.0.1:"}), kRunTimeout,
+                      {"TMPDIR=" + runtime_dir});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.err, "store proxy off on this node, its workers reach the launcher directly: the store proxy's socket path"));
+  CHECK(Contains(r.err, "a Unix socket allows"));
 }
 
 TEST_CASE("rank-hello meets at the barrier through the proxy and without it") {
