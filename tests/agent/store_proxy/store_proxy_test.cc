@@ -144,15 +144,18 @@ TEST_CASE("Eight workers blocked in WAIT for one key cost the launcher two WAITs
       return client->Wait({"ready"}, milliseconds(20000));
     }));
   }
-  // The first WAIT is parked at the launcher; the seven behind it wait in the proxy as one.
+  // One WAIT is parked at the launcher; any that came after it wait in the proxy as one.
   REQUIRE(testing::WaitFor([&] { return proxy.local_requests() == kWorkers; }, seconds(10)));
   REQUIRE(testing::WaitFor([&] { return ep.OnIo([&] { return ep.store().store().num_waiters(); }) == 1; },
                            seconds(10)));
   auto setter = proxy.Client();
   REQUIRE(setter->Set("ready", "1").ok());
   for (auto& w : waits) CHECK(w.get().ok());
-  // One WAIT, the SET, and one WAIT for the seven: 3 requests for the workers' 9.
-  CHECK(proxy.upstream_requests() == 3);
+  // The SET and at most two WAITs: the first (alone, or with those that came in the same turn of
+  // the proxy's loop) and one for all that came while it was parked. 9 requests on the direct path.
+  const uint64_t upstream = proxy.upstream_requests();
+  CHECK(upstream >= 2);
+  CHECK(upstream <= 3);
 }
 
 TEST_CASE("A worker of an old generation cannot reach the new generation through the proxy") {
