@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -91,6 +92,50 @@ TEST_CASE("Workers reach the store through their node's proxy by default and dir
       CHECK(Contains(r.out, "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + " of 8: environment ok"));
     }
   }
+}
+
+// Sockets the process holds (listening, connected, either family).
+int SocketsOf(pid_t pid) {
+  int n = 0;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string().rfind("socket:", 0) == 0) ++n;
+  }
+  return n;
+}
+
+// How many rank*.stdout.log files under `dir` hold `text`.
+int LogsContaining(const std::string& dir, const std::string& text) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("rank", 0) == 0 && name.find(".stdout.log") != std::string::npos &&
+        Contains(ReadWhole(e.path().string()), text)) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+TEST_CASE("Through the proxy the launcher holds two connections for a node of 8 ranks, not 9") {
+  std::map<std::string, int> sockets;
+  for (const char* mode : {"on", "off"}) {
+    CAPTURE(mode);
+    TempDir dir;
+    // Every rank meets the others and then hangs, holding its store connection.
+    Subprocess job(EnvCheckJob(dir, {"--store_proxy", mode, "--nproc_per_node", "8"}, {"--hang"}));
+    REQUIRE(WaitFor([&] { return LogsContaining(dir.path() + "/logs", "environment ok") == 8; }, std::chrono::seconds(60)));
+    sockets[mode] = SocketsOf(job.pid());
+    job.Signal(SIGINT);
+    job.Wait(kRunTimeout);
+  }
+  MESSAGE("launcher sockets with 8 ranks on one node: " << sockets["on"] << " through the proxy, " << sockets["off"]
+                                                         << " directly");
+  // Directly: one per rank; through the proxy: the agent's second connection for all of them.
+  CHECK(sockets["off"] - sockets["on"] == 7);
 }
 
 TEST_CASE("A node whose socket path is too long runs its workers on the direct path and says so") {
