@@ -210,8 +210,9 @@ Result<UniqueFd> HandshakeAsClient(UniqueFd fd, const std::string& where, std::s
                                    Clock::time_point deadline, bool* before_challenge = nullptr) {
   auto challenge_frame = ReceiveHandshakeFrame(fd.get(), deadline);
   if (!challenge_frame.ok()) {
-    if (before_challenge != nullptr) {
-      *before_challenge = challenge_frame.status().code() == StatusCode::kUnavailable;
+    if (before_challenge != nullptr && challenge_frame.status().code() == StatusCode::kUnavailable) {
+      *before_challenge = true;
+      return challenge_frame.status();  // the caller's "last error" when it gives up
     }
     return challenge_frame.status().WithContext(where);
   }
