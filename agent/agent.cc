@@ -22,6 +22,7 @@
 #include "agent/progress_files.h"
 #include "agent/progress_watchdog.h"
 #include "agent/secret_dir.h"
+#include "agent/store_proxy/store_proxy.h"
 #include "agent/worker_env_on_node.h"
 #include "agent/worker_process.h"
 #include "common/asio.h"
@@ -94,6 +95,7 @@ class AgentSession {
     // and stopped with the job (common/process_tree.h).
     DSLAUNCH_RETURN_IF_ERROR(BecomeChildSubreaper());
     DSLAUNCH_RETURN_IF_ERROR(PrepareSecretFile());
+    DSLAUNCH_RETURN_IF_ERROR(StartStoreProxy());
     DSLAUNCH_ASSIGN_OR_RETURN(
         JobLogDir logs,
         JobLogDir::Open({assignment_.log_dir, config_.runtime_dir, config_.job_id, ::getuid()}));
@@ -191,7 +193,10 @@ class AgentSession {
     workers_ = NodeWorkers();
     assignment_ = std::move(next);
     phase_ = Phase::kRunning;
-    auto logs = CreateWorkerLogs();
+    // The previous generation's workers lose the proxy before this one's start (docs/protocol.md,
+    // "Store proxy").
+    Status proxied = store_proxy_ ? store_proxy_->BeginGeneration(assignment_.generation) : Status::Ok();
+    auto logs = proxied.ok() ? CreateWorkerLogs() : Result<std::vector<WorkerLogs>>(proxied);
     Status started = logs.ok() ? StartWorkers(std::move(*logs)) : logs.status();
     if (!started.ok()) {
       std::cerr << Prefix() << "cannot start the workers of generation " << assignment_.generation << ": "
@@ -232,6 +237,26 @@ class AgentSession {
     return WriteSecretFile(secret_file_, config_.secret);
   }
 
+  // Serves the workers' store traffic on a socket in the private directory, when the launcher asks
+  // for it (docs/protocol.md, "Store proxy"). A socket that cannot be made (a path too long for a
+  // Unix socket, a file system without sockets) leaves this node's workers on the direct path, with
+  // one line saying so: the job still runs, as it did before the proxy.
+  Status StartStoreProxy() {
+    if (!assignment_.store_proxy) return Status::Ok();
+    StoreProxyOptions o{secret_dir_ + "/" + kStoreProxySocketName, config_.endpoint, config_.job_id,
+                        config_.secret, [prefix = Prefix()](std::string_view line) {
+                          std::cerr << prefix << line << "\n";
+                        }};
+    auto proxy = StoreProxy::Listen(io_, std::move(o));
+    if (!proxy.ok()) {
+      std::cerr << Prefix() << "store proxy off on this node, its workers reach the launcher directly: "
+                << proxy.status().message() << "\n";
+      return Status::Ok();
+    }
+    store_proxy_ = std::move(*proxy);
+    return store_proxy_->BeginGeneration(assignment_.generation);
+  }
+
   // The first kMaxErrorRecordBytes of a worker's error file; empty if it wrote none.
   static std::string ReadErrorFile(const std::string& path) {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
@@ -261,8 +286,9 @@ class AgentSession {
     // Watched from before the start: a report written at once is not taken for the baseline.
     progress_files_.Watch(spec.rank, logs.progress_file);
     watchdog_.Start(spec.rank, Clock::now(), std::chrono::milliseconds(assignment_.watchdog_timeout_ms));
-    NodeFacts node{config_.cores, static_cast<int>(assignment_.workers.size()), secret_file_, config_.endpoint,
-                   job_dir_, master_interface_, static_cast<int>(cores.cpus.size())};
+    NodeFacts node{config_.cores, static_cast<int>(assignment_.workers.size()), secret_file_,
+                   store_proxy_ ? store_proxy_->address() : config_.endpoint, job_dir_, master_interface_,
+                   static_cast<int>(cores.cpus.size()), config_.endpoint};
     ProcessLaunch launch{spec.argv, CompleteWorkerEnvironment(config_.environment, assignment_.env, env, node),
                          assignment_.working_dir, cores.cpus, cores.numa_node};
     DSLAUNCH_ASSIGN_OR_RETURN(SpawnedProcess p, SpawnInOwnProcessGroup(launch));
@@ -652,6 +678,7 @@ class AgentSession {
   NodeWorkers workers_;
   std::vector<std::unique_ptr<Worker>> running_;
   std::string secret_dir_, secret_file_;
+  std::unique_ptr<StoreProxy> store_proxy_;  // null: the workers reach the launcher directly
   std::unique_ptr<JobLogDir> logs_;
   std::string job_dir_;  // the job's log directory on this node (DSLAUNCH_JOB_DIR)
   std::string master_interface_;  // MasterInterface() of the current generation

@@ -30,6 +30,7 @@ std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, s
     env[env::kOmpNumThreads] = std::to_string(threads);
   }
   if (!node.store_address.empty()) env[env::kStore] = node.store_address;
+  if (!node.launcher_address.empty()) env[env::kLauncherAddress] = node.launcher_address;
   env[env::kStoreSecretFile] = node.secret_file;
   if (!node.job_dir.empty()) env[env::kJobDir] = node.job_dir;
   // NCCL's bootstrap picks an interface by its own rules (it may take a docker bridge or a slow

@@ -18,7 +18,9 @@ inline constexpr char kCrossSize[] = "CROSS_SIZE";             // alias of NNODE
 inline constexpr char kMasterAddr[] = "MASTER_ADDR";
 inline constexpr char kMasterPort[] = "MASTER_PORT";
 inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
-inline constexpr char kStore[] = "DSLAUNCH_STORE";
+inline constexpr char kStore[] = "DSLAUNCH_STORE";  // host:port, or unix:PATH (the node's store proxy)
+// The launcher's host:port as the worker's node reaches it, also when DSLAUNCH_STORE is the proxy.
+inline constexpr char kLauncherAddress[] = "DSLAUNCH_LAUNCHER_ADDRESS";
 inline constexpr char kJobId[] = "DSLAUNCH_JOB_ID";
 inline constexpr char kRestartCount[] = "DSLAUNCH_RESTART_COUNT";
 inline constexpr char kTorchElasticRestartCount[] = "TORCHELASTIC_RESTART_COUNT";

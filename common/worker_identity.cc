@@ -45,6 +45,9 @@ Result<WorkerIdentity> ParseWorkerIdentity(const std::map<std::string, std::stri
   DSLAUNCH_ASSIGN_OR_RETURN(id.job_id, Need(e, env::kJobId));
   DSLAUNCH_ASSIGN_OR_RETURN(id.store_address, Need(e, env::kStore));
   DSLAUNCH_ASSIGN_OR_RETURN(id.store_secret_file, Need(e, env::kStoreSecretFile));
+  // Without a proxy the store is the launcher (and an older agent sets no launcher address).
+  auto launcher = e.find(env::kLauncherAddress);
+  id.launcher_address = launcher != e.end() && !launcher->second.empty() ? launcher->second : id.store_address;
   DSLAUNCH_RETURN_IF_ERROR(CheckBelow(env::kRank, id.rank, env::kWorldSize, id.world_size));
   DSLAUNCH_RETURN_IF_ERROR(CheckBelow(env::kLocalRank, id.local_rank, env::kLocalWorldSize, id.local_world_size));
   DSLAUNCH_RETURN_IF_ERROR(CheckBelow(env::kNodeRank, id.node_rank, env::kNumNodes, id.num_nodes));

@@ -19,7 +19,9 @@ struct WorkerIdentity {
   int num_nodes = 1;
   int generation = 0;  // DSLAUNCH_RESTART_COUNT
   std::string job_id;
-  std::string store_address;      // DSLAUNCH_STORE
+  std::string store_address;      // DSLAUNCH_STORE: host:port, or unix:PATH (the node's store proxy)
+  // DSLAUNCH_LAUNCHER_ADDRESS (host:port), else DSLAUNCH_STORE: the route to the launcher.
+  std::string launcher_address;
   std::string store_secret_file;  // DSLAUNCH_STORE_SECRET_FILE
 };
 

@@ -366,6 +366,12 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
                  "append the job's events (generations started and ended, faults, decisions) to FILE, one JSON "
                  "object per line (docs/elastic.md)");
   app.add_flag("--tee,!--no_tee", o.tee, "echo workers' output on the console (default) or only log it");
+  std::string store_proxy = "on";
+  app.add_option("--store_proxy", store_proxy,
+                 "on: each node's agent carries its workers' store traffic to the launcher, one connection per "
+                 "node (default); off: every worker connects to the launcher itself (docs/protocol.md)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--grace_period", grace_seconds, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
   app.add_flag("--save_pid{}", save_pid, "write the launcher pid to FILE (default $TMPDIR/<pid>.ds)")
@@ -505,6 +511,7 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   }
   DSLAUNCH_ASSIGN_OR_RETURN(o.grace_period,
                             Duration("--grace_period", grace_seconds, std::chrono::milliseconds(0), kMaxGracePeriod));
+  o.store_proxy = store_proxy == "on";
   DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("--heartbeat_timeout", heartbeat_seconds,
                                                           kMinHeartbeatTimeout, kMaxHeartbeatTimeout));
   if (app.count("--heartbeat_interval") > 0) {

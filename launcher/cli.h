@@ -109,6 +109,9 @@ struct CliOptions {
   std::optional<std::string> python;
   std::string log_dir;  // empty: each node's per-user default (docs/launcher.md, "Log files")
   bool tee = true;
+  // --store_proxy on|off: the agents proxy their workers' store traffic (docs/protocol.md, "Store
+  // proxy"); off: workers connect to the launcher's endpoint themselves.
+  bool store_proxy = true;
   std::chrono::milliseconds grace_period = kDefaultGracePeriod;
   // --save_pid: write the launcher's pid to this file while it runs; "" means the default path.
   std::optional<std::string> save_pid;

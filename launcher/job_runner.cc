@@ -485,6 +485,7 @@ class JobRunner::Impl {
     a.restartable = policy_->restartable();
     a.watchdog_timeout_ms = plan_.watchdog_timeout_ms;
     a.await_release = node_mode_;
+    a.store_proxy = options_.store_proxy;
     a.bind_cores_to_rank = plan_.bind_cores_to_rank;
     a.bind_core_list = plan_.bind_core_list;
     session.Send(a);

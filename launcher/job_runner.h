@@ -58,6 +58,7 @@ struct JobRunnerOptions {
   std::chrono::milliseconds heartbeat_timeout{0};
   std::chrono::milliseconds heartbeat_interval = kHeartbeatInterval;
   bool tee = true;
+  bool store_proxy = true;  // --store_proxy: agents proxy their workers' store traffic
   bool show_host = false;  // prefix output lines with the host (multi-node jobs)
   EventLog events;         // --events_file
   // Where the runner publishes its view of the job (launcher/status/job_status.h) and every output

@@ -308,6 +308,7 @@ Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges
   ro.heartbeat_interval = cli.heartbeat_interval;
   DSLAUNCH_ASSIGN_OR_RETURN(ro.events, EventLog::Open(cli.events_file));
   ro.tee = cli.tee;
+  ro.store_proxy = cli.store_proxy;
   ro.stragglers = cli.stragglers;
   ro.board = MakeBoard(cli);
   return ro;

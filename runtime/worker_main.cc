@@ -229,7 +229,7 @@ int RunTrain(const std::string& config_path) {
 
   auto store = ConnectStore(*id);
   if (!store.ok()) return Fail(store.status());
-  auto address = SourceAddressToward(id->store_address);
+  auto address = SourceAddressToward(id->launcher_address);
   if (!address.ok()) return Fail(address.status());
   GlooOptions options;
   options.address = *address;

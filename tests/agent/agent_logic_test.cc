@@ -153,6 +153,14 @@ TEST_CASE("CompleteWorkerEnvironment layers the plan over the node and adds node
   CHECK(std::find(env.begin(), env.end(), "OMP_NUM_THREADS=7") != env.end());
 }
 
+TEST_CASE("CompleteWorkerEnvironment gives the node's store proxy as DSLAUNCH_STORE and the launcher's address beside it") {
+  NodeFacts node{8, 2, "/tmp/x/store.secret", "unix:/tmp/x/store.sock"};
+  node.launcher_address = "10.1.1.1:5000";
+  auto env = CompleteWorkerEnvironment({}, {{"DSLAUNCH_STORE", "<launcher>:1"}}, {}, node);
+  CHECK(std::find(env.begin(), env.end(), "DSLAUNCH_STORE=unix:/tmp/x/store.sock") != env.end());
+  CHECK(std::find(env.begin(), env.end(), "DSLAUNCH_LAUNCHER_ADDRESS=10.1.1.1:5000") != env.end());
+}
+
 TEST_CASE("CompleteWorkerEnvironment gives a core-bound worker one OpenMP thread per core of its set, the user's setting winning") {
   NodeFacts node{8, 2, "/tmp/x/store.secret", "10.1.1.1:5000"};
   node.bound_cores = 3;  // 8 cores would give 4 each unbound

@@ -19,6 +19,17 @@ TEST_CASE("ParseWorkerIdentity reads the environment contract") {
   CHECK(id->local_world_size == 4);
   CHECK(id->num_nodes == 2);
   CHECK(id->store_address == "127.0.0.1:5000");
+  CHECK(id->launcher_address == "127.0.0.1:5000");  // no proxy: the store is the launcher
+}
+
+TEST_CASE("ParseWorkerIdentity keeps the launcher's address beside the node's store proxy") {
+  auto env = GoodEnv();
+  env["DSLAUNCH_STORE"] = "unix:/tmp/d/store.sock";
+  env["DSLAUNCH_LAUNCHER_ADDRESS"] = "10.0.0.1:4000";
+  auto id = ParseWorkerIdentity(env);
+  REQUIRE(id.ok());
+  CHECK(id->store_address == "unix:/tmp/d/store.sock");
+  CHECK(id->launcher_address == "10.0.0.1:4000");
 }
 
 TEST_CASE("ParseWorkerIdentity names the variable that is missing or malformed") {

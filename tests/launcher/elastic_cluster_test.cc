@@ -171,7 +171,10 @@ TEST_CASE("A stale worker of an old generation cannot touch the new generation's
   TempDir dir;
   const std::string job = "elastic-stale-" + std::to_string(::getpid());
   const std::string probe = dir.path() + "/probe";
-  Subprocess launcher(Launch(*c, dir, job, {"--nnodes", "3:3", "--max_restarts", "1"},
+  // The launcher's own fence, so the workers connect to it directly: through the proxy (the
+  // default) the frozen agent would hold their calls, and the proxy's fence is tested in
+  // tests/launcher/store_proxy_proc_test.cc.
+  Subprocess launcher(Launch(*c, dir, job, {"--nnodes", "3:3", "--max_restarts", "1", "--store_proxy", "off"},
                              {"--stale_probe", probe, "--hang"}));
   REQUIRE(WaitFor([&] { return PidFilesOf(dir, 0) == 6; }, std::chrono::seconds(60)));
   std::vector<pid_t> agents, workers;

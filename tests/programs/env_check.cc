@@ -9,6 +9,8 @@
 // benchmark can time the teardown that follows.
 // --escape_dir: before anything else, start a child that leaves the worker's process group and
 // session (setsid) and sleeps until killed; its pid goes to D/escapeeRANK.pid.
+// --expect_store_prefix P: DSLAUNCH_STORE must start with P ("unix:" through the node's store
+// proxy, "127.0.0.1:" directly).
 // --check_fds: fail if any descriptor other than stdin, stdout and stderr was inherited.
 // --own_error_rank R: rank R writes an error record of its own failure, waits 500 ms, and exits
 // with --exit_code. --peer_error_rank Q: rank Q waits 100 ms, writes a record saying a peer caused
@@ -145,6 +147,9 @@ int main(int argc, char** argv) {
     std::string kv = args["--expect_env"];
     std::string name = kv.substr(0, kv.find('='));
     if (name + "=" + env[name] != kv) return Die(name + "='" + env[name] + "', expected " + kv);
+  }
+  if (args.count("--expect_store_prefix") && id->store_address.rfind(args["--expect_store_prefix"], 0) != 0) {
+    return Die("DSLAUNCH_STORE=" + id->store_address + ", expected it to start with " + args["--expect_store_prefix"]);
   }
   if (env[env::kMasterAddr].empty() || env[env::kMasterPort].empty()) return Die("MASTER_ADDR/PORT unset");
   if (env[env::kOmpNumThreads].empty()) return Die("OMP_NUM_THREADS unset");
