@@ -54,6 +54,7 @@ class JobRunner::Impl {
     eo.port = options_.port;
     eo.job_id = job_id_;
     eo.secret = secret_;
+    eo.max_connections = options_.max_connections;
     DSLAUNCH_ASSIGN_OR_RETURN(endpoint_, Endpoint::Listen(io_, std::move(eo)));
     store_ = StoreService::Attach(io_, *endpoint_);
     endpoint_->SetSessionFactory(PeerRole::kAgent, [this](std::shared_ptr<EndpointConnection> c) {

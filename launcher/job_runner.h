@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "common/endpoint/endpoint.h"
 #include "common/heartbeat.h"
 #include "common/status.h"
 #include "launcher/console.h"
@@ -49,6 +50,8 @@ inline constexpr std::chrono::milliseconds kFailureStopGrace{1000};
 struct JobRunnerOptions {
   std::string bind_address = "127.0.0.1";    // where the endpoint listens
   uint16_t port = 0;                          // 0: ephemeral
+  // The endpoint's connection limit, sized from the plan (launcher/connection_budget.h).
+  size_t max_connections = kDefaultMaxEndpointConnections;
   std::string advertise_host = "127.0.0.1";  // default address agents use to reach it
   std::string agent_path;
   std::string agent_version;  // what `dslaunch-agent --version` must print on every node

@@ -402,9 +402,8 @@ void Endpoint::Impl::StartAccept() {
     tcp::endpoint remote = socket.remote_endpoint(pec);
     std::string peer = pec ? std::string("unknown peer") : FormatPeer(remote);
     std::string address = pec ? std::string("unknown address") : remote.address().to_string();
-    if (self->connections_.size() >= kMaxEndpointConnections) {
-      self->Refuse(socket, address,
-                   std::to_string(kMaxEndpointConnections) + " connections are open already");
+    if (const size_t limit = self->options_.max_connections; self->connections_.size() >= limit) {
+      self->Refuse(socket, address, std::to_string(limit) + " connections are open already");
     } else if (Admission a = self->admission_.Admit(address); a != Admission::kAdmitted) {
       self->Refuse(socket, address, DescribeRefusal(a, self->admission_.limits()));
     } else {
