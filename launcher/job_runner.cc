@@ -665,8 +665,10 @@ class JobRunner::Impl {
       for (size_t i = 0; i < candidates_.size(); ++i) {
         Candidate& c = candidates_[i];
         AgentSession* s = c.session;
+        // An agent whose workers are done exits, unless it waits for the next ASSIGNMENT (a
+        // restartable job) or for RELEASE (node mode): those still watch for heartbeats.
         if (s == nullptr || c.awaiting_assignment ||
-            (c.node_rank >= 0 && tracker_->agent_done(c.node_rank) && !policy_->restartable())) {
+            (c.node_rank >= 0 && tracker_->agent_done(c.node_rank) && !policy_->restartable() && !node_mode_)) {
           continue;
         }
         if (c.heartbeat->Expired(now)) {

@@ -120,6 +120,29 @@ TEST_CASE("Node mode: every node exits with the job's code, the failed rank's on
   CheckNoWorkerAlive(dir.path(), 4);
 }
 
+TEST_CASE("Node mode: a node whose workers finish long before the others' keeps its agent until the end") {
+  // Node 0's worker exits at once, node 1's after several heartbeat timeouts: node 0's agent,
+  // waiting for RELEASE, must go on hearing the launcher's heartbeats (before issue 16 it was sent
+  // none once its workers were done, and gave up on the launcher after the timeout).
+  TempDir dir;
+  ReservedPort port;
+  auto node = [&](const char* rank) {
+    return std::vector<std::string>{kLauncher, "--rdzv_endpoint", "127.0.0.1:" + std::to_string(port.port()),
+                                    "--log_dir", dir.path() + "/logs", "--heartbeat_timeout", "1", "--nnodes", "2",
+                                    "--nproc_per_node", "1", "--node_rank", rank, "--no_python", "/bin/sh", "-c",
+                                    "if [ \"$RANK\" = 1 ]; then sleep 4; fi"};
+  };
+  Subprocess node0(node("0"), kSecret);
+  Subprocess node1(node("1"), kSecret);
+  auto r0 = node0.Wait(kRunTimeout);
+  auto r1 = node1.Wait(kRunTimeout);
+  INFO(r0.err);
+  INFO(r1.err);
+  CHECK(r0.exit_code == 0);
+  CHECK(r1.exit_code == 0);
+  CHECK_FALSE(Contains(r0.err, "no heartbeat from the launcher"));
+}
+
 TEST_CASE("Node mode: a lost node stops the job everywhere with the infrastructure code") {
   TempDir dir;
   ReservedPort port;
