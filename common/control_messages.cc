@@ -67,7 +67,7 @@ void Put(ByteWriter& w, const Assignment& m) {
   w.Bool(m.restartable).I64(m.watchdog_timeout_ms).Bool(m.bind_cores_to_rank);
   w.U32(static_cast<uint32_t>(m.bind_core_list.size()));
   for (int cpu : m.bind_core_list) w.I32(cpu);
-  w.Bool(m.await_release);
+  w.Bool(m.await_release).Bool(m.store_proxy);
 }
 bool Get(ByteReader& r, Assignment& m, std::string& why) {
   uint32_t n = 0;
@@ -99,7 +99,7 @@ bool Get(ByteReader& r, Assignment& m, std::string& why) {
     }
     m.bind_core_list.push_back(cpu);
   }
-  return r.Bool(m.await_release);
+  return r.Bool(m.await_release) && r.Bool(m.store_proxy);
 }
 
 void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid).String(m.log_path); }

@@ -28,7 +28,8 @@ namespace dslaunch::control {
 //    job's exit code.
 // 5: WORKER_PROGRESS (a rank's progress report with its figures, for the launcher's view);
 //    WORKER_STARTED carries the worker's log path.
-inline constexpr uint32_t kProtocolVersion = 5;
+// 6: ASSIGNMENT carries store_proxy (the agent serves its workers' store traffic).
+inline constexpr uint32_t kProtocolVersion = 6;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -99,6 +100,9 @@ struct Assignment {
   // gave them (each in 0..kMaxCpuId-1); empty: the agent's own CPU affinity.
   bool bind_cores_to_rank = false;
   std::vector<int> bind_core_list;
+  // The agent proxies its workers' store traffic (docs/protocol.md, "Store proxy"): they get
+  // DSLAUNCH_STORE=unix:<its socket>; false (--store_proxy off): the launcher's address.
+  bool store_proxy = false;
 };
 
 struct WorkerStarted {

@@ -28,10 +28,14 @@ inline constexpr uint8_t kStoreWait = 20;
 inline constexpr uint8_t kStoreCheck = 21;
 inline constexpr uint8_t kStoreDelete = 22;
 inline constexpr uint8_t kStoreNumKeys = 23;
+// A store request carried by an agent's store proxy (PeerRole::kStoreProxy; proxy_protocol.h).
+inline constexpr uint8_t kStoreProxied = 24;
 
 // Store responses (server -> client), one per request, in request order.
 inline constexpr uint8_t kStoreOk = 32;
 inline constexpr uint8_t kStoreError = 33;
+// The answer to one kStoreProxied request, matched by its tag; answers come in any order.
+inline constexpr uint8_t kStoreProxiedReply = 34;
 
 // Agent control plane.
 inline constexpr uint8_t kFirstAgentMessage = 64;

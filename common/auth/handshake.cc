@@ -24,7 +24,8 @@ std::string Transcript(std::string_view label, const Challenge& c, const AuthReq
 
 bool IsKnownRole(uint8_t r) {
   return r == static_cast<uint8_t>(PeerRole::kStoreClient) ||
-         r == static_cast<uint8_t>(PeerRole::kAgent);
+         r == static_cast<uint8_t>(PeerRole::kAgent) ||
+         r == static_cast<uint8_t>(PeerRole::kStoreProxy);
 }
 
 }  // namespace
@@ -33,6 +34,7 @@ std::string PeerRoleName(PeerRole role) {
   switch (role) {
     case PeerRole::kStoreClient: return "store-client";
     case PeerRole::kAgent: return "agent";
+    case PeerRole::kStoreProxy: return "store-proxy";
   }
   return "role-" + std::to_string(static_cast<int>(role));
 }
@@ -159,9 +161,13 @@ std::optional<AuthRejection> VerifyAuth(const Challenge& c, const AuthRequest& a
   return std::nullopt;
 }
 
+bool IsGenerationFenced(PeerRole role) {
+  return role == PeerRole::kStoreClient || role == PeerRole::kStoreProxy;
+}
+
 std::optional<AuthRejection> FenceGeneration(PeerRole role, std::string_view job_id, int generation,
                                              int current_generation) {
-  if (role != PeerRole::kStoreClient || generation == current_generation) return std::nullopt;
+  if (!IsGenerationFenced(role) || generation == current_generation) return std::nullopt;
   std::string what =
       "generation " + std::to_string(generation) + " of job '" + std::string(job_id) + "'";
   std::string now = " (the job is at generation " + std::to_string(current_generation) + ")";
@@ -169,6 +175,17 @@ std::optional<AuthRejection> FenceGeneration(PeerRole role, std::string_view job
     return AuthRejection{AuthRejectReason::kStaleGeneration, what + " is over" + now};
   }
   return AuthRejection{AuthRejectReason::kFutureGeneration, what + " has not started" + now};
+}
+
+std::variant<AuthRequest, AuthRejection> CheckAuth(const Challenge& c, std::string_view auth_payload,
+                                                   std::string_view job_id, std::string_view secret,
+                                                   int current_generation) {
+  auto auth = DecodeAuth(auth_payload);
+  if (!auth.ok()) return AuthRejection{AuthRejectReason::kMalformed, auth.status().message()};
+  std::optional<AuthRejection> rejection = VerifyAuth(c, *auth, job_id, secret);
+  if (!rejection) rejection = FenceGeneration(auth->role, auth->job_id, auth->generation, current_generation);
+  if (rejection) return std::move(*rejection);
+  return std::move(*auth);
 }
 
 Status VerifyServerProof(std::string_view server_proof, std::string_view secret, const Challenge& c,

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "common/status.h"
 
@@ -41,9 +42,15 @@ inline constexpr size_t kNonceBytes = 32;
 // Job ids are short identifiers; a longer one in AUTH is garbage, not a job.
 inline constexpr size_t kMaxJobIdBytes = 256;
 
-enum class PeerRole : uint8_t { kStoreClient = 1, kAgent = 2 };
+// kStoreProxy: a node's agent carrying its workers' store requests (docs/protocol.md, "Store
+// proxy"); fenced by generation like a store client.
+enum class PeerRole : uint8_t { kStoreClient = 1, kAgent = 2, kStoreProxy = 3 };
 
-// "store-client", "agent", or "role-<n>" for an unknown value.
+// Whether connections of `role` belong to one generation (store clients and store proxies: the
+// endpoint refuses other generations and closes them when the next begins); agents do not.
+bool IsGenerationFenced(PeerRole role);
+
+// "store-client", "agent", "store-proxy", or "role-<n>" for an unknown value.
 std::string PeerRoleName(PeerRole role);
 
 // Why a server refused an AUTH. Sent to the client in AUTH_REJECTED.
@@ -108,13 +115,21 @@ std::optional<AuthRejection> VerifyAuth(const Challenge& c, const AuthRequest& a
 
 // Server side, after VerifyAuth accepted a peer: std::nullopt if a peer of `role` and
 // `generation` may connect while job `job_id` is at `current_generation`, otherwise the
-// rejection. Store clients must be of the current generation: an older one is kStaleGeneration
+// rejection. Store clients and store proxies (IsGenerationFenced) must be of the current generation: an older one is kStaleGeneration
 // ("generation 1 of job 'J' is over (the job is at generation 3)"), a newer one
 // kFutureGeneration ("generation 5 of job 'J' has not started (the job is at generation 3)").
 // Agents are not fenced here: they stay across generations, and the launcher checks the
 // generation of their messages itself.
 std::optional<AuthRejection> FenceGeneration(PeerRole role, std::string_view job_id, int generation,
                                              int current_generation);
+
+// Server side, the whole check of one AUTH payload, shared by every server of the handshake (the
+// launcher's endpoint and an agent's store proxy): DecodeAuth (a malformed one is kMalformed),
+// VerifyAuth, then FenceGeneration against `current_generation`. Returns the accepted request or
+// the rejection to send. Whether the server has a service for the role is the caller's check.
+std::variant<AuthRequest, AuthRejection> CheckAuth(const Challenge& c, std::string_view auth_payload,
+                                                   std::string_view job_id, std::string_view secret,
+                                                   int current_generation);
 
 // Client side: checks the server's proof from AUTH_OK (kUnauthenticated if wrong: whoever answered
 // does not hold the secret).

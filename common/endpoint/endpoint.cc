@@ -231,18 +231,11 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
     if (frame.type != msg::kAuth) {
       return InvalidArgumentError("expected AUTH, got message type " + std::to_string(frame.type));
     }
-    auto auth = DecodeAuth(frame.payload);
+    auto checked = CheckAuth(challenge_, frame.payload, endpoint_->options_.job_id,
+                             endpoint_->options_.secret, endpoint_->generation_);
+    const AuthRequest* auth = std::get_if<AuthRequest>(&checked);
     std::optional<AuthRejection> rejection;
-    if (!auth.ok()) {
-      rejection = AuthRejection{AuthRejectReason::kMalformed, auth.status().message()};
-    } else {
-      rejection =
-          VerifyAuth(challenge_, *auth, endpoint_->options_.job_id, endpoint_->options_.secret);
-      if (!rejection) {
-        rejection =
-            FenceGeneration(auth->role, auth->job_id, auth->generation, endpoint_->generation_);
-      }
-    }
+    if (auth == nullptr) rejection = std::get<AuthRejection>(std::move(checked));
     const SessionFactory* factory = nullptr;
     if (!rejection) {
       auto it = endpoint_->factories_.find(auth->role);
@@ -522,7 +515,7 @@ void Endpoint::Impl::BeginGenerationNow(int generation) {
   // Abort only schedules the close, so connections_ does not change under the loop.
   size_t closed = 0;
   for (auto& [ptr, c] : connections_) {
-    if (!c->open() || c->role() != PeerRole::kStoreClient || c->generation() >= generation) {
+    if (!c->open() || !IsGenerationFenced(c->role()) || c->generation() >= generation) {
       continue;
     }
     std::optional<AuthRejection> fenced =

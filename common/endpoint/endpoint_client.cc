@@ -7,11 +7,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstring>
 #include <thread>
 
 #include "common/auth/secret.h"
@@ -51,9 +53,10 @@ Status WaitReadable(int fd, Clock::time_point deadline) {
   }
 }
 
-Status SetBlockingWithNoDelay(int fd) {
+Status SetBlockingWithNoDelay(int fd, bool tcp = true) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) return ErrnoError("fcntl", errno);
+  if (!tcp) return Status::Ok();
   int one = 1;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
     return ErrnoError("setsockopt TCP_NODELAY", errno);
@@ -108,6 +111,36 @@ Result<UniqueFd> ConnectAny(const HostPort& hp, Clock::time_point deadline) {
   }
   ::freeaddrinfo(list);
   return last;
+}
+
+// Connects to the Unix-domain socket at `path`: a node's store proxy (docs/protocol.md, "Store
+// proxy"). Not retried: the agent listens before it starts its workers, so a socket that is
+// missing or refuses means the agent is gone.
+Result<UniqueFd> ConnectUnix(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return InvalidArgumentError("bad store proxy socket path '" + path + "' (1 to " +
+                                std::to_string(sizeof(addr.sun_path) - 1) + " bytes)");
+  }
+  path.copy(addr.sun_path, path.size());
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoError("socket", errno);
+  int rc;
+  do {
+    rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ECONNREFUSED) {
+      return UnavailableError("the node's store proxy at " + path +
+                              " is gone (its dslaunch-agent exited or was killed): " +
+                              std::strerror(err));
+    }
+    return ErrnoError("connect to the store proxy at " + path, err);
+  }
+  DSLAUNCH_RETURN_IF_ERROR(SetBlockingWithNoDelay(fd.get(), /*tcp=*/false));
+  return fd;
 }
 
 // Reads exactly `n` bytes, waiting until `deadline`.
@@ -170,7 +203,38 @@ Status Authenticate(int fd, const Challenge& challenge, std::string_view job_id,
   return VerifyServerProof(proof, secret, challenge, auth);
 }
 
+// Runs the handshake on a fresh connection to `where`. A connection closed before the CHALLENGE
+// sets *before_challenge (when given) and is kUnavailable: the caller may retry.
+Result<UniqueFd> HandshakeAsClient(UniqueFd fd, const std::string& where, std::string_view job_id,
+                                   std::string_view secret, PeerRole role, int generation,
+                                   Clock::time_point deadline, bool* before_challenge = nullptr) {
+  auto challenge_frame = ReceiveHandshakeFrame(fd.get(), deadline);
+  if (!challenge_frame.ok()) {
+    if (before_challenge != nullptr) {
+      *before_challenge = challenge_frame.status().code() == StatusCode::kUnavailable;
+    }
+    return challenge_frame.status().WithContext(where);
+  }
+  if (challenge_frame->type != msg::kChallenge) {
+    return InvalidArgumentError(where + ": not a dslaunch endpoint (first message type " +
+                                std::to_string(challenge_frame->type) + ")");
+  }
+  auto challenge = DecodeChallenge(challenge_frame->payload);
+  if (!challenge.ok()) return challenge.status().WithContext(where);
+  Status st = Authenticate(fd.get(), *challenge, job_id, secret, role, generation, deadline);
+  if (!st.ok()) {
+    return st.WithContext(where + " (job '" + std::string(job_id) + "', " + PeerRoleName(role) +
+                          ", generation " + std::to_string(generation) + ")");
+  }
+  return fd;
+}
+
 }  // namespace
+
+std::optional<std::string> UnixSocketPath(std::string_view address) {
+  if (address.substr(0, kUnixAddressPrefix.size()) != kUnixAddressPrefix) return std::nullopt;
+  return std::string(address.substr(kUnixAddressPrefix.size()));
+}
 
 Result<HostPort> ParseHostPort(std::string_view address) {
   auto bad = [&](std::string_view why) {
@@ -207,32 +271,28 @@ Result<HostPort> ParseHostPort(std::string_view address) {
 Result<UniqueFd> ConnectToEndpoint(const std::string& address, std::string_view job_id,
                                    std::string_view secret, PeerRole role, int generation,
                                    Clock::time_point deadline) {
-  DSLAUNCH_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
   std::string where = "endpoint " + address;
+  std::optional<std::string> unix_path = UnixSocketPath(address);
+  HostPort hp;
+  if (!unix_path) {
+    DSLAUNCH_ASSIGN_OR_RETURN(hp, ParseHostPort(address));
+  }
   auto delay = kConnectRetryInitialDelay;
   Status last;
   for (int attempt = 1;; ++attempt) {
+    if (unix_path) {
+      auto fd = ConnectUnix(*unix_path);
+      if (!fd.ok()) return fd.status().WithContext(where);
+      return HandshakeAsClient(std::move(*fd), where, job_id, secret, role, generation, deadline);
+    }
     auto fd = ConnectAny(hp, deadline);
     if (fd.ok()) {
-      auto challenge_frame = ReceiveHandshakeFrame(fd->get(), deadline);
-      if (challenge_frame.ok()) {
-        if (challenge_frame->type != msg::kChallenge) {
-          return InvalidArgumentError(where + ": not a dslaunch endpoint (first message type " +
-                                      std::to_string(challenge_frame->type) + ")");
-        }
-        auto challenge = DecodeChallenge(challenge_frame->payload);
-        if (!challenge.ok()) return challenge.status().WithContext(where);
-        Status st = Authenticate(fd->get(), *challenge, job_id, secret, role, generation, deadline);
-        if (!st.ok()) {
-          return st.WithContext(where + " (job '" + std::string(job_id) + "', " +
-                                PeerRoleName(role) + ", generation " + std::to_string(generation) +
-                                ")");
-        }
-        return std::move(fd).value();
-      }
-      last = challenge_frame.status();
+      bool before_challenge = false;
+      auto done = HandshakeAsClient(std::move(*fd), where, job_id, secret, role, generation,
+                                    deadline, &before_challenge);
       // Closed before the challenge (e.g. the endpoint is at its connection limit): retry.
-      if (last.code() != StatusCode::kUnavailable) return last.WithContext(where);
+      if (done.ok() || !before_challenge) return done;
+      last = done.status();
     } else {
       last = fd.status();
     }

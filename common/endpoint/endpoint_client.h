@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,11 +29,20 @@ struct HostPort {
   uint16_t port = 0;
 };
 
+// An address of this form names a Unix-domain socket: a node's store proxy, served by its
+// dslaunch-agent (docs/protocol.md, "Store proxy"), e.g. "unix:/tmp/dslaunch-J-n0-42/store.sock".
+inline constexpr std::string_view kUnixAddressPrefix = "unix:";
+
+// The socket path of a "unix:PATH" address; nullopt for any other address.
+std::optional<std::string> UnixSocketPath(std::string_view address);
+
 // Splits "host:port", "[v6addr]:port" or "v4addr:port". kInvalidArgument for anything else
 // (a bare IPv6 address without brackets is ambiguous and rejected).
 Result<HostPort> ParseHostPort(std::string_view address);
 
-// Connects to the endpoint at `address` (host:port; IPv4, IPv6 or a host name) and authenticates
+// Connects to the endpoint at `address` (host:port; IPv4, IPv6 or a host name; or unix:PATH, a
+// node's store proxy, which is not retried: a missing or refusing socket is kUnavailable "the
+// node's store proxy at PATH is gone (its dslaunch-agent exited or was killed)") and authenticates
 // as `role` of generation `generation` (the restart count, >= 0) of job `job_id`. Refused
 // connections, unreachable hosts and names that do not resolve yet are retried until `deadline`
 // (the launcher may not be listening yet); then the handshake runs, bounded by the same deadline.

@@ -16,7 +16,34 @@ std::chrono::milliseconds ClampTimeout(uint64_t ms) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, max)));
 }
 
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Every key a request names (NUM_KEYS: its prefix).
+std::vector<std::string_view> NamedKeys(const StoreRequest& r) {
+  if (r.type == msg::kStoreWait || r.type == msg::kStoreCheck) {
+    return std::vector<std::string_view>(r.keys.begin(), r.keys.end());
+  }
+  return {r.key};
+}
+
 }  // namespace
+
+std::string GenerationKeyPrefix(int generation) { return "gen/" + std::to_string(generation) + "/"; }
+
+Status CheckGenerationKeys(const StoreRequest& r, int generation) {
+  const std::string prefix = GenerationKeyPrefix(generation);
+  for (std::string_view key : NamedKeys(r)) {
+    if (StartsWith(key, prefix)) continue;
+    return InvalidArgumentError(StoreOpName(r.type) +
+                                (r.type == msg::kStoreNumKeys ? " prefix '" : " key '") +
+                                std::string(key) + "' is outside generation " +
+                                std::to_string(generation) +
+                                " of this connection (its keys start with '" + prefix + "')");
+  }
+  return Status::Ok();
+}
 
 std::string StoreOpName(uint8_t type) {
   switch (type) {

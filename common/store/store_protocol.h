@@ -49,6 +49,16 @@ Result<StoreRequest> DecodeStoreRequest(const wire::Frame& frame);
 // "set", "get", ... for messages; "message-<n>" for anything else.
 std::string StoreOpName(uint8_t type);
 
+// "gen/<generation>/": the prefix of every key of that generation (docs/protocol.md,
+// "Generations and fencing").
+std::string GenerationKeyPrefix(int generation);
+
+// OK when every key `r` names (each key of WAIT and CHECK, the NUM_KEYS prefix) starts with
+// GenerationKeyPrefix(generation); otherwise kInvalidArgument naming the first other one, e.g.
+// "get key 'gen/1/x' is outside generation 2 of this connection (its keys start with 'gen/2/')".
+// The one rule of the launcher's StoreService and of an agent's store proxy.
+Status CheckGenerationKeys(const StoreRequest& r, int generation);
+
 // The ERROR payload for a non-OK status, and back. An unknown code decodes as kInternal.
 std::string EncodeStoreError(const Status& status);
 Status DecodeStoreError(std::string_view payload);

@@ -1,12 +1,11 @@
 #include "common/store/store_service.h"
 
 #include <charconv>
-#include <deque>
 
 #include "common/asio.h"
 #include "common/endpoint/endpoint.h"
 #include "common/message_types.h"
-#include "common/store/store_protocol.h"
+#include "common/store/store_session.h"
 
 namespace dslaunch {
 namespace {
@@ -15,6 +14,9 @@ using Clock = std::chrono::steady_clock;
 
 // Names at most this many missing keys in a WAIT timeout message; the count covers the rest.
 constexpr size_t kMaxKeysInMessage = 8;
+
+// What every generation's key prefix starts with.
+constexpr std::string_view kGenerationKeyRoot = "gen/";
 
 std::string MissingKeys(const KvStore& store, const std::vector<std::string>& keys) {
   std::string out;
@@ -29,195 +31,22 @@ std::string MissingKeys(const KvStore& store, const std::vector<std::string>& ke
   return out;
 }
 
-// What every generation's key prefix starts with.
-constexpr std::string_view kGenerationKeyRoot = "gen/";
+StoreAnswer Ok(wire::ByteWriter& w) { return StoreAnswer{msg::kStoreOk, w.Take()}; }
+StoreAnswer Error(const Status& st) { return StoreAnswer{msg::kStoreError, EncodeStoreError(st)}; }
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
-}
-
-// Every key a request names (NUM_KEYS: its prefix).
-std::vector<std::string_view> NamedKeys(const StoreRequest& r) {
-  if (r.type == msg::kStoreWait || r.type == msg::kStoreCheck) {
-    return std::vector<std::string_view>(r.keys.begin(), r.keys.end());
-  }
-  return {r.key};
+template <typename T, typename Write>
+StoreAnswer OkOrError(const Result<T>& v, Write write) {
+  if (!v.ok()) return Error(v.status());
+  wire::ByteWriter w;
+  write(w, *v);
+  return Ok(w);
 }
 
 }  // namespace
 
-std::string GenerationKeyPrefix(int generation) {
-  return std::string(kGenerationKeyRoot) + std::to_string(generation) + "/";
-}
-
 struct StoreService::Timer {
   explicit Timer(asio::io_context& io) : timer(io) {}
   asio::steady_timer timer;
-};
-
-// The handler of one store connection.
-class StoreSession : public SessionHandler {
- public:
-  StoreSession(std::shared_ptr<StoreService> service, std::shared_ptr<EndpointConnection> conn)
-      : service_(std::move(service)),
-        conn_(std::move(conn)),
-        prefix_(GenerationKeyPrefix(conn_->generation())) {}
-  ~StoreSession() override { Unpark(); }
-
-  Status OnFrame(wire::Frame frame) override {
-    DSLAUNCH_ASSIGN_OR_RETURN(StoreRequest request, DecodeStoreRequest(frame));
-    if (parked_) {
-      if (queued_.size() >= kMaxQueuedStoreRequests) {
-        return FailedPreconditionError(std::to_string(kMaxQueuedStoreRequests) +
-                                       " requests queued behind a blocked " +
-                                       StoreOpName(parked_->request.type));
-      }
-      queued_.push_back(std::move(request));
-      return Status::Ok();
-    }
-    Execute(std::move(request));
-    return Status::Ok();
-  }
-
-  void OnClose(const Status& why) override {
-    closed_ = true;
-    queued_.clear();
-    Unpark();
-  }
-
-  // The parked request's keys all exist (timed_out false) or its deadline passed (true).
-  void OnWaiterDone(bool timed_out) {
-    Parked p = std::move(*parked_);
-    parked_.reset();
-    if (timed_out) {
-      const StoreRequest& r = p.request;
-      std::string what = r.type == msg::kStoreGet
-                             ? std::string("key not set")
-                             : "keys " + MissingKeys(service_->store_, r.keys) + " not set";
-      Reply(DeadlineExceededError(what + " within " + std::to_string(r.timeout.count()) + " ms"));
-    } else if (!TryAnswer(p.request)) {
-      // A key it needed was deleted again before the answer: keep waiting until the same deadline.
-      Park(std::move(p.request), p.deadline);
-    }
-    while (!closed_ && !parked_ && !queued_.empty()) {
-      StoreRequest next = std::move(queued_.front());
-      queued_.pop_front();
-      Execute(std::move(next));
-    }
-  }
-
- private:
-  struct Parked {
-    KvStore::WaiterId id = 0;
-    StoreRequest request;
-    KvStore::TimePoint deadline;
-  };
-
-  void Reply(const Status& st) { conn_->Send(msg::kStoreError, EncodeStoreError(st)); }
-  void Reply(wire::ByteWriter& w) { conn_->Send(msg::kStoreOk, w.Take()); }
-
-  // Answers a GET or WAIT if its keys exist; false if it must wait.
-  bool TryAnswer(const StoreRequest& r) {
-    KvStore& store = service_->store_;
-    wire::ByteWriter w;
-    if (r.type == msg::kStoreGet) {
-      const std::string* v = store.Get(r.key);
-      if (v == nullptr) return false;
-      Reply(w.String(*v));
-      return true;
-    }
-    if (!store.Check(r.keys)) return false;
-    Reply(w);
-    return true;
-  }
-
-  void Park(StoreRequest request, KvStore::TimePoint deadline) {
-    std::vector<std::string> keys =
-        request.type == msg::kStoreGet ? std::vector<std::string>{request.key} : request.keys;
-    KvStore::WaiterId id = service_->Park(this, std::move(keys), deadline);
-    parked_ = Parked{id, std::move(request), deadline};
-  }
-
-  void Unpark() {
-    if (!parked_) return;
-    service_->Unpark(parked_->id);
-    parked_.reset();
-  }
-
-  // kInvalidArgument if `r` names a key outside this connection's generation.
-  Status CheckGeneration(const StoreRequest& r) const {
-    for (std::string_view key : NamedKeys(r)) {
-      if (StartsWith(key, prefix_)) continue;
-      return InvalidArgumentError(
-          StoreOpName(r.type) + (r.type == msg::kStoreNumKeys ? " prefix '" : " key '") +
-          std::string(key) + "' is outside generation " + std::to_string(conn_->generation()) +
-          " of this connection (its keys start with '" + prefix_ + "')");
-    }
-    return Status::Ok();
-  }
-
-  void Execute(StoreRequest r) {
-    if (Status st = CheckGeneration(r); !st.ok()) {
-      Reply(st);
-      return;
-    }
-    KvStore& store = service_->store_;
-    wire::ByteWriter w;
-    switch (r.type) {
-      case msg::kStoreSet: {
-        Status st = store.Set(r.key, std::move(r.value));
-        if (st.ok()) {
-          Reply(w);
-        } else {
-          Reply(st);
-        }
-        break;
-      }
-      case msg::kStoreGet:
-      case msg::kStoreWait:
-        if (TryAnswer(r)) break;
-        if (r.timeout.count() == 0) {
-          Reply(DeadlineExceededError(r.type == msg::kStoreGet
-                                          ? std::string("key not set")
-                                          : "keys " + MissingKeys(store, r.keys) + " not set"));
-          break;
-        }
-        {
-          KvStore::TimePoint deadline = Clock::now() + r.timeout;
-          Park(std::move(r), deadline);
-        }
-        break;
-      case msg::kStoreAdd: {
-        auto v = store.Add(r.key, r.delta);
-        if (v.ok()) {
-          Reply(w.I64(*v));
-        } else {
-          Reply(v.status());
-        }
-        break;
-      }
-      case msg::kStoreCompareSet: {
-        auto v = store.CompareSet(r.key, r.value, std::move(r.desired));
-        if (v.ok()) {
-          Reply(w.String(*v));
-        } else {
-          Reply(v.status());
-        }
-        break;
-      }
-      case msg::kStoreCheck: Reply(w.Bool(store.Check(r.keys))); break;
-      case msg::kStoreDelete: Reply(w.Bool(store.Delete(r.key))); break;
-      case msg::kStoreNumKeys: Reply(w.I64(store.NumKeys(r.key))); break;
-    }
-    service_->Deliver();
-  }
-
-  std::shared_ptr<StoreService> service_;
-  std::shared_ptr<EndpointConnection> conn_;
-  const std::string prefix_;  // GenerationKeyPrefix of the connection's generation
-  std::optional<Parked> parked_;
-  std::deque<StoreRequest> queued_;
-  bool closed_ = false;
 };
 
 StoreService::StoreService(asio::io_context& io) : timer_(std::make_unique<Timer>(io)) {}
@@ -228,7 +57,11 @@ std::shared_ptr<StoreService> StoreService::Attach(asio::io_context& io, Endpoin
   std::shared_ptr<StoreService> service(new StoreService(io));
   endpoint.SetSessionFactory(PeerRole::kStoreClient,
                              [service](std::shared_ptr<EndpointConnection> conn) {
-                               return std::make_unique<StoreSession>(service, std::move(conn));
+                               return NewStoreSession(service, std::move(conn));
+                             });
+  endpoint.SetSessionFactory(PeerRole::kStoreProxy,
+                             [service](std::shared_ptr<EndpointConnection> conn) {
+                               return NewStoreProxySession(service, std::move(conn));
                              });
   return service;
 }
@@ -252,12 +85,62 @@ size_t StoreService::DeleteGenerationsBefore(int generation) {
   });
 }
 
-KvStore::WaiterId StoreService::Park(StoreSession* session, std::vector<std::string> keys,
+std::optional<StoreAnswer> StoreService::Execute(StoreRequest& r, int generation) {
+  if (Status st = CheckGenerationKeys(r, generation); !st.ok()) return Error(st);
+  wire::ByteWriter w;
+  switch (r.type) {
+    case msg::kStoreSet: {
+      Status st = store_.Set(r.key, std::move(r.value));
+      return st.ok() ? Ok(w) : Error(st);
+    }
+    case msg::kStoreGet:
+    case msg::kStoreWait:
+      if (auto answer = TryAnswer(r)) return answer;
+      if (r.timeout.count() == 0) return TimedOut(r);
+      return std::nullopt;
+    case msg::kStoreAdd:
+      return OkOrError(store_.Add(r.key, r.delta), [](wire::ByteWriter& o, int64_t v) { o.I64(v); });
+    case msg::kStoreCompareSet:
+      return OkOrError(store_.CompareSet(r.key, r.value, std::move(r.desired)),
+                       [](wire::ByteWriter& o, const std::string& v) { o.String(v); });
+    case msg::kStoreCheck: return Ok(w.Bool(store_.Check(r.keys)));
+    case msg::kStoreDelete: return Ok(w.Bool(store_.Delete(r.key)));
+    case msg::kStoreNumKeys: return Ok(w.I64(store_.NumKeys(r.key)));
+  }
+  DSLAUNCH_CHECK(false) << "not a store request type: " << int{r.type};
+  return std::nullopt;
+}
+
+std::optional<StoreAnswer> StoreService::Resume(const StoreRequest& r, bool timed_out) {
+  if (timed_out) return TimedOut(r);
+  return TryAnswer(r);
+}
+
+std::optional<StoreAnswer> StoreService::TryAnswer(const StoreRequest& r) const {
+  wire::ByteWriter w;
+  if (r.type == msg::kStoreGet) {
+    const std::string* v = store_.Get(r.key);
+    if (v == nullptr) return std::nullopt;
+    return Ok(w.String(*v));
+  }
+  if (!store_.Check(r.keys)) return std::nullopt;
+  return Ok(w);
+}
+
+StoreAnswer StoreService::TimedOut(const StoreRequest& r) const {
+  std::string what = r.type == msg::kStoreGet ? std::string("key not set")
+                                              : "keys " + MissingKeys(store_, r.keys) + " not set";
+  if (r.timeout.count() == 0) return Error(DeadlineExceededError(what));
+  return Error(DeadlineExceededError(what + " within " + std::to_string(r.timeout.count()) + " ms"));
+}
+
+KvStore::WaiterId StoreService::Park(StoreWaiter* waiter, const StoreRequest& r,
                                      KvStore::TimePoint deadline) {
   KvStore::WaiterId id = next_waiter_id_++;
+  std::vector<std::string> keys = r.type == msg::kStoreGet ? std::vector<std::string>{r.key} : r.keys;
   bool ready = store_.Watch(id, std::move(keys), deadline);
   DSLAUNCH_CHECK(!ready) << "parked a request whose keys exist";
-  parked_.emplace(id, session);
+  parked_.emplace(id, waiter);
   RescheduleTimer();
   return id;
 }
@@ -277,9 +160,9 @@ void StoreService::Deliver() {
     for (KvStore::WaiterId id : ready) {
       auto it = parked_.find(id);
       if (it == parked_.end()) continue;
-      StoreSession* session = it->second;
+      StoreWaiter* waiter = it->second;
       parked_.erase(it);
-      session->OnWaiterDone(/*timed_out=*/false);
+      waiter->OnWaiterDone(id, /*timed_out=*/false);
     }
   }
   delivering_ = false;
@@ -291,9 +174,9 @@ void StoreService::OnTimer() {
   for (KvStore::WaiterId id : store_.TakeExpired(Clock::now())) {
     auto it = parked_.find(id);
     if (it == parked_.end()) continue;
-    StoreSession* session = it->second;
+    StoreWaiter* waiter = it->second;
     parked_.erase(it);
-    session->OnWaiterDone(/*timed_out=*/true);
+    waiter->OnWaiterDone(id, /*timed_out=*/true);
   }
   Deliver();  // answers anything the drained requests made ready, and re-arms the timer
 }

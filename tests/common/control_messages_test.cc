@@ -43,7 +43,9 @@ TEST_CASE("Control messages survive encoding and decoding") {
   a.await_release = true;
   a.bind_cores_to_rank = true;
   a.bind_core_list = {0, 1, 2, 8};
+  a.store_proxy = true;
   Assignment b = RoundTrip(a);
+  CHECK(b.store_proxy);
   CHECK(b.bind_cores_to_rank);
   CHECK(b.bind_core_list == std::vector<int>{0, 1, 2, 8});
   CHECK(b.restartable);
@@ -177,9 +179,9 @@ TEST_CASE("ASSIGNMENT with a bind_core_list CPU outside 0..8191 is malformed") {
     a.bind_cores_to_rank = true;
     a.bind_core_list = {0};
     wire::Frame f = Encode(a);
-    // The one CPU is the 4 bytes before the payload's last one, await_release (big-endian i32,
-    // docs/protocol.md).
-    for (int i = 0; i < 4; ++i) f.payload[f.payload.size() - 5 + i] = static_cast<char>((cpu >> (8 * (3 - i))) & 0xff);
+    // The one CPU is the 4 bytes before the payload's last two, await_release and store_proxy
+    // (big-endian i32, docs/protocol.md).
+    for (int i = 0; i < 4; ++i) f.payload[f.payload.size() - 6 + i] = static_cast<char>((cpu >> (8 * (3 - i))) & 0xff);
     auto m = Decode(f);
     REQUIRE_FALSE(m.ok());
     CHECK(m.status().message() == "malformed control message of type 65 (" + std::to_string(f.payload.size()) +
