@@ -23,6 +23,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -54,7 +56,7 @@ struct Options {
   int connect_window = 512;
   int phase_timeout_s = 600;
   std::string json;
-  std::string work_dir = "/tmp";
+  std::string work_dir;  // empty: a fresh directory under $TMPDIR, removed after a run that passed
 };
 
 struct PhaseResult {
@@ -244,7 +246,7 @@ int main(int argc, char** argv) {
   app.add_option("--connect_window", o.connect_window, "connections in their handshake at most at once");
   app.add_option("--phase_timeout", o.phase_timeout_s, "seconds each phase may take");
   app.add_option("--json", o.json, "append the results as one JSON line to this file");
-  app.add_option("--work_dir", o.work_dir, "where the secret file and the launcher's log go");
+  app.add_option("--work_dir", o.work_dir, "where the secret file and the launcher's logs go (default: a temporary directory)");
   CLI11_PARSE(app, argc, argv);
   if (o.ranks_per_node < 1 || o.ranks % o.ranks_per_node != 0 || o.ranks / o.ranks_per_node < 2) {
     std::cerr << "sim_scale: --ranks " << o.ranks << " must be a multiple of --ranks_per_node " << o.ranks_per_node
@@ -252,6 +254,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
-  dslaunch::sim::Simulation sim(o);
-  return sim.Run();
+  const bool own_dir = o.work_dir.empty();
+  if (own_dir) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/sim_scale.XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      std::perror("sim_scale: mkdtemp");
+      return 1;
+    }
+    o.work_dir = templ;
+  }
+  int code = 0;
+  {
+    dslaunch::sim::Simulation sim(o);
+    code = sim.Run();
+  }
+  if (own_dir && code == 0) {
+    std::filesystem::remove_all(o.work_dir);
+  } else if (code != 0) {
+    std::cerr << "sim_scale: the launcher's output and logs are in " << o.work_dir << "\n";
+  }
+  return code;
 }

@@ -14,6 +14,7 @@
 #include "common/auth/secret.h"
 #include "common/check.h"
 #include "common/message_types.h"
+#include "common/store/proxy_protocol.h"
 
 namespace dslaunch::sim {
 namespace {
@@ -155,9 +156,15 @@ void SimConnection::Send(uint8_t type, std::string_view payload) {
   if (state_ != State::kConnecting) Flush();
 }
 
-void SimConnection::Request(uint8_t type, std::string_view payload, FrameFn reply) {
+void SimConnection::Request(const StoreRequest& request, FrameFn reply) {
+  if (target_.role == PeerRole::kStoreProxy) {
+    const uint64_t tag = ++next_tag_;
+    tagged_.emplace(tag, std::move(reply));
+    Send(msg::kStoreProxied, EncodeProxiedRequest(tag, request));
+    return;
+  }
   replies_.push_back(std::move(reply));
-  Send(type, payload);
+  Send(request.type, EncodeStoreRequest(request));
 }
 
 void SimConnection::Flush() {
@@ -249,6 +256,16 @@ void SimConnection::OnFrame(wire::Frame f) {
       return;
     }
     case State::kOpen:
+      if (f.type == msg::kStoreProxiedReply) {
+        auto r = DecodeProxiedReply(f.payload);
+        if (!r.ok()) return Fail(r.status());
+        auto it = tagged_.find(r->tag);
+        if (it == tagged_.end()) return Fail(InvalidArgumentError("a reply to unknown tag " + std::to_string(r->tag)));
+        FrameFn reply = std::move(it->second);
+        tagged_.erase(it);
+        reply(wire::Frame{r->type, std::move(r->payload)});
+        return;
+      }
       if ((f.type == msg::kStoreOk || f.type == msg::kStoreError) && !replies_.empty()) {
         FrameFn reply = std::move(replies_.front());
         replies_.pop_front();

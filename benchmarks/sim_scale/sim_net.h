@@ -13,9 +13,11 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include "common/auth/handshake.h"
 #include "common/status.h"
+#include "common/store/store_protocol.h"
 #include "common/wire.h"
 
 namespace dslaunch::sim {
@@ -84,8 +86,11 @@ class SimConnection : public Watched {
   void Start(OpenFn open, FrameFn frame, ErrorFn error);
   void Send(const wire::Frame& f);
   void Send(uint8_t type, std::string_view payload);
-  // Sends a store request; `reply` gets its STORE_OK or STORE_ERROR frame.
-  void Request(uint8_t type, std::string_view payload, FrameFn reply);
+  // Sends a store request; `reply` gets its STORE_OK or STORE_ERROR frame. On a store-proxy
+  // connection (PeerRole::kStoreProxy) the request goes as a PROXIED frame under a fresh tag and
+  // its PROXIED_REPLY, which may come in any order, is handed to `reply` as the inner frame
+  // (docs/protocol.md, "Store proxy").
+  void Request(const StoreRequest& request, FrameFn reply);
   void Close();
 
   bool open() const { return state_ == State::kOpen; }
@@ -113,7 +118,9 @@ class SimConnection : public Watched {
   wire::FrameDecoder decoder_;
   std::string out_;
   size_t out_pos_ = 0;
-  std::deque<FrameFn> replies_;
+  std::deque<FrameFn> replies_;                  // store client: in request order
+  std::unordered_map<uint64_t, FrameFn> tagged_;  // store proxy: by tag
+  uint64_t next_tag_ = 0;
   OpenFn on_open_;
   FrameFn on_frame_;
   ErrorFn on_error_;

@@ -13,8 +13,6 @@ namespace {
 // The simulated rank's "process id" in WORKER_STARTED: no process of this machine has it.
 constexpr int64_t kFakePidBase = 1 << 30;
 
-std::string Payload(const StoreRequest& r) { return EncodeStoreRequest(r); }
-
 StoreRequest Req(uint8_t type, std::string key, std::string value = "") {
   StoreRequest r;
   r.type = type;
@@ -69,7 +67,7 @@ ConnectTarget SimNode::Target(PeerRole role) const {
   t.job_id = job_.job_id;
   t.secret = job_.secret;
   t.role = role;
-  t.generation = role == PeerRole::kAgent ? 0 : generation_;
+  t.generation = role == PeerRole::kAgent ? 0 : generation_;  // store roles are fenced
   t.retries = &job_.connect_retries;
   return t;
 }
@@ -143,7 +141,7 @@ void SimNode::StartConnect() {
     });
   };
   if (job_.proxied) {
-    upstream_ = std::make_unique<SimConnection>(*job_.loop, Target(PeerRole::kStoreClient));
+    upstream_ = std::make_unique<SimConnection>(*job_.loop, Target(PeerRole::kStoreProxy));
     start(upstream_.get(), static_cast<int>(ranks_.size()));
     return;
   }
@@ -164,21 +162,21 @@ void SimNode::Barrier(Rank* r) {
   StoreRequest add = Req(msg::kStoreAdd, Key(std::string("barrier/") + kBarrierName + "/arrived"));
   add.delta = weight;
   const std::string done_key = Key(std::string("barrier/") + kBarrierName + "/done");
-  c.Request(msg::kStoreAdd, Payload(add), [this, &c, weight, done_key](wire::Frame f) {
+  c.Request(add, [this, &c, weight, done_key](wire::Frame f) {
     if (Status st = ReplyStatus(f); !st.ok()) return Error("barrier add: " + st.ToString());
     wire::ByteReader in(f.payload);
     int64_t arrived = 0;
     if (!in.I64(arrived)) return Error("barrier add: bad reply");
     if (arrived == job_.world_size) {
       StoreRequest set = Req(msg::kStoreSet, done_key, "1");
-      c.Request(msg::kStoreSet, Payload(set), [this](wire::Frame g) {
+      c.Request(set, [this](wire::Frame g) {
         if (Status st = ReplyStatus(g); !st.ok()) Error("barrier set: " + st.ToString());
       });
     }
     StoreRequest wait = Req(msg::kStoreWait, "");
     wait.keys = {done_key};
     wait.timeout = kStoreWait;
-    c.Request(msg::kStoreWait, Payload(wait), [this, weight](wire::Frame g) {
+    c.Request(wait, [this, weight](wire::Frame g) {
       if (Status st = ReplyStatus(g); !st.ok()) return Error("barrier wait: " + st.ToString());
       job_.done[static_cast<int>(Phase::kBarrier)] += weight;
     });
@@ -189,7 +187,7 @@ void SimNode::StartBroadcast() {
   StoreRequest get = Req(msg::kStoreGet, Key(kBroadcastKey));
   get.timeout = kStoreWait;
   auto send = [this, &get](SimConnection& c, int weight) {
-    c.Request(msg::kStoreGet, Payload(get), [this, weight](wire::Frame f) {
+    c.Request(get, [this, weight](wire::Frame f) {
       if (Status st = ReplyStatus(f); !st.ok()) return Error("broadcast get: " + st.ToString());
       wire::ByteReader in(f.payload);
       std::string value;
@@ -204,7 +202,7 @@ void SimNode::StartBroadcast() {
 void SimNode::StartAllToAll() {
   for (Rank& r : ranks_) {
     StoreRequest set = Req(msg::kStoreSet, Key(AddressKey(r.rank)), AddressValue(r.rank));
-    StoreOf(r).Request(msg::kStoreSet, Payload(set), [this](wire::Frame f) {
+    StoreOf(r).Request(set, [this](wire::Frame f) {
       if (Status st = ReplyStatus(f); !st.ok()) Error("alltoall set: " + st.ToString());
     });
   }
@@ -218,12 +216,13 @@ void SimNode::AllToAllGets(Rank* r) {
   const bool node = r == &node_;
   SimConnection& c = node ? *upstream_ : *r->conn;
   const int total = node ? job_.world_size : job_.world_size - 1;
-  while (r->next_get < total && r->next_get - r->gets_done < kAllToAllWindow) {
+  const int window = kAllToAllWindow * (node ? Weight() : 1);  // a proxy carries its ranks' GETs
+  while (r->next_get < total && r->next_get - r->gets_done < window) {
     int peer = r->next_get++;
     if (!node && peer >= r->rank) ++peer;  // skip its own key
     StoreRequest get = Req(msg::kStoreGet, Key(AddressKey(peer)));
     get.timeout = kStoreWait;
-    c.Request(msg::kStoreGet, Payload(get), [this, r, peer, total, node](wire::Frame f) {
+    c.Request(get, [this, r, peer, total, node](wire::Frame f) {
       if (Status st = ReplyStatus(f); !st.ok()) return Error("alltoall get: " + st.ToString());
       wire::ByteReader in(f.payload);
       std::string value;

@@ -13,8 +13,10 @@
 //   teardown   store connections close, the agent reports its workers' exits and AGENT_DONE,
 //              and waits for RELEASE
 //
-// Direct is today's path (one connection per rank); proxied is what an agent's store proxy sends
-// upstream for its node (one connection, combined requests). Single-threaded, on the SimLoop.
+// Direct is today's path (one store-client connection per rank); proxied is what an agent's store
+// proxy sends upstream for its node (docs/protocol.md, "Store proxy"): one PeerRole::kStoreProxy
+// connection whose PROXIED requests are what the proxy's RequestCombiner makes of its 8 ranks'
+// (one ADD of 8, one WAIT, one GET per key; SETs one to one). Single-threaded, on the SimLoop.
 #pragma once
 
 #include <array>
