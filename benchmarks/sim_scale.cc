@@ -43,6 +43,8 @@ namespace {
 // Beyond this many ranks the all-to-all (N^2 GETs) is skipped: at about 70k store operations a
 // second on one launcher thread, 2,048 ranks already take about a minute.
 constexpr int kDefaultAllToAllMax = 2048;
+// How often a phase that has not finished reports how far it got.
+constexpr std::chrono::seconds kProgressInterval{10};
 // Descriptors the simulator needs besides one per connection.
 constexpr uint64_t kSpareDescriptors = 64;
 
@@ -162,7 +164,17 @@ class Simulation {
       if (job_.done[i] < expected) return false;
       return !teardown || launcher_->exited();
     };
+    // A phase that takes long says how far it got, every kProgressInterval.
+    auto progress = std::make_shared<std::function<void()>>();
+    *progress = [&, progress, i, expected] {
+      std::cerr << "sim_scale: " << PhaseName(p) << ": " << job_.done[i] << " of " << expected << " after "
+                << std::chrono::duration<double>(Clock::now() - t0).count() << " s"
+                << (launcher_->exited() ? " (the launcher has exited)" : "") << std::endl;
+      loop_.At(Clock::now() + kProgressInterval, *progress);
+    };
+    loop_.At(t0 + kProgressInterval, *progress);
     const bool in_time = loop_.RunUntil(done, Deadline()) && (!teardown || launcher_->exited());
+    loop_.Cancel();
     PhaseResult r{p};
     r.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
     const ProcSample after = SampleProcess(launcher_->pid());

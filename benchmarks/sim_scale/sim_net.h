@@ -44,6 +44,8 @@ class SimLoop {
   void Forget(int fd);
   // Runs `fn` once, at `when` or soon after.
   void At(Clock::time_point when, std::function<void()> fn);
+  // Drops every timer not yet run.
+  void Cancel() { timers_.clear(); }
   // Runs until `done()` holds (checked after every batch of events) or `deadline` passes;
   // returns whether `done()` held.
   bool RunUntil(const std::function<bool()>& done, Clock::time_point deadline);
