@@ -202,8 +202,13 @@ class JobRunner::Impl {
   void SetUpCandidates(const std::vector<NodePlan>& everyone) {
     candidates_.resize(everyone.size());
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      candidates_[i].node = everyone[i];
-      candidates_[i].node.workers.clear();
+      // Starting and probing an agent needs the node's host, user and slots, not its workers or
+      // their environment: each generation's plan has those (a copy here cost ~0.5 KB per rank).
+      NodePlan& node = candidates_[i].node;
+      node.node_rank = everyone[i].node_rank;
+      node.user = everyone[i].user;
+      node.host = everyone[i].host;
+      node.slots = everyone[i].slots;
       candidates_[i].heartbeat.emplace(options_.heartbeat_timeout, Clock::now());
     }
   }
@@ -274,8 +279,10 @@ class JobRunner::Impl {
     if (!arrival.ok()) return refuse(arrival.status().message());
     session.arrival_ = *arrival;
     joined_[*arrival] = &session;
-    console_.PrintError("dslaunch: rendezvous: " + reg.host + " joined (" + std::to_string(membership_->joined()) +
-                        " of " + std::to_string(node_spec_.max_nodes) + ")\n");
+    if (ShowArrival(membership_->joined(), node_spec_.max_nodes)) {
+      console_.PrintError("dslaunch: rendezvous: " + reg.host + " joined (" + std::to_string(membership_->joined()) +
+                          " of " + std::to_string(node_spec_.max_nodes) + ")\n");
+    }
     Reconsider();
     return Status::Ok();
   }
@@ -347,6 +354,12 @@ class JobRunner::Impl {
     spec_ = &node_job_;
     policy_ = std::make_unique<ElasticPolicy>(node_job_.elastic, Hosts(node_job_.candidates));
     SetUpCandidates(node_job_.everyone.nodes);
+    // Generation 0's plan on every node has checked the options and made the candidates; each
+    // generation plans its own workers (StartGeneration), so these are not kept (~1 KB per rank).
+    for (NodePlan& n : node_job_.everyone.nodes) {
+      std::vector<WorkerPlan>().swap(n.workers);
+      n.env.clear();
+    }
     for (size_t c = 0; c < order.size(); ++c) {
       auto it = joined_.find(order[c]);
       if (it == joined_.end()) continue;  // node 0: this node's agent starts with generation 0
