@@ -28,6 +28,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,7 @@ struct PhaseResult {
   double launcher_cpu_s = 0;
   double sim_cpu_s = 0;
   int64_t rss_kb = 0;
+  double all_done_s = 0;  // teardown: every simulated agent had its RELEASE (the rest: the launcher's exit)
 };
 
 // Raises this process's soft descriptor limit to what `connections` need; false if the hard
@@ -159,9 +161,11 @@ class Simulation {
     const auto t0 = Clock::now();
     for (auto& n : nodes_) start(*n);
     const bool teardown = p == Phase::kTeardown;
+    std::optional<double> all_done_s;  // when every simulated participant was done
     auto done = [&] {
       if (!job_.errors.empty()) return true;
       if (job_.done[i] < expected) return false;
+      if (!all_done_s) all_done_s = std::chrono::duration<double>(Clock::now() - t0).count();
       return !teardown || launcher_->exited();
     };
     // A phase that takes long says how far it got, every kProgressInterval.
@@ -181,6 +185,7 @@ class Simulation {
     r.launcher_cpu_s = after.cpu_seconds - before.cpu_seconds;
     r.sim_cpu_s = OwnCpuSeconds() - sim_before;
     r.rss_kb = after.rss_kb;
+    r.all_done_s = all_done_s.value_or(r.wall_s);
     results_.push_back(r);
     if (!job_.errors.empty()) return false;
     if (!in_time) {
@@ -225,8 +230,13 @@ void Simulation::Report() {
   for (const PhaseResult& r : results_) {
     std::printf("%-10s %9.3f %14.3f %16.1f %12.3f %10.1f\n", PhaseName(r.phase), r.wall_s, r.launcher_cpu_s,
                 r.launcher_cpu_s / n * 1e6, r.sim_cpu_s, static_cast<double>(r.rss_kb) / 1024);
-    std::snprintf(line, sizeof(line), "%s\"%s\":{\"wall_s\":%.4f,\"launcher_cpu_s\":%.4f,\"sim_cpu_s\":%.4f}",
-                  phases.empty() ? "" : ",", PhaseName(r.phase), r.wall_s, r.launcher_cpu_s, r.sim_cpu_s);
+    if (r.phase == Phase::kTeardown) {
+      std::printf("teardown: every simulated agent released after %.3f s, the launcher exited after %.3f s\n",
+                  r.all_done_s, r.wall_s);
+    }
+    std::snprintf(line, sizeof(line),
+                  "%s\"%s\":{\"wall_s\":%.4f,\"launcher_cpu_s\":%.4f,\"sim_cpu_s\":%.4f,\"all_done_s\":%.4f}",
+                  phases.empty() ? "" : ",", PhaseName(r.phase), r.wall_s, r.launcher_cpu_s, r.sim_cpu_s, r.all_done_s);
     phases += line;
   }
   const int64_t grown_kb = std::max(peak_.hwm_kb, peak_.rss_kb) - idle_.rss_kb;

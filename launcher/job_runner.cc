@@ -872,7 +872,11 @@ class JobRunner::Impl {
     heartbeat_timer_.cancel();
     for (auto& c : candidates_) {
       // Node mode: every node's process ends with the job's code (control::Assignment::await_release).
-      if (c.session != nullptr) c.session->Send(control::Release{plan_.generation, node_mode_ ? exit_code_ : -1});
+      if (c.session == nullptr) continue;
+      c.session->Send(control::Release{plan_.generation, node_mode_ ? exit_code_ : -1});
+      // Flushed before the endpoint stops: aborted at once, a RELEASE still queued behind another
+      // frame was lost, and the agent waited for its heartbeat timeout (found by sim_scale).
+      c.session->Close();
     }
     endpoint_->Stop();
     if (AllAgentsExited()) {

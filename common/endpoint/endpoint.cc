@@ -170,6 +170,8 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
   int generation() const override { return generation_; }
   // Authenticated and not closing.
   bool open() const { return state_ == State::kOpen; }
+  // Close() was called and its frames are still being written (for at most kCloseFlushTimeout).
+  bool flushing() const { return state_ == State::kClosing && close_reason_.ok() && !finish_scheduled_; }
 
   // Closes without flushing; the handler's OnClose sees `why`. Never re-enters the handler.
   void Abort(Status why) {
@@ -518,7 +520,10 @@ void Endpoint::Impl::StopNow() {
   // Abort only schedules the close, so iterating over a copy is not needed; take one anyway
   // because Remove() runs later and the map must not change under the loop.
   std::vector<std::shared_ptr<Connection>> open;
-  for (auto& [ptr, c] : connections_) open.push_back(c);
+  for (auto& [ptr, c] : connections_) {
+    // A connection its owner closed keeps flushing what it was told last (a RELEASE to an agent).
+    if (!c->flushing()) open.push_back(c);
+  }
   for (auto& c : open) c->Abort(AbortedError("endpoint stopped"));
   Report(/*final=*/true);
 }

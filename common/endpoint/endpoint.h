@@ -158,8 +158,9 @@ class Endpoint {
   // Bytes written to connections so far (store replies, control messages, handshakes), every
   // role. Call on the io_context thread.
   uint64_t bytes_sent() const;
-  // Closes the acceptor and every connection (their handlers see OnClose(kAborted)) and logs the
-  // summary of refusals not yet reported. Thread-safe; carried out on the io_context thread (at
+  // Closes the acceptor and every connection (their handlers see OnClose(kAborted)) but those
+  // already closing with Close(), which finish writing their frames first (at most
+  // kCloseFlushTimeout), and logs the summary of refusals not yet reported. Thread-safe; carried out on the io_context thread (at
   // once when called there). Idempotent.
   void Stop();
 
