@@ -46,6 +46,7 @@ namespace {
 constexpr int kDefaultAllToAllMax = 2048;
 // How often a phase that has not finished reports how far it got.
 constexpr std::chrono::seconds kProgressInterval{10};
+constexpr std::chrono::seconds kTeardownProgressInterval{2};
 // Descriptors the simulator needs besides one per connection.
 constexpr uint64_t kSpareDescriptors = 64;
 
@@ -164,6 +165,10 @@ class Simulation {
     std::optional<double> all_done_s;  // when every simulated participant was done
     auto done = [&] {
       if (!job_.errors.empty()) return true;
+      if (!teardown && launcher_->exited()) {
+        job_.errors.push_back(std::string("the launcher exited during ") + PhaseName(p));
+        return true;
+      }
       if (job_.done[i] < expected) return false;
       if (!all_done_s) all_done_s = std::chrono::duration<double>(Clock::now() - t0).count();
       return !teardown || launcher_->exited();
@@ -174,9 +179,16 @@ class Simulation {
       std::cerr << "sim_scale: " << PhaseName(p) << ": " << job_.done[i] << " of " << expected << " after "
                 << std::chrono::duration<double>(Clock::now() - t0).count() << " s"
                 << (launcher_->exited() ? " (the launcher has exited)" : "") << std::endl;
-      loop_.At(Clock::now() + kProgressInterval, *progress);
+      if (teardown && all_done_s && !launcher_->exited()) {
+        // Every simulated agent is released, and still the launcher runs: show what it waits for.
+        const std::string ps = "ps -o pid,ppid,stat,etime,wchan:24,args --forest -g " +
+                               std::to_string(launcher_->pid()) + " -s $(ps -o sid= -p " +
+                               std::to_string(launcher_->pid()) + ") | cut -c1-200 >&2";
+        if (std::system(ps.c_str()) != 0) std::cerr << "sim_scale: ps failed\n";
+      }
+      loop_.At(Clock::now() + (teardown ? kTeardownProgressInterval : kProgressInterval), *progress);
     };
-    loop_.At(t0 + kProgressInterval, *progress);
+    loop_.At(t0 + (teardown ? kTeardownProgressInterval : kProgressInterval), *progress);
     const bool in_time = loop_.RunUntil(done, Deadline()) && (!teardown || launcher_->exited());
     loop_.Cancel();
     PhaseResult r{p};

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,9 +57,20 @@ Result<std::unique_ptr<LauncherProcess>> LauncherProcess::Start(SimLoop& loop, c
 }
 
 LauncherProcess::LauncherProcess(SimLoop& loop, pid_t pid, int out_fd, std::string log_path)
-    : loop_(loop), pid_(pid), out_fd_(out_fd), log_(log_path) {}
+    : loop_(loop), pid_(pid), out_fd_(out_fd), log_(log_path) {
+  pid_fd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pid_fd_ >= 0) {
+    exit_watch_.loop = &loop_;
+    exit_watch_.fd = pid_fd_;
+    loop_.Watch(pid_fd_, EPOLLIN, &exit_watch_);
+  }
+}
 
 LauncherProcess::~LauncherProcess() {
+  if (pid_fd_ >= 0) {
+    loop_.Forget(pid_fd_);  // harmless if it fired already
+    ::close(pid_fd_);
+  }
   if (out_fd_ >= 0) {
     loop_.Forget(out_fd_);
     ::close(out_fd_);

@@ -51,9 +51,19 @@ class LauncherProcess : public Watched {
  private:
   LauncherProcess(SimLoop& loop, pid_t pid, int out_fd, std::string log_path);
 
+  // Wakes the loop when the launcher exits (a pidfd is readable then): its output pipe is no
+  // signal, since the agents it started may hold it open longer.
+  struct ExitWatch : Watched {
+    SimLoop* loop = nullptr;
+    int fd = -1;
+    void OnEvents(uint32_t) override { loop->Forget(fd); }  // once: it stays readable
+  };
+
   SimLoop& loop_;
   pid_t pid_;
   int out_fd_;
+  int pid_fd_ = -1;
+  ExitWatch exit_watch_;
   bool reaped_ = false;
   int code_ = -1;
   bool waiting_ = false;
