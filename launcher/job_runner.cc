@@ -578,8 +578,10 @@ class JobRunner::Impl {
   }
 
   // The status board (options_.board): the view is kept from the events handled here.
+  // The launcher's view of the job (launcher/status/job_status.h): kept for the status board, and
+  // for the straggler rule, which runs on it even when nothing reads a board.
   void MakeStatus(const ProgramSpec& program) {
-    if (!options_.board) return;
+    if (!options_.board && options_.stragglers.factor <= 0) return;
     std::vector<std::string> command{program.program};
     command.insert(command.end(), program.args.begin(), program.args.end());
     status_.emplace(job_id_, std::move(command), UnixMillis(), options_.stragglers);
@@ -587,7 +589,7 @@ class JobRunner::Impl {
 
   void FeedStatus(int node_rank, const control::Message& msg) {
     if (const auto* output = std::get_if<control::Output>(&msg)) {
-      if (output->generation != plan_.generation) return;
+      if (output->generation != plan_.generation || !options_.board) return;
       for (const std::string& line : output->lines) {
         if (!control::IsTransientLine(line)) options_.board->AppendLog(output->rank, line);
       }
@@ -604,6 +606,9 @@ class JobRunner::Impl {
   // Publishes the view now when the job's state, generation or end changed, or the last publish
   // is kBoardPublishInterval old; otherwise once that time is up (kBoardPublishInterval).
   void Publish() {
+    // Without a board (no status page) nobody reads a view: copying every rank's view each
+    // kBoardPublishInterval would cost ~250 B per rank twice over, and the CPU of the copy.
+    if (!options_.board) return;
     const auto now = Clock::now();
     const std::string state = tracker_ != nullptr ? std::string(JobStateName(tracker_->state())) : "";
     const bool changed = state != published_state_ || plan_.generation != published_generation_ || finished_;

@@ -64,8 +64,9 @@ struct JobRunnerOptions {
   bool show_host = false;  // prefix output lines with the host (multi-node jobs)
   EventLog events;         // --events_file
   // Where the runner publishes its view of the job (launcher/status/job_status.h) and every output
-  // line of a rank, for the status server (docs/observability.md). Null: no view is kept, nothing
-  // is published, and no straggler is detected.
+  // line of a rank, for the status server (docs/observability.md). Null: nothing is published and
+  // no output line is kept; the view is still kept for the straggler rule when stragglers.factor
+  // is above 0.
   std::shared_ptr<JobBoard> board;
   StragglerOptions stragglers;  // --straggler_factor, --straggler_window (with a board)
 };

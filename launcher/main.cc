@@ -290,11 +290,10 @@ Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, c
   return po;
 }
 
-// The status board (launcher/status/job_board.h), made only when something reads or needs the
-// launcher's view of the job: the status page reads it, the straggler rule runs on it. Null: no
-// view is kept.
+// The status board (launcher/status/job_board.h), made only when something reads it: the status
+// page. Null: no view is published (the straggler rule runs on the runner's own view).
 std::shared_ptr<JobBoard> MakeBoard(const CliOptions& cli) {
-  if (cli.status_port || cli.stragglers.factor > 0) return std::make_shared<JobBoard>();
+  if (cli.status_port) return std::make_shared<JobBoard>();
   return nullptr;
 }
 
