@@ -51,6 +51,15 @@ void SimLoop::Forget(int fd) { ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr
 
 void SimLoop::At(Clock::time_point when, std::function<void()> fn) { timers_.emplace(when, std::move(fn)); }
 
+void SimLoop::FlushLater(Watched* w) { to_flush_.push_back(w); }
+
+void SimLoop::FlushAll() {
+  // OnFlush may queue more (a reply handled while flushing does not happen: flushing only writes).
+  std::vector<Watched*> batch;
+  batch.swap(to_flush_);
+  for (Watched* w : batch) w->OnFlush();
+}
+
 bool SimLoop::RunUntil(const std::function<bool()>& done, Clock::time_point deadline) {
   std::vector<epoll_event> events(kEventsPerWait);
   while (!done()) {
@@ -60,6 +69,7 @@ bool SimLoop::RunUntil(const std::function<bool()>& done, Clock::time_point dead
       timers_.erase(timers_.begin());
       fn();
     }
+    FlushAll();
     if (done()) break;
     if (now >= deadline) return false;
     Clock::time_point wake = deadline;
@@ -69,6 +79,7 @@ bool SimLoop::RunUntil(const std::function<bool()>& done, Clock::time_point dead
                          static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX)));
     if (n < 0 && errno != EINTR) DSLAUNCH_CHECK(false) << "epoll_wait: " << errno;
     for (int i = 0; i < n; ++i) static_cast<Watched*>(events[i].data.ptr)->OnEvents(events[i].events);
+    FlushAll();
   }
   return true;
 }
@@ -153,7 +164,14 @@ void SimConnection::Send(const wire::Frame& f) { Send(f.type, f.payload); }
 void SimConnection::Send(uint8_t type, std::string_view payload) {
   if (state_ == State::kClosed) return;
   wire::AppendFrame(type, payload, out_);
-  if (state_ != State::kConnecting) Flush();
+  if (state_ == State::kConnecting || flush_pending_) return;
+  flush_pending_ = true;
+  loop_.FlushLater(this);
+}
+
+void SimConnection::OnFlush() {
+  flush_pending_ = false;
+  if (fd_ >= 0 && state_ != State::kConnecting && state_ != State::kClosed && state_ != State::kIdle) Flush();
 }
 
 void SimConnection::Request(const StoreRequest& request, FrameFn reply) {

@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/auth/handshake.h"
 #include "common/status.h"
@@ -29,6 +30,8 @@ class Watched {
  public:
   virtual ~Watched() = default;
   virtual void OnEvents(uint32_t events) = 0;
+  // Called once per turn of the loop after SimLoop::FlushLater (writes batched per turn).
+  virtual void OnFlush() {}
 };
 
 class SimLoop {
@@ -44,6 +47,9 @@ class SimLoop {
   void Forget(int fd);
   // Runs `fn` once, at `when` or soon after.
   void At(Clock::time_point when, std::function<void()> fn);
+  // Calls w->OnFlush() once at the end of this turn of the loop, however often it is asked: a
+  // connection that queued many requests in one turn sends them with one system call.
+  void FlushLater(Watched* w);
   // Drops every timer not yet run.
   void Cancel() { timers_.clear(); }
   // Runs until `done()` holds (checked after every batch of events) or `deadline` passes;
@@ -51,8 +57,11 @@ class SimLoop {
   bool RunUntil(const std::function<bool()>& done, Clock::time_point deadline);
 
  private:
+  void FlushAll();
+
   int epoll_fd_ = -1;
   std::multimap<Clock::time_point, std::function<void()>> timers_;
+  std::vector<Watched*> to_flush_;
 };
 
 // Where a connection goes, and what it proves.
@@ -98,6 +107,7 @@ class SimConnection : public Watched {
   bool open() const { return state_ == State::kOpen; }
   int retries() const { return retries_; }
   void OnEvents(uint32_t events) override;
+  void OnFlush() override;
 
  private:
   enum class State { kIdle, kConnecting, kChallenge, kAuthOk, kOpen, kClosed };
@@ -120,6 +130,7 @@ class SimConnection : public Watched {
   wire::FrameDecoder decoder_;
   std::string out_;
   size_t out_pos_ = 0;
+  bool flush_pending_ = false;
   std::deque<FrameFn> replies_;                  // store client: in request order
   std::unordered_map<uint64_t, FrameFn> tagged_;  // store proxy: by tag
   uint64_t next_tag_ = 0;

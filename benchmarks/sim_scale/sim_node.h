@@ -35,9 +35,10 @@ enum class Phase { kJoin, kConnect, kBarrier, kBroadcast, kAllToAll, kTeardown, 
 inline constexpr int kPhaseCount = static_cast<int>(Phase::kCount);
 const char* PhaseName(Phase p);
 
-// GETs a participant keeps in flight during the all-to-all: enough to hide the round trip,
-// well under the store's queue bound behind a parked request (kMaxQueuedStoreRequests).
-inline constexpr int kAllToAllWindow = 32;
+// GETs a rank keeps in flight during the all-to-all: one, as Gloo's full mesh and NCCL's bootstrap
+// read their peers' keys one after another. A proxied node keeps one per rank (the proxy carries
+// its 8 ranks' GETs at once; they name different keys, so nothing combines).
+inline constexpr int kAllToAllWindow = 1;
 // How long a simulated GET or WAIT may park at the store.
 inline constexpr std::chrono::seconds kStoreWait{600};
 
