@@ -14,6 +14,7 @@
 #include "common/store/store_service.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
+#include "launcher/env_contract.h"
 #include "launcher/generation_outcome.h"
 #include "launcher/job_tracker.h"
 #include "launcher/node_mode/membership.h"
@@ -495,7 +496,7 @@ class JobRunner::Impl {
     a.heartbeat_interval_ms = options_.heartbeat_interval.count();
     a.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
     a.env = node.env;  // once per node; each worker's own variables go with it
-    for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, w.env});
+    for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, WorkerOwnEnvironment(w)});
     a.restartable = policy_->restartable();
     a.watchdog_timeout_ms = plan_.watchdog_timeout_ms;
     a.await_release = node_mode_;
