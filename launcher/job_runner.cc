@@ -348,6 +348,18 @@ class JobRunner::Impl {
     }
     node_job_.everyone = std::move(*plan);
     const int joined = static_cast<int>(order.size());
+    // The other nodes' workers are known now: a job that does not fit the descriptor limit stops
+    // here, before any worker starts, not by refusing connections mid-rendezvous.
+    ConnectionDemand demand = options_.connections;
+    demand.ranks = node_job_.everyone.world_size;
+    demand.nodes = joined;
+    auto budget = FitConnections(demand, options_.descriptor_limit);
+    if (!budget.ok()) {
+      FailJoin(budget.status().message(), kExitUsage);
+      return;
+    }
+    endpoint_->SetMaxConnections(
+        std::max(options_.max_connections, static_cast<size_t>(budget->max_connections)));
     node_job_.elastic.min_nodes = std::min(node_spec_.min_nodes, joined);
     node_job_.elastic.max_nodes = joined;
     console_.PrintError("dslaunch: rendezvous complete: " + std::to_string(joined) + " nodes, " +

@@ -21,6 +21,7 @@
 #include "common/endpoint/endpoint.h"
 #include "common/heartbeat.h"
 #include "common/status.h"
+#include "launcher/connection_budget.h"
 #include "launcher/console.h"
 #include "launcher/elastic_policy.h"
 #include "launcher/event_log.h"
@@ -52,6 +53,10 @@ struct JobRunnerOptions {
   uint16_t port = 0;                          // 0: ephemeral
   // The endpoint's connection limit, sized from the plan (launcher/connection_budget.h).
   size_t max_connections = kDefaultMaxEndpointConnections;
+  // Node mode: what sized it (this node's --nproc_per_node on every node) and the descriptor
+  // limit, to size it again from the nodes that joined before any worker starts.
+  ConnectionDemand connections;
+  uint64_t descriptor_limit = UINT64_MAX;
   std::string advertise_host = "127.0.0.1";  // default address agents use to reach it
   std::string agent_path;
   std::string agent_version;  // what `dslaunch-agent --version` must print on every node

@@ -340,6 +340,8 @@ Status SizeEndpoint(int64_t ranks, int64_t nodes, int64_t start_descriptors_per_
   const uint64_t limit = raised ? raised->hard : UINT64_MAX;
   DSLAUNCH_ASSIGN_OR_RETURN(ConnectionBudget budget, FitConnections(demand, limit));
   ro.max_connections = static_cast<size_t>(budget.max_connections);
+  ro.connections = demand;
+  ro.descriptor_limit = limit;
   return Status::Ok();
 }
 

@@ -576,6 +576,8 @@ void Endpoint::BeginGeneration(int generation) { impl_->BeginGenerationNow(gener
 
 int Endpoint::generation() const { return impl_->generation_; }
 
+void Endpoint::SetMaxConnections(size_t limit) { impl_->options_.max_connections = limit; }
+
 uint64_t Endpoint::bytes_sent() const { return impl_->bytes_sent_; }
 
 void Endpoint::Stop() {

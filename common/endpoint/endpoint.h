@@ -153,6 +153,9 @@ class Endpoint {
   // connections are left alone. Call on the io_context thread before starting any worker of
   // `generation` (a worker that connects earlier is refused as of a future generation).
   void BeginGeneration(int generation);
+  // Sets the limit of EndpointOptions::max_connections for connections accepted from now on
+  // (open ones stay). io_context thread. Node mode knows the job's size only once its nodes joined.
+  void SetMaxConnections(size_t limit);
   // The current generation (0 until BeginGeneration). io_context thread.
   int generation() const;
   // Bytes written to connections so far (store replies, control messages, handshakes), every
