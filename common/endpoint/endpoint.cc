@@ -20,8 +20,8 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
-// Bytes read from a socket per read call: one syscall takes a burst of small store requests,
-// and thousands of connections do not cost much memory.
+// Bytes read from a socket per read call, into the endpoint's one buffer: one syscall takes a
+// burst of small store requests.
 constexpr size_t kReadChunkBytes = 16u << 10;
 // A send buffer larger than this is freed once written, not kept for the next message.
 constexpr size_t kKeptSendBufferBytes = 512;
