@@ -86,9 +86,15 @@ std::map<std::string, std::string> WorkerEnvironment(
   return vars;
 }
 
+std::map<std::string, std::string> WorkerOwnEnvironment(const WorkerPlan& worker) {
+  std::map<std::string, std::string> vars = RankEnvironment(worker);
+  for (const auto& [name, value] : worker.env) vars[name] = value;
+  return vars;
+}
+
 std::map<std::string, std::string> PlannedEnvironment(const NodePlan& node, const WorkerPlan& worker) {
   std::map<std::string, std::string> vars = node.env;
-  for (const auto& [name, value] : worker.env) vars[name] = value;
+  for (auto& [name, value] : WorkerOwnEnvironment(worker)) vars[name] = std::move(value);
   return vars;
 }
 

@@ -40,7 +40,12 @@ std::map<std::string, std::string> WorkerEnvironment(
     const LaunchPlan& plan, const NodePlan& node, const WorkerPlan& worker,
     const std::map<std::string, std::string>& extra_env);
 
-// A planned worker's whole environment: node.env overlaid with worker.env. For tests and tools;
+// A planned worker's own variables, what its ASSIGNMENT carries besides its node's: RankEnvironment
+// overlaid with worker.env. Computed when needed, not kept in the plan (a map per rank is ~300 B
+// at 100k ranks; issue 16).
+std::map<std::string, std::string> WorkerOwnEnvironment(const WorkerPlan& worker);
+
+// A planned worker's whole environment: node.env overlaid with WorkerOwnEnvironment. For tests and tools;
 // the launcher sends the two parts separately (docs/protocol.md, ASSIGNMENT).
 std::map<std::string, std::string> PlannedEnvironment(const NodePlan& node, const WorkerPlan& worker);
 

@@ -14,6 +14,7 @@
 #include "common/store/store_service.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
+#include "launcher/env_contract.h"
 #include "launcher/generation_outcome.h"
 #include "launcher/job_tracker.h"
 #include "launcher/node_mode/membership.h"
@@ -54,6 +55,7 @@ class JobRunner::Impl {
     eo.port = options_.port;
     eo.job_id = job_id_;
     eo.secret = secret_;
+    eo.max_connections = options_.max_connections;
     DSLAUNCH_ASSIGN_OR_RETURN(endpoint_, Endpoint::Listen(io_, std::move(eo)));
     store_ = StoreService::Attach(io_, *endpoint_);
     endpoint_->SetSessionFactory(PeerRole::kAgent, [this](std::shared_ptr<EndpointConnection> c) {
@@ -201,8 +203,13 @@ class JobRunner::Impl {
   void SetUpCandidates(const std::vector<NodePlan>& everyone) {
     candidates_.resize(everyone.size());
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      candidates_[i].node = everyone[i];
-      candidates_[i].node.workers.clear();
+      // Starting and probing an agent needs the node's host, user and slots, not its workers or
+      // their environment: each generation's plan has those (a copy here cost ~0.5 KB per rank).
+      NodePlan& node = candidates_[i].node;
+      node.node_rank = everyone[i].node_rank;
+      node.user = everyone[i].user;
+      node.host = everyone[i].host;
+      node.slots = everyone[i].slots;
       candidates_[i].heartbeat.emplace(options_.heartbeat_timeout, Clock::now());
     }
   }
@@ -273,8 +280,10 @@ class JobRunner::Impl {
     if (!arrival.ok()) return refuse(arrival.status().message());
     session.arrival_ = *arrival;
     joined_[*arrival] = &session;
-    console_.PrintError("dslaunch: rendezvous: " + reg.host + " joined (" + std::to_string(membership_->joined()) +
-                        " of " + std::to_string(node_spec_.max_nodes) + ")\n");
+    if (ShowArrival(membership_->joined(), node_spec_.max_nodes)) {
+      console_.PrintError("dslaunch: rendezvous: " + reg.host + " joined (" + std::to_string(membership_->joined()) +
+                          " of " + std::to_string(node_spec_.max_nodes) + ")\n");
+    }
     Reconsider();
     return Status::Ok();
   }
@@ -339,6 +348,18 @@ class JobRunner::Impl {
     }
     node_job_.everyone = std::move(*plan);
     const int joined = static_cast<int>(order.size());
+    // The other nodes' workers are known now: a job that does not fit the descriptor limit stops
+    // here, before any worker starts, not by refusing connections mid-rendezvous.
+    ConnectionDemand demand = options_.connections;
+    demand.ranks = node_job_.everyone.world_size;
+    demand.nodes = joined;
+    auto budget = FitConnections(demand, options_.descriptor_limit);
+    if (!budget.ok()) {
+      FailJoin(budget.status().message(), kExitUsage);
+      return;
+    }
+    endpoint_->SetMaxConnections(
+        std::max(options_.max_connections, static_cast<size_t>(budget->max_connections)));
     node_job_.elastic.min_nodes = std::min(node_spec_.min_nodes, joined);
     node_job_.elastic.max_nodes = joined;
     console_.PrintError("dslaunch: rendezvous complete: " + std::to_string(joined) + " nodes, " +
@@ -346,6 +367,12 @@ class JobRunner::Impl {
     spec_ = &node_job_;
     policy_ = std::make_unique<ElasticPolicy>(node_job_.elastic, Hosts(node_job_.candidates));
     SetUpCandidates(node_job_.everyone.nodes);
+    // Generation 0's plan on every node has checked the options and made the candidates; each
+    // generation plans its own workers (StartGeneration), so these are not kept (~1 KB per rank).
+    for (NodePlan& n : node_job_.everyone.nodes) {
+      std::vector<WorkerPlan>().swap(n.workers);
+      n.env.clear();
+    }
     for (size_t c = 0; c < order.size(); ++c) {
       auto it = joined_.find(order[c]);
       if (it == joined_.end()) continue;  // node 0: this node's agent starts with generation 0
@@ -481,7 +508,7 @@ class JobRunner::Impl {
     a.heartbeat_interval_ms = options_.heartbeat_interval.count();
     a.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
     a.env = node.env;  // once per node; each worker's own variables go with it
-    for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, w.env});
+    for (const auto& w : node.workers) a.workers.push_back({w.rank, w.local_rank, w.argv, WorkerOwnEnvironment(w)});
     a.restartable = policy_->restartable();
     a.watchdog_timeout_ms = plan_.watchdog_timeout_ms;
     a.await_release = node_mode_;
@@ -565,8 +592,10 @@ class JobRunner::Impl {
   }
 
   // The status board (options_.board): the view is kept from the events handled here.
+  // The launcher's view of the job (launcher/status/job_status.h): kept for the status board, and
+  // for the straggler rule, which runs on it even when nothing reads a board.
   void MakeStatus(const ProgramSpec& program) {
-    if (!options_.board) return;
+    if (!options_.board && options_.stragglers.factor <= 0) return;
     std::vector<std::string> command{program.program};
     command.insert(command.end(), program.args.begin(), program.args.end());
     status_.emplace(job_id_, std::move(command), UnixMillis(), options_.stragglers);
@@ -574,7 +603,7 @@ class JobRunner::Impl {
 
   void FeedStatus(int node_rank, const control::Message& msg) {
     if (const auto* output = std::get_if<control::Output>(&msg)) {
-      if (output->generation != plan_.generation) return;
+      if (output->generation != plan_.generation || !options_.board) return;
       for (const std::string& line : output->lines) {
         if (!control::IsTransientLine(line)) options_.board->AppendLog(output->rank, line);
       }
@@ -591,6 +620,9 @@ class JobRunner::Impl {
   // Publishes the view now when the job's state, generation or end changed, or the last publish
   // is kBoardPublishInterval old; otherwise once that time is up (kBoardPublishInterval).
   void Publish() {
+    // Without a board (no status page) nobody reads a view: copying every rank's view each
+    // kBoardPublishInterval would cost ~250 B per rank twice over, and the CPU of the copy.
+    if (!options_.board) return;
     const auto now = Clock::now();
     const std::string state = tracker_ != nullptr ? std::string(JobStateName(tracker_->state())) : "";
     const bool changed = state != published_state_ || plan_.generation != published_generation_ || finished_;
@@ -665,8 +697,10 @@ class JobRunner::Impl {
       for (size_t i = 0; i < candidates_.size(); ++i) {
         Candidate& c = candidates_[i];
         AgentSession* s = c.session;
+        // An agent whose workers are done exits, unless it waits for the next ASSIGNMENT (a
+        // restartable job) or for RELEASE (node mode): those still watch for heartbeats.
         if (s == nullptr || c.awaiting_assignment ||
-            (c.node_rank >= 0 && tracker_->agent_done(c.node_rank) && !policy_->restartable())) {
+            (c.node_rank >= 0 && tracker_->agent_done(c.node_rank) && !policy_->restartable() && !node_mode_)) {
           continue;
         }
         if (c.heartbeat->Expired(now)) {
@@ -857,7 +891,11 @@ class JobRunner::Impl {
     heartbeat_timer_.cancel();
     for (auto& c : candidates_) {
       // Node mode: every node's process ends with the job's code (control::Assignment::await_release).
-      if (c.session != nullptr) c.session->Send(control::Release{plan_.generation, node_mode_ ? exit_code_ : -1});
+      if (c.session == nullptr) continue;
+      c.session->Send(control::Release{plan_.generation, node_mode_ ? exit_code_ : -1});
+      // Flushed before the endpoint stops: aborted at once, a RELEASE still queued behind another
+      // frame was lost, and the agent waited for its heartbeat timeout (found by sim_scale).
+      c.session->Close();
     }
     endpoint_->Stop();
     if (AllAgentsExited()) {

@@ -18,8 +18,10 @@
 #include <memory>
 #include <string>
 
+#include "common/endpoint/endpoint.h"
 #include "common/heartbeat.h"
 #include "common/status.h"
+#include "launcher/connection_budget.h"
 #include "launcher/console.h"
 #include "launcher/elastic_policy.h"
 #include "launcher/event_log.h"
@@ -49,6 +51,12 @@ inline constexpr std::chrono::milliseconds kFailureStopGrace{1000};
 struct JobRunnerOptions {
   std::string bind_address = "127.0.0.1";    // where the endpoint listens
   uint16_t port = 0;                          // 0: ephemeral
+  // The endpoint's connection limit, sized from the plan (launcher/connection_budget.h).
+  size_t max_connections = kDefaultMaxEndpointConnections;
+  // Node mode: what sized it (this node's --nproc_per_node on every node) and the descriptor
+  // limit, to size it again from the nodes that joined before any worker starts.
+  ConnectionDemand connections;
+  uint64_t descriptor_limit = UINT64_MAX;
   std::string advertise_host = "127.0.0.1";  // default address agents use to reach it
   std::string agent_path;
   std::string agent_version;  // what `dslaunch-agent --version` must print on every node
@@ -62,8 +70,9 @@ struct JobRunnerOptions {
   bool show_host = false;  // prefix output lines with the host (multi-node jobs)
   EventLog events;         // --events_file
   // Where the runner publishes its view of the job (launcher/status/job_status.h) and every output
-  // line of a rank, for the status server (docs/observability.md). Null: no view is kept, nothing
-  // is published, and no straggler is detected.
+  // line of a rank, for the status server (docs/observability.md). Null: nothing is published and
+  // no output line is kept; the view is still kept for the straggler rule when stragglers.factor
+  // is above 0.
   std::shared_ptr<JobBoard> board;
   StragglerOptions stragglers;  // --straggler_factor, --straggler_window (with a board)
 };

@@ -160,10 +160,8 @@ Result<LaunchPlan> PlanLaunch(const Resources& resources, const PlanOptions& opt
   plan.world_size = rank;
 
   // The environment needs the complete shape (world size, node count, local world size).
-  for (NodePlan& node : plan.nodes) {
-    node.env = NodeEnvironment(plan, node, options.extra_env);
-    for (WorkerPlan& worker : node.workers) worker.env = RankEnvironment(worker);
-  }
+  // Each worker's own variables (RANK, LOCAL_RANK) are computed when sent (WorkerOwnEnvironment).
+  for (NodePlan& node : plan.nodes) node.env = NodeEnvironment(plan, node, options.extra_env);
   return plan;
 }
 

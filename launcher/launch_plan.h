@@ -34,9 +34,10 @@ struct WorkerPlan {
   int rank = 0;        // global rank
   int local_rank = 0;  // index on its node
   std::vector<std::string> argv;
-  // This worker's own variables of the contract (RANK, LOCAL_RANK; RankEnvironment in
-  // env_contract.h). Its whole planned environment is its node's `env` overlaid with these
-  // (PlannedEnvironment).
+  // Variables of this worker beyond the contract's own (PlanLaunch sets none). Its RANK,
+  // ROLE_RANK and LOCAL_RANK are computed from rank and local_rank when needed
+  // (WorkerOwnEnvironment in env_contract.h), not kept per rank; its whole planned environment is
+  // its node's `env` overlaid with those (PlannedEnvironment).
   std::map<std::string, std::string> env;
 };
 
@@ -107,8 +108,8 @@ std::vector<std::string> WorkerArgv(const ProgramSpec& program, int local_rank);
 
 // Builds the plan: nodes in resource order get node ranks 0..N-1, workers get consecutive global
 // ranks node by node (node 0's local ranks first); local rank i runs on the node's i-th slot.
-// Each worker's argv is WorkerArgv(...); each node's env is NodeEnvironment(...) and each
-// worker's env RankEnvironment(...) (env_contract.h). Time and memory are linear in the number of
+// Each worker's argv is WorkerArgv(...); each node's env is NodeEnvironment(...) (env_contract.h);
+// a worker's own variables are computed when sent (WorkerOwnEnvironment). Time and memory are linear in the number of
 // ranks (plus the exports once per node).
 // An empty master_addr becomes the first node's host, or 127.0.0.1 when that host is "localhost".
 // Fails with kInvalidArgument when no slot is selected or an option is out of range (port outside

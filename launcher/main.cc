@@ -16,6 +16,7 @@
 #include <iostream>
 
 #include "common/auth/secret.h"
+#include "common/endpoint/handshake_admission.h"
 #include "common/cpu_count.h"
 #include "common/env_names.h"
 #include "common/exit_codes.h"
@@ -24,6 +25,7 @@
 #include "common/text.h"
 #include "dslaunch/config.h"
 #include "launcher/cli.h"
+#include "launcher/connection_budget.h"
 #include "launcher/console.h"
 #include "launcher/exported_env.h"
 #include "launcher/gpu_discovery.h"
@@ -61,6 +63,9 @@ constexpr int kLauncherError = kExitInfrastructure;
 constexpr char kDryRunStoreAddress[] = "<launcher>:<port>";
 // Every address of this machine: multi-node endpoints must be reachable from the nodes.
 constexpr char kBindAllAddresses[] = "0.0.0.0";
+// Descriptors the launcher holds for an agent it starts on this machine (its stdout and stderr
+// pipes, a pidfd), counted in the endpoint's budget.
+constexpr int64_t kLocalAgentDescriptors = 4;
 constexpr char kLoopback[] = "127.0.0.1";
 
 // The process's edges, read once.
@@ -287,11 +292,10 @@ Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, c
   return po;
 }
 
-// The status board (launcher/status/job_board.h), made only when something reads or needs the
-// launcher's view of the job: the status page reads it, the straggler rule runs on it. Null: no
-// view is kept.
+// The status board (launcher/status/job_board.h), made only when something reads it: the status
+// page. Null: no view is published (the straggler rule runs on the runner's own view).
 std::shared_ptr<JobBoard> MakeBoard(const CliOptions& cli) {
-  if (cli.status_port || cli.stragglers.factor > 0) return std::make_shared<JobBoard>();
+  if (cli.status_port) return std::make_shared<JobBoard>();
   return nullptr;
 }
 
@@ -314,13 +318,34 @@ Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges
   return ro;
 }
 
-// The soft descriptor limit agents started here get: the endpoint's own bounds, not the
-// descriptor limit, must be what a flood of connections meets, so the launcher raises its own.
-std::optional<uint64_t> RaiseLauncherOpenFiles() {
+// Raises the launcher's soft descriptor limit to the hard one (the endpoint's own bounds, not the
+// descriptor limit, must be what a flood of connections meets) and returns the limits as they
+// were: agents started here get the soft one back. Nullopt (with a warning) when they cannot be
+// read or set.
+std::optional<OpenFilesLimit> RaiseLauncherOpenFiles() {
   auto limit = RaiseOpenFilesLimit();
-  if (limit.ok()) return limit->soft;
+  if (limit.ok()) return *limit;
   std::cerr << "dslaunch: warning: " << limit.status().message() << "\n";
   return std::nullopt;
+}
+
+// Sizes the endpoint's connection limit from the job's largest plan (every candidate node, every
+// slot) and checks it against the descriptor limit `raised` left (docs/launcher.md, "Descriptor
+// limit"): a job that cannot fit is refused here, before anything starts.
+Status SizeEndpoint(int64_t ranks, int64_t nodes, int64_t start_descriptors_per_node,
+                    const std::optional<OpenFilesLimit>& raised, JobRunnerOptions& ro) {
+  ConnectionDemand demand;
+  demand.ranks = ranks;
+  demand.nodes = nodes;
+  demand.start_descriptors_per_node = start_descriptors_per_node;
+  demand.handshake_headroom = static_cast<int64_t>(kMaxUnauthenticatedConnections);
+  // Without the limits (getrlimit failed) only the plan sizes the endpoint.
+  const uint64_t limit = raised ? raised->hard : UINT64_MAX;
+  DSLAUNCH_ASSIGN_OR_RETURN(ConnectionBudget budget, FitConnections(demand, limit));
+  ro.max_connections = static_cast<size_t>(budget.max_connections);
+  ro.connections = demand;
+  ro.descriptor_limit = limit;
+  return Status::Ok();
 }
 
 // The live status page (docs/observability.md), when --status_port asks for it.
@@ -435,7 +460,12 @@ int RunNode(const CliOptions& cli, const Edges& edges) {
   // address that routes to it to its Gloo peers (a loopback store made rank 0 unreachable).
   ro->advertise_host = rdzv.max_nodes > 1 ? rdzv.host : std::string(kLoopback);
   ro->show_host = rdzv.max_nodes > 1;
-  SelfStartedAgentStarter starter(0, RaiseLauncherOpenFiles());
+  const std::optional<OpenFilesLimit> open_files = RaiseLauncherOpenFiles();
+  // The other nodes' --nproc_per_node is known only when they join: this node's is the estimate.
+  if (Status fits = SizeEndpoint(int64_t{rdzv.max_nodes} * *slots, rdzv.max_nodes, 0, open_files, *ro); !fits.ok()) {
+    return Fail(fits, kUsageError);
+  }
+  SelfStartedAgentStarter starter(0, open_files ? std::optional<uint64_t>(open_files->soft) : std::nullopt);
   return Execute(cli, edges, terminal, *ro, cli.job_id, *secret, starter, /*own_agents=*/true, [&](JobRunner& runner) {
     NodeModeSpec spec;
     spec.job.plan_options = *po;
@@ -538,7 +568,17 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
   }
   ro->show_host = resources->size() > 1;
 
-  const std::optional<uint64_t> agent_open_files = RaiseLauncherOpenFiles();
+  const std::optional<OpenFilesLimit> open_files = RaiseLauncherOpenFiles();
+  const std::optional<uint64_t> agent_open_files =
+      open_files ? std::optional<uint64_t>(open_files->soft) : std::nullopt;
+  int64_t ranks = 0;
+  for (const NodeResources& node : *resources) ranks += static_cast<int64_t>(node.slots.size());
+  // An SSH session per node stays open for the job; a local agent holds a few pipes.
+  const int64_t start_descriptors = local ? kLocalAgentDescriptors : (cli.no_ssh || use_srun ? 0 : 1);
+  if (Status fits = SizeEndpoint(ranks, static_cast<int64_t>(resources->size()), start_descriptors, open_files, *ro);
+      !fits.ok()) {
+    return Fail(fits, kUsageError);
+  }
   std::unique_ptr<AgentStarter> starter;
   JobSpec spec;
   if (local) {

@@ -112,7 +112,7 @@ std::string FormatPlanJson(const LaunchPlan& plan) {
       workers.push_back(json{{"rank", worker.rank},
                              {"local_rank", worker.local_rank},
                              {"argv", worker.argv},
-                             {"env", RedactEnvironment(worker.env)}});
+                             {"env", RedactEnvironment(WorkerOwnEnvironment(worker))}});
     }
     nodes.push_back(json{{"node_rank", node.node_rank},
                          {"user", node.user},

@@ -20,9 +20,11 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
-// Bytes read from a socket per read call: one syscall takes a burst of small store requests,
-// and thousands of connections do not cost much memory.
+// Bytes read from a socket per read call, into the endpoint's one buffer: one syscall takes a
+// burst of small store requests.
 constexpr size_t kReadChunkBytes = 16u << 10;
+// A send buffer larger than this is freed once written, not kept for the next message.
+constexpr size_t kKeptSendBufferBytes = 512;
 // After EMFILE and friends, accepting again at once would spin: wait this long first.
 constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
 
@@ -77,6 +79,7 @@ class Endpoint::Impl : public std::enable_shared_from_this<Endpoint::Impl> {
   bool stopped_ = false;
   int generation_ = 0;
   uint64_t bytes_sent_ = 0;  // written to every connection so far (Endpoint::bytes_sent)
+  std::array<char, kReadChunkBytes> read_buffer_;  // every connection reads into it in turn
   std::map<PeerRole, SessionFactory> factories_;
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
   HandshakeAdmission admission_;
@@ -126,6 +129,7 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
     if (state_ != State::kHandshake) return;
     error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);  // requests are small and latency-bound
+    socket_.non_blocking(true, ec);               // OnReadable reads what is there, never waits
     challenge_.server_nonce = RandomBytes(kNonceBytes);
     Send(msg::kChallenge, EncodeChallenge(challenge_));
     if (state_ == State::kHandshake) StartRead();
@@ -166,6 +170,8 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
   int generation() const override { return generation_; }
   // Authenticated and not closing.
   bool open() const { return state_ == State::kOpen; }
+  // Close() was called and its frames are still being written (for at most kCloseFlushTimeout).
+  bool flushing() const { return state_ == State::kClosing && close_reason_.ok() && !finish_scheduled_; }
 
   // Closes without flushing; the handler's OnClose sees `why`. Never re-enters the handler.
   void Abort(Status why) {
@@ -178,14 +184,24 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
  private:
   enum class State { kHandshake, kOpen, kClosing, kClosed };
 
+  // Waits until the socket is readable, then reads into the endpoint's one read buffer (all
+  // connections run on one thread, so one buffer serves them all: a connection holds no read
+  // buffer of its own, only its decoder's unfinished frame).
   void StartRead() {
-    socket_.async_read_some(
-        asio::buffer(read_buffer_),
-        [self = shared_from_this()](const error_code& ec, size_t n) { self->OnRead(ec, n); });
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self = shared_from_this()](const error_code& ec) { self->OnReadable(ec); });
   }
 
-  void OnRead(const error_code& ec, size_t n) {
+  void OnReadable(error_code ec) {
     if (state_ == State::kClosing || state_ == State::kClosed) return;
+    size_t n = 0;
+    if (!ec) {
+      n = socket_.read_some(asio::buffer(endpoint_->read_buffer_), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) {
+        StartRead();  // woken without data (it was read already): wait again
+        return;
+      }
+    }
     if (ec) {
       if (ec == asio::error::eof) {
         log_close_ = false;  // a peer hanging up is normal: workers exit
@@ -195,18 +211,17 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
       }
       return;
     }
+    decoder_.Feed(endpoint_->read_buffer_.data(), n);
     if (state_ == State::kHandshake) {
-      // Authenticated work first: read_buffer_ stays untouched until the step runs, since the
-      // next read starts only after it.
-      endpoint_->DeferHandshakeStep([self = shared_from_this(), n] { self->Process(n); });
+      // Authenticated work first; the next read starts only after the step ran.
+      endpoint_->DeferHandshakeStep([self = shared_from_this()] { self->Process(); });
       return;
     }
-    Process(n);
+    Process();
   }
 
-  void Process(size_t n) {
+  void Process() {
     if (state_ == State::kClosing || state_ == State::kClosed) return;
-    decoder_.Feed(read_buffer_.data(), n);
     while (state_ == State::kHandshake || state_ == State::kOpen) {
       if (state_ == State::kHandshake && decoder_.buffered() > kMaxHandshakeBytes) {
         Abort(InvalidArgumentError("more than " + std::to_string(kMaxHandshakeBytes) +
@@ -276,6 +291,9 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
     writing_ = false;
     if (!ec) endpoint_->bytes_sent_ += in_flight_.size();
     in_flight_.clear();
+    // A large message (an ASSIGNMENT, a burst of replies) must not keep its buffer for the
+    // connection's life: at 100k connections that is most of the launcher's memory.
+    if (in_flight_.capacity() > kKeptSendBufferBytes) std::string().swap(in_flight_);
     if (state_ == State::kClosed) return;
     if (ec) {
       Abort(UnavailableError("write to " + peer_ + ": " + ec.message()));
@@ -339,7 +357,6 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
   int generation_ = 0;
   Challenge challenge_;
   wire::FrameDecoder decoder_;
-  std::array<char, kReadChunkBytes> read_buffer_;
   std::string pending_;    // frames queued while a write is in flight
   std::string in_flight_;  // the buffer being written
   bool writing_ = false;
@@ -395,9 +412,8 @@ void Endpoint::Impl::StartAccept() {
     tcp::endpoint remote = socket.remote_endpoint(pec);
     std::string peer = pec ? std::string("unknown peer") : FormatPeer(remote);
     std::string address = pec ? std::string("unknown address") : remote.address().to_string();
-    if (self->connections_.size() >= kMaxEndpointConnections) {
-      self->Refuse(socket, address,
-                   std::to_string(kMaxEndpointConnections) + " connections are open already");
+    if (const size_t limit = self->options_.max_connections; self->connections_.size() >= limit) {
+      self->Refuse(socket, address, std::to_string(limit) + " connections are open already");
     } else if (Admission a = self->admission_.Admit(address); a != Admission::kAdmitted) {
       self->Refuse(socket, address, DescribeRefusal(a, self->admission_.limits()));
     } else {
@@ -504,7 +520,10 @@ void Endpoint::Impl::StopNow() {
   // Abort only schedules the close, so iterating over a copy is not needed; take one anyway
   // because Remove() runs later and the map must not change under the loop.
   std::vector<std::shared_ptr<Connection>> open;
-  for (auto& [ptr, c] : connections_) open.push_back(c);
+  for (auto& [ptr, c] : connections_) {
+    // A connection its owner closed keeps flushing what it was told last (a RELEASE to an agent).
+    if (!c->flushing()) open.push_back(c);
+  }
   for (auto& c : open) c->Abort(AbortedError("endpoint stopped"));
   Report(/*final=*/true);
 }
@@ -556,6 +575,8 @@ void Endpoint::SetSessionFactory(PeerRole role, SessionFactory factory) {
 void Endpoint::BeginGeneration(int generation) { impl_->BeginGenerationNow(generation); }
 
 int Endpoint::generation() const { return impl_->generation_; }
+
+void Endpoint::SetMaxConnections(size_t limit) { impl_->options_.max_connections = limit; }
 
 uint64_t Endpoint::bytes_sent() const { return impl_->bytes_sent_; }
 

@@ -15,8 +15,8 @@
 // HandshakeLimits connections are in their handshake, in total and per source address
 // (common/endpoint/handshake_admission.h); a connection over a bound is closed at once, before the
 // CHALLENGE, and its client retries. Refusals and failed handshakes are logged through a
-// RefusalReport (common/endpoint/refusal_report.h): an address's first at once, then one summary line per
-// address every refusal_report_interval. Handshake work runs at most kHandshakeStepsPerTurn steps
+// RefusalReport (common/endpoint/refusal_report.h): an episode's first at once, then one summary line
+// every refusal_report_interval, however many addresses they come from. Handshake work runs at most kHandshakeStepsPerTurn steps
 // per turn of the event loop, behind the authenticated connections' ready work, so no number of
 // connecting peers can starve the store or the agents.
 //
@@ -51,10 +51,12 @@ namespace dslaunch {
 // challenge within one round trip (3 s leaves room for a loaded node), and a silent peer must not
 // hold one of the HandshakeLimits slots for longer.
 inline constexpr std::chrono::seconds kHandshakeTimeout{3};
-// Connections beyond this are closed on accept: enough for every rank of a few hundred 8-GPU nodes
-// plus their agents. The launcher raises its soft descriptor limit to the hard one at start, so
-// that this bound, not the descriptor limit, is what a flood meets.
-inline constexpr size_t kMaxEndpointConnections = 8192;
+// Connections beyond EndpointOptions::max_connections are closed on accept. This default fits every
+// rank of a few hundred 8-GPU nodes plus their agents; the launcher sizes the bound from the job's
+// plan and its descriptor limit instead (launcher/connection_budget.h), and raises its soft
+// descriptor limit to the hard one at start, so that this bound, not the descriptor limit, is
+// what a flood meets.
+inline constexpr size_t kDefaultMaxEndpointConnections = 8192;
 // Handshake steps (a new connection's CHALLENGE, reading and checking its AUTH) run at most this
 // many per turn of the event loop, after the authenticated connections' ready work: an
 // authenticated request waits behind at most this many, however many peers are connecting.
@@ -116,6 +118,9 @@ struct EndpointOptions {
   std::string job_id;                      // required
   std::string secret;                      // required; never logged
   EndpointLogger log;                      // optional
+  // Open connections (authenticated or in their handshake) beyond which new ones are refused at
+  // accept; the launcher sizes it from the plan (launcher/connection_budget.h).
+  size_t max_connections = kDefaultMaxEndpointConnections;
   // Tests change these; production keeps the defaults.
   std::chrono::milliseconds handshake_timeout = kHandshakeTimeout;
   HandshakeLimits handshake_limits;
@@ -148,13 +153,17 @@ class Endpoint {
   // connections are left alone. Call on the io_context thread before starting any worker of
   // `generation` (a worker that connects earlier is refused as of a future generation).
   void BeginGeneration(int generation);
+  // Sets the limit of EndpointOptions::max_connections for connections accepted from now on
+  // (open ones stay). io_context thread. Node mode knows the job's size only once its nodes joined.
+  void SetMaxConnections(size_t limit);
   // The current generation (0 until BeginGeneration). io_context thread.
   int generation() const;
   // Bytes written to connections so far (store replies, control messages, handshakes), every
   // role. Call on the io_context thread.
   uint64_t bytes_sent() const;
-  // Closes the acceptor and every connection (their handlers see OnClose(kAborted)) and logs the
-  // summary of refusals not yet reported. Thread-safe; carried out on the io_context thread (at
+  // Closes the acceptor and every connection (their handlers see OnClose(kAborted)) but those
+  // already closing with Close(), which finish writing their frames first (at most
+  // kCloseFlushTimeout), and logs the summary of refusals not yet reported. Thread-safe; carried out on the io_context thread (at
   // once when called there). Idempotent.
   void Stop();
 

@@ -1,36 +1,29 @@
 #include "common/endpoint/refusal_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace dslaunch {
 
 std::optional<std::string> RefusalReport::Record(const std::string& address,
                                                  std::string_view reason, Clock::time_point now) {
-  if (!interval_start_) interval_start_ = now;
-  auto it = by_address_.find(address);
-  const bool known = it != by_address_.end();
-  if (!known && by_address_.size() >= max_addresses_) {
-    const bool first = others_.total == 0;
-    ++others_.in_interval;
-    ++others_.total;
-    others_.latest_reason = std::string(reason);
-    if (!first) return std::nullopt;
-    others_.logged_in_interval = true;
-    return "refused an unauthenticated connection from " + address + ": " + std::string(reason) +
-           " (refusals from more than " + std::to_string(max_addresses_) +
-           " addresses at once: further ones from addresses not yet named are summed)";
+  const bool first = !interval_start_.has_value();
+  if (first) interval_start_ = now;
+  ++in_interval_;
+  ++total_;
+  latest_reason_ = std::string(reason);
+  if (auto it = by_address_.find(address); it != by_address_.end()) {
+    ++it->second;
+  } else if (by_address_.size() < max_addresses_) {
+    by_address_.emplace(address, 1);
+  } else {
+    addresses_overflowed_ = true;
   }
-  if (!known) it = by_address_.emplace(address, Tally{}).first;
-  Tally& t = it->second;
-  ++t.in_interval;
-  ++t.total;
-  t.latest_reason = std::string(reason);
-  if (known) return std::nullopt;
-  t.logged_in_interval = true;
+  if (!first) return std::nullopt;
+  logged_in_interval_ = true;
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(interval_).count();
   return "refused an unauthenticated connection from " + address + ": " + std::string(reason) +
-         " (further refusals from " + address + " are counted and reported every " +
-         std::to_string(seconds) + " s)";
+         " (further refusals are counted and reported every " + std::to_string(seconds) + " s)";
 }
 
 std::optional<RefusalReport::Clock::time_point> RefusalReport::due() const {
@@ -38,53 +31,51 @@ std::optional<RefusalReport::Clock::time_point> RefusalReport::due() const {
   return *interval_start_ + interval_;
 }
 
-uint64_t RefusalReport::pending() const {
-  uint64_t n = others_.in_interval;
-  for (const auto& [address, t] : by_address_) n += t.in_interval;
-  return n;
-}
-
-std::string RefusalReport::Summary(std::string_view from, const Tally& t,
-                                   Clock::time_point now) const {
+std::string RefusalReport::Summary(Clock::time_point now) const {
   char elapsed[32];
   std::snprintf(elapsed, sizeof(elapsed), "%.1f",
                 std::chrono::duration<double>(now - *interval_start_).count());
-  return "refused " + std::to_string(t.in_interval) + " unauthenticated connection" +
-         (t.in_interval == 1 ? "" : "s") + " from " + std::string(from) + " (" +
-         std::to_string(t.total) + " in total) in the last " + elapsed + " s; latest: " +
-         t.latest_reason;
+  std::string from;
+  if (by_address_.size() == 1 && !addresses_overflowed_) {
+    from = by_address_.begin()->first;
+  } else {
+    from = std::string(addresses_overflowed_ ? "at least " : "") +
+           std::to_string(by_address_.size()) + " addresses";
+  }
+  std::string line = "refused " + std::to_string(in_interval_) + " unauthenticated connection" +
+                     (in_interval_ == 1 ? "" : "s") + " from " + from + " (" +
+                     std::to_string(total_) + " in total) in the last " + elapsed + " s";
+  if (by_address_.size() > 1 || addresses_overflowed_) {
+    std::vector<std::pair<uint64_t, const std::string*>> top;
+    top.reserve(by_address_.size());
+    for (const auto& [address, count] : by_address_) top.emplace_back(count, &address);
+    const size_t n = std::min(kNamedAddressesPerSummary, top.size());
+    std::partial_sort(top.begin(), top.begin() + static_cast<ptrdiff_t>(n), top.end(),
+                      [](const auto& a, const auto& b) {
+                        return a.first != b.first ? a.first > b.first : *a.second < *b.second;
+                      });
+    line += ", most from ";
+    for (size_t i = 0; i < n; ++i) {
+      line += (i ? ", " : "") + *top[i].second + " (" + std::to_string(top[i].first) + ")";
+    }
+  }
+  return line + "; latest: " + latest_reason_;
 }
 
 std::vector<std::string> RefusalReport::Flush(Clock::time_point now, bool final) {
   std::vector<std::string> lines;
   if (!interval_start_ || (!final && now < *interval_start_ + interval_)) return lines;
-  auto needs_line = [](const Tally& t) {
-    return t.in_interval > (t.logged_in_interval ? 1u : 0u);
-  };
-  for (auto it = by_address_.begin(); it != by_address_.end();) {
-    Tally& t = it->second;
-    if (needs_line(t)) lines.push_back(Summary(it->first, t, now));
-    if (t.in_interval == 0) {
-      it = by_address_.erase(it);  // quiet for a whole interval: the episode is over
-      continue;
-    }
-    t.in_interval = 0;
-    t.logged_in_interval = false;
-    ++it;
-  }
-  if (needs_line(others_)) lines.push_back(Summary("other addresses", others_, now));
-  if (others_.in_interval == 0) {
-    others_ = Tally{};
+  if (in_interval_ > (logged_in_interval_ ? 1u : 0u)) lines.push_back(Summary(now));
+  if (in_interval_ == 0) {
+    interval_start_.reset();  // quiet for a whole interval: the episode is over
+    total_ = 0;
   } else {
-    others_.in_interval = 0;
-    others_.logged_in_interval = false;
+    interval_start_ = now;  // keep it open one more interval, so a quiet one ends it
   }
-  // Keep an interval open while an address is tracked, so that a quiet one is forgotten next.
-  if (by_address_.empty() && others_.total == 0) {
-    interval_start_.reset();
-  } else {
-    interval_start_ = now;
-  }
+  in_interval_ = 0;
+  logged_in_interval_ = false;
+  addresses_overflowed_ = false;
+  by_address_.clear();
   return lines;
 }
 

@@ -105,17 +105,28 @@ JoinVerdict NodeMembership::Decide(TimePoint now) {
   return v;
 }
 
+bool ShowArrival(int joined, int max_nodes) {
+  if (joined <= kNamedArrivals || joined >= max_nodes) return true;
+  // The first arrival at or past each tenth.
+  return joined * 10 / max_nodes != (joined - 1) * 10 / max_nodes;
+}
+
 Members NodeMembership::InRankOrder() const {
   Members m;
-  for (int a : NodeRankOrder()) {
+  int named = 0;
+  const std::vector<int> order = NodeRankOrder();
+  for (int a : order) {
     const JoinRequest& r = requests_[a];
     NodeResources n;
     n.host = r.host;
     for (int slot = 0; slot < r.slots; ++slot) n.slots.push_back(slot);
     m.resources.push_back(std::move(n));
     m.asked_ranks.push_back(r.node_rank);
-    m.line += (m.line.empty() ? "" : ", ") + r.host + " (" + std::to_string(r.slots) + ")";
+    if (named++ < kNamedMembers) {
+      m.line += (m.line.empty() ? "" : ", ") + r.host + " (" + std::to_string(r.slots) + ")";
+    }
   }
+  if (named > kNamedMembers) m.line += ", ... and " + std::to_string(named - kNamedMembers) + " more";
   return m;
 }
 

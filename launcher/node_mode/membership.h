@@ -39,11 +39,21 @@ struct JoinVerdict {
   std::string reason;                             // kFail: who came, and what to do
 };
 
+// Log lines of a rendezvous at scale (issue 16: no line per connection for thousands of nodes):
+// the first kNamedArrivals arrivals get a line each, then one line at each tenth of --nnodes and
+// at the last; the "rendezvous complete" line names at most kNamedMembers members.
+inline constexpr int kNamedArrivals = 16;
+inline constexpr int kNamedMembers = 16;
+
+// Whether the arrival that made `joined` of `max_nodes` gets its own line (see above).
+bool ShowArrival(int joined, int max_nodes);
+
 // The members in node-rank order, as the job's candidates.
 struct Members {
   Resources resources;                       // host, slots 0..n-1 of each member
   std::vector<std::optional<int>> asked_ranks;  // the node rank each asked for
-  std::string line;                          // "a (2), b (2)": host (workers) in rank order
+  // "a (2), b (2)": host (workers) in rank order, at most kNamedMembers, then "... and N more"
+  std::string line;
 };
 
 class NodeMembership {

@@ -151,10 +151,12 @@ TEST_CASE("PlanLaunch keeps a node's variables once per node, so a plan grows li
     CHECK(node.env.at("PYTHONPATH").size() == 1000);
     for (const WorkerPlan& worker : node.workers) {
       // Only what differs between the node's workers.
-      REQUIRE(worker.env.size() == 3);
-      CHECK(worker.env.at("RANK") == std::to_string(worker.rank));
-      CHECK(worker.env.at("ROLE_RANK") == std::to_string(worker.rank));
-      CHECK(worker.env.at("LOCAL_RANK") == std::to_string(worker.local_rank));
+      CHECK(worker.env.empty());  // computed when sent, not kept per rank
+      const auto own = WorkerOwnEnvironment(worker);
+      REQUIRE(own.size() == 3);
+      CHECK(own.at("RANK") == std::to_string(worker.rank));
+      CHECK(own.at("ROLE_RANK") == std::to_string(worker.rank));
+      CHECK(own.at("LOCAL_RANK") == std::to_string(worker.local_rank));
     }
   }
 }
@@ -255,7 +257,7 @@ TEST_CASE("PlanLaunch accepts an executable without a python interpreter") {
   Result<LaunchPlan> plan = PlanLaunch({{"", "localhost", {0, 1}}}, options);
   REQUIRE_MESSAGE(plan.ok(), plan.status().ToString());
   CHECK(plan->nodes[0].workers[1].argv == Argv{"/bin/true"});
-  CHECK(plan->nodes[0].workers[1].env.at("LOCAL_RANK") == "1");
+  CHECK(WorkerOwnEnvironment(plan->nodes[0].workers[1]).at("LOCAL_RANK") == "1");
   CHECK(plan->nodes[0].env.at("LOCAL_WORLD_SIZE") == "2");
 }
 

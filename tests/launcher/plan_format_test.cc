@@ -1,3 +1,4 @@
+#include "launcher/env_contract.h"
 #include "launcher/plan_format.h"
 
 #include <doctest/doctest.h>
@@ -69,7 +70,7 @@ TEST_CASE("FormatPlanJson parses back with every field of the plan") {
     CHECK(doc["nodes"][n]["env"].get<std::map<std::string, std::string>>() == plan.nodes[n].env);
     for (std::size_t w = 0; w < plan.nodes[n].workers.size(); ++w) {
       const json& env = doc["nodes"][n]["workers"][w]["env"];
-      CHECK(env.get<std::map<std::string, std::string>>() == plan.nodes[n].workers[w].env);
+      CHECK(env.get<std::map<std::string, std::string>>() == WorkerOwnEnvironment(plan.nodes[n].workers[w]));
     }
   }
 }

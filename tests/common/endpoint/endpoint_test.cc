@@ -275,6 +275,47 @@ TEST_CASE("Agent connections are routed to the session factory registered for th
   CHECK(closes[2].code() == StatusCode::kUnavailable);
 }
 
+// On its first frame: queues a large frame and a last one behind it, closes the connection, and
+// stops the whole endpoint at once, as the launcher does when the job ends (RELEASE, then Stop).
+class LastWordSession : public SessionHandler {
+ public:
+  LastWordSession(std::shared_ptr<EndpointConnection> conn, Endpoint* endpoint)
+      : conn_(std::move(conn)), endpoint_(endpoint) {}
+  Status OnFrame(wire::Frame) override {
+    conn_->Send(kWelcome, std::string(8u << 20, 'x'));  // more than a socket buffer takes at once
+    conn_->Send(kWelcome, "last");
+    conn_->Close();
+    endpoint_->Stop();
+    return Status::Ok();
+  }
+  void OnClose(const Status&) override {}
+
+ private:
+  std::shared_ptr<EndpointConnection> conn_;
+  Endpoint* endpoint_;
+};
+
+TEST_CASE("Stop lets a connection closed with Close() finish writing its last frames") {
+  TestEndpoint ep;
+  ep.OnIo([&] {
+    ep.endpoint().SetSessionFactory(PeerRole::kAgent, [&](std::shared_ptr<EndpointConnection> conn) {
+      return std::make_unique<LastWordSession>(std::move(conn), &ep.endpoint());
+    });
+    return 0;
+  });
+  auto fd = ConnectToEndpoint(ep.address(), kTestJobId, kTestSecret, PeerRole::kAgent, 0, In(milliseconds(5000)));
+  REQUIRE(fd.ok());
+  REQUIRE(SendFrame(fd->get(), msg::kFirstAgentMessage, "done").ok());
+  wire::FrameDecoder d;
+  auto big = ReceiveFrame(fd->get(), d, In(milliseconds(10000)));
+  REQUIRE(big.ok());
+  CHECK(big->payload.size() == (8u << 20));
+  auto last = ReceiveFrame(fd->get(), d, In(milliseconds(10000)));
+  REQUIRE(last.ok());
+  CHECK(last->payload == "last");
+  CHECK(ReceiveFrame(fd->get(), d, In(milliseconds(5000))).status().code() == StatusCode::kUnavailable);
+}
+
 TEST_CASE("Agents are not fenced by the generation; connections know the generation they gave") {
   TestEndpoint ep;
   std::vector<Status> closes;    // touched on the io thread only

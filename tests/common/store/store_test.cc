@@ -68,6 +68,27 @@ TEST_CASE("StoreClient round-trips every operation through a real endpoint") {
   CHECK(ep.Stop());
 }
 
+TEST_CASE("A value of several MiB, sent faster than the endpoint reads it, round-trips") {
+  // The endpoint reads a chunk per wake-up; what is left in the socket must still be read when
+  // no more bytes arrive (an edge-triggered wait would sleep on it for ever).
+  TestEndpoint ep;
+  auto c = ep.Client();
+  std::string big(6u << 20, 'v');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>('a' + i / 4096 % 26);
+  REQUIRE(c->Set("big", big).ok());
+  auto back = c->Get("big", milliseconds(0));
+  REQUIRE(back.ok());
+  CHECK(*back == big);
+  // The whole request is in the socket before the endpoint looks: its thread is busy meanwhile.
+  std::thread busy([&] { ep.OnIo([] { std::this_thread::sleep_for(milliseconds(500)); return 0; }); });
+  std::this_thread::sleep_for(milliseconds(100));
+  const std::string mid(200u << 10, 'm');
+  REQUIRE(c->Set("mid", mid).ok());
+  busy.join();
+  CHECK(*c->Get("mid", milliseconds(0)) == mid);
+  CHECK(ep.Stop());
+}
+
 TEST_CASE("256 concurrent clients set, add and get through one endpoint") {
   constexpr int kClients = 256;
   TestEndpoint ep;

@@ -146,5 +146,28 @@ TEST_CASE("NodeMembership restarts the last call when a departure drops below MI
   CHECK(members.asked_ranks == std::vector<std::optional<int>>{std::nullopt, std::nullopt});
 }
 
+TEST_CASE("ShowArrival gives thousands of arrivals about 26 lines, the first ones and every tenth") {
+  int shown = 0;
+  for (int joined = 1; joined <= 12500; ++joined) shown += ShowArrival(joined, 12500) ? 1 : 0;
+  CHECK(shown == kNamedArrivals + 10);  // 16 named, then 1250, 2500, ..., 12500
+  CHECK(ShowArrival(1, 12500));
+  CHECK(ShowArrival(16, 12500));
+  CHECK_FALSE(ShowArrival(17, 12500));
+  CHECK(ShowArrival(1250, 12500));
+  CHECK_FALSE(ShowArrival(1251, 12500));
+  CHECK(ShowArrival(12500, 12500));
+  for (int joined = 1; joined <= 4; ++joined) CHECK(ShowArrival(joined, 4));  // a small job: every one
+}
+
+TEST_CASE("The rendezvous line names at most kNamedMembers members and counts the rest") {
+  NodeMembership m(1, 40);
+  REQUIRE(m.Join(Node("h", std::nullopt, true)).ok());
+  for (int i = 1; i < 40; ++i) REQUIRE(m.Join(Node("n" + std::to_string(i))).ok());
+  Members members = m.InRankOrder();
+  CHECK(members.resources.size() == 40);
+  CHECK(members.line.starts_with("h (2), n1 (2), n2 (2), "));
+  CHECK(members.line.ends_with(", n15 (2), ... and 24 more"));
+}
+
 }  // namespace
 }  // namespace dslaunch::launcher

@@ -120,6 +120,55 @@ TEST_CASE("Node mode: every node exits with the job's code, the failed rank's on
   CheckNoWorkerAlive(dir.path(), 4);
 }
 
+TEST_CASE("Node mode: a node whose workers finish long before the others' keeps its agent until the end") {
+  // Node 0's worker exits at once, node 1's after several heartbeat timeouts: node 0's agent,
+  // waiting for RELEASE, must go on hearing the launcher's heartbeats (before issue 16 it was sent
+  // none once its workers were done, and gave up on the launcher after the timeout).
+  TempDir dir;
+  ReservedPort port;
+  auto node = [&](const char* rank) {
+    return std::vector<std::string>{kLauncher, "--rdzv_endpoint", "127.0.0.1:" + std::to_string(port.port()),
+                                    "--log_dir", dir.path() + "/logs", "--heartbeat_timeout", "1", "--nnodes", "2",
+                                    "--nproc_per_node", "1", "--node_rank", rank, "--no_python", "/bin/sh", "-c",
+                                    "if [ \"$RANK\" = 1 ]; then sleep 4; fi"};
+  };
+  Subprocess node0(node("0"), kSecret);
+  Subprocess node1(node("1"), kSecret);
+  auto r0 = node0.Wait(kRunTimeout);
+  auto r1 = node1.Wait(kRunTimeout);
+  INFO(r0.err);
+  INFO(r1.err);
+  CHECK(r0.exit_code == 0);
+  CHECK(r1.exit_code == 0);
+  CHECK_FALSE(Contains(r0.err, "no heartbeat from the launcher"));
+}
+
+TEST_CASE("Node mode: nodes whose workers do not fit the host's descriptor limit stop the rendezvous") {
+  // Node 0 sized its endpoint for 2 x 1 ranks; node 1 brings 400. The host finds out when node 1
+  // joins and stops everything before a worker starts, with the numbers.
+  TempDir dir;
+  ReservedPort port;
+  const std::string marker = dir.path() + "/started";
+  auto node = [&](const char* rank, const char* nproc) {
+    return std::vector<std::string>{kLauncher, "--rdzv_endpoint", "127.0.0.1:" + std::to_string(port.port()),
+                                    "--log_dir", dir.path() + "/logs", "--nnodes", "2", "--nproc_per_node", nproc,
+                                    "--node_rank", rank, "--no_python", "/usr/bin/touch", marker};
+  };
+  std::vector<std::string> host = node("0", "1");
+  host.insert(host.begin(), {"/usr/bin/prlimit", "--nofile=500:500"});
+  Subprocess node0(host, kSecret);
+  Subprocess node1(node("1", "400"), kSecret);
+  auto r0 = node0.Wait(kRunTimeout);
+  auto r1 = node1.Wait(kRunTimeout);
+  INFO(r0.err);
+  INFO(r1.err);
+  CHECK(r0.exit_code == 2);
+  CHECK(r1.exit_code == 2);
+  CHECK(Contains(r0.err, "rendezvous failed: 401 ranks on 2 nodes need up to"));
+  CHECK(Contains(r0.err, "the launcher's descriptor limit is 500"));
+  CHECK(::access(marker.c_str(), F_OK) != 0);  // no worker ran
+}
+
 TEST_CASE("Node mode: a lost node stops the job everywhere with the infrastructure code") {
   TempDir dir;
   ReservedPort port;
