@@ -16,6 +16,7 @@
 #include "common/asio.h"
 #include "common/endpoint/endpoint_client.h"
 #include "common/message_types.h"
+#include "common/store/proxy_protocol.h"
 #include "common/store/store_client.h"
 #include "common/store/store_protocol.h"
 #include "tests/support/proxy_launcher.h"
@@ -98,6 +99,17 @@ class ProxyUnderTest {
   uint64_t upstream_requests() { return OnIo([&] { return proxy_->upstream_requests(); }); }
   uint64_t local_requests() { return OnIo([&] { return proxy_->local_requests(); }); }
   std::string address() { return OnIo([&] { return proxy_->address(); }); }
+  // A PROXIED_REPLY as if read on the control connection.
+  void Reply(uint64_t tag) {
+    OnIo([&] {
+      proxy_->OnUpstreamReply(EncodeProxiedReply(tag, msg::kStoreOk, ""));
+      return 0;
+    });
+  }
+  std::string log() {
+    std::lock_guard lock(mu_);
+    return log_;
+  }
   StoreConfig Config(int generation = 0) { return StoreConfig{address(), kTestJobId, generation, kTestSecret}; }
   std::unique_ptr<StoreClient> Client(int generation = 0) {
     auto c = StoreClient::Connect(Config(generation), Clock::now() + seconds(10));
@@ -256,6 +268,26 @@ TEST_CASE("A worker of an old generation cannot reach the new generation through
   REQUIRE(new_client->Set("x", "new").ok());
   CHECK(*new_client->Get("x", milliseconds(0)) == "new");
   CHECK(ep.OnIo([&] { return ep.store().store().Get("gen/0/x") == nullptr; }));
+}
+
+TEST_CASE("A late reply of an ended generation is dropped; a reply to a tag never sent ends the generation") {
+  ProxyLauncher launcher;
+  TempDir dir;
+  ProxyUnderTest proxy(launcher, dir.path());
+  auto c = proxy.Client(0);
+  REQUIRE(c->Set("a", "1").ok());  // tag 1
+  proxy.Done(0);
+  proxy.BeginGeneration(1);
+  proxy.Reply(1);  // the launcher's answer to a request of generation 0, arriving late
+  auto fresh = proxy.Client(1);
+  REQUIRE(fresh->Set("b", "2").ok());  // tag 2
+  CHECK(proxy.log().empty());
+  proxy.Reply(99);
+  CHECK(proxy.log().find("store proxy: a broken reply from the launcher") != std::string::npos);
+  CHECK(proxy.log().find("generation 1 is over on this node") != std::string::npos);
+  // Generation 1 is over here: its workers' connections are closed and reconnects refused.
+  CHECK(fresh->Set("b", "3").code() == StatusCode::kUnavailable);
+  CHECK(fresh->Set("b", "3").code() == StatusCode::kAborted);
 }
 
 TEST_CASE("The proxy checks the secret and the generation like the launcher") {
