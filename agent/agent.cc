@@ -33,6 +33,7 @@
 #include "common/error_record.h"
 #include "common/exit_codes.h"
 #include "common/heartbeat.h"
+#include "common/message_types.h"
 #include "common/process_tree.h"
 #include "common/route.h"
 #include "common/text.h"
@@ -95,7 +96,7 @@ class AgentSession {
     // and stopped with the job (common/process_tree.h).
     DSLAUNCH_RETURN_IF_ERROR(BecomeChildSubreaper());
     DSLAUNCH_RETURN_IF_ERROR(PrepareSecretFile());
-    DSLAUNCH_RETURN_IF_ERROR(StartStoreProxy());
+    StartStoreProxy();
     DSLAUNCH_ASSIGN_OR_RETURN(
         JobLogDir logs,
         JobLogDir::Open({assignment_.log_dir, config_.runtime_dir, config_.job_id, ::getuid()}));
@@ -112,6 +113,7 @@ class AgentSession {
   // exits: the launcher reports this as the root cause instead of a lost agent. Blocking; used
   // when Start() failed, with the event loop not running.
   void ReportFailure(const Status& why) {
+    EndProxyGeneration();
     wire::Frame f = control::Encode(control::AgentFailed{assignment_.generation, why.message()});
     std::string bytes = wire::EncodeFrame(f.type, f.payload);
     boost::system::error_code ignored;
@@ -193,15 +195,16 @@ class AgentSession {
     workers_ = NodeWorkers();
     assignment_ = std::move(next);
     phase_ = Phase::kRunning;
-    // The previous generation's workers lose the proxy before this one's start (docs/protocol.md,
-    // "Store proxy").
-    Status proxied = store_proxy_ ? store_proxy_->BeginGeneration(assignment_.generation) : Status::Ok();
-    auto logs = proxied.ok() ? CreateWorkerLogs() : Result<std::vector<WorkerLogs>>(proxied);
+    // The previous generation's workers lost the proxy before AGENT_DONE; this one's are served
+    // from now on (docs/protocol.md, "Store proxy").
+    if (store_proxy_) store_proxy_->BeginGeneration(assignment_.generation);
+    auto logs = CreateWorkerLogs();
     Status started = logs.ok() ? StartWorkers(std::move(*logs)) : logs.status();
     if (!started.ok()) {
       std::cerr << Prefix() << "cannot start the workers of generation " << assignment_.generation << ": "
                 << started.ToString() << "\n";
       for (pid_t pgid : workers_.AllGroups()) SignalProcessGroup(pgid, SIGKILL).IgnoreError();
+      EndProxyGeneration();
       Send(control::AgentFailed{assignment_.generation, started.message()});
       exit_code_ = kAgentStartupFailed;
       Exit();
@@ -238,23 +241,29 @@ class AgentSession {
   }
 
   // Serves the workers' store traffic on a socket in the private directory, when the launcher asks
-  // for it (docs/protocol.md, "Store proxy"). A socket that cannot be made (a path too long for a
-  // Unix socket, a file system without sockets) leaves this node's workers on the direct path, with
-  // one line saying so: the job still runs, as it did before the proxy.
-  Status StartStoreProxy() {
-    if (!assignment_.store_proxy) return Status::Ok();
-    StoreProxyOptions o{secret_dir_ + "/" + kStoreProxySocketName, config_.endpoint, config_.job_id,
-                        config_.secret, [prefix = Prefix()](std::string_view line) {
-                          std::cerr << prefix << line << "\n";
-                        }};
+  // for it, carried on the control connection (docs/protocol.md, "Store proxy"). A socket that
+  // cannot be made (a path too long for a Unix socket, a file system without sockets) leaves this
+  // node's workers on the direct path, with one line saying so: the job still runs, as it did
+  // before the proxy.
+  void StartStoreProxy() {
+    if (!assignment_.store_proxy) return;
+    StoreProxyOptions o{secret_dir_ + "/" + kStoreProxySocketName, config_.job_id, config_.secret,
+                        [this](std::string payload) { SendFrame(msg::kStoreProxied, std::move(payload)); },
+                        [prefix = Prefix()](std::string_view line) { std::cerr << prefix << line << "\n"; }};
     auto proxy = StoreProxy::Listen(io_, std::move(o));
     if (!proxy.ok()) {
       std::cerr << Prefix() << "store proxy off on this node, its workers reach the launcher directly: "
                 << proxy.status().message() << "\n";
-      return Status::Ok();
+      return;
     }
     store_proxy_ = std::move(*proxy);
-    return store_proxy_->BeginGeneration(assignment_.generation);
+    store_proxy_->BeginGeneration(assignment_.generation);
+  }
+
+  // Before AGENT_DONE or AGENT_FAILED of the generation, and when the launcher is lost: no PROXIED
+  // of it follows on the wire, and its workers' calls in the proxy fail with kUnavailable.
+  void EndProxyGeneration() {
+    if (store_proxy_) store_proxy_->EndGeneration();
   }
 
   // The first kMaxErrorRecordBytes of a worker's error file; empty if it wrote none.
@@ -458,6 +467,7 @@ class AgentSession {
   void ReadControl() {
     control_.async_read_some(asio::buffer(control_buf_), [this](boost::system::error_code ec, size_t n) {
       if (ec) {
+        EndProxyGeneration();
         if (phase_ == Phase::kRunning) {
           lost_launcher_ = true;
           StopOnOwn("lost the connection to the launcher (" + ec.message() + ")");
@@ -473,6 +483,7 @@ class AgentSession {
         auto frame = decoder_.Next();
         if (!frame.ok() || !frame->has_value()) {
           if (!frame.ok()) {
+            EndProxyGeneration();
             lost_launcher_ = true;
             StopOnOwn("unreadable control stream from the launcher: " + frame.status().ToString());
             return;
@@ -582,6 +593,10 @@ class AgentSession {
 
   void OnControlFrame(const wire::Frame& frame) {
     launcher_heartbeat_.OnHeard(Clock::now());
+    if (frame.type == msg::kStoreProxiedReply) {  // the store proxy shares the connection
+      if (store_proxy_) store_proxy_->OnUpstreamReply(frame.payload);
+      return;
+    }
     auto msg = control::Decode(frame);
     if (!msg.ok()) {
       std::cerr << Prefix() << msg.status().ToString() << "\n";
@@ -607,9 +622,13 @@ class AgentSession {
   }
 
   void Send(const control::Message& m) {
-    if (control_closed_) return;
     wire::Frame f = control::Encode(m);
-    outbox_.push_back(wire::EncodeFrame(f.type, f.payload));
+    SendFrame(f.type, f.payload);
+  }
+
+  void SendFrame(uint8_t type, std::string_view payload) {
+    if (control_closed_) return;
+    outbox_.push_back(wire::EncodeFrame(type, payload));
     if (outbox_.size() == 1) Flush();
   }
 
@@ -619,6 +638,7 @@ class AgentSession {
                         if (ec) {
                           control_closed_ = true;
                           outbox_.clear();
+                          EndProxyGeneration();
                           if (phase_ == Phase::kExiting) io_.stop();
                           return;
                         }
@@ -641,6 +661,7 @@ class AgentSession {
     } else {
       exit_code_ = workers_.AllSucceeded() ? kAgentOk : kAgentWorkersFailed;
     }
+    EndProxyGeneration();
     Send(control::AgentDone{assignment_.generation});
     if ((assignment_.restartable || assignment_.await_release) && !lost_launcher_ && !leaving_) {
       phase_ = Phase::kIdle;  // heartbeats go on; the launcher decides what comes next

@@ -106,7 +106,8 @@ class Simulation {
   int Run() {
     const int nodes = o_.ranks / o_.ranks_per_node;
     const bool direct = o_.mode == "direct";
-    const uint64_t connections = static_cast<uint64_t>(nodes) * (direct ? o_.ranks_per_node + 1 : 2);
+    // Proxied, a node's store traffic rides its agent's connection.
+    const uint64_t connections = static_cast<uint64_t>(nodes) * (direct ? o_.ranks_per_node + 1 : 1);
     if (!RaiseDescriptors(connections)) return 1;
     alltoall_ = o_.ranks <= o_.alltoall_max;
     const uint16_t port = FreePort();
@@ -121,7 +122,7 @@ class Simulation {
     job_.connect_window = o_.connect_window;
 
     LauncherSpec spec{o_.launcher, o_.worker, o_.work_dir, job_.job_id, job_.secret, port, nodes,
-                      o_.ranks_per_node, alltoall_};
+                      o_.ranks_per_node, alltoall_, !direct};
     auto launcher = LauncherProcess::Start(loop_, spec);
     if (!launcher.ok()) return Fail(launcher.status().ToString());
     launcher_ = std::move(*launcher);

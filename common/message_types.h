@@ -28,7 +28,7 @@ inline constexpr uint8_t kStoreWait = 20;
 inline constexpr uint8_t kStoreCheck = 21;
 inline constexpr uint8_t kStoreDelete = 22;
 inline constexpr uint8_t kStoreNumKeys = 23;
-// A store request carried by an agent's store proxy (PeerRole::kStoreProxy; proxy_protocol.h).
+// A store request carried by an agent's store proxy on its control connection (proxy_protocol.h).
 inline constexpr uint8_t kStoreProxied = 24;
 
 // Store responses (server -> client), one per request, in request order.

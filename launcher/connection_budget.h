@@ -3,8 +3,8 @@
 // "Connection limits"). Pure: the plan's numbers and the limit are arguments.
 //
 // A job's endpoint holds, at most at once: one control connection per agent, the workers' store
-// traffic (one connection per rank on the direct path; kProxyConnectionsPerNode per node when the
-// agents proxy it, docs/protocol.md "Store proxy"),
+// traffic (one connection per rank on the direct path; none of its own when the agents proxy it,
+// since the proxy's frames ride the agent's control connection, docs/protocol.md "Store proxy"),
 // and a margin; then, as far as the descriptor limit allows, the connections a flood may hold in
 // their handshake (HandshakeLimits::total). Every connection is a descriptor, and the launcher
 // needs some descriptors of its own besides.
@@ -19,9 +19,6 @@
 
 namespace dslaunch::launcher {
 
-// Store-proxy connections of one node at the launcher (docs/protocol.md, "Store proxy"): one per
-// generation, and at a restart the old generation's may still be closing while the new one opens.
-inline constexpr int64_t kProxyConnectionsPerNode = 2;
 // Connections beyond the plan's: a restarted generation's workers may connect while the previous
 // generation's connections are still closing, and tools (a probe, `dslaunch status` through the
 // endpoint) come and go. 1/16 of the plan, at least kMinConnectionMargin.
@@ -34,22 +31,26 @@ inline constexpr int64_t kReservedDescriptors = 256;
 struct ConnectionDemand {
   int64_t ranks = 0;   // workers of the largest generation (every candidate node's slots)
   int64_t nodes = 0;   // agents, one per node (every candidate node)
-  // The agents proxy their workers' store traffic: kProxyConnectionsPerNode per node instead of
-  // one per rank. False: the direct path, every worker connects to the launcher itself.
+  // The agents proxy their workers' store traffic on their control connections: no connection per
+  // rank. Descriptors left over then admit workers that fall back to the direct path (a node
+  // whose proxy socket cannot be made), before the handshake headroom. False: the direct path,
+  // every worker connects to the launcher itself.
   bool store_proxy = false;
-  // Descriptors held per node by how its agent was started (an SSH session held for the job's
-  // length, a local agent's pipes); 0 when the agents were started by someone else (node mode).
-  int64_t start_descriptors_per_node = 0;
+  // Descriptors held by how the agents were started, for the job's length (an SSH session per
+  // node, or per start-tree head; a local agent's pipes); 0 when someone else started them (node
+  // mode, srun).
+  int64_t start_descriptors = 0;
   // Connections a flood may hold in their handshake (HandshakeLimits::total).
   int64_t handshake_headroom = 0;
 };
 
 struct ConnectionBudget {
-  int64_t planned = 0;      // agents + the workers' store connections (direct or proxied)
+  int64_t planned = 0;      // agents + the workers' store connections (direct path only)
   int64_t margin = 0;
   int64_t descriptors = 0;  // what the job needs: planned + margin + start + reserved
-  // The endpoint's limit: planned + margin + as much of handshake_headroom as the descriptor
-  // limit leaves (a flood may hold that many places; the job's own connections always fit).
+  // The endpoint's limit: planned + margin + as much of handshake_headroom (with the proxy, the
+  // ranks' fallback connections first) as the descriptor limit leaves (a flood may hold that many
+  // places; the job's own connections always fit).
   int64_t max_connections = 0;
 };
 

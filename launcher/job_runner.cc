@@ -11,9 +11,11 @@
 #include "common/endpoint/endpoint.h"
 #include "common/exit_codes.h"
 #include "common/heartbeat.h"
+#include "common/message_types.h"
 #include "common/store/store_service.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
+#include "launcher/agent_proxy_session.h"
 #include "launcher/env_contract.h"
 #include "launcher/generation_outcome.h"
 #include "launcher/job_tracker.h"
@@ -143,10 +145,13 @@ class JobRunner::Impl {
   class AgentSession : public SessionHandler {
    public:
     AgentSession(Impl& runner, std::shared_ptr<EndpointConnection> conn)
-        : runner_(runner), conn_(std::move(conn)) {}
+        : proxy(runner.store_, conn, runner.job_id_), runner_(runner), conn_(std::move(conn)) {}
 
     Status OnFrame(wire::Frame frame) override {
+      // The node's store proxy shares the connection (docs/protocol.md, "Store proxy").
+      if (frame.type == msg::kStoreProxied) return proxy.OnProxied(frame.payload);
       DSLAUNCH_ASSIGN_OR_RETURN(control::Message msg, control::Decode(frame));
+      proxy.OnReceived(msg);
       if (node_ < 0) {
         auto* reg = std::get_if<control::Register>(&msg);
         if (reg == nullptr) return InvalidArgumentError("agent " + conn_->peer() + ": first message must be register");
@@ -159,6 +164,7 @@ class JobRunner::Impl {
     // The session is destroyed soon after; the runner forgets it here (its destructor may run
     // when the runner is already gone, at shutdown).
     void OnClose(const Status& why) override {
+      proxy.End();
       if (node_ < 0) {
         if (arrival_ >= 0) runner_.OnJoinedClosed(arrival_);
         return;
@@ -170,6 +176,7 @@ class JobRunner::Impl {
     }
 
     void Send(const control::Message& m) {
+      proxy.OnSent(m);
       wire::Frame f = control::Encode(m);
       conn_->Send(f.type, std::move(f.payload));
     }
@@ -177,6 +184,7 @@ class JobRunner::Impl {
 
     int node_ = -1;  // candidate index, once registered
     int arrival_ = -1;  // node mode: the join's arrival id, until the membership is complete
+    AgentProxySession proxy;  // the node's store proxy, on this connection
 
    private:
     Impl& runner_;
@@ -431,6 +439,9 @@ class JobRunner::Impl {
       // keys: their store connections are closed and refused from now on, and their keys go
       // (docs/protocol.md, "Generations").
       endpoint_->BeginGeneration(generation);
+      for (auto& c : candidates_) {
+        if (c.session != nullptr) c.session->proxy.End();  // and the agents' store proxies
+      }
       store_->DeleteGenerationsBefore(generation);
     }
     // Agents of the previous generation that are not members of this one are released.

@@ -332,12 +332,13 @@ std::optional<OpenFilesLimit> RaiseLauncherOpenFiles() {
 // Sizes the endpoint's connection limit from the job's largest plan (every candidate node, every
 // slot) and checks it against the descriptor limit `raised` left (docs/launcher.md, "Descriptor
 // limit"): a job that cannot fit is refused here, before anything starts.
-Status SizeEndpoint(int64_t ranks, int64_t nodes, int64_t start_descriptors_per_node,
+Status SizeEndpoint(int64_t ranks, int64_t nodes, int64_t start_descriptors,
                     const std::optional<OpenFilesLimit>& raised, JobRunnerOptions& ro) {
   ConnectionDemand demand;
   demand.ranks = ranks;
   demand.nodes = nodes;
-  demand.start_descriptors_per_node = start_descriptors_per_node;
+  demand.start_descriptors = start_descriptors;
+  demand.store_proxy = ro.store_proxy;
   demand.handshake_headroom = static_cast<int64_t>(kMaxUnauthenticatedConnections);
   // Without the limits (getrlimit failed) only the plan sizes the endpoint.
   const uint64_t limit = raised ? raised->hard : UINT64_MAX;
@@ -573,9 +574,13 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
       open_files ? std::optional<uint64_t>(open_files->soft) : std::nullopt;
   int64_t ranks = 0;
   for (const NodeResources& node : *resources) ranks += static_cast<int64_t>(node.slots.size());
-  // An SSH session per node stays open for the job; a local agent holds a few pipes.
-  const int64_t start_descriptors = local ? kLocalAgentDescriptors : (cli.no_ssh || use_srun ? 0 : 1);
-  if (Status fits = SizeEndpoint(ranks, static_cast<int64_t>(resources->size()), start_descriptors, open_files, *ro);
+  // An SSH session per node stays open for the job, or past the tree threshold one per head (at
+  // most --ssh_fanout, docs/ssh.md "The start tree"); a local agent holds a few pipes.
+  const auto nodes = static_cast<int64_t>(resources->size());
+  const int64_t ssh_sessions = nodes > cli.ssh_tree_threshold ? std::min<int64_t>(nodes, cli.ssh_fanout) : nodes;
+  const int64_t start_descriptors =
+      local ? nodes * kLocalAgentDescriptors : (cli.no_ssh || use_srun ? 0 : ssh_sessions);
+  if (Status fits = SizeEndpoint(ranks, nodes, start_descriptors, open_files, *ro);
       !fits.ok()) {
     return Fail(fits, kUsageError);
   }

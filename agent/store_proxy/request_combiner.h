@@ -76,6 +76,9 @@ class RequestCombiner {
 
   // Requests sent upstream so far (what combining saves is measured by this).
   uint64_t upstream_requests() const { return upstream_requests_; }
+  // The tag of the next upstream request: every tag sent so far is below it (tags are never reused,
+  // FailAll included).
+  uint64_t next_tag() const { return next_tag_; }
   // Upstream requests sent and not yet answered.
   size_t in_flight() const { return in_flight_.size(); }
   // Worker requests received and not yet answered.

@@ -19,6 +19,7 @@
 #include "common/endpoint/endpoint.h"
 #include "common/endpoint/endpoint_client.h"
 #include "common/message_types.h"
+#include "common/store/proxy_protocol.h"
 #include "common/store/store_service.h"
 #include "common/wire.h"
 
@@ -32,7 +33,6 @@ using unix_socket = asio::local::stream_protocol;
 }  // namespace
 
 class LocalConnection;
-class Upstream;
 
 class StoreProxy::Impl : public std::enable_shared_from_this<StoreProxy::Impl> {
  public:
@@ -41,7 +41,8 @@ class StoreProxy::Impl : public std::enable_shared_from_this<StoreProxy::Impl> {
 
   Status Open();
   void Accept();
-  Status BeginGeneration(int generation);
+  void BeginGeneration(int generation);
+  void EndGeneration();
   void Stop();
 
   // From the local connections.
@@ -52,9 +53,8 @@ class StoreProxy::Impl : public std::enable_shared_from_this<StoreProxy::Impl> {
   bool generation_over() const { return generation_over_; }
   const StoreProxyOptions& options() const { return options_; }
 
-  // From the upstream.
-  void OnReply(wire::Frame frame);
-  void OnUpstreamLost(const Status& why);
+  // From the control connection.
+  void OnReply(std::string_view payload);
 
   uint64_t local_requests_ = 0;
   RequestCombiner combiner_;
@@ -72,36 +72,11 @@ class StoreProxy::Impl : public std::enable_shared_from_this<StoreProxy::Impl> {
   bool generation_over_ = false;
   bool flush_posted_ = false;
   bool stopped_ = false;
-  std::shared_ptr<Upstream> upstream_;
+  uint64_t first_tag_ = 1;  // of the current generation: replies to lower tags are late, dropped
   std::map<LocalConnection*, std::shared_ptr<LocalConnection>> locals_;
   std::unordered_map<LocalId, std::weak_ptr<LocalConnection>> waiting_;  // submitted, unanswered
   LocalId next_local_id_ = 1;
 };
-
-// The connection to the launcher of one generation.
-class Upstream : public std::enable_shared_from_this<Upstream> {
- public:
-  Upstream(StoreProxy::Impl* proxy, asio::posix::stream_descriptor fd)
-      : proxy_(proxy), stream_(std::move(fd)) {}
-
-  void Start() { stream_.Read(shared_from_this()); }
-  void Send(const UpstreamRequest& r) {
-    stream_.Send(shared_from_this(), msg::kStoreProxied, EncodeProxiedRequest(r.tag, r.request));
-  }
-  void Close() { stream_.Close(); }
-
-  void OnFrame(wire::Frame frame) { proxy_->OnReply(std::move(frame)); }
-  void OnStreamError(const Status& why) {
-    if (stream_.closed()) return;
-    stream_.Close();
-    proxy_->OnUpstreamLost(why);
-  }
-
- private:
-  StoreProxy::Impl* proxy_;
-  FramedStream<asio::posix::stream_descriptor> stream_;
-};
-
 
 // One worker's connection: the endpoint's handshake, then store requests answered in order.
 class LocalConnection : public std::enable_shared_from_this<LocalConnection> {
@@ -162,7 +137,7 @@ class LocalConnection : public std::enable_shared_from_this<LocalConnection> {
       rejection = AuthRejection{
           AuthRejectReason::kStaleGeneration,
           "generation " + std::to_string(auth->generation) + " of job '" + o.job_id +
-              "' is over on this node (its store proxy lost the launcher)"};
+              "' is over on this node"};
     }
     auto self = shared_from_this();
     if (rejection) {
@@ -247,23 +222,21 @@ void StoreProxy::Impl::Accept() {
   });
 }
 
-Status StoreProxy::Impl::BeginGeneration(int generation) {
-  CloseLocals();
-  combiner_.FailAll(UnavailableError("generation " + std::to_string(generation_) + " ended"));
-  waiting_.clear();
-  if (upstream_) upstream_->Close();
-  upstream_.reset();
+void StoreProxy::Impl::BeginGeneration(int generation) {
+  EndGeneration();
   generation_ = generation;
   generation_over_ = false;
-  auto fd = ConnectToEndpoint(options_.launcher_address, options_.job_id, options_.secret,
-                              PeerRole::kStoreProxy, generation, Clock::now() + kStoreProxyConnectTimeout);
-  if (!fd.ok()) {
-    generation_over_ = true;
-    return fd.status().WithContext("store proxy: connect to the launcher");
-  }
-  upstream_ = std::make_shared<Upstream>(this, asio::posix::stream_descriptor(io_, fd->Release()));
-  upstream_->Start();
-  return Status::Ok();
+  first_tag_ = combiner_.next_tag();
+}
+
+// Nothing of the generation may reach the wire after this: the agent sends AGENT_DONE next, and
+// the launcher answers any later PROXIED of it with kAborted.
+void StoreProxy::Impl::EndGeneration() {
+  generation_over_ = true;
+  deadline_timer_.cancel();
+  combiner_.FailAll(UnavailableError("generation " + std::to_string(generation_) + " is over on this node"));
+  waiting_.clear();
+  CloseLocals();
 }
 
 void StoreProxy::Impl::Submit(const std::shared_ptr<LocalConnection>& from, StoreRequest request) {
@@ -284,8 +257,10 @@ void StoreProxy::Impl::ScheduleFlush() {
 }
 
 void StoreProxy::Impl::Flush() {
-  if (stopped_ || !upstream_) return;
-  for (const UpstreamRequest& r : combiner_.TakeSends(Clock::now())) upstream_->Send(r);
+  if (stopped_ || generation_over_) return;
+  for (const UpstreamRequest& r : combiner_.TakeSends(Clock::now())) {
+    options_.send_upstream(EncodeProxiedRequest(r.tag, r.request));
+  }
   std::optional<Clock::time_point> next = combiner_.NextDeadline();
   if (!next) return;
   deadline_timer_.expires_at(*next);
@@ -294,15 +269,15 @@ void StoreProxy::Impl::Flush() {
   });
 }
 
-void StoreProxy::Impl::OnReply(wire::Frame frame) {
-  if (frame.type != msg::kStoreProxiedReply) {
-    OnUpstreamLost(InvalidArgumentError("the launcher sent message type " + std::to_string(frame.type)));
-    return;
-  }
-  auto reply = DecodeProxiedReply(frame.payload);
+void StoreProxy::Impl::OnReply(std::string_view payload) {
+  if (stopped_) return;
+  auto reply = DecodeProxiedReply(payload);
+  if (reply.ok() && (generation_over_ || reply->tag < first_tag_)) return;  // its request was failed
   auto answers = reply.ok() ? combiner_.OnReply(*reply, Clock::now()) : reply.status();
   if (!answers.ok()) {
-    OnUpstreamLost(answers.status());
+    options_.log("store proxy: a broken reply from the launcher: " + answers.status().ToString() +
+                 "; generation " + std::to_string(generation_) + " is over on this node");
+    EndGeneration();
     return;
   }
   for (const LocalAnswer& a : *answers) {
@@ -313,22 +288,6 @@ void StoreProxy::Impl::OnReply(wire::Frame frame) {
     if (c) c->Answer(a.type, a.payload);
   }
   ScheduleFlush();
-}
-
-void StoreProxy::Impl::OnUpstreamLost(const Status& why) {
-  if (stopped_ || generation_over_) return;
-  generation_over_ = true;
-  if (upstream_) upstream_->Close();
-  upstream_.reset();
-  // A close is normal (the launcher began the next generation, or ended the job; a lost launcher
-  // is reported by the control connection): only a broken stream is worth a line.
-  if (why.code() != StatusCode::kUnavailable) {
-    options_.log("store proxy: dropped the connection to the launcher: " + why.ToString() +
-                 "; generation " + std::to_string(generation_) + " is over on this node");
-  }
-  combiner_.FailAll(UnavailableError("the store proxy lost the launcher"));
-  waiting_.clear();
-  CloseLocals();
 }
 
 void StoreProxy::Impl::CloseLocals() {
@@ -346,8 +305,6 @@ void StoreProxy::Impl::Stop() {
   deadline_timer_.cancel();
   ::unlink(options_.socket_path.c_str());
   CloseLocals();
-  if (upstream_) upstream_->Close();
-  upstream_.reset();
 }
 
 StoreProxy::StoreProxy(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -362,7 +319,11 @@ Result<std::unique_ptr<StoreProxy>> StoreProxy::Listen(asio::io_context& io, Sto
   return std::unique_ptr<StoreProxy>(new StoreProxy(std::move(impl)));
 }
 
-Status StoreProxy::BeginGeneration(int generation) { return impl_->BeginGeneration(generation); }
+void StoreProxy::BeginGeneration(int generation) { impl_->BeginGeneration(generation); }
+
+void StoreProxy::EndGeneration() { impl_->EndGeneration(); }
+
+void StoreProxy::OnUpstreamReply(std::string_view payload) { impl_->OnReply(payload); }
 
 std::string StoreProxy::address() const {
   return std::string(kUnixAddressPrefix) + impl_->options().socket_path;

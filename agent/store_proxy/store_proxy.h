@@ -1,22 +1,24 @@
 // StoreProxy: the I/O shell of an agent's store proxy (docs/protocol.md, "Store proxy"). It serves
 // the node's workers on a Unix-domain socket with the launcher's own handshake and store protocol,
-// and carries their requests to the launcher on one connection per generation (PeerRole::
-// kStoreProxy, PROXIED frames), combined by a RequestCombiner (agent/store_proxy/
-// request_combiner.h), which makes every decision; this file only moves bytes.
+// and carries their requests to the launcher as PROXIED frames on the agent's control connection
+// (the agent passes the proxy a function that queues a frame there, and hands it the PROXIED_REPLY
+// frames it reads), combined by a RequestCombiner (agent/store_proxy/request_combiner.h), which
+// makes every decision; this file only moves bytes.
 //
 // Generations: BeginGeneration(g) closes the local connections of the previous generation (their
-// blocked calls fail with kUnavailable, as on the direct path) and opens g's upstream. Workers must
+// blocked calls fail with kUnavailable, as on the direct path) and serves g. Workers must
 // authenticate with generation g: an older one is refused as stale (kAborted at the worker), a
-// newer one as future. When g's upstream breaks, g is over on this node: its local connections
-// are closed and reconnects are refused as stale. Each request's keys are checked against
-// "gen/<g>/" of the worker's connection (CheckGenerationKeys), and again by the launcher.
+// newer one as future. EndGeneration() (the agent calls it before it sends AGENT_DONE or
+// AGENT_FAILED of g, and when it loses the launcher) makes g over on this node: its local
+// connections are closed, nothing of g is sent upstream any more, and reconnects are refused as
+// stale. Each request's keys are checked against "gen/<g>/" of the worker's connection
+// (CheckGenerationKeys), and again by the launcher.
 //
 // Threading: everything on the agent's io_context thread. The socket file is removed when the
 // proxy is destroyed; a proxy killed with its agent leaves it for the agent's directory sweep,
 // and workers see "the node's store proxy ... is gone".
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -32,10 +34,6 @@ class io_context;
 
 namespace dslaunch::agent {
 
-// The agent opens its upstream right after the launcher sent the generation's assignment, so the
-// launcher is up; a node that cannot reach it within this long fails its start (AGENT_FAILED)
-// instead of starting workers without a store.
-inline constexpr std::chrono::seconds kStoreProxyConnectTimeout{10};
 // Local connections served at once: many more than a node has ranks and tools; a runaway local
 // client is refused at accept beyond it.
 inline constexpr size_t kMaxLocalStoreConnections = 4096;
@@ -43,10 +41,12 @@ inline constexpr size_t kMaxLocalStoreConnections = 4096;
 inline constexpr char kStoreProxySocketName[] = "store.sock";
 
 struct StoreProxyOptions {
-  std::string socket_path;       // where to listen (in the agent's private 0700 directory)
-  std::string launcher_address;  // host:port of the launcher's endpoint
+  std::string socket_path;  // where to listen (in the agent's private 0700 directory)
   std::string job_id;
-  std::string secret;                       // never logged
+  std::string secret;  // never logged
+  // Queues one PROXIED payload on the agent's control connection, in order with its control
+  // messages. Required. Called on the io_context thread.
+  std::function<void(std::string payload)> send_upstream;
   // Lines about a broken upstream (a malformed reply); the agent prefixes them.
   std::function<void(std::string_view)> log;
 };
@@ -61,10 +61,17 @@ class StoreProxy {
   StoreProxy(const StoreProxy&) = delete;
   StoreProxy& operator=(const StoreProxy&) = delete;
 
-  // Moves to `generation` (greater than the previous one): closes the previous generation's
-  // local connections and upstream, then connects and authenticates g's upstream, blocking for at
-  // most kStoreProxyConnectTimeout. On error the proxy serves no generation until the next call.
-  Status BeginGeneration(int generation);
+  // Moves to `generation` (greater than the previous one): ends the previous one (EndGeneration)
+  // and serves workers of `generation`.
+  void BeginGeneration(int generation);
+  // The current generation is over on this node (idempotent): its local connections are closed
+  // (a call in the proxy fails with kUnavailable at the worker), its requests are dropped, and
+  // nothing of it is sent upstream any more; a worker of it that reconnects is refused as stale.
+  void EndGeneration();
+  // A PROXIED_REPLY payload read on the control connection. A reply to a request of an ended
+  // generation is dropped; a malformed one, or one naming a tag never sent, ends the generation
+  // with a log line (the launcher is broken).
+  void OnUpstreamReply(std::string_view payload);
 
   // "unix:<socket path>": what the workers get as DSLAUNCH_STORE.
   std::string address() const;

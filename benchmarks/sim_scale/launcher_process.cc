@@ -34,6 +34,10 @@ Result<std::unique_ptr<LauncherProcess>> LauncherProcess::Start(SimLoop& loop, c
                                    "--secret_file", secret_file,
                                    "--log_dir", s.work_dir + "/logs",
                                    "--no_python", s.worker};
+  if (!s.store_proxy) {
+    // Launcher options go before the program; --alltoall below is the worker's.
+    args.insert(args.end() - 2, {"--store_proxy", "off"});
+  }
   if (s.alltoall) args.push_back("--alltoall");
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);

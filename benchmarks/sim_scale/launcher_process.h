@@ -26,6 +26,7 @@ struct LauncherSpec {
   int nodes = 0;
   int ranks_per_node = 8;
   bool alltoall = false;  // node 0's workers take part in the all-to-all
+  bool store_proxy = true;  // false: --store_proxy off (the direct path, node 0's workers too)
 };
 
 class LauncherProcess : public Watched {

@@ -175,7 +175,7 @@ void SimConnection::OnFlush() {
 }
 
 void SimConnection::Request(const StoreRequest& request, FrameFn reply) {
-  if (target_.role == PeerRole::kStoreProxy) {
+  if (proxied_) {
     const uint64_t tag = ++next_tag_;
     tagged_.emplace(tag, std::move(reply));
     Send(msg::kStoreProxied, EncodeProxiedRequest(tag, request));

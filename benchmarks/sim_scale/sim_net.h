@@ -97,11 +97,12 @@ class SimConnection : public Watched {
   void Start(OpenFn open, FrameFn frame, ErrorFn error);
   void Send(const wire::Frame& f);
   void Send(uint8_t type, std::string_view payload);
-  // Sends a store request; `reply` gets its STORE_OK or STORE_ERROR frame. On a store-proxy
-  // connection (PeerRole::kStoreProxy) the request goes as a PROXIED frame under a fresh tag and
-  // its PROXIED_REPLY, which may come in any order, is handed to `reply` as the inner frame
-  // (docs/protocol.md, "Store proxy").
+  // Sends a store request; `reply` gets its STORE_OK or STORE_ERROR frame. After
+  // UseProxiedRequests (an agent's control connection carrying its node's store traffic) the
+  // request goes as a PROXIED frame under a fresh tag and its PROXIED_REPLY, which may come in any
+  // order, is handed to `reply` as the inner frame (docs/protocol.md, "Store proxy").
   void Request(const StoreRequest& request, FrameFn reply);
+  void UseProxiedRequests() { proxied_ = true; }
   void Close();
 
   bool open() const { return state_ == State::kOpen; }
@@ -132,6 +133,7 @@ class SimConnection : public Watched {
   size_t out_pos_ = 0;
   bool flush_pending_ = false;
   std::deque<FrameFn> replies_;                  // store client: in request order
+  bool proxied_ = false;
   std::unordered_map<uint64_t, FrameFn> tagged_;  // store proxy: by tag
   uint64_t next_tag_ = 0;
   OpenFn on_open_;

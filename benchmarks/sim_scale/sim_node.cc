@@ -78,6 +78,7 @@ std::string SimNode::Key(const std::string& key) const { return "gen/" + std::to
 
 void SimNode::StartJoin() {
   agent_ = std::make_unique<SimConnection>(*job_.loop, Target(PeerRole::kAgent));
+  if (job_.proxied) agent_->UseProxiedRequests();
   job_.Connect([this] {
     agent_->Start(
         [this] {
@@ -141,8 +142,8 @@ void SimNode::StartConnect() {
     });
   };
   if (job_.proxied) {
-    upstream_ = std::make_unique<SimConnection>(*job_.loop, Target(PeerRole::kStoreProxy));
-    start(upstream_.get(), static_cast<int>(ranks_.size()));
+    // The proxy's frames ride the agent's control connection, open since the join.
+    job_.done[static_cast<int>(Phase::kConnect)] += static_cast<int>(ranks_.size());
     return;
   }
   for (Rank& r : ranks_) {
@@ -157,7 +158,7 @@ void SimNode::StartBarrier() {
 }
 
 void SimNode::Barrier(Rank* r) {
-  SimConnection& c = r ? StoreOf(*r) : *upstream_;
+  SimConnection& c = r ? StoreOf(*r) : *agent_;
   const int weight = r ? 1 : Weight();
   StoreRequest add = Req(msg::kStoreAdd, Key(std::string("barrier/") + kBarrierName + "/arrived"));
   add.delta = weight;
@@ -195,7 +196,7 @@ void SimNode::StartBroadcast() {
       job_.done[static_cast<int>(Phase::kBroadcast)] += weight;
     });
   };
-  if (job_.proxied) return send(*upstream_, Weight());
+  if (job_.proxied) return send(*agent_, Weight());
   for (Rank& r : ranks_) send(*r.conn, 1);
 }
 
@@ -214,7 +215,7 @@ void SimNode::StartAllToAll() {
 // (its own ranks' too: the proxy does not keep what it forwarded) and hands each to its ranks.
 void SimNode::AllToAllGets(Rank* r) {
   const bool node = r == &node_;
-  SimConnection& c = node ? *upstream_ : *r->conn;
+  SimConnection& c = node ? *agent_ : *r->conn;
   const int total = node ? job_.world_size : job_.world_size - 1;
   const int window = kAllToAllWindow * (node ? Weight() : 1);  // a proxy carries its ranks' GETs
   while (r->next_get < total && r->next_get - r->gets_done < window) {
@@ -237,7 +238,6 @@ void SimNode::AllToAllGets(Rank* r) {
 }
 
 void SimNode::StartTeardown() {
-  if (upstream_) upstream_->Close();
   for (Rank& r : ranks_) {
     if (r.conn) r.conn->Close();
     control::WorkerExited e;

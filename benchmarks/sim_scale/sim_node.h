@@ -3,8 +3,8 @@
 // replies, WORKER_EXITED, AGENT_DONE, RELEASE) and its ranks' store traffic through the phases of
 // the benchmark (docs/benchmarks.md, "Control plane at scale"):
 //
-//   connect    every rank opens an authenticated store connection (direct), or the node opens
-//              its one upstream connection (proxied)
+//   connect    every rank opens an authenticated store connection (direct); proxied, nothing to
+//              open: the node's store traffic rides its agent's control connection
 //   barrier    StoreBarrier's keys: ADD barrier/sim/arrived (1 per rank, or the node's ranks in
 //              one ADD), the last arrival SETs barrier/sim/done, every rank (node) WAITs for it
 //   broadcast  every rank (node) GETs rank 0's key sim/uid, as NCCL's unique id goes round
@@ -14,8 +14,8 @@
 //              and waits for RELEASE
 //
 // Direct is today's path (one store-client connection per rank); proxied is what an agent's store
-// proxy sends upstream for its node (docs/protocol.md, "Store proxy"): one PeerRole::kStoreProxy
-// connection whose PROXIED requests are what the proxy's RequestCombiner makes of its 8 ranks'
+// proxy sends upstream for its node (docs/protocol.md, "Store proxy"): PROXIED frames on the agent's
+// control connection, whose requests are what the proxy's RequestCombiner makes of its 8 ranks'
 // (one ADD of 8, one WAIT, one GET per key; SETs one to one). Single-threaded, on the SimLoop.
 #pragma once
 
@@ -89,7 +89,7 @@ class SimNode {
   ConnectTarget Target(PeerRole role) const;
   void OnControl(wire::Frame f);
   void Error(const std::string& what);
-  SimConnection& StoreOf(Rank& r) { return job_.proxied ? *upstream_ : *r.conn; }
+  SimConnection& StoreOf(Rank& r) { return job_.proxied ? *agent_ : *r.conn; }
   std::string Key(const std::string& key) const;
   void Barrier(Rank* r);       // direct: one rank; proxied: r == nullptr, the node
   void AllToAllGets(Rank* r);  // keeps kAllToAllWindow GETs in flight
@@ -99,7 +99,6 @@ class SimNode {
   int index_;
   in_addr source_{};
   std::unique_ptr<SimConnection> agent_;
-  std::unique_ptr<SimConnection> upstream_;  // proxied mode
   std::vector<Rank> ranks_;
   int generation_ = 0;
   uint64_t heartbeat_sequence_ = 0;

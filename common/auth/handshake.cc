@@ -24,8 +24,7 @@ std::string Transcript(std::string_view label, const Challenge& c, const AuthReq
 
 bool IsKnownRole(uint8_t r) {
   return r == static_cast<uint8_t>(PeerRole::kStoreClient) ||
-         r == static_cast<uint8_t>(PeerRole::kAgent) ||
-         r == static_cast<uint8_t>(PeerRole::kStoreProxy);
+         r == static_cast<uint8_t>(PeerRole::kAgent);
 }
 
 }  // namespace
@@ -34,7 +33,6 @@ std::string PeerRoleName(PeerRole role) {
   switch (role) {
     case PeerRole::kStoreClient: return "store-client";
     case PeerRole::kAgent: return "agent";
-    case PeerRole::kStoreProxy: return "store-proxy";
   }
   return "role-" + std::to_string(static_cast<int>(role));
 }
@@ -161,13 +159,9 @@ std::optional<AuthRejection> VerifyAuth(const Challenge& c, const AuthRequest& a
   return std::nullopt;
 }
 
-bool IsGenerationFenced(PeerRole role) {
-  return role == PeerRole::kStoreClient || role == PeerRole::kStoreProxy;
-}
-
 std::optional<AuthRejection> FenceGeneration(PeerRole role, std::string_view job_id, int generation,
                                              int current_generation) {
-  if (!IsGenerationFenced(role) || generation == current_generation) return std::nullopt;
+  if (role != PeerRole::kStoreClient || generation == current_generation) return std::nullopt;
   std::string what =
       "generation " + std::to_string(generation) + " of job '" + std::string(job_id) + "'";
   std::string now = " (the job is at generation " + std::to_string(current_generation) + ")";

@@ -42,15 +42,11 @@ inline constexpr size_t kNonceBytes = 32;
 // Job ids are short identifiers; a longer one in AUTH is garbage, not a job.
 inline constexpr size_t kMaxJobIdBytes = 256;
 
-// kStoreProxy: a node's agent carrying its workers' store requests (docs/protocol.md, "Store
-// proxy"); fenced by generation like a store client.
-enum class PeerRole : uint8_t { kStoreClient = 1, kAgent = 2, kStoreProxy = 3 };
+// An agent's store proxy carries its workers' store requests on the agent's own connection
+// (docs/protocol.md, "Store proxy"): it has no role of its own.
+enum class PeerRole : uint8_t { kStoreClient = 1, kAgent = 2 };
 
-// Whether connections of `role` belong to one generation (store clients and store proxies: the
-// endpoint refuses other generations and closes them when the next begins); agents do not.
-bool IsGenerationFenced(PeerRole role);
-
-// "store-client", "agent", "store-proxy", or "role-<n>" for an unknown value.
+// "store-client", "agent", or "role-<n>" for an unknown value.
 std::string PeerRoleName(PeerRole role);
 
 // Why a server refused an AUTH. Sent to the client in AUTH_REJECTED.
@@ -115,7 +111,7 @@ std::optional<AuthRejection> VerifyAuth(const Challenge& c, const AuthRequest& a
 
 // Server side, after VerifyAuth accepted a peer: std::nullopt if a peer of `role` and
 // `generation` may connect while job `job_id` is at `current_generation`, otherwise the
-// rejection. Store clients and store proxies (IsGenerationFenced) must be of the current generation: an older one is kStaleGeneration
+// rejection. Store clients must be of the current generation: an older one is kStaleGeneration
 // ("generation 1 of job 'J' is over (the job is at generation 3)"), a newer one
 // kFutureGeneration ("generation 5 of job 'J' has not started (the job is at generation 3)").
 // Agents are not fenced here: they stay across generations, and the launcher checks the

@@ -535,7 +535,7 @@ void Endpoint::Impl::BeginGenerationNow(int generation) {
   // Abort only schedules the close, so connections_ does not change under the loop.
   size_t closed = 0;
   for (auto& [ptr, c] : connections_) {
-    if (!c->open() || !IsGenerationFenced(c->role()) || c->generation() >= generation) {
+    if (!c->open() || c->role() != PeerRole::kStoreClient || c->generation() >= generation) {
       continue;
     }
     std::optional<AuthRejection> fenced =

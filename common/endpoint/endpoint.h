@@ -22,7 +22,7 @@
 //
 // Generation fencing (docs/protocol.md, "Generations and fencing"): the endpoint is at one
 // generation at a time (0 at Listen, raised by BeginGeneration). A store client
-// (PeerRole::kStoreClient, and likewise an agent's PeerRole::kStoreProxy) must present exactly that generation in its AUTH: an older one is
+// (PeerRole::kStoreClient) must present exactly that generation in its AUTH: an older one is
 // refused with kStaleGeneration, a newer one with kFutureGeneration. Agents are not fenced: they
 // stay across generations.
 #pragma once
@@ -146,11 +146,11 @@ class Endpoint {
   // io_context thread, or before the io_context runs.
   void SetSessionFactory(PeerRole role, SessionFactory factory);
   // Moves the job to `generation` (>= generation(); checked; the same value is a no-op). From now
-  // on a store client (or store proxy) is admitted only with this generation, and every open
-  // store-client or store-proxy connection of an older one is closed at once, without flushing
-  // (its handler sees OnClose with kAborted, "generation 1 of job 'J' is over (the job is at
-  // generation 2)"); connections still in their handshake are checked against the new generation when their AUTH arrives. Agent
-  // connections are left alone. Call on the io_context thread before starting any worker of
+  // on a store client is admitted only with this generation, and every open store-client
+  // connection of an older one is closed at once, without flushing (its handler sees OnClose with
+  // kAborted, "generation 1 of job 'J' is over (the job is at generation 2)"); connections still
+  // in their handshake are checked against the new generation when their AUTH arrives. Agent
+  // connections are left alone (the job runner ends their store proxy sessions itself). Call on the io_context thread before starting any worker of
   // `generation` (a worker that connects earlier is refused as of a future generation).
   void BeginGeneration(int generation);
   // Sets the limit of EndpointOptions::max_connections for connections accepted from now on

@@ -1,5 +1,6 @@
-// The frames of an agent's store proxy connection (PeerRole::kStoreProxy): pure encoding shared by
-// the agent (agent/store_proxy/) and the launcher's StoreService. Specified in docs/protocol.md,
+// The frames of an agent's store proxy, carried on the agent's control connection next to the
+// control messages: pure encoding shared by the agent (agent/store_proxy/) and the launcher's
+// StoreService. Specified in docs/protocol.md,
 // "Store proxy":
 //
 //   PROXIED        {u64 tag, u8 op, then the payload of request `op` (SET .. NUM_KEYS)}

@@ -59,11 +59,12 @@ std::shared_ptr<StoreService> StoreService::Attach(asio::io_context& io, Endpoin
                              [service](std::shared_ptr<EndpointConnection> conn) {
                                return NewStoreSession(service, std::move(conn));
                              });
-  endpoint.SetSessionFactory(PeerRole::kStoreProxy,
-                             [service](std::shared_ptr<EndpointConnection> conn) {
-                               return NewStoreProxySession(service, std::move(conn));
-                             });
   return service;
+}
+
+std::unique_ptr<ProxySession> StoreService::OpenProxySession(std::shared_ptr<EndpointConnection> conn,
+                                                             int generation) {
+  return NewProxySession(shared_from_this(), std::move(conn), generation);
 }
 
 Status StoreService::Set(std::string_view key, std::string value) {

@@ -1,7 +1,8 @@
 // StoreService: the rendezvous store served on the launcher's endpoint, for store clients
 // (PeerRole::kStoreClient: workers, one request at a time, answers in request order) and for the
-// agents' store proxies (PeerRole::kStoreProxy: many tagged requests, answers in any order;
-// docs/protocol.md, "Store proxy"). It owns a KvStore and turns store requests
+// agents' store proxies (PROXIED frames on an agent's control connection: many tagged requests,
+// answers in any order; the launcher routes them to OpenProxySession's session; docs/protocol.md,
+// "Store proxy"). It owns a KvStore and turns store requests
 // (common/store/store_protocol.h) into KvStore calls; a GET or WAIT whose keys are missing is parked
 // as a waiter until a SET from any client satisfies it or its deadline (now + the timeout the client
 // sent) passes, which answers kDeadlineExceeded. Protocol: docs/protocol.md, "Store operations".
@@ -10,7 +11,7 @@
 //
 // One endpoint serves one job (the handshake checks the job id), so keys carry no job. They carry
 // the generation: a connection of generation g (EndpointConnection::generation(), fenced by
-// Endpoint::BeginGeneration) may only name keys that start with "gen/<g>/" (GenerationKeyPrefix);
+// Endpoint::BeginGeneration), or a proxy session opened for generation g, may only name keys that start with "gen/<g>/" (GenerationKeyPrefix);
 // a request naming any other key, or a NUM_KEYS prefix that does not start so, is answered with a
 // STORE_ERROR kInvalidArgument and changes nothing (the connection stays open, as for a key over
 // kMaxStoreKeyBytes). So a worker of another generation can neither read nor satisfy nor poison
@@ -40,6 +41,8 @@ class io_context;
 namespace dslaunch {
 
 class Endpoint;
+class EndpointConnection;
+class ProxySession;
 
 // Requests a client may queue behind a parked GET or WAIT before its connection is closed: the
 // blocking StoreClient has one request in flight, so only a misbehaving peer comes near this.
@@ -62,11 +65,16 @@ class StoreWaiter {
 
 class StoreService : public std::enable_shared_from_this<StoreService> {
  public:
-  // Creates a service and registers it on `endpoint` for PeerRole::kStoreClient and
-  // PeerRole::kStoreProxy. The endpoint keeps the service alive (its session factories hold a
-  // reference); the returned pointer is for in-process access. `io` must be the endpoint's
-  // io_context.
+  // Creates a service and registers it on `endpoint` for PeerRole::kStoreClient. The endpoint
+  // keeps the service alive (its session factory holds a reference); the returned pointer is for
+  // in-process access. `io` must be the endpoint's io_context.
   static std::shared_ptr<StoreService> Attach(boost::asio::io_context& io, Endpoint& endpoint);
+
+  // A session for the PROXIED frames an agent sends on `conn` (its control connection) as of
+  // `generation`, replying on `conn` (common/store/store_session.h). The caller owns it and
+  // decides when the generation is over for that agent: destroying the session cancels its
+  // parked requests without answering them.
+  std::unique_ptr<ProxySession> OpenProxySession(std::shared_ptr<EndpointConnection> conn, int generation);
 
   ~StoreService();
   StoreService(const StoreService&) = delete;

@@ -94,19 +94,18 @@ class StoreSession : public SessionHandler, public StoreWaiter {
   bool closed_ = false;
 };
 
-// An agent's store proxy connection: tagged requests, answered in any order.
-class StoreProxySession : public SessionHandler, public StoreWaiter {
+// An agent's store proxy for one generation: tagged requests, answered in any order.
+class StoreProxySession : public ProxySession, public StoreWaiter {
  public:
-  StoreProxySession(std::shared_ptr<StoreService> service, std::shared_ptr<EndpointConnection> conn)
-      : service_(std::move(service)), conn_(std::move(conn)) {}
-  ~StoreProxySession() override { UnparkAll(); }
+  StoreProxySession(std::shared_ptr<StoreService> service, std::shared_ptr<EndpointConnection> conn,
+                    int generation)
+      : service_(std::move(service)), conn_(std::move(conn)), generation_(generation) {}
+  ~StoreProxySession() override {
+    for (const auto& [id, p] : parked_) service_->Unpark(id);
+  }
 
-  Status OnFrame(wire::Frame frame) override {
-    if (frame.type != msg::kStoreProxied) {
-      return InvalidArgumentError("store proxy sent message type " + std::to_string(frame.type) +
-                                  " (expected PROXIED)");
-    }
-    DSLAUNCH_ASSIGN_OR_RETURN(ProxiedRequest p, DecodeProxiedRequest(frame.payload));
+  Status OnProxied(std::string_view payload) override {
+    DSLAUNCH_ASSIGN_OR_RETURN(ProxiedRequest p, DecodeProxiedRequest(payload));
     if (!tags_.insert(p.tag).second) {
       return InvalidArgumentError("store proxy reused tag " + std::to_string(p.tag) +
                                   " of a request still outstanding");
@@ -116,7 +115,7 @@ class StoreProxySession : public SessionHandler, public StoreWaiter {
                                      std::to_string(kMaxProxiedRequestsInFlight) +
                                      " requests outstanding");
     }
-    if (auto answer = service_->Execute(p.request, conn_->generation())) {
+    if (auto answer = service_->Execute(p.request, generation_)) {
       Reply(p.tag, *answer);
     } else {
       KvStore::TimePoint deadline = Clock::now() + p.request.timeout;
@@ -126,7 +125,7 @@ class StoreProxySession : public SessionHandler, public StoreWaiter {
     return Status::Ok();
   }
 
-  void OnClose(const Status&) override { UnparkAll(); }
+  int generation() const override { return generation_; }
 
   void OnWaiterDone(KvStore::WaiterId id, bool timed_out) override {
     auto it = parked_.find(id);
@@ -157,13 +156,9 @@ class StoreProxySession : public SessionHandler, public StoreWaiter {
     parked_.emplace(id, std::move(p));
   }
 
-  void UnparkAll() {
-    for (const auto& [id, p] : parked_) service_->Unpark(id);
-    parked_.clear();
-  }
-
   std::shared_ptr<StoreService> service_;
   std::shared_ptr<EndpointConnection> conn_;
+  const int generation_;
   std::unordered_map<KvStore::WaiterId, Parked> parked_;
   std::unordered_set<uint64_t> tags_;  // outstanding: received and not answered
 };
@@ -175,9 +170,9 @@ std::unique_ptr<SessionHandler> NewStoreSession(std::shared_ptr<StoreService> se
   return std::make_unique<StoreSession>(std::move(service), std::move(conn));
 }
 
-std::unique_ptr<SessionHandler> NewStoreProxySession(std::shared_ptr<StoreService> service,
-                                                     std::shared_ptr<EndpointConnection> conn) {
-  return std::make_unique<StoreProxySession>(std::move(service), std::move(conn));
+std::unique_ptr<ProxySession> NewProxySession(std::shared_ptr<StoreService> service,
+                                              std::shared_ptr<EndpointConnection> conn, int generation) {
+  return std::make_unique<StoreProxySession>(std::move(service), std::move(conn), generation);
 }
 
 }  // namespace dslaunch

@@ -32,12 +32,20 @@ TEST_CASE("FitConnections gives a small job at least the minimum margin") {
   CHECK(b->margin == kMinConnectionMargin);
 }
 
-TEST_CASE("FitConnections counts the proxies' connections per node, not the ranks, with the store proxy") {
+TEST_CASE("FitConnections counts one connection per node, not the ranks, with the store proxy") {
   ConnectionDemand d = Demand(100000, 12500);
   d.store_proxy = true;
-  auto b = FitConnections(d, 1'000'000);
+  // The proxies' frames ride the agents' control connections: 12,500 descriptors fit 20,000.
+  auto b = FitConnections(d, 20000);
   REQUIRE(b.ok());
-  CHECK(b->planned == 12500 * (1 + kProxyConnectionsPerNode));
+  CHECK(b->planned == 12500);
+  CHECK(b->margin == 12500 / 16);
+  // What the limit leaves goes to fallback workers and the handshake headroom.
+  CHECK(b->max_connections == 20000 - kReservedDescriptors);
+  // With room for everything: every rank could fall back, and the whole headroom.
+  auto roomy = FitConnections(d, 1'000'000);
+  REQUIRE(roomy.ok());
+  CHECK(roomy->max_connections == 12500 + 12500 / 16 + 100000 + 1024);
 }
 
 TEST_CASE("FitConnections shrinks the handshake headroom to what the descriptor limit leaves") {
@@ -50,7 +58,7 @@ TEST_CASE("FitConnections shrinks the handshake headroom to what the descriptor 
 
 TEST_CASE("FitConnections counts the descriptors each node's start holds") {
   ConnectionDemand d = Demand(64, 8);
-  d.start_descriptors_per_node = 1;
+  d.start_descriptors = 8;
   auto with = FitConnections(d, 1'000'000);
   auto without = FitConnections(Demand(64, 8), 1'000'000);
   REQUIRE(with.ok());
@@ -75,9 +83,9 @@ TEST_CASE("FitConnections refuses a job over the descriptor limit with the numbe
   // With the proxy already on, the message does not suggest it.
   ConnectionDemand proxied = Demand(100000, 12500);
   proxied.store_proxy = true;
-  auto p = FitConnections(proxied, 20000);
+  auto p = FitConnections(proxied, 12000);
   REQUIRE_FALSE(p.ok());
-  CHECK(p.status().message().find("25000 store-proxy") != std::string::npos);
+  CHECK(p.status().message().find("proxied by the agents") != std::string::npos);
   CHECK(p.status().message().find("store proxy,") == std::string::npos);
 }
 

@@ -67,6 +67,7 @@ class TestEndpoint {
   std::string address() const { return "127.0.0.1:" + std::to_string(port()); }
   Endpoint& endpoint() { return *endpoint_; }
   StoreService& store() { return *store_; }
+  const std::shared_ptr<StoreService>& shared_store() const { return store_; }
   asio::io_context& io() { return io_; }
 
   StoreConfig Config(int generation = 0) const {

@@ -1,9 +1,13 @@
 // Proc tests of the agent's store proxy shell (agent/store_proxy/store_proxy.h) between real
 // StoreClients on its Unix socket and a real launcher endpoint on 127.0.0.1, each side on its own
-// io_context thread (docs/protocol.md, "Store proxy").
+// io_context thread (docs/protocol.md, "Store proxy"). The upstream is an agent's control
+// connection (role 2), routed at the endpoint as the job runner routes it
+// (tests/support/proxy_launcher.h).
 #include "agent/store_proxy/store_proxy.h"
 
 #include <doctest/doctest.h>
+
+#include <sys/socket.h>
 
 #include <future>
 #include <latch>
@@ -12,10 +16,11 @@
 #include "common/asio.h"
 #include "common/endpoint/endpoint_client.h"
 #include "common/message_types.h"
+#include "common/store/proxy_protocol.h"
 #include "common/store/store_client.h"
 #include "common/store/store_protocol.h"
+#include "tests/support/proxy_launcher.h"
 #include "tests/support/subprocess.h"
-#include "tests/support/test_endpoint.h"
 
 namespace dslaunch::agent {
 namespace {
@@ -25,15 +30,24 @@ using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 using testing::kTestJobId;
 using testing::kTestSecret;
+using testing::ProxyLauncher;
 using testing::TempDir;
 using testing::TestEndpoint;
 
-// A StoreProxy serving generation 0 of the TestEndpoint's job, on a thread of its own.
+// A StoreProxy serving generation 0 of the launcher's job, on a thread of its own, its upstream
+// an agent's control connection to the launcher: the proxy's PROXIED frames are written to it,
+// and a reader thread hands the PROXIED_REPLY frames read from it to the proxy.
 class ProxyUnderTest {
  public:
-  ProxyUnderTest(TestEndpoint& ep, const std::string& dir)
-      : guard_(asio::make_work_guard(io_)) {
-    StoreProxyOptions o{dir + "/" + kStoreProxySocketName, ep.address(), kTestJobId, kTestSecret,
+  ProxyUnderTest(ProxyLauncher& launcher, const std::string& dir)
+      : launcher_(launcher), guard_(asio::make_work_guard(io_)) {
+    auto fd = ConnectToEndpoint(launcher.ep().address(), kTestJobId, kTestSecret, PeerRole::kAgent, 0,
+                                Clock::now() + seconds(10));
+    REQUIRE_MESSAGE(fd.ok(), fd.status().ToString());
+    control_ = std::move(*fd);
+    launcher.Assign(0);
+    StoreProxyOptions o{dir + "/" + kStoreProxySocketName, kTestJobId, kTestSecret,
+                        [this](std::string payload) { SendControl(msg::kStoreProxied, payload); },
                         [this](std::string_view line) {
                           std::lock_guard lock(mu_);
                           log_ += std::string(line) + "\n";
@@ -41,12 +55,14 @@ class ProxyUnderTest {
     auto p = StoreProxy::Listen(io_, std::move(o));
     REQUIRE_MESSAGE(p.ok(), p.status().ToString());
     proxy_ = std::move(*p);
-    Status begun = proxy_->BeginGeneration(0);
-    REQUIRE_MESSAGE(begun.ok(), begun.ToString());
+    proxy_->BeginGeneration(0);
     thread_ = std::thread([this] { io_.run(); });
+    reader_ = std::thread([this] { ReadControl(); });
   }
   ~ProxyUnderTest() {
     Kill();
+    ::shutdown(control_.get(), SHUT_RDWR);
+    reader_.join();
     guard_.reset();
     io_.stop();
     thread_.join();
@@ -63,10 +79,37 @@ class ProxyUnderTest {
   void Kill() {
     if (proxy_) OnIo([&] { proxy_.reset(); });
   }
-  Status BeginGeneration(int g) { return OnIo([&] { return proxy_->BeginGeneration(g); }); }
+  // As the agent does: the proxy's generation ends before its AGENT_DONE goes out.
+  void Done(int g) {
+    OnIo([&] {
+      proxy_->EndGeneration();
+      wire::Frame f = control::Encode(control::AgentDone{g});
+      SendControl(f.type, f.payload);
+      return 0;
+    });
+  }
+  // The next generation's ASSIGNMENT, sent by the launcher, reaches the proxy.
+  void BeginGeneration(int g) {
+    launcher_.Assign(g);
+    OnIo([&] {
+      proxy_->BeginGeneration(g);
+      return 0;
+    });
+  }
   uint64_t upstream_requests() { return OnIo([&] { return proxy_->upstream_requests(); }); }
   uint64_t local_requests() { return OnIo([&] { return proxy_->local_requests(); }); }
   std::string address() { return OnIo([&] { return proxy_->address(); }); }
+  // A PROXIED_REPLY as if read on the control connection.
+  void Reply(uint64_t tag) {
+    OnIo([&] {
+      proxy_->OnUpstreamReply(EncodeProxiedReply(tag, msg::kStoreOk, ""));
+      return 0;
+    });
+  }
+  std::string log() {
+    std::lock_guard lock(mu_);
+    return log_;
+  }
   StoreConfig Config(int generation = 0) { return StoreConfig{address(), kTestJobId, generation, kTestSecret}; }
   std::unique_ptr<StoreClient> Client(int generation = 0) {
     auto c = StoreClient::Connect(Config(generation), Clock::now() + seconds(10));
@@ -75,6 +118,26 @@ class ProxyUnderTest {
   }
 
  private:
+  void SendControl(uint8_t type, std::string_view payload) {
+    std::lock_guard lock(send_mu_);
+    SendFrame(control_.get(), type, payload).IgnoreError();  // a broken connection fails the test's calls
+  }
+  void ReadControl() {
+    wire::FrameDecoder decoder;
+    for (;;) {
+      auto f = ReceiveFrame(control_.get(), decoder, Clock::now() + std::chrono::hours(1));
+      if (!f.ok()) return;
+      if (f->type != msg::kStoreProxiedReply) continue;  // the ASSIGNMENTs
+      asio::post(io_, [this, payload = std::move(f->payload)] {
+        if (proxy_) proxy_->OnUpstreamReply(payload);
+      });
+    }
+  }
+
+  ProxyLauncher& launcher_;
+  UniqueFd control_;
+  std::mutex send_mu_;
+  std::thread reader_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> guard_;
   std::unique_ptr<StoreProxy> proxy_;
@@ -84,9 +147,10 @@ class ProxyUnderTest {
 };
 
 TEST_CASE("Every store operation works through the node's proxy") {
-  TestEndpoint ep;
+  ProxyLauncher launcher;
+  TestEndpoint& ep = launcher.ep();
   TempDir dir;
-  ProxyUnderTest proxy(ep, dir.path());
+  ProxyUnderTest proxy(launcher, dir.path());
   auto c = proxy.Client();
   REQUIRE(c->Set("k", "v").ok());
   CHECK(*c->Get("k", milliseconds(0)) == "v");
@@ -106,9 +170,10 @@ TEST_CASE("Every store operation works through the node's proxy") {
 }
 
 TEST_CASE("Eight workers' barrier through the proxy costs the launcher a few requests, not 17") {
-  TestEndpoint ep;
+  ProxyLauncher launcher;
+  TestEndpoint& ep = launcher.ep();
   TempDir dir;
-  ProxyUnderTest proxy(ep, dir.path());
+  ProxyUnderTest proxy(launcher, dir.path());
   constexpr int kWorkers = 8;
   std::vector<std::unique_ptr<StoreClient>> clients;
   for (int i = 0; i < kWorkers; ++i) clients.push_back(proxy.Client());
@@ -132,9 +197,10 @@ TEST_CASE("Eight workers' barrier through the proxy costs the launcher a few req
 }
 
 TEST_CASE("Eight workers blocked in WAIT for one key cost the launcher two WAITs") {
-  TestEndpoint ep;
+  ProxyLauncher launcher;
+  TestEndpoint& ep = launcher.ep();
   TempDir dir;
-  ProxyUnderTest proxy(ep, dir.path());
+  ProxyUnderTest proxy(launcher, dir.path());
   constexpr int kWorkers = 8;
   std::vector<std::unique_ptr<StoreClient>> clients;
   for (int i = 0; i < kWorkers; ++i) clients.push_back(proxy.Client());
@@ -159,17 +225,20 @@ TEST_CASE("Eight workers blocked in WAIT for one key cost the launcher two WAITs
 }
 
 TEST_CASE("A worker of an old generation cannot reach the new generation through the proxy") {
-  TestEndpoint ep;
+  ProxyLauncher launcher;
+  TestEndpoint& ep = launcher.ep();
   TempDir dir;
-  ProxyUnderTest proxy(ep, dir.path());
+  ProxyUnderTest proxy(launcher, dir.path());
   auto old_client = proxy.Client(0);
   auto blocked = std::async(std::launch::async, [&] { return old_client->Wait({"never"}, milliseconds(60000)); });
-  std::this_thread::sleep_for(milliseconds(100));
+  REQUIRE(testing::WaitFor([&] { return launcher.waiters() == 1; }, seconds(10)));
+  proxy.Done(0);
   ep.OnIo([&] {
     ep.endpoint().BeginGeneration(1);
     return 0;
   });
-  REQUIRE(proxy.BeginGeneration(1).ok());
+  proxy.BeginGeneration(1);
+  CHECK(launcher.waiters() == 0);  // the old generation's WAIT is gone at the launcher too
   // The blocked call fails at once; its reconnect is refused as of a generation that is over.
   CHECK(blocked.wait_for(seconds(10)) == std::future_status::ready);
   CHECK(blocked.get().code() == StatusCode::kUnavailable);
@@ -201,10 +270,30 @@ TEST_CASE("A worker of an old generation cannot reach the new generation through
   CHECK(ep.OnIo([&] { return ep.store().store().Get("gen/0/x") == nullptr; }));
 }
 
-TEST_CASE("The proxy checks the secret and the generation like the launcher") {
-  TestEndpoint ep;
+TEST_CASE("A late reply of an ended generation is dropped; a reply to a tag never sent ends the generation") {
+  ProxyLauncher launcher;
   TempDir dir;
-  ProxyUnderTest proxy(ep, dir.path());
+  ProxyUnderTest proxy(launcher, dir.path());
+  auto c = proxy.Client(0);
+  REQUIRE(c->Set("a", "1").ok());  // tag 1
+  proxy.Done(0);
+  proxy.BeginGeneration(1);
+  proxy.Reply(1);  // the launcher's answer to a request of generation 0, arriving late
+  auto fresh = proxy.Client(1);
+  REQUIRE(fresh->Set("b", "2").ok());  // tag 2
+  CHECK(proxy.log().empty());
+  proxy.Reply(99);
+  CHECK(proxy.log().find("store proxy: a broken reply from the launcher") != std::string::npos);
+  CHECK(proxy.log().find("generation 1 is over on this node") != std::string::npos);
+  // Generation 1 is over here: its workers' connections are closed and reconnects refused.
+  CHECK(fresh->Set("b", "3").code() == StatusCode::kUnavailable);
+  CHECK(fresh->Set("b", "3").code() == StatusCode::kAborted);
+}
+
+TEST_CASE("The proxy checks the secret and the generation like the launcher") {
+  ProxyLauncher launcher;
+  TempDir dir;
+  ProxyUnderTest proxy(launcher, dir.path());
   StoreConfig wrong = proxy.Config(0);
   wrong.secret = std::string(64, 'a');
   CHECK(StoreClient::Connect(wrong, Clock::now() + seconds(5)).status().code() == StatusCode::kUnauthenticated);
@@ -213,9 +302,9 @@ TEST_CASE("The proxy checks the secret and the generation like the launcher") {
 }
 
 TEST_CASE("When the proxy is gone, a worker's call fails naming the socket and the agent") {
-  TestEndpoint ep;
+  ProxyLauncher launcher;
   TempDir dir;
-  ProxyUnderTest proxy(ep, dir.path());
+  ProxyUnderTest proxy(launcher, dir.path());
   const std::string address = proxy.address();
   auto c = proxy.Client();
   REQUIRE(c->Set("k", "v").ok());

@@ -144,8 +144,9 @@ TEST_CASE("Node mode: a node whose workers finish long before the others' keeps 
 }
 
 TEST_CASE("Node mode: nodes whose workers do not fit the host's descriptor limit stop the rendezvous") {
-  // Node 0 sized its endpoint for 2 x 1 ranks; node 1 brings 400. The host finds out when node 1
-  // joins and stops everything before a worker starts, with the numbers.
+  // Node 0 sized its endpoint for 2 x 1 ranks; node 1 brings 400, each with a connection of its
+  // own (the direct path). The host finds out when node 1 joins and stops everything before a
+  // worker starts, with the numbers.
   TempDir dir;
   ReservedPort port;
   const std::string marker = dir.path() + "/started";
@@ -156,6 +157,7 @@ TEST_CASE("Node mode: nodes whose workers do not fit the host's descriptor limit
   };
   std::vector<std::string> host = node("0", "1");
   host.insert(host.begin(), {"/usr/bin/prlimit", "--nofile=500:500"});
+  host.insert(host.begin() + 3, {"--store_proxy", "off"});
   Subprocess node0(host, kSecret);
   Subprocess node1(node("1", "400"), kSecret);
   auto r0 = node0.Wait(kRunTimeout);
