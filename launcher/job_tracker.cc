@@ -50,11 +50,12 @@ void JobTracker::Transition(JobState to) {
 }
 
 Action JobTracker::OnAgentRegistered(int node_rank) {
-  nodes_[node_rank].registered = true;
-  if (state_ != JobState::kStarting) return Action::kNone;
-  for (const auto& n : nodes_) {
-    if (!n.registered) return Action::kNone;
+  Node& node = nodes_[node_rank];
+  if (!node.registered) {
+    node.registered = true;
+    ++registered_count_;
   }
+  if (state_ != JobState::kStarting || registered_count_ < nodes_.size()) return Action::kNone;
   Transition(JobState::kRunning);
   return Action::kNone;
 }
@@ -134,7 +135,7 @@ std::vector<int> JobTracker::unfinished_nodes() const {
 }
 
 Action JobTracker::OnAgentDone(int node_rank) {
-  nodes_[node_rank].done = true;
+  MarkDone(nodes_[node_rank]);
   return FinishIfAllDone();
 }
 
@@ -149,7 +150,7 @@ Action JobTracker::OnNodeGone(int node_rank, RootCause cause) {
   Node& node = nodes_[node_rank];
   if (node.done) return Action::kNone;
   // There is nothing more to hear from this node: it counts as done.
-  node.done = true;
+  MarkDone(node);
   lost_.push_back(node_rank);
   if (state_ == JobState::kStopping || state_ == JobState::kFinished) return FinishIfAllDone();
   Action a = Fail(std::move(cause));
@@ -205,11 +206,14 @@ Action JobTracker::Fail(RootCause cause) {
   return Action::kNone;
 }
 
+void JobTracker::MarkDone(Node& node) {
+  if (node.done) return;
+  node.done = true;
+  ++done_count_;
+}
+
 Action JobTracker::FinishIfAllDone() {
-  if (state_ == JobState::kFinished) return Action::kNone;
-  for (const auto& n : nodes_) {
-    if (!n.done) return Action::kNone;
-  }
+  if (state_ == JobState::kFinished || done_count_ < nodes_.size()) return Action::kNone;
   Transition(JobState::kFinished);
   return Action::kFinish;
 }

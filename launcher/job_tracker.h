@@ -139,8 +139,13 @@ class JobTracker {
   Action OnNodeGone(int node_rank, RootCause cause);
   Action FinishIfAllDone();
   void Transition(JobState to);
+  void MarkDone(Node& node);
 
   std::vector<Node> nodes_;
+  // How many of nodes_ are registered and done: counted, not scanned for, since every agent's
+  // REGISTER and AGENT_DONE asks whether all are (a scan was quadratic in the nodes).
+  size_t registered_count_ = 0;
+  size_t done_count_ = 0;
   JobState state_ = JobState::kStarting;
   std::optional<RootCause> root_cause_;
   std::vector<int> lost_;

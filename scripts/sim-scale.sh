@@ -3,8 +3,8 @@
 # nodes against a real launcher on loopback. Node 0 (the launcher, its agent and 8 workers) is
 # real; the other nodes are simulated by build/bin/sim_scale, whose agents and ranks speak the real
 # protocols from their own loopback addresses. Each size runs in two modes: direct (a store
-# connection per rank, today's path) and proxied (one per node carrying the node's combined
-# requests, what an agent's store proxy sends upstream). Prints a Markdown table for
+# connection per rank, --store_proxy off) and proxied (the default: the node's combined requests,
+# what an agent's store proxy sends upstream on its control connection). Prints a Markdown table for
 # docs/benchmarks.md, with the machine, the date and the load.
 #
 #   scripts/sim-scale.sh [RANKS ...]          (default: 1024 16384 100000)
@@ -40,8 +40,12 @@ for n in "${sizes[@]}"; do
     mkdir -p "$run"
     echo "== $n ranks, $mode" >&2
     if ! "$build/bin/sim_scale" --launcher "$build/bin/dslaunch" --worker "$build/bin/sim_scale_worker" \
-        --ranks "$n" --mode "$mode" --alltoall_max "$alltoall_max" --work_dir "$run" --json "$results" >&2; then
-      echo "{\"ranks\":$n,\"mode\":\"$mode\",\"failed\":true}" >>"$results"
+        --ranks "$n" --mode "$mode" --alltoall_max "$alltoall_max" --work_dir "$run" --json "$results" \
+        2> >(tee "$run/stderr" >&2); then
+      # The run's first line says why (e.g. the descriptor limit); the table repeats it.
+      why="$(grep '^sim_scale: ' "$run/stderr" | grep -v -m1 '\.\.\.$' | sed 's/^sim_scale: //; s/|/\//g' || true)"
+      python3 -c 'import json,sys; print(json.dumps({"ranks": int(sys.argv[1]), "mode": sys.argv[2], "failed": True, "why": sys.argv[3]}))' \
+        "$n" "$mode" "$why" >>"$results"
     fi
   done
 done
@@ -58,7 +62,7 @@ print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for line in open(results):
     r = json.loads(line)
     if r.get("failed"):
-        print(f"| {r['ranks']} | {r['ranks'] // 8} | {r['mode']} | did not complete (see the run's output) |||||||||")
+        print(f"| {r['ranks']} | {r['ranks'] // 8} | {r['mode']} | did not complete: {r.get('why') or 'see the run output'} |||||||||")
         continue
     p, n = r["phases"], r["ranks"]
     wall = lambda k: f"{p[k]['wall_s']:.3f}" if k in p else "skipped"

@@ -37,7 +37,9 @@ void JobStatus::OnGeneration(const LaunchPlan& plan) {
   view_.nodes.clear();
   view_.ranks.clear();
   rank_index_.clear();
+  node_index_.clear();
   for (const NodePlan& node : plan.nodes) {
+    node_index_[node.node_rank] = view_.nodes.size();
     view_.nodes.push_back(NodeView{node.node_rank, node.host, 0, false});
     for (const WorkerPlan& worker : node.workers) {
       RankView r;
@@ -57,18 +59,20 @@ RankView* JobStatus::FindRank(int rank) {
   return it == rank_index_.end() ? nullptr : &view_.ranks[it->second];
 }
 
+NodeView* JobStatus::FindNode(int node_rank) {
+  auto it = node_index_.find(node_rank);
+  return it == node_index_.end() ? nullptr : &view_.nodes[it->second];
+}
+
 void JobStatus::OnAgentHeard(int node_rank, int64_t now_ms) {
-  for (NodeView& n : view_.nodes) {
-    if (n.node_rank != node_rank) continue;
-    n.connected = true;
-    n.last_heartbeat_ms = now_ms;
+  if (NodeView* n = FindNode(node_rank)) {
+    n->connected = true;
+    n->last_heartbeat_ms = now_ms;
   }
 }
 
 void JobStatus::OnAgentLost(int node_rank) {
-  for (NodeView& n : view_.nodes) {
-    if (n.node_rank == node_rank) n.connected = false;
-  }
+  if (NodeView* n = FindNode(node_rank)) n->connected = false;
 }
 
 void JobStatus::OnWorkerStarted(const control::WorkerStarted& started) {

@@ -71,6 +71,7 @@ class JobStatus {
 
  private:
   RankView* FindRank(int rank);
+  NodeView* FindNode(int node_rank);
   void OnRankZeroReport(const control::WorkerProgress& progress, bool new_step);
   void OnCheckpoint(const ProgressFigures& figures, int64_t step);
 
@@ -81,6 +82,9 @@ class JobStatus {
   std::optional<std::pair<int64_t, double>> last_val_;
   std::optional<ProgressFigures> last_ckpt_;
   std::map<int, size_t> rank_index_;  // rank -> index in view_.ranks
+  // node rank -> index in view_.nodes: every agent message finds its node without a scan (a scan
+  // made the launcher's work per message grow with the nodes: quadratic at 12,500 nodes).
+  std::map<int, size_t> node_index_;
   std::optional<int> first_generation_;
 };
 
