@@ -39,13 +39,6 @@ std::vector<std::string> Launch(const Cluster& c, const TempDir& dir, std::vecto
   return argv;
 }
 
-bool AllDead(const std::vector<pid_t>& pids) {
-  for (pid_t p : pids) {
-    if (ProcessAlive(p)) return false;
-  }
-  return true;
-}
-
 TEST_CASE("Four nodes with two slots each run the job with the environment contract on every rank") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());

@@ -69,13 +69,6 @@ std::vector<pid_t> StartRelays() {
   return pids;
 }
 
-bool AllDead(const std::vector<pid_t>& pids) {
-  for (pid_t p : pids) {
-    if (ProcessAlive(p)) return false;
-  }
-  return true;
-}
-
 TEST_CASE("A start tree of fanout 1 (a chain of relays) runs a four-node job to completion") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());

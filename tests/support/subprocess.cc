@@ -117,6 +117,13 @@ bool ProcessAlive(pid_t pid) {
   return line[paren + 2] != 'Z';
 }
 
+bool AllDead(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) {
+    if (ProcessAlive(p)) return false;
+  }
+  return true;
+}
+
 std::vector<pid_t> ReadPidFiles(const std::string& dir) {
   std::vector<pid_t> pids;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

@@ -44,6 +44,8 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, std::chrono::mill
 
 // True if a process with this pid exists and is not a zombie.
 bool ProcessAlive(pid_t pid);
+// True if none of these processes is alive (ProcessAlive).
+bool AllDead(const std::vector<pid_t>& pids);
 
 // Reads every "*.pid" file in `dir` (one pid each).
 std::vector<pid_t> ReadPidFiles(const std::string& dir);
