@@ -186,8 +186,15 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
 
   // Waits until the socket is readable, then reads into the endpoint's one read buffer (all
   // connections run on one thread, so one buffer serves them all: a connection holds no read
-  // buffer of its own, only its decoder's unfinished frame).
+  // buffer of its own, only its decoder's unfinished frame). After a read that filled the buffer
+  // the socket may hold more, which no new readiness event would announce (the reactor is
+  // edge-triggered): the next read is then posted instead of waited for, and a read that finds
+  // nothing goes back to waiting.
   void StartRead() {
+    if (buffer_filled_) {
+      asio::post(endpoint_->io_, [self = shared_from_this()] { self->OnReadable(error_code()); });
+      return;
+    }
     socket_.async_wait(tcp::socket::wait_read,
                        [self = shared_from_this()](const error_code& ec) { self->OnReadable(ec); });
   }
@@ -197,6 +204,7 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
     size_t n = 0;
     if (!ec) {
       n = socket_.read_some(asio::buffer(endpoint_->read_buffer_), ec);
+      buffer_filled_ = !ec && n == endpoint_->read_buffer_.size();
       if (ec == asio::error::would_block || ec == asio::error::try_again) {
         StartRead();  // woken without data (it was read already): wait again
         return;
@@ -362,6 +370,7 @@ class Connection : public EndpointConnection, public std::enable_shared_from_thi
   bool writing_ = false;
   bool finish_scheduled_ = false;
   bool log_close_ = true;
+  bool buffer_filled_ = false;  // the last read filled the read buffer: read again before waiting
   Status close_reason_;
   std::unique_ptr<SessionHandler> handler_;
 };
