@@ -11,6 +11,7 @@
 
 #include "common/exit_codes.h"
 #include "tests/support/cluster.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
@@ -23,8 +24,6 @@ const std::string kEnvCheck = kBin + "/env_check";
 constexpr int kNodes = 4;
 constexpr int kSlots = 2;
 constexpr std::chrono::seconds kRunTimeout{90};
-
-bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 
 std::vector<std::string> Launch(const Cluster& c, const TempDir& dir, std::vector<std::string> options,
                                 std::vector<std::string> worker_args) {
@@ -62,9 +61,7 @@ std::vector<pid_t> StartRelays() {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline == wanted) pids.push_back(std::stoi(name));
+    if (ReadWhole(entry.path() / "cmdline") == wanted) pids.push_back(std::stoi(name));
   }
   return pids;
 }

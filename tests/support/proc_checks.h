@@ -3,6 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -16,9 +20,25 @@ inline bool Contains(const std::string& text, const std::string& needle) {
 }
 
 // A whole file's bytes; "" when it cannot be read (also a /proc file of a process that is gone).
+// Plain read(2): a /proc file whose process exits during the read fails with ESRCH, which
+// std::ifstream's iterators turn into an exception (a flaky "basic_filebuf::underflow" failure).
 inline std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      out.clear();  // the process went away mid-read: as if it were gone already
+      break;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 // Checks that `dir` holds `expected_pids` pid files (env_check --pid_dir) and that none of those
