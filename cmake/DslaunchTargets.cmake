@@ -2,11 +2,15 @@
 
 # Flags shared by every target of the project.
 function(dslaunch_apply_flags target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  # nvcc takes host-compiler warnings through -Xcompiler; its own device warnings are on.
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
   target_include_directories(${target} PUBLIC
     "${PROJECT_SOURCE_DIR}" "${PROJECT_BINARY_DIR}/generated")
   if(DSLAUNCH_SANITIZE)
-    target_compile_options(${target} PRIVATE -fsanitize=${DSLAUNCH_SANITIZE} -fno-omit-frame-pointer)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${DSLAUNCH_SANITIZE} -fno-omit-frame-pointer>)
     target_link_options(${target} PRIVATE -fsanitize=${DSLAUNCH_SANITIZE})
   endif()
 endfunction()

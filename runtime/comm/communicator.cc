@@ -100,22 +100,29 @@ Status Communicator::Usable() const {
 }
 
 Status Communicator::Record(Status status) {
-  if (!status.ok() && health_.ok()) health_ = status;
+  // kInvalidArgument is found before anything is sent (an implementation's own checks included):
+  // the communicator stays usable.
+  if (!status.ok() && status.code() != StatusCode::kInvalidArgument && health_.ok()) health_ = status;
   return status;
 }
 
-Status Communicator::AllReduce(BufferView data, ReduceOp op) {
+Status Communicator::CheckAllReduce(BufferView data) const {
   DSLAUNCH_RETURN_IF_ERROR(Usable());
   if (!CanReduce(data.dtype)) {
     return InvalidArgumentError(Where(*this, "allreduce") + ": cannot reduce " +
                                 std::string(DTypeName(data.dtype)));
   }
+  return Status::Ok();
+}
+
+Status Communicator::AllReduce(BufferView data, ReduceOp op) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckAllReduce(data));
   if (data.count == 0) return Status::Ok();  // every rank sees the same count: nothing to do
   return Record(DoAllReduce(data, op));
 }
 
-Status Communicator::ReduceScatter(ConstBufferView input, BufferView output,
-                                   const std::vector<size_t>& counts, ReduceOp op) {
+Status Communicator::CheckReduceScatter(ConstBufferView input, BufferView output,
+                                        const std::vector<size_t>& counts) const {
   DSLAUNCH_RETURN_IF_ERROR(Usable());
   const std::string where = Where(*this, "reduce_scatter");
   if (!CanReduce(input.dtype)) {
@@ -137,12 +144,18 @@ Status Communicator::ReduceScatter(ConstBufferView input, BufferView output,
   if (Overlap(input.data, input.bytes(), output.data, output.bytes())) {
     return InvalidArgumentError(where + ": input and output overlap");
   }
-  if (total == 0) return Status::Ok();
+  return Status::Ok();
+}
+
+Status Communicator::ReduceScatter(ConstBufferView input, BufferView output,
+                                   const std::vector<size_t>& counts, ReduceOp op) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckReduceScatter(input, output, counts));
+  if (input.count == 0) return Status::Ok();
   return Record(DoReduceScatter(input, output, counts, op));
 }
 
-Status Communicator::AllGather(ConstBufferView input, BufferView output,
-                               const std::vector<size_t>& counts) {
+Status Communicator::CheckAllGather(ConstBufferView input, BufferView output,
+                                    const std::vector<size_t>& counts) const {
   DSLAUNCH_RETURN_IF_ERROR(Usable());
   const std::string where = Where(*this, "allgather");
   if (input.dtype != output.dtype)
@@ -163,7 +176,13 @@ Status Communicator::AllGather(ConstBufferView input, BufferView output,
   if (input.data != own_block && Overlap(input.data, input.bytes(), output.data, output.bytes())) {
     return InvalidArgumentError(where + ": input overlaps output other than as its own block");
   }
-  if (offsets.back() == 0) return Status::Ok();
+  return Status::Ok();
+}
+
+Status Communicator::AllGather(ConstBufferView input, BufferView output,
+                               const std::vector<size_t>& counts) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckAllGather(input, output, counts));
+  if (output.count == 0) return Status::Ok();
   return Record(DoAllGather(input, output, counts));
 }
 

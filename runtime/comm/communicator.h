@@ -144,6 +144,16 @@ class Communicator {
  protected:
   Communicator(int rank, int world_size);
 
+  // The argument checks of the collectives (kInvalidArgument), and kAborted when unusable: for an
+  // implementation's own entry points (NCCL's enqueue-only calls) to check as the methods above do.
+  Status CheckAllReduce(BufferView data) const;
+  Status CheckReduceScatter(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) const;
+  Status CheckAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) const;
+  // kAborted after an earlier error, naming it.
+  Status Usable() const;
+  // Keeps the first error as health(); returns `status`.
+  Status Record(Status status);
+
   // The collectives proper. Called only with validated arguments on a healthy communicator; any
   // error they return makes the communicator unusable.
   virtual Status DoAllReduce(BufferView data, ReduceOp op) = 0;
@@ -155,9 +165,6 @@ class Communicator {
   virtual Status DoBarrier() = 0;
 
  private:
-  Status Usable() const;
-  Status Record(Status status);
-
   const int rank_;
   const int world_size_;
   Status health_;

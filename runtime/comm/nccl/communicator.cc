@@ -1,0 +1,429 @@
+#include "runtime/comm/nccl/communicator.h"
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <functional>
+#include <thread>
+
+namespace dslaunch::runtime {
+namespace {
+
+static_assert(NCCL_UNIQUE_ID_BYTES == kNcclUniqueIdBytes, "the store record holds NCCL_UNIQUE_ID_BYTES");
+static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes);
+
+// Polling NCCL's state and the stream: start fast (a small collective finishes in microseconds),
+// back off to a bound that keeps an idle wait cheap and an abort prompt.
+constexpr std::chrono::microseconds kFirstPoll{20};
+constexpr std::chrono::microseconds kMaxPoll{2000};
+
+std::string NcclText(ncclResult_t rc, ncclComm_t comm) {
+  std::string text = ncclGetErrorString(rc);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') text += " (" + std::string(last) + ")";
+  return text;
+}
+
+std::string CudaText(cudaError_t rc) { return std::string(cudaGetErrorName(rc)) + ": " + cudaGetErrorString(rc); }
+
+ncclDataType_t NcclType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kUInt8:
+      return ncclUint8;
+  }
+  DSLAUNCH_CHECK(false) << "unknown dtype";
+  return ncclFloat32;
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+  }
+  DSLAUNCH_CHECK(false) << "unknown reduce op";
+  return ncclSum;
+}
+
+bool AllEqual(const std::vector<size_t>& counts) {
+  return std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end();
+}
+
+// Polls `done` (true when finished, or an error) with back-off until it finishes, `abort_reason`
+// says why to stop (non-empty), or `deadline` passes.
+struct PollOutcome {
+  Status status;              // the error of `done`, when it failed
+  std::string abort_reason;   // non-empty: stopped for this reason
+  bool timed_out = false;
+};
+template <typename Done, typename AbortReason>
+PollOutcome Poll(Done done, AbortReason abort_reason, std::chrono::steady_clock::time_point deadline) {
+  auto pause = kFirstPoll;
+  for (;;) {
+    Result<bool> finished = done();
+    if (!finished.ok()) return {finished.status(), "", false};
+    if (*finished) return {};
+    if (std::string why = abort_reason(); !why.empty()) return {Status::Ok(), why, false};
+    if (std::chrono::steady_clock::now() >= deadline) return {Status::Ok(), "", true};
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kMaxPoll);
+  }
+}
+
+std::string Seconds(std::chrono::milliseconds d) {
+  return std::to_string(d.count() / 1000) + "." + std::to_string(d.count() % 1000 / 100) + " s";
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(int rank, int world, NcclOptions options, ncclComm_t comm, cudaStream_t stream,
+                                   cudaEvent_t order_event, float* barrier_scratch)
+    : Communicator(rank, world),
+      options_(options),
+      comm_(comm),
+      stream_(stream),
+      order_event_(order_event),
+      barrier_scratch_(barrier_scratch) {}
+
+Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(StoreClient& store, int rank, int world,
+                                                                    NcclOptions options) {
+  const std::string who = "nccl rank " + std::to_string(rank) + "/" + std::to_string(world) + " on cuda:" +
+                          std::to_string(options.device);
+  if (world <= 0 || rank < 0 || rank >= world) return InvalidArgumentError(who + ": bad rank");
+  int devices = 0;
+  if (cudaError_t rc = cudaGetDeviceCount(&devices); rc != cudaSuccess) {
+    return UnavailableError(who + ": no usable CUDA device: " + CudaText(rc));
+  }
+  if (options.device < 0 || options.device >= devices) {
+    return InvalidArgumentError(who + ": device out of range: this process sees " + std::to_string(devices) +
+                                " device(s) (CUDA_VISIBLE_DEVICES)");
+  }
+  if (cudaError_t rc = cudaSetDevice(options.device); rc != cudaSuccess) {
+    return UnavailableError(who + ": cudaSetDevice: " + CudaText(rc));
+  }
+
+  // The id: made by rank 0 (no GPU needed), read by the others through the store.
+  const auto deadline = std::chrono::steady_clock::now() + options.init_timeout;
+  UniqueIdExchangeOptions exchange{options.context_id, options.init_timeout, options.stop};
+  Result<NcclUniqueIdBytes> id_bytes = ExchangeUniqueId(
+      store, rank,
+      []() -> Result<NcclUniqueIdBytes> {
+        ncclUniqueId id;
+        if (ncclResult_t rc = ncclGetUniqueId(&id); rc != ncclSuccess) {
+          return UnavailableError(std::string("ncclGetUniqueId: ") + NcclText(rc, nullptr));
+        }
+        NcclUniqueIdBytes bytes;
+        std::copy(id.internal, id.internal + kNcclUniqueIdBytes, bytes.begin());
+        return bytes;
+      },
+      exchange);
+  if (!id_bytes.ok()) return id_bytes.status().WithContext(who);
+  ncclUniqueId id;
+  std::copy(id_bytes->begin(), id_bytes->end(), id.internal);
+
+  // Non-blocking initialisation, polled so that a deadline or a stop can end it.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t rc = ncclCommInitRankConfig(&comm, world, id, rank, &config);
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    return UnavailableError(who + ": ncclCommInitRankConfig: " + NcclText(rc, comm));
+  }
+  PollOutcome init = Poll(
+      [&]() -> Result<bool> {
+        ncclResult_t state = ncclSuccess;
+        if (ncclResult_t q = ncclCommGetAsyncError(comm, &state); q != ncclSuccess) state = q;
+        if (state == ncclInProgress) return false;
+        if (state != ncclSuccess) return UnavailableError("ncclCommInitRankConfig: " + NcclText(state, comm));
+        return true;
+      },
+      [&]() -> std::string {
+        return options.stop != nullptr && options.stop->load() ? "stopped while forming the group" : "";
+      },
+      deadline);
+  if (!init.status.ok() || !init.abort_reason.empty() || init.timed_out) {
+    ncclCommAbort(comm);
+    if (!init.status.ok()) return init.status.WithContext(who);
+    if (!init.abort_reason.empty()) return AbortedError(who + ": " + init.abort_reason);
+    return UnavailableError(who + ": the group did not form within " + Seconds(options.init_timeout) +
+                            " (a rank that never called ncclCommInitRankConfig, or a network NCCL cannot use: "
+                            "NCCL_DEBUG=INFO shows its bootstrap)");
+  }
+
+  cudaStream_t stream = nullptr;
+  cudaEvent_t order_event = nullptr;
+  float* scratch = nullptr;
+  cudaError_t crc = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (crc == cudaSuccess) crc = cudaEventCreateWithFlags(&order_event, cudaEventDisableTiming);
+  if (crc == cudaSuccess) crc = cudaMalloc(&scratch, sizeof(float));
+  if (crc != cudaSuccess) {
+    ncclCommAbort(comm);
+    if (scratch != nullptr) cudaFree(scratch);
+    if (order_event != nullptr) cudaEventDestroy(order_event);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    return UnavailableError(who + ": creating the stream and scratch: " + CudaText(crc));
+  }
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(rank, world, options, comm, stream, order_event, scratch));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (!aborted_) {
+    // A healthy communicator is finalized (its outstanding work flushed), then destroyed; if
+    // finalizing does not finish in time it is aborted instead.
+    bool finalized = false;
+    const ncclResult_t rc = health().ok() ? ncclCommFinalize(comm_) : ncclInternalError;
+    if (rc == ncclSuccess || rc == ncclInProgress) {
+      PollOutcome done = Poll(
+          [&]() -> Result<bool> {
+            ncclResult_t state = ncclSuccess;
+            ncclCommGetAsyncError(comm_, &state);
+            if (state == ncclInProgress) return false;
+            if (state != ncclSuccess) return UnavailableError(NcclText(state, comm_));
+            return true;
+          },
+          [&]() { return AbortReason(); }, std::chrono::steady_clock::now() + options_.collective_timeout);
+      finalized = done.status.ok() && done.abort_reason.empty() && !done.timed_out;
+    }
+    if (finalized) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+  }
+  cudaFree(barrier_scratch_);
+  cudaEventDestroy(order_event_);
+  cudaStreamDestroy(stream_);
+}
+
+std::string NcclCommunicator::Who() const {
+  return "nccl rank " + std::to_string(rank()) + "/" + std::to_string(world_size()) + " on cuda:" +
+         std::to_string(options_.device);
+}
+
+std::string NcclCommunicator::Describe() const { return Who(); }
+
+bool NcclCommunicator::CanReduce(DType dtype) const {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+}
+
+void NcclCommunicator::RequestAbort(const std::string& reason) {
+  {
+    std::lock_guard lock(abort_mu_);
+    if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "abort requested" : reason;
+  }
+  abort_requested_.store(true);
+}
+
+std::string NcclCommunicator::AbortReason() const {
+  if (abort_requested_.load()) {
+    std::lock_guard lock(abort_mu_);
+    return abort_reason_;
+  }
+  if (options_.stop != nullptr && options_.stop->load()) return "the worker was told to stop";
+  return "";
+}
+
+Status NcclCommunicator::Fail(Status status) {
+  if (!aborted_) {
+    ncclCommAbort(comm_);
+    aborted_ = true;
+  }
+  return Record(std::move(status));
+}
+
+Status NcclCommunicator::CheckDevicePointer(const void* data, std::string_view what) const {
+  cudaPointerAttributes attributes{};
+  cudaError_t rc = cudaPointerGetAttributes(&attributes, data);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();  // clears the sticky-free error this query leaves behind
+    return InvalidArgumentError(Who() + ": " + std::string(what) + ": not a CUDA pointer (" + CudaText(rc) + ")");
+  }
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
+    return InvalidArgumentError(Who() + ": " + std::string(what) +
+                                ": a host pointer; NCCL collectives take device memory");
+  }
+  if (attributes.type == cudaMemoryTypeDevice && attributes.device != options_.device) {
+    return InvalidArgumentError(Who() + ": " + std::string(what) + ": memory of cuda:" +
+                                std::to_string(attributes.device) + ", not of this communicator's device");
+  }
+  return Status::Ok();
+}
+
+Status NcclCommunicator::Launched(int rc_int, std::string_view what) {
+  const auto rc = static_cast<ncclResult_t>(rc_int);
+  if (rc == ncclSuccess) return Status::Ok();
+  if (rc != ncclInProgress) return Fail(AbortedError(Who() + ": " + std::string(what) + ": " + NcclText(rc, comm_)));
+  // Non-blocking mode: the call is still being issued; wait until NCCL has taken it.
+  PollOutcome issued = Poll(
+      [&]() -> Result<bool> {
+        ncclResult_t state = ncclSuccess;
+        if (ncclResult_t q = ncclCommGetAsyncError(comm_, &state); q != ncclSuccess) state = q;
+        if (state == ncclInProgress) return false;
+        if (state != ncclSuccess) return AbortedError(std::string(what) + ": " + NcclText(state, comm_));
+        return true;
+      },
+      [&]() { return AbortReason(); }, std::chrono::steady_clock::now() + options_.collective_timeout);
+  if (!issued.status.ok()) return Fail(issued.status.WithContext(Who()));
+  if (!issued.abort_reason.empty()) return Fail(AbortedError(Who() + ": " + std::string(what) + ": " + issued.abort_reason));
+  if (issued.timed_out) {
+    return Fail(AbortedError(Who() + ": " + std::string(what) + ": not issued within " +
+                             Seconds(options_.collective_timeout)));
+  }
+  return Status::Ok();
+}
+
+Status NcclCommunicator::OrderAfter(cudaStream_t producer) {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  cudaError_t rc = cudaEventRecord(order_event_, producer);
+  if (rc == cudaSuccess) rc = cudaStreamWaitEvent(stream_, order_event_, 0);
+  if (rc != cudaSuccess) return Fail(AbortedError(Who() + ": ordering after the compute stream: " + CudaText(rc)));
+  return Status::Ok();
+}
+
+Status NcclCommunicator::BeginGroup() {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  if (ncclResult_t rc = ncclGroupStart(); rc != ncclSuccess) {
+    return Fail(AbortedError(Who() + ": ncclGroupStart: " + NcclText(rc, comm_)));
+  }
+  ++group_depth_;
+  return Status::Ok();
+}
+
+Status NcclCommunicator::EndGroup() {
+  DSLAUNCH_CHECK(group_depth_ > 0) << "EndGroup without BeginGroup";
+  --group_depth_;
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  return Launched(ncclGroupEnd(), "ncclGroupEnd");
+}
+
+Status NcclCommunicator::EnqueueAllReduce(BufferView data, ReduceOp op) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckAllReduce(data));
+  if (data.count == 0) return Status::Ok();
+  DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(data.data, "allreduce buffer"));
+  return Launched(ncclAllReduce(data.data, data.data, data.count, NcclType(data.dtype), NcclOp(op), comm_, stream_),
+                  "ncclAllReduce");
+}
+
+Status NcclCommunicator::EnqueueReduceScatter(ConstBufferView input, BufferView output,
+                                              const std::vector<size_t>& counts, ReduceOp op) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckReduceScatter(input, output, counts));
+  if (input.count == 0) return Status::Ok();
+  DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(input.data, "reduce_scatter input"));
+  if (output.count > 0) DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(output.data, "reduce_scatter output"));
+  const ncclDataType_t type = NcclType(input.dtype);
+  if (AllEqual(counts)) {
+    return Launched(ncclReduceScatter(input.data, output.data, counts[0], type, NcclOp(op), comm_, stream_),
+                    "ncclReduceScatter");
+  }
+  // Uneven blocks: block r is reduced onto rank r, all in one group (one launch).
+  const std::vector<size_t> offsets = BlockOffsets(counts);
+  const size_t elem = DTypeSize(input.dtype);
+  if (ncclResult_t rc = ncclGroupStart(); rc != ncclSuccess) {
+    return Fail(AbortedError(Who() + ": ncclGroupStart: " + NcclText(rc, comm_)));
+  }
+  ncclResult_t first = ncclSuccess;
+  for (int r = 0; r < world_size(); ++r) {
+    if (counts[r] == 0) continue;
+    const void* send = static_cast<const char*>(input.data) + offsets[r] * elem;
+    ncclResult_t rc = ncclReduce(send, r == rank() ? output.data : nullptr, counts[r], type, NcclOp(op), r, comm_, stream_);
+    if (first == ncclSuccess && rc != ncclSuccess && rc != ncclInProgress) first = rc;
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return Launched(first != ncclSuccess ? first : end, "ncclReduce per block");
+}
+
+Status NcclCommunicator::EnqueueAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckAllGather(input, output, counts));
+  if (output.count == 0) return Status::Ok();
+  if (input.count > 0) DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(input.data, "allgather input"));
+  DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(output.data, "allgather output"));
+  const ncclDataType_t type = NcclType(output.dtype);
+  if (AllEqual(counts)) {
+    return Launched(ncclAllGather(input.data, output.data, counts[0], type, comm_, stream_), "ncclAllGather");
+  }
+  // Uneven blocks: rank r broadcasts its block into place, all in one group (one launch).
+  const std::vector<size_t> offsets = BlockOffsets(counts);
+  const size_t elem = DTypeSize(output.dtype);
+  if (ncclResult_t rc = ncclGroupStart(); rc != ncclSuccess) {
+    return Fail(AbortedError(Who() + ": ncclGroupStart: " + NcclText(rc, comm_)));
+  }
+  ncclResult_t first = ncclSuccess;
+  for (int r = 0; r < world_size(); ++r) {
+    if (counts[r] == 0) continue;
+    void* place = static_cast<char*>(output.data) + offsets[r] * elem;
+    ncclResult_t rc = ncclBroadcast(r == rank() ? input.data : place, place, counts[r], type, r, comm_, stream_);
+    if (first == ncclSuccess && rc != ncclSuccess && rc != ncclInProgress) first = rc;
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return Launched(first != ncclSuccess ? first : end, "ncclBroadcast per block");
+}
+
+Status NcclCommunicator::Synchronize(std::string_view what) {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  PollOutcome done = Poll(
+      [&]() -> Result<bool> {
+        ncclResult_t state = ncclSuccess;
+        if (ncclResult_t q = ncclCommGetAsyncError(comm_, &state); q != ncclSuccess) state = q;
+        if (state != ncclSuccess && state != ncclInProgress) {
+          return AbortedError(std::string(what) + ": " + NcclText(state, comm_) + " (a peer failed or left)");
+        }
+        cudaError_t rc = cudaStreamQuery(stream_);
+        if (rc == cudaErrorNotReady) return false;
+        if (rc != cudaSuccess) return AbortedError(std::string(what) + ": " + CudaText(rc));
+        return true;
+      },
+      [&]() { return AbortReason(); }, std::chrono::steady_clock::now() + options_.collective_timeout);
+  if (!done.status.ok()) return Fail(done.status.WithContext(Who()));
+  if (!done.abort_reason.empty()) return Fail(AbortedError(Who() + ": " + std::string(what) + ": " + done.abort_reason));
+  if (done.timed_out) {
+    return Fail(AbortedError(Who() + ": " + std::string(what) + ": not finished within " +
+                             Seconds(options_.collective_timeout) + " (a peer stalled)"));
+  }
+  return Status::Ok();
+}
+
+Status NcclCommunicator::DoAllReduce(BufferView data, ReduceOp op) {
+  DSLAUNCH_RETURN_IF_ERROR(EnqueueAllReduce(data, op));
+  return Synchronize("allreduce");
+}
+
+Status NcclCommunicator::DoReduceScatter(ConstBufferView input, BufferView output, const std::vector<size_t>& counts,
+                                         ReduceOp op) {
+  DSLAUNCH_RETURN_IF_ERROR(EnqueueReduceScatter(input, output, counts, op));
+  return Synchronize("reduce_scatter");
+}
+
+Status NcclCommunicator::DoAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) {
+  DSLAUNCH_RETURN_IF_ERROR(EnqueueAllGather(input, output, counts));
+  return Synchronize("allgather");
+}
+
+Status NcclCommunicator::DoBroadcast(BufferView data, int root) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(data.data, "broadcast buffer"));
+  DSLAUNCH_RETURN_IF_ERROR(
+      Launched(ncclBroadcast(data.data, data.data, data.count, NcclType(data.dtype), root, comm_, stream_),
+               "ncclBroadcast"));
+  return Synchronize("broadcast");
+}
+
+Status NcclCommunicator::DoBarrier() {
+  DSLAUNCH_RETURN_IF_ERROR(
+      Launched(ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_, stream_),
+               "ncclAllReduce (barrier)"));
+  return Synchronize("barrier");
+}
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The gpu tier and the GPU benchmark (docs/gpu.md, "Checking on a GPU"). Three ways to call it:
+#
+#   scripts/gpu-check.sh                 on a GPU machine with this project's build dependencies:
+#                                        builds build-gpu/ with CUDA and NCCL, runs `ctest -L gpu`
+#                                        with the gpu requirement mandatory (a skip is a failure),
+#                                        then the op benchmark
+#   scripts/gpu-check.sh --bundle DIR    on a build machine without a GPU: builds the same programs
+#                                        and copies them, with the shared libraries they need that
+#                                        a CUDA image lacks (OpenBLAS, Fortran runtime, ...), into DIR
+#                                        beside a copy of this script
+#   bash DIR/gpu-check.sh --run DIR      on a GPU machine with only the CUDA toolkit and NCCL (no
+#                                        Boost, Gloo or OpenBLAS): runs the bundled programs, writing
+#                                        each one's output under $OUT (or DIR/results) when set
+#
+# Each test program runs with DSLAUNCH_REQUIRE=gpu, so a machine whose GPU is not usable fails
+# instead of reporting skips. Exit status: 0 when every test passed and the benchmark ran.
+set -euo pipefail
+
+gpu_programs() {  # the gpu tier's test programs and the op benchmark, relative to a build dir
+  echo tests/runtime_ops_cuda_gpu_test tests/runtime_nccl_comm_gpu_test bin/cuda_ops_bench
+}
+
+build() {  # build BUILD_DIR: configures with CUDA and NCCL on and builds the gpu programs
+  local dir="$1"
+  cmake -S . -B "$dir" -G Ninja -DDSLAUNCH_WITH_CUDA=ON -DDSLAUNCH_WITH_NCCL=ON >/dev/null
+  local targets=()
+  for p in $(gpu_programs); do targets+=("$(basename "$p")"); done
+  ninja -C "$dir" "${targets[@]}"
+}
+
+# The directories where a CUDA image keeps cuBLASLt, the CUDA runtime and NCCL: the toolkit's, and
+# the NVIDIA wheels of its Python (nvidia-nccl-cu13 and friends).
+cuda_library_path() {
+  local dirs=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/nvidia/lib64)
+  local py
+  for py in python3 /opt/torch/.venv/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1; then
+      while IFS= read -r d; do dirs+=("$d"); done < <("$py" - <<'PY' 2>/dev/null || true
+import glob, os, site
+roots = site.getsitepackages() + [site.getusersitepackages()]
+for root in roots:
+    for lib in glob.glob(os.path.join(root, "nvidia", "*", "lib")):
+        print(lib)
+PY
+)
+    fi
+  done
+  local IFS=:
+  echo "${dirs[*]}"
+}
+
+run_programs() {  # run_programs DIR_WITH_PROGRAMS RESULTS_DIR [bench-only]
+  local dir="$1" results="$2" only="${3:-}" status=0
+  mkdir -p "$results"
+  nvidia-smi -L || { echo "gpu-check: nvidia-smi finds no GPU" >&2; return 2; }
+  export DSLAUNCH_REQUIRE=gpu
+  for p in $(gpu_programs); do
+    local exe="$dir/$(basename "$p")"
+    [[ -x "$exe" ]] || exe="$dir/$p"
+    local name; name="$(basename "$p")"
+    [[ -n "$only" && "$name" != *_bench ]] && continue
+    echo "== $name"
+    if [[ "$name" == *_bench ]]; then
+      "$exe" 2>&1 | tee "$results/$name.txt" || status=1
+    else
+      "$exe" --duration=true 2>&1 | tee "$results/$name.txt" || status=1
+    fi
+  done
+  return "$status"
+}
+
+case "${1:-}" in
+  --bundle)
+    out="${2:?usage: scripts/gpu-check.sh --bundle DIR}"
+    cd "$(dirname "$0")/.."
+    build_dir="${DSLAUNCH_GPU_BUILD_DIR:-build-gpu}"
+    build "$build_dir"
+    rm -rf "$out" && mkdir -p "$out/lib"
+    for p in $(gpu_programs); do
+      cp "$build_dir/$p" "$out/" && strip --strip-debug "$out/$(basename "$p")"
+      # Every library outside glibc and the CUDA toolkit travels along.
+      ldd "$build_dir/$p" | awk '/=> \// {print $3}' | while read -r lib; do
+        case "$lib" in
+          */libc.so*|*/libm.so*|*/libpthread.so*|*/libdl.so*|*/librt.so*|*/ld-linux*) ;;
+          */libcuda.so*|*/libcudart.so*|*/libcublas*|*/libnccl.so*|/usr/local/cuda*) ;;
+          *) cp -Ln "$lib" "$out/lib/" ;;
+        esac
+      done
+    done
+    cp "$0" "$out/gpu-check.sh"
+    du -sh "$out"
+    ;;
+  --run)
+    dir="$(cd "${2:?usage: gpu-check.sh --run DIR}" && pwd)"
+    export LD_LIBRARY_PATH="$dir/lib:$(cuda_library_path)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    run_programs "$dir" "${OUT:-$dir/results}"
+    ;;
+  "")
+    cd "$(dirname "$0")/.."
+    build_dir="${DSLAUNCH_GPU_BUILD_DIR:-build-gpu}"
+    build "$build_dir"
+    export LD_LIBRARY_PATH="$(cuda_library_path)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    status=0
+    DSLAUNCH_REQUIRE=gpu ctest --test-dir "$build_dir" -L gpu --output-on-failure || status=1
+    run_programs "$build_dir" "$build_dir/gpu-results" bench-only || status=1
+    exit "$status"
+    ;;
+  *)
+    echo "usage: scripts/gpu-check.sh [--bundle DIR | --run DIR]" >&2
+    exit 2
+    ;;
+esac
