@@ -1,8 +1,8 @@
 // gpt_cuda_bench: GPT-2 124M training steps on one GPU (runtime/models/cuda/gpt.h), bf16, on
-// synthetic random tokens, and the largest kernels alone at the same shapes (docs/gpu.md).
+// synthetic random tokens (docs/gpu.md). The kernels alone at these shapes: cuda_ops_bench.
 //
 //   gpt_cuda_bench [--batch 8] [--seq 1024] [--warmup 3] [--steps 10] [--peak_tflops P]
-//                  [--ops] [--ops_reps 10] [--seed 1]
+//                  [--seed 1]
 //
 // The model: 12 layers, 12 heads, 768 wide, block 1024, the vocabulary of 50257 tokens padded to
 // 50304 rows (a multiple of 64 for the matmuls; the 47 extra rows are never a token or a target).
@@ -18,7 +18,6 @@
 // 312), and the loss: on random tokens it starts near log(50257) = 10.82 (+0.15 from the spread of
 // the initial logits) and stays near it. Checks: the first loss within kStartLossSlack of
 // log(50257), the last one finite; otherwise exit 1 (after printing the figures).
-// With --ops, times the large matmuls, attention and cross-entropy alone (ms, TFLOP/s).
 // The last line is a summary for grep:
 //   gpt_cuda_bench: device="..." batch=8 seq=1024 ms_per_step=... tokens_per_s=... tflops=... mfu=... loss=...
 // Exit codes: 0 success, 1 no GPU or a failed call or check (the message says which), 2 bad flags.
@@ -61,8 +60,6 @@ constexpr double kLearningRate = 6e-4, kBeta2 = 0.95, kWeightDecay = 0.1;
 // initialisation (s = 0.02 sqrt(768) = 0.55 here: +0.15, so ~10.98); a nat more means the forward
 // pass is wrong.
 constexpr double kStartLossSlack = 1.0;
-// Repetitions before the op timings (the first calls pick cuBLASLt algorithms and warm caches).
-constexpr int kOpWarmup = 2;
 
 struct Flags {
   int batch = 8;
@@ -70,8 +67,6 @@ struct Flags {
   int warmup = 3;
   int steps = 10;
   double peak_tflops = 0;  // 0: from the device name
-  bool ops = false;
-  int ops_reps = 10;
   uint64_t seed = 1;
 };
 
@@ -110,24 +105,6 @@ class DeviceMemory {
   std::vector<void*> blocks_;
 };
 
-// Mean milliseconds of `op` over `reps` calls on `stream`, after kOpWarmup untimed ones.
-Result<double> TimeOp(cudaStream_t stream, int reps, const std::function<Status()>& op) {
-  for (int i = 0; i < kOpWarmup; ++i) DSLAUNCH_RETURN_IF_ERROR(op());
-  cudaEvent_t start = nullptr, stop = nullptr;
-  DSLAUNCH_RETURN_IF_ERROR(cu::CudaStatus(cudaEventCreate(&start), "TimeOp", "cudaEventCreate"));
-  DSLAUNCH_RETURN_IF_ERROR(cu::CudaStatus(cudaEventCreate(&stop), "TimeOp", "cudaEventCreate"));
-  Status s = cu::CudaStatus(cudaEventRecord(start, stream), "TimeOp", "cudaEventRecord");
-  for (int i = 0; i < reps && s.ok(); ++i) s = op();
-  if (s.ok()) s = cu::CudaStatus(cudaEventRecord(stop, stream), "TimeOp", "cudaEventRecord");
-  if (s.ok()) s = cu::CudaStatus(cudaEventSynchronize(stop), "TimeOp", "cudaEventSynchronize");
-  float ms = 0;
-  if (s.ok()) s = cu::CudaStatus(cudaEventElapsedTime(&ms, start, stop), "TimeOp", "cudaEventElapsedTime");
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
-  if (!s.ok()) return s;
-  return static_cast<double>(ms) / reps;
-}
-
 // The training state of one GPU: bf16 parameters and gradients for the model, fp32 master
 // weights, gradients and moments for AdamW.
 struct Training {
@@ -163,83 +140,6 @@ struct Training {
 };
 
 double GiB(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
-
-// The large kernels alone at the model's shapes (zeroed inputs: timing does not depend on values).
-Status TimeOps(const cu::CublasLtContext& ctx, const Flags& flags, const int* targets, cudaStream_t stream) {
-  const int b = flags.batch, t = flags.seq, n = b * t, c = kWidth, v = kPaddedVocab, nh = kHeads;
-  const size_t nv = static_cast<size_t>(n) * v;
-  DeviceMemory mem;
-  Bf16 *in = nullptr, *out = nullptr, *probs = nullptr, *weight = nullptr, *bias = nullptr, *din = nullptr,
-       *dweight = nullptr, *qkv = nullptr, *att = nullptr, *atty = nullptr, *dqkv = nullptr, *scratch = nullptr;
-  float* losses = nullptr;
-  const size_t att_count = static_cast<size_t>(b) * nh * t * t;
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&in, static_cast<size_t>(n) * 4 * c, "ops input"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&out, nv, "ops output / logits"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&probs, nv, "ops probs"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&weight, static_cast<size_t>(v) * c, "ops weight"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&dweight, static_cast<size_t>(v) * c, "ops weight gradient"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&bias, static_cast<size_t>(4) * c, "ops bias"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&din, static_cast<size_t>(n) * 4 * c, "ops input gradient"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&qkv, static_cast<size_t>(n) * 3 * c, "ops qkv"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&dqkv, static_cast<size_t>(n) * 3 * c, "ops dqkv"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&att, att_count, "ops att"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&atty, static_cast<size_t>(n) * c, "ops attention output"));
-  DSLAUNCH_RETURN_IF_ERROR(
-      mem.Allocate(&scratch, static_cast<size_t>(cu::AttentionBackwardScratchElements(t, nh)), "ops scratch"));
-  DSLAUNCH_RETURN_IF_ERROR(mem.Allocate(&losses, static_cast<size_t>(n), "ops losses"));
-  for (auto [p, bytes] : {std::pair<void*, size_t>{in, size_t{2} * n * 4 * c}, {out, 2 * nv}, {probs, 2 * nv},
-                          {weight, size_t{2} * v * c}, {dweight, size_t{2} * v * c}, {bias, size_t{8} * c},
-                          {din, size_t{2} * n * 4 * c}, {qkv, size_t{6} * n * c}, {dqkv, size_t{6} * n * c},
-                          {att, 2 * att_count}, {atty, size_t{2} * n * c}}) {
-    DSLAUNCH_RETURN_IF_ERROR(cu::CudaStatus(cudaMemsetAsync(p, 0, bytes, stream), "TimeOps", "cudaMemsetAsync"));
-  }
-
-  std::printf("\nkernels alone (batch %d x %d, bf16, mean of %d after %d warm-up calls):\n", b, t, flags.ops_reps,
-              kOpWarmup);
-  auto report = [&](const char* name, double flops, const std::function<Status()>& op) -> Status {
-    DSLAUNCH_ASSIGN_OR_RETURN(const double ms, TimeOp(stream, flags.ops_reps, op));
-    if (flops > 0) {
-      std::printf("  %-34s %9.3f ms  %7.1f TFLOP/s\n", name, ms, flops / (ms * 1e-3) / 1e12);
-    } else {
-      std::printf("  %-34s %9.3f ms\n", name, ms);
-    }
-    return Status::Ok();
-  };
-  const double dn = n;
-  struct LinearShape {
-    const char* name;
-    int in_dim, out_dim;
-    bool bias;
-  };
-  for (const LinearShape& s : {LinearShape{"qkv (c_attn) forward", c, 3 * c, true},
-                               LinearShape{"attn c_proj forward", c, c, true},
-                               LinearShape{"mlp c_fc forward", c, 4 * c, true},
-                               LinearShape{"mlp c_proj forward", 4 * c, c, true},
-                               LinearShape{"lm head forward", c, v, false}}) {
-    DSLAUNCH_RETURN_IF_ERROR(report(s.name, 2.0 * dn * s.in_dim * s.out_dim, [&] {
-      return cu::LinearForward(ctx, out, in, weight, s.bias ? bias : nullptr, n, s.in_dim, s.out_dim, stream);
-    }));
-  }
-  DSLAUNCH_RETURN_IF_ERROR(report("lm head backward (din, dweight)", 4.0 * dn * c * v, [&] {
-    return cu::LinearBackward<Bf16>(ctx, din, dweight, nullptr, out, in, weight, n, c, v, stream);
-  }));
-  // Attention FLOPs as the kernel does them: the whole T x T square (masked half included),
-  // 2 matmuls forward, 4 backward, each 2 B T^2 C.
-  const double square = 2.0 * b * static_cast<double>(t) * t * c;
-  DSLAUNCH_RETURN_IF_ERROR(report("attention forward", 2 * square, [&] {
-    return cu::AttentionForward(ctx, atty, att, qkv, b, t, c, nh, stream);
-  }));
-  DSLAUNCH_RETURN_IF_ERROR(report("attention backward", 4 * square, [&] {
-    return cu::AttentionBackward(ctx, dqkv, scratch, atty, qkv, att, b, t, c, nh, stream);
-  }));
-  DSLAUNCH_RETURN_IF_ERROR(report("cross-entropy forward", 0, [&] {
-    return cu::CrossEntropyForward(losses, probs, out, targets, n, v, stream);
-  }));
-  DSLAUNCH_RETURN_IF_ERROR(report("cross-entropy backward", 0, [&] {
-    return cu::CrossEntropyBackward(out, probs, targets, 1.0f / n, n, v, stream);
-  }));
-  return cu::CudaStatus(cudaStreamSynchronize(stream), "TimeOps", "cudaStreamSynchronize");
-}
 
 int Run(const Flags& flags) {
   int devices = 0;
@@ -395,9 +295,6 @@ int Run(const Flags& flags) {
     std::fprintf(stderr, "gpt_cuda_bench: the last loss is not finite (%f)\n", *last);
     rc = 1;
   }
-  if (flags.ops) {
-    if (Status s = TimeOps(*ctx, flags, targets, stream); !s.ok()) return Fail(s);
-  }
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
   (void)cudaStreamDestroy(stream);
@@ -416,7 +313,7 @@ int Run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   Flags flags;
-  CLI::App app{"GPT-2 124M training steps on one GPU in bf16: tokens/s, MFU, and the large kernels alone"};
+  CLI::App app{"GPT-2 124M training steps on one GPU in bf16: tokens/s and MFU"};
   app.add_option("--batch", flags.batch, "sequences per step")->check(CLI::Range(1, 1024));
   app.add_option("--seq", flags.seq, "tokens per sequence (at most the block, 1024)")->check(CLI::Range(1, kBlock));
   app.add_option("--warmup", flags.warmup, "untimed steps first (at least 1: its loss is checked)")
@@ -426,8 +323,6 @@ int main(int argc, char** argv) {
                  "dense bf16 peak for the MFU (default from the device name: H100 SXM/H200 989, H100 PCIe 756, "
                  "A100 312)")
       ->check(CLI::PositiveNumber);
-  app.add_flag("--ops", flags.ops, "also time the large kernels alone at the model's shapes");
-  app.add_option("--ops_reps", flags.ops_reps, "timed calls per kernel with --ops")->check(CLI::Range(1, 10000));
   app.add_option("--seed", flags.seed, "initialisation and token seed");
   try {
     app.parse(argc, argv);

@@ -17,8 +17,9 @@
 # instead of reporting skips. Exit status: 0 when every test passed and the benchmark ran.
 set -euo pipefail
 
-gpu_programs() {  # the gpu tier's test programs and the op benchmark, relative to a build dir
-  echo tests/runtime_ops_cuda_gpu_test tests/runtime_nccl_comm_gpu_test bin/cuda_ops_bench
+gpu_programs() {  # the gpu tier's test programs and the two GPU benchmarks, relative to a build dir
+  echo tests/runtime_ops_cuda_gpu_test tests/runtime_nccl_comm_gpu_test tests/runtime_models_cuda_gpu_test \
+    bin/cuda_ops_bench bin/gpt_cuda_bench
 }
 
 build() {  # build BUILD_DIR: configures with CUDA and NCCL on and builds the gpu programs
