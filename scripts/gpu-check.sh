@@ -14,7 +14,7 @@
 #                                        each one's output under $OUT (or DIR/results) when set
 #
 # Each test program runs with DSLAUNCH_REQUIRE=gpu, so a machine whose GPU is not usable fails
-# instead of reporting skips. Exit status: 0 when every test passed and the benchmark ran.
+# instead of reporting skips, and for at most DSLAUNCH_GPU_PROGRAM_TIMEOUT seconds (300). Exit status: 0 when every test passed and the benchmark ran.
 set -euo pipefail
 
 gpu_programs() {  # the gpu tier's test programs and the two GPU benchmarks, relative to a build dir
@@ -62,10 +62,12 @@ run_programs() {  # run_programs DIR_WITH_PROGRAMS RESULTS_DIR [bench-only]
     local name; name="$(basename "$p")"
     [[ -n "$only" && "$name" != *_bench ]] && continue
     echo "== $name"
+    # A hung program must not eat a lent machine's minutes: each is bounded.
+    local limit="${DSLAUNCH_GPU_PROGRAM_TIMEOUT:-300}"
     if [[ "$name" == *_bench ]]; then
-      "$exe" 2>&1 | tee "$results/$name.txt" || status=1
+      timeout "$limit" "$exe" 2>&1 | tee "$results/$name.txt" || status=1
     else
-      "$exe" --duration=true 2>&1 | tee "$results/$name.txt" || status=1
+      timeout "$limit" "$exe" --duration=true 2>&1 | tee "$results/$name.txt" || status=1
     fi
   done
   return "$status"
@@ -80,10 +82,13 @@ case "${1:-}" in
     rm -rf "$out" && mkdir -p "$out/lib"
     for p in $(gpu_programs); do
       cp "$build_dir/$p" "$out/" && strip --strip-debug "$out/$(basename "$p")"
-      # Every library outside glibc and the CUDA toolkit travels along.
+      # Every library outside glibc, the C++ runtime and the CUDA toolkit travels along. The C++
+      # runtime stays behind: the GPU machine's own is newer, and the CUDA libraries there may need
+      # symbols that this Debian 12 one lacks.
       ldd "$build_dir/$p" | awk '/=> \// {print $3}' | while read -r lib; do
         case "$lib" in
           */libc.so*|*/libm.so*|*/libpthread.so*|*/libdl.so*|*/librt.so*|*/ld-linux*) ;;
+          */libstdc++.so*|*/libgcc_s.so*) ;;
           */libcuda.so*|*/libcudart.so*|*/libcublas*|*/libnccl.so*|/usr/local/cuda*) ;;
           *) cp -Ln "$lib" "$out/lib/" ;;
         esac
