@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/core/sixteen_bit_float.h"
+#include "tests/support/device_array.h"
 #include "tests/support/gpu_device.h"
 #include "tests/support/test_endpoint.h"
 
@@ -22,35 +23,11 @@ namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
+using dslaunch::testing::DeviceArray;
 using dslaunch::testing::TestEndpoint;
 
 // Bounds a broken test; a world-1 group forms in well under a second.
 constexpr milliseconds kInitTimeout{30000};
-
-// Device memory of `count` elements of T, freed at scope exit.
-template <typename T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t count) : count_(count) { REQUIRE(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)) == cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  T* data() const { return data_; }
-  size_t count() const { return count_; }
-  void Put(const std::vector<T>& host) {
-    REQUIRE(host.size() == count_);
-    REQUIRE(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  std::vector<T> Get() const {
-    std::vector<T> host(count_);
-    REQUIRE(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return host;
-  }
-
- private:
-  T* data_ = nullptr;
-  size_t count_;
-};
 
 std::vector<float> Ramp(size_t n, float start) {
   std::vector<float> v(n);
@@ -75,7 +52,7 @@ TEST_CASE("NCCL forms a group of one through the store and runs every collective
   CHECK(client->Check({NcclUniqueIdKey(0)}).value());
 
   constexpr size_t kCount = 1000;  // not a multiple of anything NCCL chunks by
-  DeviceBuffer<float> data(kCount);
+  DeviceArray<float> data(kCount);
   data.Put(Ramp(kCount, -3.0f));
   REQUIRE(comm->AllReduce(BufferView{data.data(), kCount, DType::kFloat32}, ReduceOp::kSum).ok());
   CHECK(data.Get() == Ramp(kCount, -3.0f));  // the sum over one rank
@@ -87,17 +64,17 @@ TEST_CASE("NCCL forms a group of one through the store and runs every collective
   std::vector<BFloat16> halves(kCount);
   const std::vector<float> ramp = Ramp(kCount, 1.0f);
   FloatToBFloat16(ramp, halves);
-  DeviceBuffer<BFloat16> sixteen(kCount);
+  DeviceArray<BFloat16> sixteen(kCount);
   sixteen.Put(halves);
   REQUIRE(comm->AllReduce(BufferView{sixteen.data(), kCount, DType::kBFloat16}, ReduceOp::kSum).ok());
   CHECK(sixteen.Get() == halves);
 
-  DeviceBuffer<float> out(kCount);
+  DeviceArray<float> out(kCount);
   REQUIRE(comm->ReduceScatter(ConstBufferView{data.data(), kCount, DType::kFloat32},
                               BufferView{out.data(), kCount, DType::kFloat32}, {kCount}, ReduceOp::kSum)
               .ok());
   CHECK(out.Get() == data.Get());
-  DeviceBuffer<float> gathered(kCount);
+  DeviceArray<float> gathered(kCount);
   REQUIRE(comm->AllGather(ConstBufferView{data.data(), kCount, DType::kFloat32},
                           BufferView{gathered.data(), kCount, DType::kFloat32}, {kCount})
               .ok());
@@ -115,9 +92,9 @@ TEST_CASE("Buckets enqueued in one group after a compute stream's kernels are al
   cudaStream_t compute = nullptr;
   REQUIRE(cudaStreamCreate(&compute) == cudaSuccess);
   constexpr size_t kBucket = 4096;
-  std::vector<std::unique_ptr<DeviceBuffer<float>>> buckets;
+  std::vector<std::unique_ptr<DeviceArray<float>>> buckets;
   for (int b = 0; b < 3; ++b) {
-    buckets.push_back(std::make_unique<DeviceBuffer<float>>(kBucket));
+    buckets.push_back(std::make_unique<DeviceArray<float>>(kBucket));
     // The "backward" fills the bucket on the compute stream; the reduction must see these bytes.
     REQUIRE(cudaMemsetAsync(buckets.back()->data(), 0x3f, kBucket * sizeof(float), compute) == cudaSuccess);
   }
@@ -145,7 +122,7 @@ TEST_CASE("A host pointer is refused before NCCL sees it, and the communicator s
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message().find("host pointer") != std::string::npos);
   CHECK(comm->health().ok());
-  DeviceBuffer<float> data(16);
+  DeviceArray<float> data(16);
   data.Put(host);
   CHECK(comm->AllReduce(BufferView{data.data(), 16, DType::kFloat32}, ReduceOp::kSum).ok());
 }
@@ -157,7 +134,7 @@ TEST_CASE("An abort requested from another thread ends the next collective and e
   auto comm = WorldOfOne(*client);
   std::thread watchdog([&] { comm->RequestAbort("watchdog: no progress for 30 s"); });
   watchdog.join();
-  DeviceBuffer<float> data(64);
+  DeviceArray<float> data(64);
   Status st = comm->AllReduce(BufferView{data.data(), 64, DType::kFloat32}, ReduceOp::kSum);
   // At world size 1 the reduction may finish before the first poll looks at the flag: then the
   // next call must see it.

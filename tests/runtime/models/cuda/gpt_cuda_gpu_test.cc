@@ -22,10 +22,13 @@
 #include "runtime/models/gpt.h"
 #include "runtime/ops/cuda/ops.h"
 #include "tests/fakes/flat_parameter_access.h"
+#include "tests/support/device_array.h"
 #include "tests/support/gpu_device.h"
 
 namespace dslaunch::runtime {
 namespace {
+
+using dslaunch::testing::DeviceArray;
 
 namespace cu = ops::cuda;
 
@@ -72,34 +75,6 @@ constexpr double kTrainToleranceF32 = 1e-3;
 // softmax, which the emulation does not. 0.02 (0.5% of the loss) is 13x the emulated difference
 // and far below a wrong step (each step here lowers the loss by 0.06 to 0.3).
 constexpr double kTrainToleranceBf16 = 0.02;
-
-// Device memory of `count` elements of U, freed at scope exit.
-template <typename U>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t count) : count_(count) {
-    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(count, 1) * sizeof(U)) == cudaSuccess);
-  }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  U* data() const { return data_; }
-  size_t count() const { return count_; }
-  void Put(const std::vector<U>& host) {
-    REQUIRE(host.size() == count_);
-    REQUIRE(cudaMemcpy(data_, host.data(), count_ * sizeof(U), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  std::vector<U> Get() const {
-    std::vector<U> host(count_);
-    REQUIRE(cudaMemcpy(host.data(), data_, count_ * sizeof(U), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return host;
-  }
-  void Zero() { REQUIRE(cudaMemset(data_, 0, count_ * sizeof(U)) == cudaSuccess); }
-
- private:
-  U* data_ = nullptr;
-  size_t count_;
-};
 
 void RequireOk(const Status& s) { REQUIRE_MESSAGE(s.ok(), s.ToString()); }
 

@@ -12,10 +12,13 @@
 
 #include "runtime/core/random.h"
 #include "runtime/core/sixteen_bit_float.h"
+#include "tests/support/device_array.h"
 #include "tests/support/gpu_device.h"
 
 namespace dslaunch::runtime::ops::cuda {
 namespace {
+
+using dslaunch::testing::DeviceArray;
 
 // Past the launchers' grid cap (2^16 blocks of 256 threads = 2^24 threads), so every thread's
 // grid-stride loop takes a second turn; odd, so the tail is partial.
@@ -41,37 +44,6 @@ struct Host<__half> {
   using Type = Half;
   static float ToFloat(Half x) { return HalfToFloat(x); }
   static Half FromFloat(float x) { return FloatToHalf(x); }
-};
-
-// Device memory of `count` elements of U, freed at scope exit.
-template <typename U>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t count) : count_(count) {
-    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(U)) == cudaSuccess);
-  }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  U* data() const { return data_; }
-  // Host values of the same size as U (bit copies: BFloat16 for __nv_bfloat16).
-  template <typename H>
-  void Put(const std::vector<H>& host) {
-    static_assert(sizeof(H) == sizeof(U));
-    REQUIRE(host.size() == count_);
-    REQUIRE(cudaMemcpy(data_, host.data(), count_ * sizeof(U), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  template <typename H>
-  std::vector<H> Get() const {
-    static_assert(sizeof(H) == sizeof(U));
-    std::vector<H> host(count_);
-    REQUIRE(cudaMemcpy(host.data(), data_, count_ * sizeof(U), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return host;
-  }
-
- private:
-  U* data_ = nullptr;
-  size_t count_;
 };
 
 // Values in [-scale, scale), stored in H (rounded).
