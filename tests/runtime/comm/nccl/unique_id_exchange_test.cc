@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -21,6 +22,16 @@ using dslaunch::testing::TestEndpoint;
 // an error or a stop is checked against a fraction of it.
 constexpr milliseconds kLongTimeout{20000};
 
+// Waits until `n` GETs are parked at the store (the ranks are waiting for the id), instead of
+// guessing how long that takes.
+void WaitForParkedGets(TestEndpoint& ep, size_t n) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (ep.OnIo([&] { return ep.store().store().num_waiters(); }) != n) {
+    REQUIRE_MESSAGE(Clock::now() < deadline, "fewer than " << n << " GETs parked at the store after 10 s");
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
 NcclUniqueIdBytes Pattern(char seed) {
   NcclUniqueIdBytes id;
   for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(seed + i * 13);
@@ -31,20 +42,25 @@ TEST_CASE("Every rank reads the id rank 0 made, also when rank 0 publishes after
   TestEndpoint ep;
   constexpr int kWorld = 4;
   UniqueIdExchangeOptions options{.context_id = 0, .timeout = kLongTimeout};
-  std::vector<std::future<Result<NcclUniqueIdBytes>>> ranks;
-  int made = 0;
-  for (int r = kWorld - 1; r >= 0; --r) {
-    ranks.push_back(std::async(std::launch::async, [&, r] {
+  std::atomic<int> made{0};
+  auto make = [&]() -> Result<NcclUniqueIdBytes> {
+    ++made;
+    return Pattern('a');
+  };
+  std::vector<std::future<Result<NcclUniqueIdBytes>>> others;
+  for (int r = 1; r < kWorld; ++r) {
+    others.push_back(std::async(std::launch::async, [&, r] {
       auto client = ep.Client();
-      // Rank 0 is the slowest to start: the others are already waiting on the key.
-      if (r == 0) std::this_thread::sleep_for(milliseconds(300));
-      return ExchangeUniqueId(*client, r, [&]() -> Result<NcclUniqueIdBytes> {
-        ++made;
-        return Pattern('a');
-      }, options);
+      return ExchangeUniqueId(*client, r, make, options);
     }));
   }
-  for (auto& f : ranks) {
+  // Rank 0 is the slowest to start: the others are already waiting on the key.
+  WaitForParkedGets(ep, kWorld - 1);
+  auto client = ep.Client();
+  auto zero = ExchangeUniqueId(*client, 0, make, options);
+  REQUIRE_MESSAGE(zero.ok(), zero.status().ToString());
+  CHECK(*zero == Pattern('a'));
+  for (auto& f : others) {
     auto id = f.get();
     REQUIRE_MESSAGE(id.ok(), id.status().ToString());
     CHECK(*id == Pattern('a'));
@@ -78,7 +94,7 @@ TEST_CASE("A rank 0 that cannot make an id fails every rank at once with its rea
                                {.timeout = kLongTimeout});
     return std::pair{id.status(), Clock::now() - start};
   });
-  std::this_thread::sleep_for(milliseconds(200));
+  WaitForParkedGets(ep, 1);
   auto client = ep.Client();
   auto zero = ExchangeUniqueId(
       *client, 0, [] { return Result<NcclUniqueIdBytes>(UnavailableError("ncclGetUniqueId: no network interface")); },
@@ -112,18 +128,19 @@ TEST_CASE("A stop while waiting for the id ends the wait with kAborted") {
   std::atomic<bool> stop{false};
   auto waiting = std::async(std::launch::async, [&] {
     auto client = ep.Client();
-    const auto start = Clock::now();
     auto id = ExchangeUniqueId(*client, 3, [] { return Result<NcclUniqueIdBytes>(Pattern('?')); },
                                {.timeout = kLongTimeout, .stop = &stop});
-    return std::pair{id.status(), Clock::now() - start};
+    return std::pair{id.status(), Clock::now()};
   });
-  std::this_thread::sleep_for(milliseconds(300));
+  WaitForParkedGets(ep, 1);
+  const auto stopped = Clock::now();
   stop.store(true);
-  auto [status, waited] = waiting.get();
+  auto [status, returned] = waiting.get();
   REQUIRE_FALSE(status.ok());
   CHECK(status.code() == StatusCode::kAborted);
   CHECK(status.message().find("stopped while waiting") != std::string::npos);
-  CHECK(waited < milliseconds(300) + 4 * kUniqueIdStopPoll);
+  // The GET in progress ends at its slice; the next look at the flag returns.
+  CHECK(returned - stopped < 4 * kUniqueIdStopPoll);
 }
 
 TEST_CASE("A record that is not an id fails the reader with kDataLoss") {
