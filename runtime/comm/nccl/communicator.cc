@@ -338,7 +338,9 @@ Status NcclCommunicator::EnqueueReduceScatter(ConstBufferView input, BufferView 
   for (int r = 0; r < world_size(); ++r) {
     if (counts[r] == 0) continue;
     const void* send = static_cast<const char*>(input.data) + offsets[r] * elem;
-    ncclResult_t rc = ncclReduce(send, r == rank() ? output.data : nullptr, counts[r], type, NcclOp(op), r, comm_, stream_);
+    // recvbuff is read only on the root; elsewhere a valid device pointer is passed all the same.
+    void* receive = r == rank() ? output.data : const_cast<void*>(send);
+    ncclResult_t rc = ncclReduce(send, receive, counts[r], type, NcclOp(op), r, comm_, stream_);
     if (first == ncclSuccess && rc != ncclSuccess && rc != ncclInProgress) first = rc;
   }
   ncclResult_t end = ncclGroupEnd();
