@@ -4,18 +4,14 @@
 
 #include <algorithm>
 #include <functional>
-#include <thread>
+
+#include "runtime/comm/nccl/poll.h"
 
 namespace dslaunch::runtime {
 namespace {
 
 static_assert(NCCL_UNIQUE_ID_BYTES == kNcclUniqueIdBytes, "the store record holds NCCL_UNIQUE_ID_BYTES");
 static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes);
-
-// Polling NCCL's state and the stream: start fast (a small collective finishes in microseconds),
-// back off to a bound that keeps an idle wait cheap and an abort prompt.
-constexpr std::chrono::microseconds kFirstPoll{20};
-constexpr std::chrono::microseconds kMaxPoll{2000};
 
 std::string NcclText(ncclResult_t rc, ncclComm_t comm) {
   std::string text = ncclGetErrorString(rc);
@@ -60,25 +56,11 @@ bool AllEqual(const std::vector<size_t>& counts) {
   return std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end();
 }
 
-// Polls `done` (true when finished, or an error) with back-off until it finishes, `abort_reason`
-// says why to stop (non-empty), or `deadline` passes.
-struct PollOutcome {
-  Status status;              // the error of `done`, when it failed
-  std::string abort_reason;   // non-empty: stopped for this reason
-  bool timed_out = false;
-};
+// Polls with the real clock (runtime/comm/nccl/poll.h).
 template <typename Done, typename AbortReason>
 PollOutcome Poll(Done done, AbortReason abort_reason, std::chrono::steady_clock::time_point deadline) {
-  auto pause = kFirstPoll;
-  for (;;) {
-    Result<bool> finished = done();
-    if (!finished.ok()) return {finished.status(), "", false};
-    if (*finished) return {};
-    if (std::string why = abort_reason(); !why.empty()) return {Status::Ok(), why, false};
-    if (std::chrono::steady_clock::now() >= deadline) return {Status::Ok(), "", true};
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, kMaxPoll);
-  }
+  SteadyPollClock clock;
+  return PollUntil(clock, done, abort_reason, deadline);
 }
 
 std::string Seconds(std::chrono::milliseconds d) {
@@ -195,7 +177,7 @@ NcclCommunicator::~NcclCommunicator() {
             return true;
           },
           [&]() { return AbortReason(); }, std::chrono::steady_clock::now() + options_.collective_timeout);
-      finalized = done.status.ok() && done.abort_reason.empty() && !done.timed_out;
+      finalized = done.finished();
     }
     if (finalized) {
       ncclCommDestroy(comm_);
