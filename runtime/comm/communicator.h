@@ -1,6 +1,6 @@
 // Communicator: the collectives the ZeRO engine needs, behind one interface with a Gloo (CPU), an
-// in-process (tests/fakes/thread_communicator.h) and later an NCCL implementation. Contract and
-// failure semantics in docs/communicator.md.
+// in-process (tests/fakes/thread_communicator.h) and an NCCL (GPU, runtime/comm/nccl/)
+// implementation. Contract and failure semantics in docs/communicator.md.
 //
 // Calls are collective: every rank of the group makes the same calls in the same order with
 // matching arguments (same op, dtype and counts). Each call blocks until this rank's part is done
@@ -151,11 +151,12 @@ class Communicator {
   Status CheckAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) const;
   // kAborted after an earlier error, naming it.
   Status Usable() const;
-  // Keeps the first error as health(); returns `status`.
+  // Keeps the first error other than kInvalidArgument as health(); returns `status`.
   Status Record(Status status);
 
   // The collectives proper. Called only with validated arguments on a healthy communicator; any
-  // error they return makes the communicator unusable.
+  // error they return but kInvalidArgument (an implementation's own check, e.g. NCCL's of device
+  // memory) makes the communicator unusable.
   virtual Status DoAllReduce(BufferView data, ReduceOp op) = 0;
   virtual Status DoReduceScatter(ConstBufferView input, BufferView output,
                                  const std::vector<size_t>& counts, ReduceOp op) = 0;

@@ -120,8 +120,9 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(StoreClient& 
   ncclComm_t comm = nullptr;
   ncclResult_t rc = ncclCommInitRankConfig(&comm, world, id, rank, &config);
   if (rc != ncclSuccess && rc != ncclInProgress) {
+    const std::string text = NcclText(rc, comm);
     if (comm != nullptr) ncclCommAbort(comm);
-    return UnavailableError(who + ": ncclCommInitRankConfig: " + NcclText(rc, comm));
+    return UnavailableError(who + ": ncclCommInitRankConfig: " + text);
   }
   PollOutcome init = Poll(
       [&]() -> Result<bool> {
