@@ -1,0 +1,198 @@
+// A host stand-in for what runtime/models/cuda/gpt.cc calls: the CUDA runtime's memory calls on
+// host memory, and the layer ops of runtime/ops/cuda/ops.h as the CPU ops of runtime/ops/cpu/ (fp32
+// only; bf16 and fp16 return an error). Linked instead of libcudart and runtime_ops_cuda, it lets
+// the unit tier run GptCuda's order of operations against GptModel on a machine without a GPU
+// (tests/runtime/models/cuda/gpt_cuda_host_test.cc). The kernels themselves are the gpu tier's.
+//
+// Fresh allocations are filled with 0xff bytes (NaN as floats), so a buffer read before it is
+// written shows up in the loss or the gradients.
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "runtime/ops/cpu/ops.h"
+#include "runtime/ops/cuda/cublaslt_context.h"
+#include "runtime/ops/cuda/cuda_status.h"
+#include "runtime/ops/cuda/ops.h"
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = std::malloc(bytes > 0 ? bytes : 1);
+  if (*p == nullptr) return cudaErrorMemoryAllocation;
+  std::memset(*p, 0xff, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpyKind, cudaStream_t) {
+  std::memmove(to, from, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+}  // extern "C"
+
+namespace dslaunch::runtime::ops::cuda {
+namespace {
+
+namespace cpu = dslaunch::runtime::ops;
+
+// The CPU ops are fp32: the stand-in runs GptCuda<float> only.
+template <typename T>
+Status Fp32Only(const char* op) {
+  if constexpr (std::is_same_v<T, float>) {
+    return Status::Ok();
+  } else {
+    return InternalError(std::string(op) + ": the host stand-in of the CUDA ops runs fp32 only");
+  }
+}
+
+}  // namespace
+
+Status CudaStatus(cudaError_t err, std::string_view op, std::string_view what) {
+  if (err == cudaSuccess) return Status::Ok();
+  return InternalError(std::string(op) + ": " + std::string(what) + ": host stand-in error " + std::to_string(err));
+}
+
+Result<CublasLtContext> CublasLtContext::Create(size_t) { return CublasLtContext(); }
+CublasLtContext::CublasLtContext(CublasLtContext&&) noexcept {}
+CublasLtContext& CublasLtContext::operator=(CublasLtContext&&) noexcept { return *this; }
+CublasLtContext::~CublasLtContext() = default;
+
+long AttentionBackwardScratchElements(int t, int nh) { return static_cast<long>(nh) * t * t; }
+
+template <typename T>
+Status LinearForward(const CublasLtContext&, T* out, const T* in, const T* weight, const T* bias, int n, int in_dim,
+                     int out_dim, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("LinearForward"));
+  if constexpr (std::is_same_v<T, float>) cpu::LinearForward(out, in, weight, bias, n, in_dim, out_dim);
+  return Status::Ok();
+}
+template <typename T>
+Status LinearBackward(const CublasLtContext&, T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
+                      int n, int in_dim, int out_dim, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("LinearBackward"));
+  if constexpr (std::is_same_v<T, float>) cpu::LinearBackward(din, dweight, dbias, dout, in, weight, n, in_dim, out_dim);
+  return Status::Ok();
+}
+template <typename T>
+Status LayerNormForward(T* out, float* mean, float* rstd, const T* in, const T* weight, const T* bias, int n, int c,
+                        cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("LayerNormForward"));
+  if constexpr (std::is_same_v<T, float>) cpu::LayerNormForward(out, mean, rstd, in, weight, bias, n, c);
+  return Status::Ok();
+}
+template <typename T>
+Status LayerNormBackward(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight, const float* mean,
+                         const float* rstd, int n, int c, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("LayerNormBackward"));
+  if constexpr (std::is_same_v<T, float>) cpu::LayerNormBackward(din, dweight, dbias, dout, in, weight, mean, rstd, n, c);
+  return Status::Ok();
+}
+template <typename T>
+Status GeluForward(T* out, const T* in, long count, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("GeluForward"));
+  if constexpr (std::is_same_v<T, float>) cpu::GeluForward(out, in, count);
+  return Status::Ok();
+}
+template <typename T>
+Status GeluBackward(T* din, const T* dout, const T* in, long count, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("GeluBackward"));
+  if constexpr (std::is_same_v<T, float>) cpu::GeluBackward(din, dout, in, count);
+  return Status::Ok();
+}
+template <typename T>
+Status EmbeddingForward(T* out, const int* tokens, const T* wte, const T* wpe, int b, int t, int c, int,
+                        cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("EmbeddingForward"));
+  if constexpr (std::is_same_v<T, float>) cpu::EmbeddingForward(out, tokens, wte, wpe, b, t, c);
+  return Status::Ok();
+}
+template <typename T>
+Status EmbeddingBackward(float* dwte, float* dwpe, const T* dout, const int* tokens, int b, int t, int c, int,
+                         cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("EmbeddingBackward"));
+  if constexpr (std::is_same_v<T, float>) cpu::EmbeddingBackward(dwte, dwpe, dout, tokens, b, t, c);
+  return Status::Ok();
+}
+template <typename T>
+Status AttentionForward(const CublasLtContext&, T* out, T* att, const T* qkv, int b, int t, int c, int nh,
+                        cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("AttentionForward"));
+  if constexpr (std::is_same_v<T, float>) cpu::AttentionForward(out, att, qkv, b, t, c, nh);
+  return Status::Ok();
+}
+template <typename T>
+Status AttentionBackward(const CublasLtContext&, T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int b,
+                         int t, int c, int nh, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("AttentionBackward"));
+  // The scratch is the kernel's own: poison it, so that nothing may count on its contents.
+  std::memset(static_cast<void*>(scratch), 0xff, sizeof(T) * AttentionBackwardScratchElements(t, nh));
+  if constexpr (std::is_same_v<T, float>) cpu::AttentionBackward(dqkv, dout, qkv, att, b, t, c, nh);
+  return Status::Ok();
+}
+template <typename T>
+Status CrossEntropyForward(float* losses, T* probs, const T* logits, const int* targets, int n, int v, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("CrossEntropyForward"));
+  if constexpr (std::is_same_v<T, float>) cpu::CrossEntropyForward(losses, probs, logits, targets, n, v);
+  return Status::Ok();
+}
+template <typename T>
+Status CrossEntropyBackward(T* dlogits, const T* probs, const int* targets, float dloss, int n, int v, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("CrossEntropyBackward"));
+  if constexpr (std::is_same_v<T, float>) cpu::CrossEntropyBackward(dlogits, probs, targets, dloss, n, v);
+  return Status::Ok();
+}
+template <typename T>
+Status ResidualAdd(T* acc, const T* x, long count, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("ResidualAdd"));
+  if constexpr (std::is_same_v<T, float>) {
+    for (long i = 0; i < count; ++i) acc[i] += x[i];
+  }
+  return Status::Ok();
+}
+template <typename T>
+Status AddFloat(T* acc, const float* x, long count, cudaStream_t) {
+  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("AddFloat"));
+  if constexpr (std::is_same_v<T, float>) {
+    for (long i = 0; i < count; ++i) acc[i] += x[i];
+  }
+  return Status::Ok();
+}
+
+// GptCuda is instantiated for the three element types, so each op is needed for each.
+#define DSLAUNCH_HOST_OPS(T)                                                                                      \
+  template Status LinearForward<T>(const CublasLtContext&, T*, const T*, const T*, const T*, int, int, int,         \
+                                   cudaStream_t);                                                                 \
+  template Status LinearBackward<T>(const CublasLtContext&, T*, T*, T*, const T*, const T*, const T*, int, int, int, \
+                                    cudaStream_t);                                                                \
+  template Status LayerNormForward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, cudaStream_t);   \
+  template Status LayerNormBackward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, int,  \
+                                       int, cudaStream_t);                                                        \
+  template Status GeluForward<T>(T*, const T*, long, cudaStream_t);                                               \
+  template Status GeluBackward<T>(T*, const T*, const T*, long, cudaStream_t);                                    \
+  template Status EmbeddingForward<T>(T*, const int*, const T*, const T*, int, int, int, int, cudaStream_t);       \
+  template Status EmbeddingBackward<T>(float*, float*, const T*, const int*, int, int, int, int, cudaStream_t);    \
+  template Status AttentionForward<T>(const CublasLtContext&, T*, T*, const T*, int, int, int, int, cudaStream_t); \
+  template Status AttentionBackward<T>(const CublasLtContext&, T*, T*, const T*, const T*, const T*, int, int, int, \
+                                       int, cudaStream_t);                                                        \
+  template Status CrossEntropyForward<T>(float*, T*, const T*, const int*, int, int, cudaStream_t);               \
+  template Status CrossEntropyBackward<T>(T*, const T*, const int*, float, int, int, cudaStream_t);               \
+  template Status ResidualAdd<T>(T*, const T*, long, cudaStream_t);                                               \
+  template Status AddFloat<T>(T*, const float*, long, cudaStream_t);
+DSLAUNCH_HOST_OPS(float)
+DSLAUNCH_HOST_OPS(__nv_bfloat16)
+DSLAUNCH_HOST_OPS(__half)
+#undef DSLAUNCH_HOST_OPS
+
+}  // namespace dslaunch::runtime::ops::cuda
