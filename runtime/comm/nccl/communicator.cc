@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "runtime/comm/nccl/poll.h"
+#include "common/text.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -63,8 +63,29 @@ PollOutcome Poll(Done done, AbortReason abort_reason, std::chrono::steady_clock:
   return PollUntil(clock, done, abort_reason, deadline);
 }
 
-std::string Seconds(std::chrono::milliseconds d) {
-  return std::to_string(d.count() / 1000) + "." + std::to_string(d.count() % 1000 / 100) + " s";
+// The communicator's state in non-blocking mode (ncclInProgress while a call is being issued), with
+// a failure of the query itself reported as the state.
+ncclResult_t AsyncState(ncclComm_t comm) {
+  ncclResult_t state = ncclSuccess;
+  if (ncclResult_t q = ncclCommGetAsyncError(comm, &state); q != ncclSuccess) return q;
+  return state;
+}
+
+// Calls `call(r, offset)` for every rank r with a non-empty block (offset: the block's first element)
+// inside one ncclGroupStart/End, so that the calls launch as one. Returns the first failure, or
+// ncclGroupEnd's result (ncclInProgress in non-blocking mode).
+template <typename Call>
+ncclResult_t EachBlockInGroup(const std::vector<size_t>& counts, Call call) {
+  if (ncclResult_t rc = ncclGroupStart(); rc != ncclSuccess) return rc;
+  const std::vector<size_t> offsets = BlockOffsets(counts);
+  ncclResult_t first = ncclSuccess;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] == 0) continue;
+    ncclResult_t rc = call(static_cast<int>(r), offsets[r]);
+    if (first == ncclSuccess && rc != ncclSuccess && rc != ncclInProgress) first = rc;
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return first != ncclSuccess ? first : end;
 }
 
 }  // namespace
@@ -126,8 +147,7 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(StoreClient& 
   }
   PollOutcome init = Poll(
       [&]() -> Result<bool> {
-        ncclResult_t state = ncclSuccess;
-        if (ncclResult_t q = ncclCommGetAsyncError(comm, &state); q != ncclSuccess) state = q;
+        const ncclResult_t state = AsyncState(comm);
         if (state == ncclInProgress) return false;
         if (state != ncclSuccess) return UnavailableError("ncclCommInitRankConfig: " + NcclText(state, comm));
         return true;
@@ -140,7 +160,7 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(StoreClient& 
     ncclCommAbort(comm);
     if (!init.status.ok()) return init.status.WithContext(who);
     if (!init.abort_reason.empty()) return AbortedError(who + ": " + init.abort_reason);
-    return UnavailableError(who + ": the group did not form within " + Seconds(options.init_timeout) +
+    return UnavailableError(who + ": the group did not form within " + FormatSeconds(options.init_timeout) +
                             " (a rank that never called ncclCommInitRankConfig, or a network NCCL cannot use: "
                             "NCCL_DEBUG=INFO shows its bootstrap)");
   }
@@ -171,8 +191,7 @@ NcclCommunicator::~NcclCommunicator() {
     if (rc == ncclSuccess || rc == ncclInProgress) {
       PollOutcome done = Poll(
           [&]() -> Result<bool> {
-            ncclResult_t state = ncclSuccess;
-            ncclCommGetAsyncError(comm_, &state);
+            const ncclResult_t state = AsyncState(comm_);
             if (state == ncclInProgress) return false;
             if (state != ncclSuccess) return UnavailableError(NcclText(state, comm_));
             return true;
@@ -252,19 +271,19 @@ Status NcclCommunicator::Launched(int rc_int, std::string_view what) {
   // Non-blocking mode: the call is still being issued; wait until NCCL has taken it.
   PollOutcome issued = Poll(
       [&]() -> Result<bool> {
-        ncclResult_t state = ncclSuccess;
-        if (ncclResult_t q = ncclCommGetAsyncError(comm_, &state); q != ncclSuccess) state = q;
+        const ncclResult_t state = AsyncState(comm_);
         if (state == ncclInProgress) return false;
         if (state != ncclSuccess) return AbortedError(std::string(what) + ": " + NcclText(state, comm_));
         return true;
       },
       [&]() { return AbortReason(); }, std::chrono::steady_clock::now() + options_.collective_timeout);
-  if (!issued.status.ok()) return Fail(issued.status.WithContext(Who()));
-  if (!issued.abort_reason.empty()) return Fail(AbortedError(Who() + ": " + std::string(what) + ": " + issued.abort_reason));
-  if (issued.timed_out) {
-    return Fail(AbortedError(Who() + ": " + std::string(what) + ": not issued within " +
-                             Seconds(options_.collective_timeout)));
-  }
+  return Waited(issued, what, "not issued within " + FormatSeconds(options_.collective_timeout));
+}
+
+Status NcclCommunicator::Waited(const PollOutcome& outcome, std::string_view what, const std::string& timed_out) {
+  if (!outcome.status.ok()) return Fail(outcome.status.WithContext(Who()));
+  if (!outcome.abort_reason.empty()) return Fail(AbortedError(Who() + ": " + std::string(what) + ": " + outcome.abort_reason));
+  if (outcome.timed_out) return Fail(AbortedError(Who() + ": " + std::string(what) + ": " + timed_out));
   return Status::Ok();
 }
 
@@ -312,22 +331,16 @@ Status NcclCommunicator::EnqueueReduceScatter(ConstBufferView input, BufferView 
                     "ncclReduceScatter");
   }
   // Uneven blocks: block r is reduced onto rank r, all in one group (one launch).
-  const std::vector<size_t> offsets = BlockOffsets(counts);
   const size_t elem = DTypeSize(input.dtype);
-  if (ncclResult_t rc = ncclGroupStart(); rc != ncclSuccess) {
-    return Fail(AbortedError(Who() + ": ncclGroupStart: " + NcclText(rc, comm_)));
-  }
-  ncclResult_t first = ncclSuccess;
-  for (int r = 0; r < world_size(); ++r) {
-    if (counts[r] == 0) continue;
-    const void* send = static_cast<const char*>(input.data) + offsets[r] * elem;
-    // recvbuff is read only on the root; elsewhere a valid device pointer is passed all the same.
-    void* receive = r == rank() ? output.data : const_cast<void*>(send);
-    ncclResult_t rc = ncclReduce(send, receive, counts[r], type, NcclOp(op), r, comm_, stream_);
-    if (first == ncclSuccess && rc != ncclSuccess && rc != ncclInProgress) first = rc;
-  }
-  ncclResult_t end = ncclGroupEnd();
-  return Launched(first != ncclSuccess ? first : end, "ncclReduce per block");
+  return Launched(EachBlockInGroup(counts,
+                                   [&](int r, size_t offset) {
+                                     const void* send = static_cast<const char*>(input.data) + offset * elem;
+                                     // recvbuff is read only on the root; elsewhere a valid device
+                                     // pointer is passed all the same.
+                                     void* receive = r == rank() ? output.data : const_cast<void*>(send);
+                                     return ncclReduce(send, receive, counts[r], type, NcclOp(op), r, comm_, stream_);
+                                   }),
+                  "ncclReduce per block");
 }
 
 Status NcclCommunicator::EnqueueAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) {
@@ -340,28 +353,21 @@ Status NcclCommunicator::EnqueueAllGather(ConstBufferView input, BufferView outp
     return Launched(ncclAllGather(input.data, output.data, counts[0], type, comm_, stream_), "ncclAllGather");
   }
   // Uneven blocks: rank r broadcasts its block into place, all in one group (one launch).
-  const std::vector<size_t> offsets = BlockOffsets(counts);
   const size_t elem = DTypeSize(output.dtype);
-  if (ncclResult_t rc = ncclGroupStart(); rc != ncclSuccess) {
-    return Fail(AbortedError(Who() + ": ncclGroupStart: " + NcclText(rc, comm_)));
-  }
-  ncclResult_t first = ncclSuccess;
-  for (int r = 0; r < world_size(); ++r) {
-    if (counts[r] == 0) continue;
-    void* place = static_cast<char*>(output.data) + offsets[r] * elem;
-    ncclResult_t rc = ncclBroadcast(r == rank() ? input.data : place, place, counts[r], type, r, comm_, stream_);
-    if (first == ncclSuccess && rc != ncclSuccess && rc != ncclInProgress) first = rc;
-  }
-  ncclResult_t end = ncclGroupEnd();
-  return Launched(first != ncclSuccess ? first : end, "ncclBroadcast per block");
+  return Launched(EachBlockInGroup(counts,
+                                   [&](int r, size_t offset) {
+                                     void* place = static_cast<char*>(output.data) + offset * elem;
+                                     return ncclBroadcast(r == rank() ? input.data : place, place, counts[r], type, r,
+                                                          comm_, stream_);
+                                   }),
+                  "ncclBroadcast per block");
 }
 
 Status NcclCommunicator::Synchronize(std::string_view what) {
   DSLAUNCH_RETURN_IF_ERROR(Usable());
   PollOutcome done = Poll(
       [&]() -> Result<bool> {
-        ncclResult_t state = ncclSuccess;
-        if (ncclResult_t q = ncclCommGetAsyncError(comm_, &state); q != ncclSuccess) state = q;
+        const ncclResult_t state = AsyncState(comm_);
         if (state != ncclSuccess && state != ncclInProgress) {
           return AbortedError(std::string(what) + ": " + NcclText(state, comm_) + " (a peer failed or left)");
         }
@@ -371,13 +377,8 @@ Status NcclCommunicator::Synchronize(std::string_view what) {
         return true;
       },
       [&]() { return AbortReason(); }, std::chrono::steady_clock::now() + options_.collective_timeout);
-  if (!done.status.ok()) return Fail(done.status.WithContext(Who()));
-  if (!done.abort_reason.empty()) return Fail(AbortedError(Who() + ": " + std::string(what) + ": " + done.abort_reason));
-  if (done.timed_out) {
-    return Fail(AbortedError(Who() + ": " + std::string(what) + ": not finished within " +
-                             Seconds(options_.collective_timeout) + " (a peer stalled)"));
-  }
-  return Status::Ok();
+  return Waited(done, what,
+                "not finished within " + FormatSeconds(options_.collective_timeout) + " (a peer stalled)");
 }
 
 Status NcclCommunicator::DoAllReduce(BufferView data, ReduceOp op) {

@@ -40,6 +40,7 @@
 
 #include "common/store/store_client.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/nccl/poll.h"
 #include "runtime/comm/nccl/unique_id_exchange.h"
 
 typedef struct ncclComm* ncclComm_t;
@@ -115,6 +116,9 @@ class NcclCommunicator : public Communicator {
   // ncclGroupEnd/a collective returned `rc`: waits while NCCL reports ncclInProgress (non-blocking
   // mode), and turns an error into Fail(kAborted) naming `what`.
   Status Launched(int rc, std::string_view what);
+  // The end of a wait for `what`: OK when it finished; otherwise Fail(kAborted) with the
+  // operation's error, the abort's reason, or `timed_out`.
+  Status Waited(const PollOutcome& outcome, std::string_view what, const std::string& timed_out);
   // Whether to abort now, and why ("" when not).
   std::string AbortReason() const;
   std::string Who() const;

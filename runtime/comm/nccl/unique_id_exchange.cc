@@ -2,16 +2,13 @@
 
 #include <algorithm>
 
+#include "common/text.h"
+
 namespace dslaunch::runtime {
 namespace {
 
 constexpr std::string_view kOkTag = "ok:";
 constexpr std::string_view kErrorTag = "error:";
-
-std::string Seconds(std::chrono::milliseconds d) {
-  const auto tenths = d.count() / 100;
-  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " s";
-}
 
 }  // namespace
 
@@ -64,7 +61,7 @@ Result<NcclUniqueIdBytes> ExchangeUniqueId(StoreClient& store, int rank,
     if (options.stop != nullptr && options.stop->load()) return AbortedError(where + ": stopped while waiting for it");
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      return UnavailableError(where + ": not published within " + Seconds(options.timeout) +
+      return UnavailableError(where + ": not published within " + FormatSeconds(options.timeout) +
                               " (is rank 0 running? its log says why it did not get this far)");
     }
     // Rounded up: a GET of 0 ms would not wait at all.
