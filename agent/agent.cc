@@ -18,6 +18,7 @@
 #include "agent/cpu_topology.h"
 #include "agent/line_splitter.h"
 #include "agent/log_files.h"
+#include "agent/log_writer.h"
 #include "agent/node_workers.h"
 #include "agent/progress_files.h"
 #include "agent/progress_watchdog.h"
@@ -73,10 +74,16 @@ class AgentSession {
     signals_.add(SIGHUP);
   }
 
-  ~AgentSession() {
-    // Final sweep: no process of this node's workers outlives the agent, whether the job failed
-    // or succeeded: their process groups, then every descendant that left them (the agent is a
-    // child subreaper, so an orphan that called setsid() is still in its tree).
+  ~AgentSession() { ReleaseNode(); }
+
+  // Final sweep, idempotent: no process of this node's workers outlives the agent, whether the
+  // job failed or succeeded (their process groups, then every descendant that left them: the
+  // agent is a child subreaper, so an orphan that called setsid() is still in its tree), and the
+  // agent's private directory (the secret file, the store proxy's socket) goes. Runs before
+  // AGENT_FAILED is sent, not only at the end: once the launcher hears of the failure it may end
+  // the job and kill this agent at once, and a killed agent would leave the directory, with the
+  // job's secret in it, until another agent of the user sweeps it (agent/secret_dir.h).
+  void ReleaseNode() {
     for (pid_t pgid : workers_.AllGroups()) SignalProcessGroup(pgid, SIGKILL).IgnoreError();
     auto swept = KillAllDescendants();
     if (!swept.ok()) {
@@ -88,6 +95,7 @@ class AgentSession {
     if (!secret_dir_.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(secret_dir_, ec);
+      secret_dir_.clear();
     }
   }
 
@@ -134,7 +142,7 @@ class AgentSession {
   struct Pipe {
     std::unique_ptr<asio::posix::stream_descriptor> fd;
     LineSplitter splitter;
-    UniqueFd log;
+    LogWriter log;
     std::array<char, kReadChunkBytes> buffer{};  // Worker lives on the heap, so this does too
     bool open = true;
   };
@@ -203,8 +211,8 @@ class AgentSession {
     if (!started.ok()) {
       std::cerr << Prefix() << "cannot start the workers of generation " << assignment_.generation << ": "
                 << started.ToString() << "\n";
-      for (pid_t pgid : workers_.AllGroups()) SignalProcessGroup(pgid, SIGKILL).IgnoreError();
       EndProxyGeneration();
+      ReleaseNode();
       Send(control::AgentFailed{assignment_.generation, started.message()});
       exit_code_ = kAgentStartupFailed;
       Exit();
@@ -286,8 +294,8 @@ class AgentSession {
     auto w = std::make_unique<Worker>();
     w->rank = spec.rank;
     w->err_log_path = std::move(logs.files.err_path);
-    w->out.log = std::move(logs.files.out);
-    w->err.log = std::move(logs.files.err);
+    w->out.log = LogWriter(std::move(logs.files.out), std::move(logs.files.out_path));
+    w->err.log = LogWriter(std::move(logs.files.err), w->err_log_path);
     w->error_file = std::move(logs.files.error_file);
     std::map<std::string, std::string> env = spec.env;
     env[env::kErrorFile] = w->error_file;
@@ -330,9 +338,15 @@ class AgentSession {
     if (!pipe.open) return;
     pipe.open = false;
     Deliver(w, stream, pipe, pipe.splitter.Finish());
+    if (pipe.log.lost()) SendOutputLost(w, pipe, stream, /*final=*/true);
     boost::system::error_code ignored;
     pipe.fd->close(ignored);
     MaybeReport(w);
+  }
+
+  void SendOutputLost(const Worker& w, const Pipe& pipe, control::Stream stream, bool final) {
+    Send(control::OutputLost{assignment_.generation, w.rank, stream, pipe.log.path(), pipe.log.first_error(),
+                             pipe.log.lost_bytes(), pipe.log.lost_lines(), final});
   }
 
   void Deliver(Worker& w, control::Stream stream, Pipe& pipe, std::vector<std::string> lines) {
@@ -343,12 +357,10 @@ class AgentSession {
       block += l;
       block += '\n';
     }
-    // The log is the record of the run; a full disk must not stop the job, so errors are ignored.
-    for (size_t off = 0; off < block.size();) {
-      ssize_t n = ::write(pipe.log.get(), block.data() + off, block.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
+    // The log is the record of the run: a full disk must not stop the job, nor go unnoticed. The
+    // launcher hears of the first failed write of each file (it tells the user at once and again
+    // at the end), and of the totals when the stream closes.
+    if (!block.empty() && pipe.log.Append(block).has_value()) SendOutputLost(w, pipe, stream, /*final=*/false);
     if (stream == control::Stream::kStderr) {
       for (const auto& l : lines) {
         if (!control::IsTransientLine(l)) w.err_tail.Add(l);
@@ -790,10 +802,12 @@ int RunAgent(const AgentConfig& config) {
   Status started = session.Start();
   if (!started.ok()) {
     std::cerr << prefix << "cannot start workers: " << started.ToString() << "\n";
-    session.ReportFailure(started);
-    // Workers already started are stopped by the session's destructor. In node mode this is the
+    // Workers already started are stopped, and the private directory removed, before the launcher
+    // hears of the failure (it may kill this agent as soon as it has). In node mode this is the
     // node's exit code: the infrastructure class, as the host reports the job (a scheduler's
     // podFailurePolicy cannot tell the agent's own code 3 from a rank's).
+    session.ReleaseNode();
+    session.ReportFailure(started);
     return node_mode ? kExitInfrastructure : kAgentStartupFailed;
   }
   io.run();

@@ -116,7 +116,9 @@ Result<UniqueFd> JobLogDir::CreateFile(const std::string& name) const {
 
 Result<JobLogDir::WorkerLogs> JobLogDir::CreateWorkerLogs(int rank, int generation) const {
   WorkerLogs l;
-  DSLAUNCH_ASSIGN_OR_RETURN(l.out, CreateFile(WorkerFileName(rank, generation, "stdout.log")));
+  const std::string out_name = WorkerFileName(rank, generation, "stdout.log");
+  DSLAUNCH_ASSIGN_OR_RETURN(l.out, CreateFile(out_name));
+  l.out_path = path_ + "/" + out_name;
   const std::string err_name = WorkerFileName(rank, generation, "stderr.log");
   DSLAUNCH_ASSIGN_OR_RETURN(l.err, CreateFile(err_name));
   l.err_path = path_ + "/" + err_name;

@@ -57,7 +57,8 @@ class JobLogDir {
   // file left under that name is removed first so that it is never taken for this worker's.
   struct WorkerLogs {
     UniqueFd out, err;
-    std::string err_path;    // the stderr log, as the directory's path names it
+    std::string out_path;    // the stdout log, as the directory's path names it
+    std::string err_path;    // the stderr log, likewise
     std::string error_file;  // absolute
   };
   Result<WorkerLogs> CreateWorkerLogs(int rank, int generation) const;

@@ -68,5 +68,9 @@ int main(int argc, char** argv) {
   // Writes to a connection the launcher closed must fail with EPIPE, not kill the agent before
   // it has stopped its workers and cleaned up.
   std::signal(SIGPIPE, SIG_IGN);
+  // A log file past the node's file size limit (ulimit -f) must fail the write (EFBIG, reported
+  // as lost output: agent/log_writer.h), not kill the agent with SIGXFSZ. Workers start with every
+  // signal at its default (common/spawn.h).
+  std::signal(SIGXFSZ, SIG_IGN);
   return dslaunch::agent::RunAgent(config);
 }

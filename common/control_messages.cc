@@ -177,6 +177,24 @@ bool Get(ByteReader& r, WorkerStalled& m, std::string& why) {
          r.String(m.state);
 }
 
+void Put(ByteWriter& w, const OutputLost& m) {
+  w.I32(m.generation).I32(m.rank).U8(static_cast<uint8_t>(m.stream)).String(m.path).String(m.error);
+  w.U64(m.lost_bytes).U64(m.lost_lines).Bool(m.final);
+}
+bool Get(ByteReader& r, OutputLost& m, std::string& why) {
+  uint8_t stream = 0;
+  if (!(r.I32(m.generation) && r.I32(m.rank) && r.U8(stream) && r.String(m.path) && r.String(m.error) &&
+        r.U64(m.lost_bytes) && r.U64(m.lost_lines) && r.Bool(m.final))) {
+    return false;
+  }
+  if (stream != 1 && stream != 2) {
+    why = "unknown stream " + std::to_string(stream);
+    return false;
+  }
+  m.stream = static_cast<Stream>(stream);
+  return true;
+}
+
 void Put(ByteWriter& w, const Release& m) { w.I32(m.generation).I32(m.exit_code); }
 bool Get(ByteReader& r, Release& m, std::string& why) { return r.I32(m.generation) && r.I32(m.exit_code); }
 
@@ -266,6 +284,7 @@ template <> constexpr MessageType TypeOf<AgentFailed>() { return MessageType::kA
 template <> constexpr MessageType TypeOf<WorkerStalled>() { return MessageType::kWorkerStalled; }
 template <> constexpr MessageType TypeOf<Release>() { return MessageType::kRelease; }
 template <> constexpr MessageType TypeOf<WorkerProgress>() { return MessageType::kWorkerProgress; }
+template <> constexpr MessageType TypeOf<OutputLost>() { return MessageType::kOutputLost; }
 
 template <typename T>
 Result<Message> DecodeAs(const wire::Frame& frame) {
@@ -316,6 +335,7 @@ Result<Message> Decode(const wire::Frame& frame) {
     case MessageType::kWorkerStalled: return DecodeAs<WorkerStalled>(frame);
     case MessageType::kRelease: return DecodeAs<Release>(frame);
     case MessageType::kWorkerProgress: return DecodeAs<WorkerProgress>(frame);
+    case MessageType::kOutputLost: return DecodeAs<OutputLost>(frame);
   }
   return InvalidArgumentError("unknown control message type " + std::to_string(frame.type));
 }

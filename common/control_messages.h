@@ -29,7 +29,8 @@ namespace dslaunch::control {
 // 5: WORKER_PROGRESS (a rank's progress report with its figures, for the launcher's view);
 //    WORKER_STARTED carries the worker's log path.
 // 6: ASSIGNMENT carries store_proxy (the agent serves its workers' store traffic).
-inline constexpr uint32_t kProtocolVersion = 6;
+// 7: OUTPUT_LOST (a rank's output could not be written to its log file).
+inline constexpr uint32_t kProtocolVersion = 7;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -45,6 +46,7 @@ enum class MessageType : uint8_t {
   kWorkerStalled = 74,  // agent -> launcher: a rank reported no progress for its watchdog timeout
   kRelease = 75,        // launcher -> agent: the job is over, exit (restartable assignments only)
   kWorkerProgress = 76, // agent -> launcher: a rank's progress report (step and figures)
+  kOutputLost = 77,     // agent -> launcher: a rank's output did not reach its log file
 };
 
 struct Register {
@@ -210,9 +212,24 @@ struct WorkerProgress {
   ProgressFigures figures;
 };
 
+// Output of a rank that the agent could not write to its log file (a full disk, a file over the
+// size limit, an I/O error; docs/launcher.md, "Log files"). Sent when the first write to the file
+// fails, and again with final = true when the rank's stream closes, with the totals. The lines
+// still went to the launcher as OUTPUT when tee is on (the console and the status page have them).
+struct OutputLost {
+  int32_t generation = 0;
+  int32_t rank = 0;
+  Stream stream = Stream::kStdout;
+  std::string path;         // the log file, on the agent's node
+  std::string error;        // the first failed write's error, e.g. "No space left on device"
+  uint64_t lost_bytes = 0;  // so far (all of them when final)
+  uint64_t lost_lines = 0;  // lines not written whole
+  bool final = false;       // the stream is closed: the totals are complete
+};
+
 using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, Output, Stop,
                              AgentDone, Heartbeat, AgentStopping, AgentFailed, WorkerStalled, Release,
-                             WorkerProgress>;
+                             WorkerProgress, OutputLost>;
 
 // Encodes a message as a frame's type and payload.
 wire::Frame Encode(const Message& message);

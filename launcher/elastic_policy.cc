@@ -268,9 +268,9 @@ std::optional<Decision> ElasticPolicy::OnNodeReturned(int node) {
   rescale_pending_ = true;
   Decision d;
   d.kind = Decision::Kind::kRescale;
-  d.line = "dslaunch: generation " + std::to_string(generation_) + ": node " + hosts_[node] +
-           " answers again; scaling up from " + std::to_string(active_.size()) + " to " + Nodes(next.nodes.size()) +
-           " at the next step boundary (not counted as a restart)";
+  d.reason = "node " + hosts_[node] + " answers again; scaling up from " + std::to_string(active_.size()) + " to " +
+             Nodes(next.nodes.size()) + " at the next step boundary (not counted as a restart)";
+  d.line = "dslaunch: generation " + std::to_string(generation_) + ": " + d.reason;
   d.active = std::move(next.nodes);
   return d;
 }

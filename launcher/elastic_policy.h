@@ -105,6 +105,10 @@ struct Decision {
   // 3.0 s); no spare left; continuing on 3 nodes (restart 2 of 5)". A job that is not
   // restartable() need not print it: its summary says all, as before generations existed.
   std::string line;
+  // kRescale: why the current generation stops, the line without its "dslaunch: generation N: "
+  // (the root cause the job runner records, which the generation's end line repeats after that
+  // prefix: "node b answers again; scaling up from 1 to 2 nodes ...").
+  std::string reason;
 };
 
 // One generation, for the final summary.

@@ -20,6 +20,7 @@
 #include "launcher/generation_outcome.h"
 #include "launcher/job_tracker.h"
 #include "launcher/node_mode/membership.h"
+#include "launcher/output_loss.h"
 #include "launcher/status/job_status.h"
 
 namespace dslaunch::launcher {
@@ -332,7 +333,7 @@ class JobRunner::Impl {
       std::optional<Decision> d = policy_->OnNodeReturned(static_cast<int>(c));
       if (d && d->kind == Decision::Kind::kRescale) {
         console_.PrintError(d->line + "\n");
-        Apply(tracker_->OnRescale(d->line));
+        Apply(tracker_->OnRescale(d->reason));
       }
       return Status::Ok();
     }
@@ -594,6 +595,11 @@ class JobRunner::Impl {
               Apply(tracker_->OnAgentStopping(node_rank, m));
             } else if constexpr (std::is_same_v<T, control::AgentFailed>) {
               Apply(tracker_->OnAgentFailed(node_rank, m.reason));
+            } else if constexpr (std::is_same_v<T, control::OutputLost>) {
+              if (std::optional<std::string> line = output_loss_.Add(m, host)) {
+                console_.PrintError(*line);
+                options_.events.Record(plan_.generation, "output_lost", m.path + ": " + m.error);
+              }
             }
             // WORKER_STARTED and HEARTBEAT: being heard is all they say to the launcher (no
             // decision depends on a worker having started; its exit is what counts).
@@ -882,7 +888,7 @@ class JobRunner::Impl {
     std::optional<Decision> d = policy_->OnNodeReturned(candidate);
     if (!d || d->kind != Decision::Kind::kRescale) return;
     console_.PrintError(d->line + "\n");
-    Apply(tracker_->OnRescale(d->line));
+    Apply(tracker_->OnRescale(d->reason));
   }
 
   void Finish(const Decision& d) {
@@ -898,6 +904,7 @@ class JobRunner::Impl {
       if (!d.line.empty()) console_.PrintError(d.line + "\n");
     }
     console_.PrintError(FormatSummary(job_id_, *tracker_));
+    console_.PrintError(output_loss_.Summary(job_id_));
     registration_timer_.cancel();
     heartbeat_timer_.cancel();
     for (auto& c : candidates_) {
@@ -953,6 +960,7 @@ class JobRunner::Impl {
   std::vector<int> leaving_;  // members whose agent said it stops on its own (AGENT_STOPPING)
   int64_t fault_time_ms_ = 0;  // when this generation's first failure was seen (Unix ms)
   int workers_started_ = 0;    // WORKER_STARTED messages of this generation
+  OutputLossLog output_loss_;  // log files that lost output, every generation's
   uint64_t agent_serial_ = 0;    // agents whose start was attempted
   uint64_t agents_started_ = 0;  // of them, started
   uint64_t agents_exited_ = 0;   // of those, exits reported

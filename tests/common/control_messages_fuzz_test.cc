@@ -38,7 +38,7 @@ std::vector<std::string> RandomList(std::mt19937_64& rng) {
 
 // A message of every type, with random field values the encoder can produce.
 Message RandomMessage(std::mt19937_64& rng) {
-  switch (RandomBelow(rng, 9)) {
+  switch (RandomBelow(rng, 10)) {
     case 0:
       return Register{RandomBytes(rng, 16), RandomI32(rng), RandomI32(rng),
                       static_cast<uint32_t>(rng()), RandomBytes(rng, 8), RandomBytes(rng, 16),
@@ -86,6 +86,9 @@ Message RandomMessage(std::mt19937_64& rng) {
       if (RandomBelow(rng, 2) == 1) m.figures.ckpt_bytes = static_cast<int64_t>(RandomBelow(rng, 1u << 30));
       return m;
     }
+    case 8:
+      return OutputLost{RandomI32(rng),  RandomI32(rng), RandomBelow(rng, 2) == 0 ? Stream::kStdout : Stream::kStderr,
+                        RandomBytes(rng, 24), RandomBytes(rng, 24), rng(), rng(), RandomBelow(rng, 2) == 1};
     default: return Heartbeat{RandomI32(rng), rng()};
   }
 }
@@ -105,7 +108,7 @@ TEST_CASE("Random and mutated control frames decode to an error or a message tha
       case 2:
       case 3: frame.payload = Mutate(frame.payload, rng); break;
       case 4:  // a random type in and around the control range, random bytes
-        frame.type = static_cast<uint8_t>(60 + RandomBelow(rng, 16));
+        frame.type = static_cast<uint8_t>(60 + RandomBelow(rng, 20));
         frame.payload = RandomBytes(rng);
         break;
     }

@@ -96,6 +96,18 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(RoundTrip(Release{4}).exit_code == -1);
   CHECK(RoundTrip(Release{5, 75}).exit_code == 75);
 
+  OutputLost lost = RoundTrip(
+      OutputLost{2, 1, Stream::kStderr, "/logs/j/rank1.stderr.log", "No space left on device", 4096, 12, true});
+  CHECK(lost.generation == 2);
+  CHECK(lost.rank == 1);
+  CHECK(lost.stream == Stream::kStderr);
+  CHECK(lost.path == "/logs/j/rank1.stderr.log");
+  CHECK(lost.error == "No space left on device");
+  CHECK(lost.lost_bytes == 4096);
+  CHECK(lost.lost_lines == 12);
+  CHECK(lost.final);
+  CHECK_FALSE(RoundTrip(OutputLost{0, 0, Stream::kStdout, "p", "e", 1, 1, false}).final);
+
   AgentStopping st = RoundTrip(AgentStopping{3, "the agent received SIGTERM", 15});
   CHECK(st.generation == 3);
   CHECK(st.reason == "the agent received SIGTERM");
@@ -169,6 +181,18 @@ TEST_CASE("AGENT_STOPPING with a signal number outside 0..64 is malformed") {
     CHECK(m.status().message() == "malformed control message of type 72 (" + std::to_string(f.payload.size()) +
                                       " bytes): signal " + std::to_string(sig) +
                                       " is not a signal number (0 for none)");
+  }
+}
+
+TEST_CASE("OUTPUT_LOST with a stream other than stdout or stderr is malformed") {
+  for (uint8_t stream : {0, 3, 255}) {
+    CAPTURE(static_cast<int>(stream));
+    wire::Frame f = Encode(OutputLost{0, 1, Stream::kStdout, "p", "e", 1, 1, false});
+    f.payload[8] = static_cast<char>(stream);  // after i32 generation, i32 rank (docs/protocol.md)
+    auto m = Decode(f);
+    REQUIRE_FALSE(m.ok());
+    CHECK(m.status().message() == "malformed control message of type 77 (" + std::to_string(f.payload.size()) +
+                                      " bytes): unknown stream " + std::to_string(stream));
   }
 }
 

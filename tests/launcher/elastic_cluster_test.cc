@@ -110,6 +110,14 @@ TEST_CASE("An elastic job shrinks when a node is lost and takes the node back wh
   CHECK(r.exit_code == 0);
   CHECK(Contains(r.err, "dslaunch: generation 0: node " + c->Addr(2) + " lost"));
   CHECK(Contains(r.err, "continuing on 2 nodes"));
+  // The scale-up's line, and generation 1's line in the history at the end, say why once (the
+  // root cause recorded is the reason, not the whole console line with its own prefix).
+  const std::string back = "node " + c->Addr(2) +
+                           " answers again; scaling up from 2 to 3 nodes at the next step boundary (not counted as a "
+                           "restart)";
+  CHECK(Contains(r.err, "dslaunch: generation 1: " + back + "\n"));
+  CHECK(Contains(r.err, "dslaunch: generation 1 on " + c->Addr(0) + ", " + c->Addr(1) + ": " + back + "\n"));
+  CHECK_FALSE(Contains(r.err, "dslaunch: generation 1: dslaunch:"));
   CHECK(Contains(r.out, "[rank 5 " + c->Addr(2) + "] rank 5 of 6: generation 2 ok\n"));
   CHECK(WaitFor([&] { return JobProcesses(job).empty(); }, std::chrono::seconds(20)));
 }

@@ -230,14 +230,20 @@ TEST_CASE("ElasticPolicy never counts a scale-up, even with --max_restarts 0") {
   CHECK(up->line ==
         "dslaunch: generation 0: node b answers again; scaling up from 1 to 2 nodes at the next step boundary (not "
         "counted as a restart)");
+  // The reason is the line without its prefix: the job runner records it as the root cause, and
+  // the generation's end line repeats it after one prefix, not two.
+  CHECK(up->reason ==
+        "node b answers again; scaling up from 1 to 2 nodes at the next step boundary (not counted as a restart)");
   CHECK(p.state(1) == S);
-  Decision d = p.OnGenerationEnded(Of(Kind::kRescale));
+  GenerationOutcome rescaled = Of(Kind::kRescale);
+  rescaled.description = up->reason;
+  Decision d = p.OnGenerationEnded(rescaled);
   CHECK(d.kind == DKind::kRun);
   CHECK(d.active == std::vector<int>{0, 1});
   CHECK_FALSE(d.counted);
   CHECK(d.line ==
-        "dslaunch: generation 0: stopped for a scale-up; adding b; continuing on 2 nodes (not counted as a restart: 0 "
-        "of 0 used)");
+        "dslaunch: generation 0: node b answers again; scaling up from 1 to 2 nodes at the next step boundary (not "
+        "counted as a restart); adding b; continuing on 2 nodes (not counted as a restart: 0 of 0 used)");
   CHECK(p.restarts() == 0);
   CHECK(p.generation() == 1);
   CHECK(States(p) == std::vector<NodeState>{A, A});

@@ -45,6 +45,16 @@ ProcessResult Echo(const TempDir& dir, std::vector<std::string> options) {
 
 std::string DefaultBase(const TempDir& dir) { return dir.path() + "/dslaunch-" + std::to_string(::getuid()); }
 
+// The agents' private directories of job `job` left in `dir` (their TMPDIR): agent/secret_dir.h.
+std::vector<std::string> SecretDirsOf(const TempDir& dir, const std::string& job) {
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("dslaunch-" + job + "-n", 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
 TEST_CASE("By default logs go to a private per-user directory, files readable by their owner only") {
   TempDir dir;
   auto r = Echo(dir, {"--job_id", "j1"});
@@ -95,6 +105,9 @@ TEST_CASE("A log directory that cannot be created is reported as the job's root 
   CHECK(Contains(r.err, "dslaunch: job j4 failed: node 0 on host localhost: cannot create log directory '" +
                             dir.path() + "/file/logs': Not a directory\n"));
   CHECK_FALSE(Contains(r.err, "lost the agent"));
+  // The agent removed its private directory (the job's secret file) before it reported the
+  // failure, after which the launcher may kill it at once.
+  CHECK(SecretDirsOf(dir, "j4").empty());
 }
 
 TEST_CASE("A log file is never opened through a planted symbolic link") {
@@ -137,6 +150,33 @@ TEST_CASE("A job id that is not a plain directory name is refused before anythin
   }
   CHECK(std::filesystem::is_empty(dir.path() + "/L"));
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/rank0.stdout.log"));
+}
+
+TEST_CASE("Output a log file cannot take is named on the console and in the summary, and still reaches the console") {
+  TempDir dir;
+  // Files may grow to 64 KiB (RLIMIT_FSIZE, set by util-linux's prlimit; the agent inherits the
+  // limit and its writes fail with EFBIG, as they would with ENOSPC on a full disk). Rank 1 prints 20,000 lines
+  // of 7 bytes (140,000 bytes): its file takes the first 65,536 bytes, 9,362 whole lines and the
+  // start of the next; the rest (74,464 bytes, 10,638 lines counting the cut one) is lost.
+  const std::string logs = dir.path() + "/L";
+  auto r = RunProcess({"/usr/bin/prlimit", "--fsize=65536", "--", kLauncher, "--nproc_per_node", "2",
+                       "--log_dir", logs, "--job_id", "j7", "--no_python", "/bin/sh", "-c",
+                       "if [ \"$RANK\" = 1 ]; then seq 100000 119999; fi"},
+                      kRunTimeout, {"TMPDIR=" + dir.path()});
+  INFO(r.err);
+  // The training (here: the printing) succeeded; the exit code says so, the summary says what the
+  // logs lack.
+  CHECK(r.exit_code == 0);
+  const std::string file = logs + "/j7/rank1.stdout.log";
+  CHECK(Contains(r.err, "dslaunch: rank 1: cannot write its stdout log '" + file +
+                            "': File too large; its output is missing from that file from here on\n"));
+  CHECK(Contains(r.err, "dslaunch: job j7: output was lost: 1 log file is incomplete\n"
+                        "dslaunch:   rank 1, stdout: 10638 lines (74464 bytes) not in '" + file +
+                            "': File too large\n"));
+  CHECK(std::filesystem::file_size(file) == 65536);
+  // What the file could not take still reached the launcher (the console; the status page's tail
+  // is fed from the same lines).
+  CHECK(Contains(r.out, "[rank 1] 119999\n"));
 }
 
 }  // namespace
