@@ -8,12 +8,14 @@
 #include <doctest/doctest.h>
 
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <future>
 #include <latch>
 #include <thread>
 
 #include "common/asio.h"
+#include "common/endpoint/endpoint.h"
 #include "common/endpoint/endpoint_client.h"
 #include "common/message_types.h"
 #include "common/store/proxy_protocol.h"
@@ -317,6 +319,39 @@ TEST_CASE("When the proxy is gone, a worker's call fails naming the socket and t
   const std::string path = address.substr(std::string("unix:").size());
   CHECK(gone.message().find("the node's store proxy at " + path + " is gone") != std::string::npos);
   CHECK(gone.message().find("dslaunch-agent") != std::string::npos);
+}
+
+TEST_CASE("Local connections that never authenticate are closed at the handshake deadline") {
+  ProxyLauncher launcher;
+  TempDir dir;
+  ProxyUnderTest proxy(launcher, dir.path());
+  const std::string path = proxy.address().substr(std::string("unix:").size());
+  // Silent clients: they connect, read the CHALLENGE, and send nothing.
+  constexpr int kSilent = 64;
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < kSilent; ++i) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    REQUIRE(fd.valid());
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    REQUIRE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    silent.push_back(std::move(fd));
+  }
+  // Each is closed by the proxy (end of file after the CHALLENGE) once the handshake deadline
+  // has passed, not held for as long as the client likes.
+  const auto deadline = Clock::now() + kHandshakeTimeout + seconds(5);
+  for (UniqueFd& fd : silent) {
+    timeval tv{1, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[256];
+    ssize_t n = 1;
+    while (n != 0 && Clock::now() < deadline) n = ::recv(fd.get(), buf, sizeof(buf), 0);
+    CHECK(n == 0);
+  }
+  // A worker that does authenticate is served as before.
+  auto c = proxy.Client();
+  CHECK(c->Set("k", "v").ok());
 }
 
 }  // namespace
