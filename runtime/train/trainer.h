@@ -58,8 +58,8 @@ struct TrainHooks {
 // every steps_per_print steps, validations, loss-scale events, the sample), metrics records
 // (start, each step, each validation, end) and the progress bar. Fails with the first
 // error: no checkpoint that can be resumed where the plan needs one, a run without `load` over a
-// checkpoint.dir that holds checkpoints, a collective that failed (naming the peer), data that does not fit the model, fp16
-// overflowing at the minimum loss scale, a diverged fp32/bf16 run, a failed synchronous periodic
+// checkpoint.dir that holds checkpoints, a collective that failed (naming the peer), data that
+// does not fit the model, fp16 overflowing at the minimum loss scale, a diverged fp32/bf16 run, a failed synchronous periodic
 // save, and a failed final save (at the end or on stop; the message names the save, its step,
 // directory and reason). A failed asynchronous periodic save is not an error: it is printed,
 // recorded, counted in `failed_checkpoints` and in the summary line at the end
