@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/file_io.h"
+#include "runtime/checkpoint/checkpoint_directory.h"
 #include "runtime/checkpoint/names.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/checkpoint/shard_reader.h"
@@ -40,22 +41,6 @@ Result<std::vector<ShardReport>> GatherReports(Communicator& comm, const ShardRe
     reports.push_back({field[0] == 1, static_cast<uint32_t>(field[1]), static_cast<uint64_t>(field[2])});
   }
   return reports;
-}
-
-// Deletes complete checkpoints (with meta.json) older than the newest `keep` complete ones.
-// Best effort: what cannot be listed or removed stays.
-void ApplyRetention(FileSystem& files, const std::string& dir, int keep) {
-  Result<std::vector<std::string>> names = files.ListDirectory(dir);
-  if (!names.ok()) return;
-  std::vector<std::pair<int64_t, std::string>> complete;
-  for (const std::string& name : *names) {
-    const std::optional<int64_t> step = ParseStepDirectoryName(name);
-    if (step && files.Exists(Join(fs::path(dir) / name, kMetaFileName))) complete.emplace_back(*step, Join(dir, name));
-  }
-  std::sort(complete.begin(), complete.end());
-  for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) {
-    files.RemoveAll(complete[i].second).IgnoreError();
-  }
 }
 
 std::string OptimizerMismatch(const std::vector<std::string>& saved, const std::vector<std::string>& wanted) {
@@ -176,7 +161,22 @@ Status PublishCheckpoint(FileSystem& files, const std::string& dir, const std::s
   DSLAUNCH_RETURN_IF_ERROR(WriteFileDurably(files, Join(step_dir, kMetaFileName), CheckpointMetaToJson(meta)));
   DSLAUNCH_RETURN_IF_ERROR(WriteFileDurably(files, Join(dir, kLatestFileName), LatestFileText(meta.step)));
   if (keep_last > 0) ApplyRetention(files, dir, keep_last);
+  // A crash's leftovers go once a newer checkpoint is complete; this save's directory has its
+  // meta.json now, and no other save is in flight (one at a time).
+  RemoveUnfinishedStepDirectories(files, dir, meta.step);
   return Status::Ok();
+}
+
+// Rank 0, after a save that failed before its meta.json was written: removes the partial step
+// directory, so that a full disk does not keep it. A directory with meta.json is a complete
+// checkpoint (only `latest` failed) and stays. Returns the failure, with a word when the removal
+// failed too.
+Status RemovePartial(FileSystem& files, const std::string& step_dir, Status failure, int rank) {
+  if (rank != 0 || files.Exists(Join(step_dir, kMetaFileName))) return failure;
+  const Status removed = files.RemoveAll(step_dir);
+  if (removed.ok()) return failure;
+  return Status(failure.code(), failure.message() + "; the partial " + step_dir +
+                                    " could not be removed either (" + removed.message() + "): remove it by hand");
 }
 
 // Collective: gathers the shards' reports; rank 0 publishes the checkpoint; every rank learns the
@@ -188,20 +188,24 @@ Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string&
   const std::string what = "checkpoint of step " + std::to_string(step);
   ShardReport mine{written.ok(), written.ok() ? written->crc32c : 0u, written.ok() ? written->bytes : 0u};
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<ShardReport> reports, GatherReports(comm, mine));
+  FileSystem& files = FilesOf(options);
   for (int r = 0; r < world; ++r) {
     if (reports[static_cast<size_t>(r)].ok) continue;
-    if (r == rank) return written.status().WithContext(what);
-    return AbortedError(what + ": rank " + std::to_string(r) + " could not write its shard; " +
-                        Join(dir, kLatestFileName) + " still names the previous checkpoint");
+    // Every rank has finished writing (the reports say so): nothing writes into step_dir now.
+    if (r == rank) return RemovePartial(files, step_dir, written.status().WithContext(what), rank);
+    return RemovePartial(files, step_dir,
+                         AbortedError(what + ": rank " + std::to_string(r) + " could not write its shard; " +
+                                      Join(dir, kLatestFileName) + " still names the previous checkpoint"),
+                         rank);
   }
   Status finished;
   if (rank == 0) {
-    finished = PublishCheckpoint(FilesOf(options), dir, step_dir, MetaOf(step, world, counters, run, reports),
+    finished = PublishCheckpoint(files, dir, step_dir, MetaOf(step, world, counters, run, reports),
                                  options.keep_last);
   }
   DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !finished.ok(), "checkpoint"));
   if (failed >= 0) {
-    if (!finished.ok()) return finished.WithContext(what);
+    if (!finished.ok()) return RemovePartial(files, step_dir, finished.WithContext(what), rank);
     return AbortedError(what + ": rank 0 could not complete it");
   }
   SaveResult result;
@@ -311,45 +315,6 @@ Result<SaveResult> AsyncCheckpoint::Finish(Communicator& comm) {
   return result;
 }
 
-Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& config) {
-  auto from_latest = [](const fs::path& dir, bool required) -> Result<std::optional<std::string>> {
-    const fs::path latest = dir / kLatestFileName;
-    std::error_code ec;
-    if (!fs::exists(latest, ec)) {
-      if (required) return NotFoundError(dir.string() + " has neither meta.json nor a `latest` file: not a checkpoint");
-      return std::optional<std::string>();
-    }
-    DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadFile(latest.string()));
-    const std::optional<std::string> name = ParseLatestFileText(text);
-    if (!name) return DataLossError(latest.string() + ": does not name a checkpoint directory");
-    const fs::path target = dir / *name;
-    if (!fs::exists(target / kMetaFileName, ec)) {
-      return DataLossError(latest.string() + " names " + target.string() + ", which has no meta.json (incomplete)");
-    }
-    return std::optional<std::string>(target.string());
-  };
-  if (config.resume_newest && !config.dir.empty()) {
-    DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> newest, from_latest(config.dir, false));
-    if (newest) return newest;  // else what `load` names: nothing, or the checkpoint the run started from
-  }
-  switch (config.load) {
-    case CheckpointLoad::kNone:
-      return std::optional<std::string>();
-    case CheckpointLoad::kLatest:
-      if (config.dir.empty()) return InvalidArgumentError("checkpoint.load \"auto\" needs checkpoint.dir");
-      return from_latest(config.dir, false);
-    case CheckpointLoad::kPath: {
-      std::error_code ec;
-      if (fs::exists(fs::path(config.load_path) / kMetaFileName, ec)) return std::optional<std::string>(config.load_path);
-      if (!fs::is_directory(config.load_path, ec)) {
-        return NotFoundError("checkpoint.load: " + config.load_path + " does not exist");
-      }
-      return from_latest(config.load_path, true);
-    }
-  }
-  return std::optional<std::string>();
-}
-
 Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   const std::string meta_path = Join(path, kMetaFileName);
   DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadFile(meta_path));
@@ -405,7 +370,7 @@ Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Commu
     DSLAUNCH_ASSIGN_OR_RETURN(result.meta, ReadCheckpointMeta(path));
     return CheckFits(result.meta, path, engine, run);
   }();
-  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm, prepared, "load checkpoint " + path));
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, prepared, "load checkpoint " + path));
   const CheckpointMeta& m = result.meta;
   if (!m.config_sha256.empty() && m.config_sha256 != run.config_sha256) {
     result.warning = "train.json differs from the one the checkpoint was saved with";
@@ -421,7 +386,7 @@ Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Commu
   };
   DSLAUNCH_RETURN_IF_ERROR(engine.Restore(guarded, m.optimizer_step, m.applied_steps, m.loss_scaler)
                                .WithContext("checkpoint " + path));
-  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailure(comm, read_status, "read checkpoint " + path));
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, read_status, "read checkpoint " + path));
   for (const auto& p : m.partitions) result.bytes += p.bytes;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -43,7 +43,9 @@ struct CheckpointRun {
 };
 
 struct SaveOptions {
-  int keep_last = 0;  // > 0: afterwards delete complete checkpoints older than the newest keep_last
+  // > 0: afterwards delete checkpoints older than the newest keep_last complete ones
+  // (runtime/checkpoint/checkpoint_directory.h, ApplyRetention)
+  int keep_last = 0;
   // Where the save's files go: null is LocalFileSystem(); the crash tests pass a
   // FaultInjectingFileSystem (runtime/checkpoint/fault_injecting_file_system.h). Must outlive
   // the save (for an asynchronous one, until Finish).
@@ -59,7 +61,9 @@ struct SaveResult {
 
 // Collective: saves the engine's state after `step` training steps into DIR/global_step<step>.
 // Fails (on every rank) when a rank cannot write its shard, naming the rank and the file; the
-// previous checkpoint and `latest` are then untouched.
+// previous checkpoint and `latest` are then untouched, and rank 0 removes the partial step
+// directory (saying so in its error when it cannot). A complete save removes the step directories
+// without meta.json that earlier crashes left, and applies keep_last.
 Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,
                                   const CheckpointRun& run, const SaveOptions& options);
 
@@ -104,13 +108,6 @@ class AsyncCheckpoint {
   std::unique_ptr<State> state_;
 };
 
-// The checkpoint `config.load` names: with `auto`, DIR/latest's target (nullopt when DIR has no
-// `latest` yet: a fresh start); with a path, that global_step directory, or the one its `latest`
-// names when it is a checkpoint directory. With `resume_newest` (a restart), DIR/latest's target
-// when there is one, before anything `load` names. A `latest` naming a missing or incomplete
-// checkpoint is an error.
-Result<std::optional<std::string>> ResolveCheckpoint(const CheckpointConfig& config);
-
 // meta.json of the checkpoint directory `path` (a global_stepN), read and checked.
 Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
 
@@ -124,7 +121,10 @@ struct LoadResult {
 // Collective: restores `engine` from the checkpoint at `path`, whatever world size and ZeRO stage
 // saved it. Checks that it fits the run (model, parameter names, shapes and offsets, optimizer
 // state, global batch: the error says what differs and what to do) and that every shard this rank
-// reads matches its CRC-32C (the error names the file).
+// reads matches its CRC-32C (the error names the file). The ranks agree on failure: every rank
+// returns the error of the lowest rank that failed, with its code and reason
+// ("rank 1 could not read checkpoint P: P/rank00001.safetensors is corrupt: ..."). After a
+// failure the engine must be restored again (a partial restore leaves a mix) or not used.
 Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Communicator& comm,
                                   const CheckpointRun& run);
 

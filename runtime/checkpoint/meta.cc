@@ -1,8 +1,12 @@
 #include "runtime/checkpoint/meta.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint/names.h"
 
 namespace dslaunch::runtime {
 
@@ -18,6 +22,9 @@ std::vector<CheckpointParameter> CheckpointParametersOf(const ParameterLayout& l
 namespace {
 
 using Json = nlohmann::json;
+
+// ZeRO's stages are 0-3.
+constexpr int kMaxZeroStage = 3;
 
 std::string Hex32(uint32_t v) {
   char buf[16];
@@ -43,6 +50,11 @@ class Reader {
       if (!it->is_number_unsigned()) return Error(where, "must be a non-negative integer");
     } else {
       if (!it->is_number_integer()) return Error(where, "must be an integer");
+      if (it->is_number_unsigned() ? it->template get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                   : (it->template get<int64_t>() < std::numeric_limits<T>::min() ||
+                                      it->template get<int64_t>() > std::numeric_limits<T>::max())) {
+        return Error(where, "is out of range");
+      }
     }
     *out = it->get<T>();
     return Status::Ok();
@@ -133,9 +145,15 @@ Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "seed", &m.seed));
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "config_sha256", &m.config_sha256));
   if (m.world_size < 1) return r.Error("$.world_size", "must be at least 1");
-  if (m.step < 0 || m.applied_steps < 0 || m.applied_steps > m.step) {
+  if (m.step < 0) return r.Error("$.step", "must not be negative");
+  if (m.applied_steps < 0 || m.applied_steps > m.step) {
     return r.Error("$.applied_steps", "must be between 0 and $.step");
   }
+  // Adam's t counts applied updates, never more than the steps.
+  if (m.optimizer_step < 0 || m.optimizer_step > m.step) {
+    return r.Error("$.optimizer_step", "must be between 0 and $.step");
+  }
+  if (m.zero_stage < 0 || m.zero_stage > kMaxZeroStage) return r.Error("$.zero_stage", "must be 0, 1, 2 or 3");
 
   DSLAUNCH_ASSIGN_OR_RETURN(const Json* names, r.Array(j, "$", "state_tensors"));
   for (size_t i = 0; i < names->size(); ++i) {
@@ -151,9 +169,22 @@ Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std
     DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "offset", &cp.offset));
     DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "numel", &cp.numel));
     DSLAUNCH_ASSIGN_OR_RETURN(const Json* shape, r.Array(p, at, "shape"));
+    // The shape's element count, stopped past numel so that it cannot overflow.
+    uint64_t elements = 1;
     for (const auto& d : *shape) {
-      if (!d.is_number_integer()) return r.Error(at + ".shape", "must hold integers");
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) return r.Error(at + ".shape", "must hold non-negative integers");
       cp.shape.push_back(d.get<int64_t>());
+      const uint64_t dim = static_cast<uint64_t>(cp.shape.back());
+      elements = dim != 0 && elements > m.numel / dim ? m.numel + 1 : elements * dim;
+    }
+    if (elements != cp.numel) {
+      return r.Error(at + ".numel", "is " + std::to_string(cp.numel) + ", but its shape holds " +
+                                        (elements > m.numel ? "more than $.numel" : std::to_string(elements)) +
+                                        " elements");
+    }
+    if (cp.offset > m.numel || cp.numel > m.numel - cp.offset) {
+      return r.Error(at, "ends past $.numel " + std::to_string(m.numel) + " (offset " + std::to_string(cp.offset) +
+                             ", numel " + std::to_string(cp.numel) + ")");
     }
     m.parameters.push_back(std::move(cp));
   }
@@ -179,6 +210,10 @@ Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std
     }
     cp.crc32c = static_cast<uint32_t>(std::stoul(crc, nullptr, 16));
     if (cp.file.empty() || cp.file.find('/') != std::string::npos) return r.Error(at + ".file", "must be a file name");
+    if (cp.file != ShardFileName(cp.rank)) {
+      return r.Error(at + ".file", "is \"" + cp.file + "\", not rank " + std::to_string(cp.rank) + "'s shard " +
+                                       ShardFileName(cp.rank));
+    }
     covered = cp.end;
     m.partitions.push_back(std::move(cp));
   }
@@ -193,6 +228,9 @@ Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std
   DSLAUNCH_RETURN_IF_ERROR(
       r.Get(*scaler, "$.loss_scaler", "last_overflow_iteration", &m.loss_scaler.last_overflow_iteration));
   DSLAUNCH_RETURN_IF_ERROR(r.Get(*scaler, "$.loss_scaler", "hysteresis_left", &m.loss_scaler.hysteresis_left));
+  if (!std::isfinite(m.loss_scaler.scale) || m.loss_scaler.scale <= 0.0) {
+    return r.Error("$.loss_scaler.scale", "must be a positive finite number");
+  }
   return m;
 }
 

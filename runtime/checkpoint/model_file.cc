@@ -11,6 +11,7 @@
 #include "common/file_io.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/names.h"
+#include "runtime/checkpoint/resume.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/checkpoint/shard_reader.h"
 #include "runtime/config/train_config.h"
@@ -287,11 +288,8 @@ Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::
     return InvalidArgumentError("export: tensors are written as fp32, fp16 or bf16, not " +
                                 std::string(DTypeName(options.dtype)));
   }
-  CheckpointConfig where;
-  where.load = CheckpointLoad::kPath;
-  where.load_path = checkpoint;
-  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> dir, ResolveCheckpoint(where));
-  if (!dir) return NotFoundError(checkpoint + ": no checkpoint");
+  DSLAUNCH_ASSIGN_OR_RETURN(const std::string resolved, ResolveCheckpointPath(checkpoint));
+  const std::optional<std::string> dir = resolved;
   const std::string meta_path = (fs::path(*dir) / kMetaFileName).string();
   DSLAUNCH_ASSIGN_OR_RETURN(CheckpointMeta meta, ReadCheckpointMeta(*dir));
   DSLAUNCH_RETURN_IF_ERROR(CheckParameters(meta, meta_path));

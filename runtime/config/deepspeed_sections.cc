@@ -14,7 +14,10 @@ constexpr double kAnyPositive = std::numeric_limits<double>::max();
 Status ParseAdamParams(Section& params, OptimizerKind type, OptimizerParams* out) {
   DSLAUNCH_RETURN_IF_ERROR(params.Double("lr", 0.0, kAnyPositive, &out->lr));
   std::vector<double> betas;
-  DSLAUNCH_RETURN_IF_ERROR(params.DoubleArray("betas", 2, 0.0, 1.0, &betas));
+  // Each in [0, 1), PyTorch's rule (torch.optim.Adam: "Invalid beta parameter at index 1: 1.0"): a
+  // beta of 1 never forgets the first gradient, and beta2 = 1 with bias correction divides by 0.
+  DSLAUNCH_RETURN_IF_ERROR(params.DoubleArray("betas", 2, 0.0, 1.0, &betas, /*max_exclusive=*/true,
+                                              " (PyTorch's Adam refuses it too); the usual values are [0.9, 0.999]"));
   if (!betas.empty()) {
     out->beta1 = betas[0];
     out->beta2 = betas[1];

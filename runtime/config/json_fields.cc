@@ -225,7 +225,7 @@ Status Section::IntArray(std::string_view key, int64_t min, int64_t max, std::ve
 }
 
 Status Section::DoubleArray(std::string_view key, size_t size, double min, double max,
-                            std::vector<double>* out) {
+                            std::vector<double>* out, bool max_exclusive, std::string_view hint) {
   const Json* v = Find(key);
   if (v == nullptr) return Status::Ok();
   if (!v->is_array() || v->size() != size) {
@@ -234,9 +234,12 @@ Status Section::DoubleArray(std::string_view key, size_t size, double min, doubl
   std::vector<double> values;
   for (size_t i = 0; i < size; ++i) {
     const Json& x = (*v)[i];
-    if (!x.is_number() || x.get<double>() < min || x.get<double>() > max) {
+    if (!x.is_number() || x.get<double>() < min || x.get<double>() > max ||
+        (max_exclusive && x.get<double>() == max)) {
+      const std::string range = max_exclusive ? ">= " + NumberText(min) + " and < " + NumberText(max)
+                                              : NumberText(min) + "-" + NumberText(max);
       return Error(std::string(key) + "[" + std::to_string(i) + "]",
-                   "expected a number " + NumberText(min) + "-" + NumberText(max) + ", got " + Describe(x));
+                   "expected a number " + range + ", got " + Describe(x) + std::string(x.is_number() ? hint : ""));
     }
     values.push_back(x.get<double>());
   }

@@ -61,7 +61,10 @@ class Section {
   // A string matched (case-insensitively when asked) against `names`; *out is the index.
   Status Choice(std::string_view key, const std::vector<std::string>& names, bool ignore_case, size_t* out);
   Status IntArray(std::string_view key, int64_t min, int64_t max, std::vector<int64_t>* out);
-  Status DoubleArray(std::string_view key, size_t size, double min, double max, std::vector<double>* out);
+  // Exactly `size` numbers in [min, max], or [min, max) with `max_exclusive`; `hint` (e.g. the
+  // usual values) ends the message of a number out of range.
+  Status DoubleArray(std::string_view key, size_t size, double min, double max, std::vector<double>* out,
+                     bool max_exclusive = false, std::string_view hint = "");
   // The object under `key`, or nullopt when absent; an error when it is not an object.
   Result<std::optional<Section>> Child(std::string_view key);
   // Keys DeepSpeed defines that this runtime ignores: recorded as known, and when present their path

@@ -144,6 +144,23 @@ void RunReport::NoCheckpointYet(const std::string& dir, bool restart) {
   Print(std::string(restart ? "restart: " : "") + "no checkpoint in " + dir + " yet: starting at step 0");
 }
 
+void RunReport::ScanningForCheckpoints(const std::string& reason, const std::string& dir, bool restart) {
+  Print(std::string(restart ? "restart: " : "") + reason + ": looking for the newest complete checkpoint in " + dir);
+}
+
+void RunReport::CheckpointSkipped(const std::string& path, const std::string& why, bool restart) {
+  Print(std::string(restart ? "restart: " : "") + "skipping checkpoint " + path + ": " + why);
+  if (out_.metrics) {
+    Record r;
+    r["event"] = "checkpoint_skipped";
+    r["path"] = path;
+    r["reason"] = why;
+    out_.metrics(Text(r));
+  }
+}
+
+void RunReport::CheckpointNote(const std::string& line) { Print(line); }
+
 void RunReport::TrainingStarts(int64_t first_step, Clock::time_point now) {
   first_step_ = first_step;
   train_start_ = now;

@@ -85,6 +85,14 @@ class RunReport {
   void Resumed(const std::string& path, const LoadResult& loaded, bool restart);
   // "no checkpoint in DIR yet: starting at step 0".
   void NoCheckpointYet(const std::string& dir, bool restart);
+  // "REASON: looking for the newest complete checkpoint in DIR": `latest` was not usable
+  // (runtime/checkpoint/resume_plan.h).
+  void ScanningForCheckpoints(const std::string& reason, const std::string& dir, bool restart);
+  // "skipping checkpoint PATH: WHY" and a `checkpoint_skipped` record: a damaged or corrupt
+  // checkpoint passed over for the next older one.
+  void CheckpointSkipped(const std::string& path, const std::string& why, bool restart);
+  // One line as given (the removal of a crash's leftovers at start-up).
+  void CheckpointNote(const std::string& line);
   // Training starts at `now`, `first_step` steps already done: the clock of the throughput.
   void TrainingStarts(int64_t first_step, Clock::time_point now);
   // After every step, at `now`: the `step` record, the first step's callback, the loss-scale

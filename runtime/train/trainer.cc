@@ -5,7 +5,9 @@
 #include <memory>
 #include <optional>
 
+#include "runtime/checkpoint/checkpoint_directory.h"
 #include "runtime/checkpoint/model_file.h"
+#include "runtime/checkpoint/resume.h"
 #include "runtime/checkpoint/saver.h"
 #include "runtime/engine/zero_engine.h"
 #include "runtime/train/checkpoint_schedule.h"
@@ -76,21 +78,30 @@ struct Loop {
     int ranks_written = 0;  // ranks that wrote their shard of the asynchronous save in flight
   };
 
-  // Collective: resumes `path` when given (the steps done before this run), else starts at 0.
-  Result<int64_t> Resume(const std::optional<std::string>& path, const CheckpointRun& run) {
+  // Collective: resumes what `plan` names (the steps done before this run), else starts at 0;
+  // then rank 0 removes the step directories earlier crashes left in checkpoint.dir.
+  Result<ResumeOutcome> Resume(const ResumePlan& plan, const CheckpointRun& run) {
     const CheckpointConfig& ckpt = config.checkpoint;
     const bool restart = ckpt.resume_newest;  // a restart resumes on its own: say so
-    if (!path) {
-      if (ckpt.load == CheckpointLoad::kLatest || ckpt.resume_newest) report.NoCheckpointYet(ckpt.dir, restart);
-      return int64_t{0};
-    }
-    Result<LoadResult> load = [&] {
-      ScopedSlowPhase slow(hooks.reporter);
-      return LoadCheckpoint(*path, engine, comm, run);
+    if (!plan.scan_reason.empty()) report.ScanningForCheckpoints(plan.scan_reason, ckpt.dir, restart);
+    Result<ResumeOutcome> resumed = [&] {
+      std::optional<ScopedSlowPhase> slow;
+      if (plan.mode != ResumeMode::kFresh) slow.emplace(hooks.reporter);
+      return ResumeFromPlan(plan, engine, comm, run, [&](const std::string& path, const std::string& why) {
+        report.CheckpointSkipped(path, why, restart);
+      });
     }();
-    DSLAUNCH_ASSIGN_OR_RETURN(LoadResult loaded, std::move(load));
-    report.Resumed(*path, loaded, restart);
-    return loaded.meta.step;
+    DSLAUNCH_ASSIGN_OR_RETURN(ResumeOutcome outcome, std::move(resumed));
+    if (outcome.loaded) {
+      report.Resumed(outcome.path, *outcome.loaded, restart);
+    } else if (ckpt.load == CheckpointLoad::kLatest || ckpt.resume_newest) {
+      report.NoCheckpointYet(ckpt.dir, restart);
+    }
+    if (comm.rank() == 0 && !ckpt.dir.empty()) {
+      FileSystem& files = hooks.checkpoint_files != nullptr ? *hooks.checkpoint_files : LocalFileSystem();
+      for (const std::string& line : RemoveUnfinishedStepDirectories(files, ckpt.dir)) report.CheckpointNote(line);
+    }
+    return outcome;
   }
 
   // Collective: the optimizer step after `step` steps; `pending_written` whether this rank wrote
@@ -225,9 +236,9 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   // Rank 0's output; every other rank's report writes nothing.
   RunReport report = RunReport::ForRank(comm.rank(), OutputsOf(hooks), config.steps_per_print, config.train.steps);
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<TrainTask> task, TrainTask::Create(config, data, comm.rank(), world));
-  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<std::string> resume, ResolveCheckpoint(config.checkpoint));
+  DSLAUNCH_ASSIGN_OR_RETURN(const ResumePlan plan, PlanCheckpointResume(config.checkpoint));
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                            CreateEngine(config, *task, resume.has_value(), comm, report));
+                            CreateEngine(config, *task, plan.mode != ResumeMode::kFresh, comm, report));
   if (hooks.print) {  // every rank's own (its swap files); the launcher prefixes the rank
     for (const std::string& note : engine->notes()) hooks.print(note);
   }
@@ -236,14 +247,15 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   Loop loop{config, comm, hooks, *task, *engine, report};
   const CheckpointRun run = RunOf(config, *task);
   TrainResult result;
-  DSLAUNCH_ASSIGN_OR_RETURN(result.first_step, loop.Resume(resume, run));
+  DSLAUNCH_ASSIGN_OR_RETURN(const ResumeOutcome resumed, loop.Resume(plan, run));
+  result.first_step = resumed.loaded ? resumed.loaded->meta.step : 0;
   if (hooks.reporter != nullptr) hooks.reporter->Starting(result.first_step);
   SaveOptions save_options;
   save_options.keep_last = config.checkpoint.keep_last;
   save_options.file_system = hooks.checkpoint_files;
   // Every rank prints its own failed shard; only rank 0 records (the report's recorder).
   CheckpointSaver saver(config.checkpoint, *engine, comm, run, save_options, hooks.print, report.recorder(),
-                        result.first_step, resume.value_or(""));
+                        result.first_step, resumed.path);
   if (hooks.reporter != nullptr) {
     saver.set_on_saved([&hooks](int64_t step, const SaveResult& saved) {
       hooks.reporter->CheckpointSaved(step, saved.seconds, saved.bytes);

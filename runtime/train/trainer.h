@@ -52,11 +52,14 @@ struct TrainHooks {
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train/train_task.h)
 // with a validation pass every train.eval_interval steps and after the last, then for gpt a
 // sample of train.sample_tokens tokens, saving checkpoints when runtime/train/checkpoint_schedule.h
-// says. Rank 0 reports through the hooks (runtime/train/run_report.h): progress lines (the start,
+// says. It starts from the checkpoint the resume plan picks (runtime/checkpoint/resume.h: the
+// newest complete one for `load: auto` and restarts, skipping damaged or corrupt ones with a line
+// each), and rank 0 then removes the unfinished step directories of checkpoint.dir, one line each. Rank 0 reports through the hooks (runtime/train/run_report.h): progress lines (the start,
 // every steps_per_print steps, validations, loss-scale events, the sample), metrics records
 // (start, each step, each validation, end) and the progress bar. Fails with the first
-// error: a collective that failed (naming the peer), data that does not fit the model, fp16
-// overflowing at the minimum loss scale, a diverged fp32/bf16 run, a failed synchronous periodic
+// error: no checkpoint that can be resumed where the plan needs one, a run without `load` over a
+// checkpoint.dir that holds checkpoints, a collective that failed (naming the peer), data that
+// does not fit the model, fp16 overflowing at the minimum loss scale, a diverged fp32/bf16 run, a failed synchronous periodic
 // save, and a failed final save (at the end or on stop; the message names the save, its step,
 // directory and reason). A failed asynchronous periodic save is not an error: it is printed,
 // recorded, counted in `failed_checkpoints` and in the summary line at the end

@@ -164,7 +164,10 @@ TEST_CASE("The progress file holds the last step and the watchdog timeout in eff
     CHECK(report.find(" ckpt_bytes=") != std::string::npos);
     CHECK(report.find(" ckpt_step=5\n") != std::string::npos);
   }
-  // The launcher's --watchdog_timeout (DSLAUNCH_WATCHDOG_TIMEOUT) wins over train.json.
+  // The launcher's --watchdog_timeout (DSLAUNCH_WATCHDOG_TIMEOUT) wins over train.json. The same
+  // run from step 0 again: its checkpoints go first (a run without `load` does not start over
+  // them, docs/checkpoint.md).
+  std::filesystem::remove_all(dir.path() + "/ckpt");
   auto env_timeout = run("7.5");
   REQUIRE_MESSAGE(env_timeout.exit_code == 0, env_timeout.err);
   CHECK(ReadWhole(dir.path() + "/progress.0").rfind("5 timeout=7.5 step_ms=", 0) == 0);

@@ -108,6 +108,9 @@ TEST_CASE("A full file system at the end-of-run save of an asynchronous run make
   CHECK(r.err.find(".safetensors: No space left on device; the last complete checkpoint is " + ckpt +
                    "/global_step2 (step 2), so steps 3-4 are not saved") != std::string::npos);
   CHECK(Slurp(ckpt + "/latest") == "global_step2\n");
+  // The failed save's partial directory is removed (before: it stayed, filling the disk).
+  CHECK_FALSE(std::filesystem::exists(ckpt + "/global_step4"));
+  CHECK(std::filesystem::exists(ckpt + "/global_step2/meta.json"));
 }
 
 TEST_CASE("On a full file system periodic asynchronous saves fail without stopping training, and the save on stop fails the job") {

@@ -212,6 +212,57 @@ TEST_CASE("Killing a rank at any point of a save leaves the previous checkpoint,
   }
 }
 
+TEST_CASE("A job whose newest checkpoint is corrupt resumes from the previous one, and after a killed worker "
+          "ends in the state of an uninterrupted run") {
+  // Before: every start failed on the corrupt shard (`rank00001.safetensors is corrupt: CRC-32C
+  // ...`) though global_step4 was complete.
+  TempDir base;
+  auto reference = RunProcess({kLauncher, "--log_dir", base.path() + "/logs", "--nproc_per_node", "2",
+                               WriteCheckpointConfig(base, 10)},
+                              std::chrono::seconds(120));
+  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
+  const auto expected = Losses(reference.out);
+  REQUIRE(expected.size() == 10);
+
+  TempDir dir;
+  const std::string ckpt = dir.path() + "/ckpt";
+  auto first = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2",
+                           WriteCheckpointConfig(dir, 6)},
+                          std::chrono::seconds(120));
+  REQUIRE_MESSAGE(first.exit_code == 0, first.err);
+  const std::string shard = ckpt + "/global_step6/rank00001.safetensors";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(shard) - 3));
+    f.put('\x55');
+  }
+  // The job again, to step 10, with one restart allowed; rank 1 is killed as the save of step 8
+  // begins (generation 0 only).
+  auto r = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", "--max_restarts", "1",
+                       "--grace_period", "2", "--export", "DSLAUNCH_CHECKPOINT_FAULT=before_shard@1@8",
+                       WriteCheckpointConfig(dir, 10)},
+                      std::chrono::seconds(180));
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("[rank 0] skipping checkpoint " + ckpt + "/global_step6: rank 1 could not read checkpoint " + ckpt +
+                   "/global_step6: " + shard + " is corrupt: CRC-32C ") != std::string::npos);
+  CHECK(r.out.find("[rank 0] resumed from " + ckpt + "/global_step4 at step 4") != std::string::npos);
+  CHECK(r.err.find("rank 1 on host localhost exited with signal 9 (SIGKILL); restarting") != std::string::npos);
+  CHECK(r.out.find("[rank 0] restart: resumed from " + ckpt + "/global_step6 at step 6") != std::string::npos);
+  CHECK(r.out.find("[rank 0] removed " + ckpt + "/global_step8: a save that did not finish (no meta.json)") !=
+        std::string::npos);
+  const auto losses = Losses(r.out);
+  REQUIRE(losses.size() == 8);  // generation 0: steps 5-8; generation 1: steps 7-10
+  for (size_t i = 0; i < 4; ++i) CHECK(losses[i] == expected[4 + i]);
+  for (size_t i = 0; i < 4; ++i) CHECK(losses[4 + i] == expected[6 + i]);
+  // The final state is the uninterrupted run's, byte for byte.
+  for (const char* file : {"rank00000.safetensors", "rank00001.safetensors", "meta.json"}) {
+    CAPTURE(file);
+    CHECK(Slurp(ckpt + "/global_step10/" + file) == Slurp(base.path() + "/ckpt/global_step10/" + file));
+  }
+}
+
 TEST_CASE("SIGTERM to the launcher saves a checkpoint at the next step boundary, from which the run resumes") {
   TempDir dir;
   const std::string config = WriteCheckpointConfig(dir, 1000000, /*interval=*/1000000);

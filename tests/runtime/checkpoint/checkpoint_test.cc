@@ -152,7 +152,8 @@ TEST_CASE("Asynchronous saves give the same checkpoints; a failed one is reporte
   bool reported = false;
   for (const auto& l : lines) reported |= l.rfind("step 4 | checkpoint FAILED", 0) == 0;
   CHECK(reported);
-  CHECK_FALSE(fs::exists(fs::path(c.checkpoint.dir) / "global_step4" / "meta.json"));
+  // The failed save's partial directory is gone (before: it stayed, half written).
+  CHECK_FALSE(fs::exists(fs::path(c.checkpoint.dir) / "global_step4"));
   CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step8\n");
   // Counted, and reported at the end (before: neither).
   CHECK(failing->failed_checkpoints == std::vector<int64_t>{4});
@@ -199,6 +200,8 @@ TEST_CASE("A failed end-of-run save fails the run on every rank, naming the save
                                                " failed: checkpoint of step 8: rank 1 could not write its shard; " +
                                                c.checkpoint.dir + "/latest still names the previous checkpoint" + kept);
     CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step6\n");
+    CHECK_FALSE(fs::exists(fs::path(c.checkpoint.dir) / "global_step8"));  // rank 0 removed the partial save
+    CHECK(fs::exists(fs::path(c.checkpoint.dir) / "global_step6" / "meta.json"));
     CHECK(metrics.back() == "{\"event\":\"checkpoint_failed\",\"step\":8,\"final\":true}");
   }
 }
@@ -324,6 +327,9 @@ TEST_CASE("A save that fails at any point leaves the previous checkpoint, and th
     CHECK(Slurp(fs::path(c.checkpoint.dir) / "latest") == "global_step2\n");
     CHECK(fs::exists(fs::path(c.checkpoint.dir) / "global_step4" / "meta.json") ==
           (fault.point == SaveFaultPoint::kBeforeLatest));
+    // A save that failed before its meta.json leaves no partial directory behind; one that failed
+    // only at `latest` is complete and stays.
+    CHECK(fs::exists(fs::path(c.checkpoint.dir) / "global_step4") == (fault.point == SaveFaultPoint::kBeforeLatest));
 
     TrainConfig resume = c;
     resume.checkpoint.load = CheckpointLoad::kLatest;
@@ -350,33 +356,44 @@ TEST_CASE("A corrupt or truncated shard is detected by its checksum and named") 
   }
   const std::string corrupt_error =
       shard.string() + " is corrupt: CRC-32C " + FileCrcHex(shard) + ", meta.json records " + recorded;
-  // Rank 1 reads its own shard at stage 1 and names it; rank 0 names rank 1.
+  // Rank 1 reads its own shard at stage 1 and names it; rank 0 learns why from rank 1. It is the
+  // only checkpoint, so `load: auto` has nothing to fall back on and refuses to start at step 0.
   TrainConfig resume = Config(2, 1, 4);
   resume.checkpoint.dir = c.checkpoint.dir;
   resume.checkpoint.load = CheckpointLoad::kLatest;
   auto ranks = testing::TrainOnThreads(2, resume, testing::PatternTokens(/*validation=*/false));
   REQUIRE_FALSE(ranks[0].ok());
   REQUIRE_FALSE(ranks[1].ok());
-  CHECK(ranks[0].status().code() == StatusCode::kAborted);
-  CHECK(ranks[0].status().message() ==
-        "rank 1 could not read checkpoint " + step_dir.string() + " (see its error)");
-  CHECK(ranks[1].status().code() == StatusCode::kDataLoss);
-  CHECK(ranks[1].status().message() == corrupt_error);
-  // One rank alone at stage 0 reads every shard: the same error.
+  const std::string refusal =
+      ". Not starting at step 0 over them: move the checkpoint directory away (or set another checkpoint.dir) to "
+      "start fresh, or set checkpoint.load to the checkpoint to start from";
+  CHECK(ranks[0].status().code() == StatusCode::kFailedPrecondition);
+  CHECK(ranks[0].status().message() == "checkpoint resume: none of the 1 checkpoints there can be resumed (the newest, " +
+                                           step_dir.string() + ": rank 1 could not read checkpoint " +
+                                           step_dir.string() + ": " + corrupt_error + ")" + refusal);
+  CHECK(ranks[1].status().code() == StatusCode::kFailedPrecondition);
+  CHECK(ranks[1].status().message() == "checkpoint resume: none of the 1 checkpoints there can be resumed (the newest, " +
+                                           step_dir.string() + ": " + corrupt_error + ")" + refusal);
+  // One rank alone at stage 0 reads every shard: the same error; named by checkpoint.load, so no
+  // other is tried.
   TrainConfig whole = Config(1, 0, 4);
   whole.checkpoint.load = CheckpointLoad::kPath;
   whole.checkpoint.load_path = c.checkpoint.dir;
+  const std::string explicit_refusal = "; checkpoint.load names " + step_dir.string() +
+                                       ", so no other checkpoint is tried: set checkpoint.load to another one, or to "
+                                       "\"auto\" to resume from the newest complete one in checkpoint.dir";
   auto r = Run(1, whole);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == StatusCode::kDataLoss);
-  CHECK(r.status().message() == corrupt_error);
-  // Truncated: the same check finds it, with the truncated file's checksum.
-  fs::resize_file(shard, fs::file_size(shard) / 2);
+  CHECK(r.status().message() == corrupt_error + explicit_refusal);
+  // Truncated: found before any checksum, by the size meta.json records.
+  const auto size = fs::file_size(shard);
+  fs::resize_file(shard, size / 2);
   r = Run(1, whole);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == StatusCode::kDataLoss);
-  CHECK(r.status().message() ==
-        shard.string() + " is corrupt: CRC-32C " + FileCrcHex(shard) + ", meta.json records " + recorded);
+  CHECK(r.status().message() == shard.string() + " is " + std::to_string(size / 2) + " bytes, meta.json records " +
+                                    std::to_string(size) + explicit_refusal);
 }
 
 TEST_CASE("A checkpoint that does not fit the run is refused with what differs") {
@@ -408,22 +425,28 @@ TEST_CASE("A checkpoint that does not fit the run is refused with what differs")
   CHECK(r.status().message().find("optimizer state") != std::string::npos);
 }
 
-TEST_CASE("keep_last deletes only older complete checkpoints, and load auto starts fresh without one") {
+TEST_CASE("keep_last deletes only older complete checkpoints, and load auto starts fresh without one, removing a crash's leftovers") {
   dslaunch::testing::TempDir dir;
   TrainConfig c = Config(2, 2, 10);
   c.checkpoint.dir = dir.path() + "/ckpt";
   c.checkpoint.interval = 2;
   c.checkpoint.keep_last = 2;
   c.checkpoint.load = CheckpointLoad::kLatest;
-  // An incomplete checkpoint (no meta.json) from an earlier crash is left alone.
+  // An unfinished step directory (no meta.json) from an earlier crash is removed at the start,
+  // and said so (before: it stayed for ever); other entries are not checkpoints and stay.
   fs::create_directories(fs::path(c.checkpoint.dir) / "global_step1");
-  auto r = Run(2, c);
+  fs::create_directories(fs::path(c.checkpoint.dir) / "global_step01");
+  std::vector<std::string> lines;
+  auto r = Run(2, c, {}, &lines);
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   CHECK(r->first_step == 0);
+  CHECK(std::find(lines.begin(), lines.end(), "removed " + c.checkpoint.dir +
+                                                  "/global_step1: a save that did not finish (no meta.json)") !=
+        lines.end());
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(c.checkpoint.dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  CHECK(names == std::vector<std::string>{"global_step1", "global_step10", "global_step8", "latest"});
+  CHECK(names == std::vector<std::string>{"global_step01", "global_step10", "global_step8", "latest"});
   // Resuming a finished run does nothing more.
   r = Run(2, c);
   REQUIRE(r.ok());

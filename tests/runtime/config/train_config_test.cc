@@ -254,7 +254,12 @@ TEST_CASE("ParseTrainConfig reports wrong types and values with their JSON path"
       {"/optimizer/type", "SDG", "train.json: $.optimizer.type: expected one of Adam, AdamW, SGD, got \"SDG\" (did you mean \"SGD\"?)"},
       {"/optimizer/params/lr", "fast", "train.json: $.optimizer.params.lr: expected a number >= 0.0, got \"fast\""},
       {"/optimizer/params/betas", json::array({0.9}), "train.json: $.optimizer.params.betas: expected an array of 2 numbers, got [0.9]"},
-      {"/optimizer/params/betas", json::array({0.9, 2}), "train.json: $.optimizer.params.betas[1]: expected a number 0.0-1.0, got 2"},
+      {"/optimizer/params/betas", json::array({0.9, 2}), "train.json: $.optimizer.params.betas[1]: expected a number >= 0.0 and < 1.0, got 2 (PyTorch's Adam refuses it too); the usual values are [0.9, 0.999]"},
+      // PyTorch's rule: each beta in [0, 1). Before: 1.0 was taken and the run later "diverged".
+      {"/optimizer/params/betas", json::array({0.9, 1.0}), "train.json: $.optimizer.params.betas[1]: expected a number >= 0.0 and < 1.0, got 1.0 (PyTorch's Adam refuses it too); the usual values are [0.9, 0.999]"},
+      {"/optimizer/params/betas", json::array({1, 0.999}), "train.json: $.optimizer.params.betas[0]: expected a number >= 0.0 and < 1.0, got 1 (PyTorch's Adam refuses it too); the usual values are [0.9, 0.999]"},
+      {"/optimizer/params/betas", json::array({0.9, -0.5}), "train.json: $.optimizer.params.betas[1]: expected a number >= 0.0 and < 1.0, got -0.5 (PyTorch's Adam refuses it too); the usual values are [0.9, 0.999]"},
+      {"/optimizer/params/betas", json::array({0.9, "x"}), "train.json: $.optimizer.params.betas[1]: expected a number >= 0.0 and < 1.0, got \"x\""},
       {"/scheduler", json{{"type", "OneCycle"}}, "train.json: $.scheduler.type: expected one of WarmupLR, WarmupDecayLR, WarmupCosineLR, got \"OneCycle\""},
       {"/scheduler", json{{"type", "WarmupCosineLR"}}, "train.json: $.scheduler.params: required: total_num_steps has no default"},
       {"/scheduler", json{{"type", "WarmupCosineLR"}, {"params", {{"total_num_steps", 10}, {"warmup_num_steps", 20}}}}, "train.json: $.scheduler.params.warmup_num_steps: 20 > total_num_steps 10"},

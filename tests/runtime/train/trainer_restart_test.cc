@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/resume.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
 #include "tests/support/subprocess.h"
@@ -167,12 +168,21 @@ TEST_CASE("At a restart the newest checkpoint in dir wins over the one `load` na
   c.load = CheckpointLoad::kPath;
   c.load_path = dir.path() + "/pretrained";
   c.resume_newest = true;
+  // The candidates a plan tries, in order.
+  auto planned = [](const CheckpointConfig& config) {
+    Result<ResumePlan> plan = PlanCheckpointResume(config);
+    REQUIRE_MESSAGE(plan.ok(), plan.status().ToString());
+    std::vector<std::string> paths;
+    for (const auto& c : plan->candidates) paths.push_back(c.path);
+    return std::pair{plan->mode, paths};
+  };
+  using Paths = std::vector<std::string>;
   // Nothing saved by this run yet: what `load` names.
-  CHECK(*ResolveCheckpoint(c) == std::optional<std::string>(dir.path() + "/pretrained/global_step100"));
+  CHECK(planned(c) == std::pair{ResumeMode::kExplicit, Paths{dir.path() + "/pretrained/global_step100"}});
   make("run", 6);
-  CHECK(*ResolveCheckpoint(c) == std::optional<std::string>(dir.path() + "/run/global_step6"));
+  CHECK(planned(c) == std::pair{ResumeMode::kNewest, Paths{dir.path() + "/run/global_step6"}});
   c.resume_newest = false;  // generation 0
-  CHECK(*ResolveCheckpoint(c) == std::optional<std::string>(dir.path() + "/pretrained/global_step100"));
+  CHECK(planned(c) == std::pair{ResumeMode::kExplicit, Paths{dir.path() + "/pretrained/global_step100"}});
 }
 
 }  // namespace
