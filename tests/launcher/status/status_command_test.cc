@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "launcher/status/job_state_file.h"
+#include "launcher/status/rank_log_files.h"
 #include "tests/launcher/status/sample_view.h"
 #include "tests/support/subprocess.h"
 
@@ -182,6 +183,47 @@ TEST_CASE("dslaunch logs of a finished job prints the newest generation's files 
   Run gone = RunCommand({"logs", "job-2", "0"}, tmp.path(), [](int64_t) { return false; });
   CHECK(gone.code == 1);
   CHECK(gone.err.find("give the same --log_dir DIR") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace dslaunch::launcher
+
+namespace dslaunch::launcher {
+namespace {
+
+TEST_CASE("ReadLogTail reads the end of a regular file within its bound, and refuses anything else by name") {
+  testing::TempDir tmp;
+  const std::string file = tmp.path() + "/rank0.stdout.log";
+  std::ofstream(file) << "first\nsecond\nthird\nno newline";
+  auto all = ReadLogTail(file, 0);
+  REQUIRE(all.ok());
+  CHECK(all->text == "first\nsecond\nthird\nno newline\n");
+  CHECK(all->file_bytes == 29);
+  CHECK(!all->cut);
+  CHECK(ReadLogTail(file, 2)->text == "third\nno newline\n");
+  // Only the last 20 bytes: the partial line they start in is dropped.
+  auto bounded = ReadLogTail(file, 0, 20);
+  REQUIRE(bounded.ok());
+  CHECK(bounded->cut);
+  CHECK(bounded->text == "third\nno newline\n");
+  const std::string rule =
+      ": dslaunch logs reads only the regular files the agent writes; remove it, or read it yourself if you placed it "
+      "there";
+  std::filesystem::create_symlink(file, tmp.path() + "/link.log");  // even to a regular file
+  auto link = ReadLogTail(tmp.path() + "/link.log", 0);
+  REQUIRE(!link.ok());
+  CHECK(link.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(link.status().message() == "'" + tmp.path() + "/link.log' is a symbolic link" + rule);
+  auto dir = ReadLogTail(tmp.path(), 0);
+  REQUIRE(!dir.ok());
+  CHECK(dir.status().message() == "'" + tmp.path() + "' is a directory" + rule);
+  REQUIRE(::mkfifo((tmp.path() + "/fifo.log").c_str(), 0600) == 0);  // opened without waiting for a writer
+  auto fifo = ReadLogTail(tmp.path() + "/fifo.log", 0);
+  REQUIRE(!fifo.ok());
+  CHECK(fifo.status().message() == "'" + tmp.path() + "/fifo.log' is a FIFO" + rule);
+  auto missing = ReadLogTail(tmp.path() + "/none.log", 0);
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
 }
 
 }  // namespace

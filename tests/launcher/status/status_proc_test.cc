@@ -1,6 +1,7 @@
 // dslaunch --status_port 0 with real agents and workers: the page, the JSON, the metrics and the
 // log tails over real TCP while the job runs; `dslaunch status` and `dslaunch logs` through the
 // state file; and after the end, the state file gone and `dslaunch logs` reading the log files.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -126,6 +127,37 @@ TEST_CASE("dslaunch --status_port on a port in use fails before starting anythin
   CHECK(second.out.find("hello") == std::string::npos);
   std::ofstream(dir.path() + "/stop") << "";
   CHECK(first.Wait(kTimeout).exit_code == 0);
+}
+
+TEST_CASE("dslaunch logs opens only regular files: a link to /dev/zero and a FIFO are refused at once, naming the file") {
+  TempDir dir;
+  const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+  const std::string logs = dir.path() + "/logs";
+  std::ofstream(dir.path() + "/stop") << "";
+  auto run = RunProcess(JobArgv(dir, "tricked", {"--log_dir", logs}), kTimeout, env);
+  REQUIRE(run.exit_code == 0);
+  const std::string job_dir = logs + "/tricked";
+  auto fine = RunProcess({kLauncher, "logs", "--log_dir", logs, "tricked", "0"}, kTimeout, env);
+  CHECK(fine.exit_code == 0);
+  CHECK(fine.out == "==> " + job_dir + "/rank0.stdout.log <==\nhello from rank 0\n==> " + job_dir +
+                        "/rank0.stderr.log <==\n");
+  // Someone who can write to the job directory replaces rank 0's log with a link to /dev/zero,
+  // and rank 1's with a FIFO nobody writes to.
+  REQUIRE(std::filesystem::remove(job_dir + "/rank0.stdout.log"));
+  std::filesystem::create_symlink("/dev/zero", job_dir + "/rank0.stdout.log");
+  REQUIRE(std::filesystem::remove(job_dir + "/rank1.stderr.log"));
+  REQUIRE(::mkfifo((job_dir + "/rank1.stderr.log").c_str(), 0600) == 0);
+  const std::string rule =
+      ": dslaunch logs reads only the regular files the agent writes; remove it, or read it yourself if you placed it "
+      "there\n";
+  auto zero = RunProcess({kLauncher, "logs", "--log_dir", logs, "tricked", "0"}, kTimeout, env);
+  CHECK(zero.exit_code == 1);
+  CHECK(zero.out.empty());
+  CHECK(zero.err == "dslaunch: job tricked rank 0: '" + job_dir + "/rank0.stdout.log' is a symbolic link" + rule);
+  auto fifo = RunProcess({kLauncher, "logs", "--log_dir", logs, "tricked", "1"}, kTimeout, env);
+  CHECK(fifo.exit_code == 1);
+  CHECK(fifo.out.empty());
+  CHECK(fifo.err == "dslaunch: job tricked rank 1: '" + job_dir + "/rank1.stderr.log' is a FIFO" + rule);
 }
 
 TEST_CASE("A program named status runs when given by its path: only a first argument \"status\" is the subcommand") {
