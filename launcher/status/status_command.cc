@@ -114,7 +114,7 @@ int ShowStatus(const StatusCommand& c, const StatusEdges& edges, std::ostream& o
   } else {
     job = jobs->front();
   }
-  auto reply = HttpGet(job->url, "/api/job");
+  auto reply = HttpGet(job->url, job->token, "/api/job");
   if (!reply.ok()) return Fail(err, "job " + job->job_id + ": " + reply.status().message());
   if (reply->status != 200) return Fail(err, "job " + job->job_id + ": " + job->url + "api/job answered " + std::to_string(reply->status) + ": " + reply->body);
   auto view = ParseJobViewJson(reply->body);
@@ -163,7 +163,7 @@ int ShowLogs(const StatusCommand& c, const StatusEdges& edges, std::ostream& out
   std::optional<JobStateRecord> job = Find(*jobs, *c.job_id);
   if (!job) return LogsOfFinishedJob(c, edges, out, err);
   const size_t lines = c.lines == 0 ? kLogTailLines : std::min(c.lines, kLogTailLines);
-  auto reply = HttpGet(job->url, "/api/logs?rank=" + std::to_string(c.rank) + "&lines=" + std::to_string(lines));
+  auto reply = HttpGet(job->url, job->token, "/api/logs?rank=" + std::to_string(c.rank) + "&lines=" + std::to_string(lines));
   if (!reply.ok()) return Fail(err, "job " + job->job_id + ": " + reply.status().message());
   if (reply->status != 200) return Fail(err, "job " + job->job_id + ": " + reply->body.substr(0, reply->body.find('\n')));
   err << "dslaunch: rank " << c.rank << " of running job " << job->job_id << ": its last " << lines

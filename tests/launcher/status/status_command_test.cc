@@ -93,7 +93,7 @@ TEST_CASE("FormatStatusTable prints the job line and a row per rank") {
 TEST_CASE("The state file round-trips and is private to the user") {
   testing::TempDir tmp;
   const std::string dir = JobStateDir(tmp.path(), ::getuid());
-  JobStateRecord r{"job-1", "http://127.0.0.1:4242/", 77, "/l/job-1", 1000};
+  JobStateRecord r{"job-1", "http://127.0.0.1:4242/", 77, "/l/job-1", 1000, "tok"};
   REQUIRE(WriteJobState(dir, r).ok());
   struct stat st {};
   REQUIRE(::stat((dir + "/job-1.json").c_str(), &st) == 0);
@@ -105,6 +105,7 @@ TEST_CASE("The state file round-trips and is private to the user") {
   REQUIRE(all->size() == 1);
   CHECK(all->front().url == r.url);
   CHECK(all->front().pid == 77);
+  CHECK(all->front().token == "tok");
   RemoveJobState(dir, "job-1");
   CHECK(ReadJobStates(dir)->empty());
   std::ofstream(dir + "/bad.json") << "{\"job_id\": 1}";
@@ -118,7 +119,7 @@ TEST_CASE("WriteJobState refuses a base directory others may write to") {
   const std::string base = UserRuntimeBase(tmp.path(), ::getuid());
   REQUIRE(::mkdir(base.c_str(), 0777) == 0);
   REQUIRE(::chmod(base.c_str(), 0777) == 0);
-  Status s = WriteJobState(JobStateDir(tmp.path(), ::getuid()), {"job-1", "http://127.0.0.1:1/", 1, "", 0});
+  Status s = WriteJobState(JobStateDir(tmp.path(), ::getuid()), {"job-1", "http://127.0.0.1:1/", 1, "", 0, ""});
   REQUIRE(!s.ok());
   CHECK(s.message() == "'" + base + "' is writable by other users: run 'chmod go-w " + base + "'");
 }
@@ -142,7 +143,7 @@ TEST_CASE("dslaunch status without a running job says how to get one, and skips 
   CHECK(none.code == 1);
   CHECK(none.err.find("no running job with a status page") != std::string::npos);
   CHECK(none.err.find("--status_port") != std::string::npos);
-  REQUIRE(WriteJobState(JobStateDir(tmp.path(), ::getuid()), {"job-1", "http://127.0.0.1:1/", 99, "", 0}).ok());
+  REQUIRE(WriteJobState(JobStateDir(tmp.path(), ::getuid()), {"job-1", "http://127.0.0.1:1/", 99, "", 0, ""}).ok());
   Run stale = RunCommand({"status", "job-1"}, tmp.path(), [](int64_t) { return false; });
   CHECK(stale.code == 1);
   CHECK(stale.err.find("no running job 'job-1'") != std::string::npos);
@@ -154,8 +155,8 @@ TEST_CASE("dslaunch status without a running job says how to get one, and skips 
 TEST_CASE("dslaunch status lists the jobs when several run") {
   testing::TempDir tmp;
   const std::string dir = JobStateDir(tmp.path(), ::getuid());
-  REQUIRE(WriteJobState(dir, {"job-b", "http://127.0.0.1:2/", 2, "", 0}).ok());
-  REQUIRE(WriteJobState(dir, {"job-a", "http://127.0.0.1:1/", 1, "", 0}).ok());
+  REQUIRE(WriteJobState(dir, {"job-b", "http://127.0.0.1:2/", 2, "", 0, ""}).ok());
+  REQUIRE(WriteJobState(dir, {"job-a", "http://127.0.0.1:1/", 1, "", 0, ""}).ok());
   Run r = RunCommand({"status"}, tmp.path(), [](int64_t) { return true; });
   CHECK(r.code == 0);
   CHECK(r.out.find("job-a   1    http://127.0.0.1:1/\njob-b   2    http://127.0.0.1:2/\n") != std::string::npos);
