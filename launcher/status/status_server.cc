@@ -2,6 +2,7 @@
 
 #include "common/asio.h"  // first: Boost 1.74's Asio under C++20 (common/asio.h)
 
+#include <array>
 #include <atomic>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -242,11 +243,12 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     stream_id_ = admission.id;
     server_.streams().SetIdle(*stream_id_, false);  // a stream is never evicted: a full pool refuses
-    server_.requests().Release(*request_id_);
+    server_.requests().Release(*request_id_);  // a stream does not count against the request pool
     server_.Unregister(*request_id_);
     request_id_.reset();
     server_.PublishLoad();
     last_sent_ = std::chrono::steady_clock::now();
+    WatchForClose();
     Write(std::make_shared<std::string>(
         "HTTP/1.1 200 OK\r\nServer: dslaunch\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
         "Connection: close\r\n\r\n"));
@@ -259,6 +261,15 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec) return self->Close();
       self->last_sent_ = std::chrono::steady_clock::now();
       self->Poll();
+    });
+  }
+
+  // Reads (and drops) what a streaming client sends, to see at once when it goes: its place in
+  // the stream pool is free then, not only at the next event or keep-alive written.
+  void WatchForClose() {
+    stream_.socket().async_read_some(asio::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      self->WatchForClose();
     });
   }
 
@@ -295,6 +306,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string last_json_;
   std::chrono::steady_clock::time_point last_sent_;
+  std::array<char, 512> discard_;  // WatchForClose's buffer
 };
 
 }  // namespace

@@ -354,6 +354,10 @@ TEST_CASE("Idle event streams have a pool of their own: 70 of them do not stop r
   const std::string over = mine.back()->Read("instead\n");
   CHECK(over.ends_with("status page: 8 event streams from 127.0.0.9 are open and busy already (the status server's "
                        "limit per client); the page polls /api/job instead\n"));
+  // Streams that their clients close leave the pool at once (not at the next keep-alive, 15 s on).
+  REQUIRE(WaitFor([&] { return t.server->Load().streams == kStatusMaxEventStreamsPerClient; }, kWait));
+  mine.clear();
+  CHECK(WaitFor([&] { return t.server->Load().streams == 0; }, std::chrono::seconds(5)));
 }
 
 TEST_CASE("StatusServer closes a client that does not send its request within the header deadline, and an idle one") {
