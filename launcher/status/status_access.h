@@ -24,7 +24,8 @@ namespace dslaunch::launcher {
 
 struct StatusAccess {
   std::string token;                    // the job's token (GenerateSecret(): 64 hex characters)
-  std::vector<std::string> host_names;  // --status_host: more names the page is reached by
+  std::vector<std::string> host_names;  // --status_host: more names the page is reached by (the
+                                        // server adds its bound address: 0.0.0.0 for a wildcard)
   bool metrics_open = false;            // --status_metrics_open: /metrics without the token
   std::string token_file;               // where the job's user reads the token, for the 401 text
 };

@@ -39,13 +39,21 @@ class Session;
 
 std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
 
+// `access` with the bound address among the names a Host may carry: a wildcard bind prints
+// http://0.0.0.0:PORT/, and a client that opens that URL sends Host 0.0.0.0:PORT (an address
+// literal, which no rebinding page can send).
+StatusAccess WithBoundAddress(StatusAccess access, const std::string& bind_address) {
+  access.host_names.push_back(bind_address);
+  return access;
+}
+
 }  // namespace
 
 class StatusServer::Impl {
  public:
   Impl(const StatusServerOptions& options, std::shared_ptr<const JobBoard> board)
       : board_(std::move(board)),
-        access_(options.access),
+        access_(WithBoundAddress(options.access, options.bind_address)),
         limits_(options.limits),
         requests_(options.limits.requests),
         streams_(options.limits.streams),
