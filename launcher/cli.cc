@@ -287,24 +287,57 @@ Status ResolveElastic(const ElasticArgs& a, CliOptions& o) {
   return Status::Ok();
 }
 
-// --status_port and --status_bind into `o`.
-Status ResolveStatusPage(bool port_given, int port, bool bind_given, const std::string& bind, CliOptions& o) {
-  if (bind_given && !port_given) {
-    return InvalidArgumentError("--status_bind " + bind + " needs --status_port PORT (0: any free port)");
+// The status page's options as given on the command line.
+struct StatusArgs {
+  bool port_given = false;
+  int port = -1;
+  bool bind_given = false;
+  std::string bind;
+  std::vector<std::string> hosts;  // --status_host, each value split at commas
+  bool metrics_open = false;
+};
+
+bool IsIpAddress(const std::string& text) {
+  unsigned char address[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, text.c_str(), address) == 1 || ::inet_pton(AF_INET6, text.c_str(), address) == 1;
+}
+
+// A DNS name (letters, digits, '-' and '.', not starting with '-' or '.') or an IP address.
+Status ValidateStatusHost(const std::string& host) {
+  if (IsIpAddress(host)) return Status::Ok();
+  constexpr size_t kMaxDnsName = 253;
+  bool valid = !host.empty() && host.size() <= kMaxDnsName && host.front() != '-' && host.front() != '.';
+  for (char c : host) {
+    valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.');
   }
-  if (!port_given) return Status::Ok();
-  if (port < 0 || port > 65535) {
-    return InvalidArgumentError("--status_port " + std::to_string(port) + " is not a TCP port (1-65535, or 0 for any free port)");
+  if (valid) return Status::Ok();
+  const std::string hint = host.find(':') != std::string::npos ? " without a port (any port is accepted)" : "";
+  return InvalidArgumentError("--status_host '" + host + "': expected a host name or an IP address" + hint +
+                              ", the name a browser uses for this machine");
+}
+
+// --status_port, --status_bind, --status_host and --status_metrics_open into `o`.
+Status ResolveStatusPage(const StatusArgs& a, CliOptions& o) {
+  for (const auto& [given, name] : {std::pair{a.bind_given, "--status_bind " + a.bind},
+                                    std::pair{!a.hosts.empty(), std::string("--status_host")},
+                                    std::pair{a.metrics_open, std::string("--status_metrics_open")}}) {
+    if (given && !a.port_given) return InvalidArgumentError(name + " needs --status_port PORT (0: any free port)");
   }
-  o.status_port = static_cast<uint16_t>(port);
-  if (bind_given) {
-    unsigned char address[sizeof(in6_addr)];
-    if (::inet_pton(AF_INET, bind.c_str(), address) != 1 && ::inet_pton(AF_INET6, bind.c_str(), address) != 1) {
-      return InvalidArgumentError("--status_bind '" + bind +
+  if (!a.port_given) return Status::Ok();
+  if (a.port < 0 || a.port > 65535) {
+    return InvalidArgumentError("--status_port " + std::to_string(a.port) + " is not a TCP port (1-65535, or 0 for any free port)");
+  }
+  o.status_port = static_cast<uint16_t>(a.port);
+  if (a.bind_given) {
+    if (!IsIpAddress(a.bind)) {
+      return InvalidArgumentError("--status_bind '" + a.bind +
                                   "': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name");
     }
-    o.status_bind = bind;
+    o.status_bind = a.bind;
   }
+  for (const std::string& host : a.hosts) DSLAUNCH_RETURN_IF_ERROR(ValidateStatusHost(host));
+  o.status_hosts = a.hosts;
+  o.status_metrics_open = a.metrics_open;
   return Status::Ok();
 }
 
@@ -452,12 +485,16 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
                  "how agents start: slurm (srun, inside an allocation), ssh or local (default: chosen, docs/slurm.md)");
 
   // The live status page (docs/observability.md).
-  int status_port = -1;
-  std::string status_bind;
-  app.add_option("--status_port", status_port,
+  StatusArgs status;
+  app.add_option("--status_port", status.port,
                  "serve the live job page, JSON and /metrics on this port (0: any free port; default: off)");
-  app.add_option("--status_bind", status_bind,
+  app.add_option("--status_bind", status.bind,
                  "--status_port: the IP address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+  app.add_option("--status_host", status.hosts,
+                 "--status_port: a name the page is opened by besides its address (repeat or comma-separate)")
+      ->delimiter(',');
+  app.add_flag("--status_metrics_open", status.metrics_open,
+               "--status_port: serve /metrics without the job's token (for a Prometheus scraper)");
 
   // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
   // and "--grace_period ''" no grace at all: an empty number is an error instead.
@@ -602,8 +639,9 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
                                   " exclude each other: there every node's agent is started by the node's own dslaunch");
     }
   }
-  DSLAUNCH_RETURN_IF_ERROR(ResolveStatusPage(app.count("--status_port") > 0, status_port,
-                                              app.count("--status_bind") > 0, status_bind, o));
+  status.port_given = app.count("--status_port") > 0;
+  status.bind_given = app.count("--status_bind") > 0;
+  DSLAUNCH_RETURN_IF_ERROR(ResolveStatusPage(status, o));
   if (app.count("--save_pid") > 0) o.save_pid = save_pid;
   if (app.count("--dry-run") > 0) {
     if (dry_run == "table") {

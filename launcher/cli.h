@@ -64,8 +64,8 @@ enum class DryRunFormat { kTable, kJson };
 // node's GPUs if it has any, else its CPU cores; gpu = its GPUs (an error without); cpu = its cores.
 enum class NprocKeyword { kAuto, kGpu, kCpu };
 
-// --status_bind's default: the page and /metrics have no authentication, so only this machine
-// sees them unless the user says otherwise.
+// --status_bind's default: only this machine reaches the page unless the user says otherwise (the
+// job's token guards it from other users of the machine too; docs/observability.md).
 inline constexpr char kDefaultStatusBind[] = "127.0.0.1";
 
 // The longest --rdzv_conf timeout: a day, far beyond any pod's start.
@@ -162,6 +162,10 @@ struct CliOptions {
   // port) and --status_bind, an IP address (default: loopback only).
   std::optional<uint16_t> status_port;
   std::string status_bind = kDefaultStatusBind;
+  // --status_host: names (or addresses) besides the bound address that requests may carry in
+  // their Host header; --status_metrics_open: /metrics without the token.
+  std::vector<std::string> status_hosts;
+  bool status_metrics_open = false;
 
   std::string program;
   std::vector<std::string> program_args;

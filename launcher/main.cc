@@ -355,7 +355,10 @@ Result<std::unique_ptr<StatusPage>> StartStatusPage(const CliOptions& cli, const
                                                     std::shared_ptr<const JobBoard> board, int64_t now_ms) {
   if (!cli.status_port) return std::unique_ptr<StatusPage>();
   StatusPageOptions o;
-  o.server = {cli.status_bind, *cli.status_port};
+  o.server.bind_address = cli.status_bind;
+  o.server.port = *cli.status_port;
+  o.server.access.host_names = cli.status_hosts;
+  o.server.access.metrics_open = cli.status_metrics_open;
   o.job_id = job_id;
   o.log_dir = ro.log_dir.empty() ? UserRuntimeBase(edges.temp_dir, ::getuid()) + "/" + job_id : ro.log_dir;
   o.temp_dir = edges.temp_dir;

@@ -45,8 +45,8 @@ std::string UserRuntimeBase(const std::string& temp_dir, uid_t uid) {
 std::string JobStateDir(const std::string& temp_dir, uid_t uid) { return UserRuntimeBase(temp_dir, uid) + "/running"; }
 
 std::string JobStateJson(const JobStateRecord& r) {
-  nlohmann::json j = {{"job_id", r.job_id}, {"url", r.url}, {"pid", r.pid}, {"log_dir", r.log_dir},
-                      {"started_ms", r.started_ms}};
+  nlohmann::json j = {{"job_id", r.job_id}, {"url", r.url},      {"token", r.token},
+                      {"pid", r.pid},       {"log_dir", r.log_dir}, {"started_ms", r.started_ms}};
   return j.dump(2) + "\n";
 }
 
@@ -61,6 +61,10 @@ Result<JobStateRecord> ParseJobStateJson(const std::string& text, const std::str
     if (!j.contains(key) || !j[key].is_number_integer()) {
       return InvalidArgumentError(where + ": " + key + ": expected an integer");
     }
+  }
+  if (j.contains("token")) {  // absent in the record of a launcher from before the token
+    if (!j["token"].is_string()) return InvalidArgumentError(where + ": token: expected a string");
+    r.token = j["token"];
   }
   r.job_id = j["job_id"];
   r.url = j["url"];

@@ -20,10 +20,13 @@ namespace dslaunch::launcher {
 
 struct JobStateRecord {
   std::string job_id;
-  std::string url;      // the status page, "http://127.0.0.1:PORT/"
+  std::string url;      // the status page, "http://127.0.0.1:PORT/", without the token
   int64_t pid = 0;      // the launcher's
   std::string log_dir;  // the job's log directory on every node (LOG_DIR/JOB_ID)
   int64_t started_ms = 0;
+  // The page's token (status_access.h): the record is the place `dslaunch status` and the job's
+  // user read it from. Empty in a record written by a launcher from before the token.
+  std::string token;
 };
 
 // TEMP/dslaunch-UID: the user's base of default log directories (agent/log_files.h's

@@ -37,7 +37,8 @@ Result<BaseUrl> ParseBaseUrl(const std::string& url) {
   return out;
 }
 
-Result<HttpResult> HttpGet(const std::string& url, const std::string& target, std::chrono::milliseconds timeout) {
+Result<HttpResult> HttpGet(const std::string& url, const std::string& token, const std::string& target,
+                           std::chrono::milliseconds timeout) {
   DSLAUNCH_ASSIGN_OR_RETURN(BaseUrl base, ParseBaseUrl(url));
   asio::io_context ioc;
   beast::tcp_stream stream(ioc);
@@ -45,7 +46,9 @@ Result<HttpResult> HttpGet(const std::string& url, const std::string& target, st
   const asio::ip::address address = asio::ip::make_address(base.host, ec);
   if (ec) return InvalidArgumentError("status URL '" + url + "': '" + base.host + "' is not an IP address");
   http::request<http::empty_body> request(http::verb::get, target, 11);
-  request.set(http::field::host, base.host);
+  const std::string host = address.is_v6() ? "[" + base.host + "]" : base.host;
+  request.set(http::field::host, host + ":" + std::to_string(base.port));
+  if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
   request.set(http::field::user_agent, "dslaunch");
   request.keep_alive(false);
   http::response<http::string_body> response;

@@ -1,5 +1,6 @@
 // The client side of the status server, for `dslaunch status` and `dslaunch logs`: one HTTP GET
-// to a running launcher (Boost.Beast inside status_client.cc), and the URL it is given.
+// to a running launcher with the job's token (Boost.Beast inside status_client.cc), and the URL it
+// is given.
 #pragma once
 
 #include <chrono>
@@ -28,10 +29,11 @@ struct HttpResult {
   std::string body;
 };
 
-// GETs `target` ("/api/job") from the server at `url`. kUnavailable when nothing answers there
-// ("cannot reach http://127.0.0.1:8080/: Connection refused"), kDeadlineExceeded after `timeout`;
-// a 4xx or 5xx is a result, not an error.
-Result<HttpResult> HttpGet(const std::string& url, const std::string& target,
+// GETs `target` ("/api/job") from the server at `url`, with `Host: HOST:PORT` and, unless `token`
+// is empty, `Authorization: Bearer TOKEN` (a header, never the URL: the token stays out of every
+// message here). kUnavailable when nothing answers there ("cannot reach http://127.0.0.1:8080/:
+// Connection refused"), kDeadlineExceeded after `timeout`; a 4xx or 5xx is a result, not an error.
+Result<HttpResult> HttpGet(const std::string& url, const std::string& token, const std::string& target,
                            std::chrono::milliseconds timeout = kStatusClientTimeout);
 
 }  // namespace dslaunch::launcher

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -12,6 +11,7 @@
 #include "launcher/status/job_board.h"
 #include "launcher/status/job_state_file.h"
 #include "launcher/status/job_view_json.h"
+#include "launcher/status/rank_log_files.h"
 #include "launcher/status/status_client.h"
 
 namespace dslaunch::launcher {
@@ -114,46 +114,13 @@ int ShowStatus(const StatusCommand& c, const StatusEdges& edges, std::ostream& o
   } else {
     job = jobs->front();
   }
-  auto reply = HttpGet(job->url, "/api/job");
+  auto reply = HttpGet(job->url, job->token, "/api/job");
   if (!reply.ok()) return Fail(err, "job " + job->job_id + ": " + reply.status().message());
   if (reply->status != 200) return Fail(err, "job " + job->job_id + ": " + job->url + "api/job answered " + std::to_string(reply->status) + ": " + reply->body);
   auto view = ParseJobViewJson(reply->body);
   if (!view.ok()) return Fail(err, job->url + "api/job: " + view.status().message());
   out << FormatStatusTable(*view) << "page: " << job->url << "\n";
   return 0;
-}
-
-// The newest generation's log files of `rank` in `dir` (rankN.stdout.log, rankN.genG.stdout.log).
-std::vector<std::string> RankLogFiles(const std::string& dir, int rank) {
-  const std::string prefix = "rank" + std::to_string(rank) + ".";
-  int best = -1;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    constexpr std::string_view kStdout = "stdout.log";
-    if (!name.starts_with(prefix) || !name.ends_with(kStdout) || name.size() < prefix.size() + kStdout.size()) continue;
-    // Between "rankN." and "stdout.log": nothing (generation 0) or "genG.".
-    const std::string middle = name.substr(prefix.size(), name.size() - prefix.size() - kStdout.size());
-    int gen = 0;
-    if (!middle.empty()) {
-      if (!middle.starts_with("gen") || !middle.ends_with(".")) continue;
-      auto g = Whole("generation", middle.substr(3, middle.size() - 4));
-      if (!g.ok()) continue;
-      gen = static_cast<int>(*g);
-    }
-    best = std::max(best, gen);
-  }
-  if (best < 0) return {};
-  const std::string stem = dir + "/" + prefix + (best == 0 ? "" : "gen" + std::to_string(best) + ".");
-  return {stem + "stdout.log", stem + "stderr.log"};
-}
-
-void PrintTail(const std::string& path, size_t lines, std::ostream& out) {
-  std::ifstream in(path);
-  std::vector<std::string> all;
-  for (std::string l; std::getline(in, l);) all.push_back(l);
-  const size_t from = lines == 0 || lines >= all.size() ? 0 : all.size() - lines;
-  for (size_t i = from; i < all.size(); ++i) out << all[i] << "\n";
 }
 
 int LogsOfFinishedJob(const StatusCommand& c, const StatusEdges& edges, std::ostream& out, std::ostream& err) {
@@ -169,9 +136,23 @@ int LogsOfFinishedJob(const StatusCommand& c, const StatusEdges& edges, std::ost
                          ": a rank that ran on another node has its log in the same directory there (e.g. ssh HOST "
                          "cat " + dir + "/rank" + std::to_string(c.rank) + ".stdout.log)");
   }
+  // Every file read (and checked) before anything is printed: a refused file prints nothing.
+  std::vector<LogTail> tails;
   for (const std::string& f : files) {
-    out << "==> " << f << " <==\n";
-    PrintTail(f, c.lines, out);
+    auto tail = ReadLogTail(f, c.lines);
+    if (!tail.ok() && tail.status().code() == StatusCode::kNotFound) {
+      tails.emplace_back();  // a rank that never wrote to the stream: nothing to show
+      continue;
+    }
+    if (!tail.ok()) return Fail(err, "job " + *c.job_id + " rank " + std::to_string(c.rank) + ": " + tail.status().message());
+    tails.push_back(std::move(*tail));
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (tails[i].cut) {
+      err << "dslaunch: " << files[i] << " holds " << tails[i].file_bytes << " bytes: only the lines of its last "
+          << (kMaxLogReadBytes >> 20) << " MiB are shown\n";
+    }
+    out << "==> " << files[i] << " <==\n" << tails[i].text;
   }
   return 0;
 }
@@ -182,7 +163,7 @@ int ShowLogs(const StatusCommand& c, const StatusEdges& edges, std::ostream& out
   std::optional<JobStateRecord> job = Find(*jobs, *c.job_id);
   if (!job) return LogsOfFinishedJob(c, edges, out, err);
   const size_t lines = c.lines == 0 ? kLogTailLines : std::min(c.lines, kLogTailLines);
-  auto reply = HttpGet(job->url, "/api/logs?rank=" + std::to_string(c.rank) + "&lines=" + std::to_string(lines));
+  auto reply = HttpGet(job->url, job->token, "/api/logs?rank=" + std::to_string(c.rank) + "&lines=" + std::to_string(lines));
   if (!reply.ok()) return Fail(err, "job " + job->job_id + ": " + reply.status().message());
   if (reply->status != 200) return Fail(err, "job " + job->job_id + ": " + reply->body.substr(0, reply->body.find('\n')));
   err << "dslaunch: rank " << c.rank << " of running job " << job->job_id << ": its last " << lines

@@ -1,5 +1,6 @@
 #include "launcher/status/status_page.h"
 
+#include "common/auth/secret.h"
 #include "launcher/status/job_state_file.h"
 
 namespace dslaunch::launcher {
@@ -11,18 +12,22 @@ bool IsLoopback(const std::string& address) { return address.starts_with("127.")
 
 Result<std::unique_ptr<StatusPage>> StatusPage::Start(const StatusPageOptions& options,
                                                       std::shared_ptr<const JobBoard> board, std::ostream& console) {
-  DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<StatusServer> server, StatusServer::Start(options.server, std::move(board)));
+  const std::string dir = JobStateDir(options.temp_dir, options.uid);
+  StatusServerOptions server_options = options.server;
+  server_options.access.token = GenerateSecret();
+  server_options.access.token_file = dir + "/" + options.job_id + ".json";
+  DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<StatusServer> server, StatusServer::Start(server_options, std::move(board)));
   std::unique_ptr<StatusPage> page(new StatusPage());
   page->server_ = std::move(server);
   page->url_ = page->server_->Url();
-  console << "dslaunch: status page at " << page->url_ << "\n";
+  console << "dslaunch: status page at " << page->url_ << "?token=" << server_options.access.token << "\n";
   if (!IsLoopback(options.server.bind_address)) {
-    console << "dslaunch: warning: the status page has no authentication, and --status_bind "
-            << options.server.bind_address << " lets other machines read it (the job's command line and output "
-            << "included)\n";
+    console << "dslaunch: warning: --status_bind " << options.server.bind_address
+            << " lets other machines reach the status page over plain HTTP: the token keeps them out, but anyone "
+            << "who can see the traffic can read it and the pages (use an SSH tunnel to 127.0.0.1 where you can)\n";
   }
-  const std::string dir = JobStateDir(options.temp_dir, options.uid);
-  const JobStateRecord record{options.job_id, page->url_, options.pid, options.log_dir, options.now_ms};
+  const JobStateRecord record{options.job_id, page->url_,    options.pid,
+                              options.log_dir, options.now_ms, server_options.access.token};
   if (Status s = WriteJobState(dir, record); !s.ok()) {
     console << "dslaunch: warning: dslaunch status will not find this job: " << s.message() << "\n";
   } else {

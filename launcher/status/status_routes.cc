@@ -104,7 +104,8 @@ StatusReply Respond(std::string_view method, std::string_view target, const JobB
   if (path == "/api/events") return Error(400, "/api/events is a stream of server-sent events: GET it, not HEAD");
   if (const PageAsset* asset = FindPageAsset(path); asset != nullptr) {
     return {200, std::string(asset->content_type), std::string(asset->body),
-            {{"Content-Security-Policy", kPagePolicy}, {"Cache-Control", "no-cache"}}};
+            {{"Content-Security-Policy", kPagePolicy}, {"Cache-Control", "no-cache"},
+             {"Referrer-Policy", "no-referrer"}}};  // the page's URL holds the token
   }
   return Error(404, "no such path: " + std::string(path) + " (try /, /api/job, /api/events, /api/logs?rank=N, /metrics)");
 }

@@ -615,7 +615,7 @@ TEST_CASE("ParseCommandLine answers --help and --version with text to print") {
 namespace dslaunch::launcher {
 namespace {
 
-TEST_CASE("ParseCommandLine reads --status_port and --status_bind") {
+TEST_CASE("ParseCommandLine reads --status_port, --status_bind, --status_host and --status_metrics_open") {
   auto off = Parse({"x.py"});
   REQUIRE(off.ok());
   CHECK(!off->options.status_port);
@@ -630,9 +630,16 @@ TEST_CASE("ParseCommandLine reads --status_port and --status_bind") {
   auto v6 = Parse({"--status_port", "1", "--status_bind", "::1", "x.py"});
   REQUIRE(v6.ok());
   CHECK(v6->options.status_bind == "::1");
+  CHECK(v6->options.status_hosts.empty());
+  CHECK(!v6->options.status_metrics_open);
+  auto named = Parse({"--status_port", "0", "--status_host", "node7.cluster,10.0.0.7", "--status_host", "::2",
+                      "--status_metrics_open", "x.py"});
+  REQUIRE(named.ok());
+  CHECK(named->options.status_hosts == std::vector<std::string>{"node7.cluster", "10.0.0.7", "::2"});
+  CHECK(named->options.status_metrics_open);
 }
 
-TEST_CASE("ParseCommandLine rejects a bad --status_port or --status_bind, saying what to give") {
+TEST_CASE("ParseCommandLine rejects a bad --status_port, --status_bind or --status_host, saying what to give") {
   struct Case {
     std::vector<std::string> args;
     const char* message;
@@ -645,6 +652,15 @@ TEST_CASE("ParseCommandLine rejects a bad --status_port or --status_bind, saying
        "--status_bind 'localhost': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name"},
       {{"--status_port", "0", "--status_bind", "", "x.py"},
        "--status_bind '': expected an IP address (127.0.0.1, 0.0.0.0 for every interface, ::1), not a name"},
+      {{"--status_host", "a.b", "x.py"}, "--status_host needs --status_port PORT (0: any free port)"},
+      {{"--status_metrics_open", "x.py"}, "--status_metrics_open needs --status_port PORT (0: any free port)"},
+      {{"--status_port", "0", "--status_host", "node7:8080", "x.py"},
+       "--status_host 'node7:8080': expected a host name or an IP address without a port (any port is accepted), "
+       "the name a browser uses for this machine"},
+      {{"--status_port", "0", "--status_host", "-x", "x.py"},
+       "--status_host '-x': expected a host name or an IP address, the name a browser uses for this machine"},
+      {{"--status_port", "0", "--status_host", "a b", "x.py"},
+       "--status_host 'a b': expected a host name or an IP address, the name a browser uses for this machine"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.message);

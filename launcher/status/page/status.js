@@ -3,6 +3,11 @@
 // EventSource), renders the job, the ranks table and the charts, and shows a
 // rank's output tail (/api/logs) when its row is clicked. Draws its own SVG: nothing is loaded
 // from anywhere but this server.
+//
+// The job's token comes in the page's URL (?token=, as the launcher prints it) and goes with every
+// request of this script: in an Authorization header for fetch(), in the URL for EventSource
+// (which cannot send headers). Not a cookie: a browser sends a cookie for 127.0.0.1 to every port
+// of 127.0.0.1, so another user's server on this machine would receive it.
 'use strict';
 
 const POLL_MS = 2000;      // polling interval without a stream, and the log panel's refresh
@@ -12,6 +17,12 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 let view = null;           // the last JobView
 let receivedAt = 0;        // Date.now() when it arrived, for the uptime between updates
 let selectedRank = null;   // the rank whose log is shown
+const token = new URLSearchParams(location.search).get('token') || '';
+
+// fetch() of this server with the job's token.
+function get(path) {
+  return fetch(path, {cache: 'no-store', headers: {Authorization: 'Bearer ' + token}});
+}
 
 const $ = (id) => document.getElementById(id);
 
@@ -142,7 +153,7 @@ async function refreshLog() {
   if (selectedRank === null) return;
   const rank = selectedRank;
   try {
-    const res = await fetch('/api/logs?rank=' + rank + '&lines=200', {cache: 'no-store'});
+    const res = await get('/api/logs?rank=' + rank + '&lines=200');
     const body = await res.text();
     if (rank !== selectedRank) return;
     const pre = $('log-text');
@@ -171,7 +182,8 @@ function setConnection(live) {
 
 async function poll() {
   try {
-    const res = await fetch('/api/job', {cache: 'no-store'});
+    const res = await get('/api/job');
+    if (!res.ok) throw new Error(await res.text());
     render(await res.json());
     setConnection(true);
   } catch (e) {
@@ -190,9 +202,15 @@ function start() {
     poll();
     setInterval(poll, Math.max(pollMs, 100));
   } else if (window.EventSource) {
-    const events = new EventSource('/api/events');
+    const events = new EventSource('/api/events?token=' + encodeURIComponent(token));
     events.onmessage = (e) => { render(JSON.parse(e.data)); setConnection(true); };
-    events.onerror = () => setConnection(false);  // EventSource reconnects by itself
+    events.onerror = () => {
+      setConnection(false);  // EventSource reconnects by itself after a dropped stream
+      if (events.readyState === EventSource.CLOSED) {  // refused (a 503 when the streams are full): poll
+        poll();
+        setInterval(poll, POLL_MS);
+      }
+    };
   } else {
     poll();
     setInterval(poll, POLL_MS);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "launcher/status/job_state_file.h"
+#include "launcher/status/rank_log_files.h"
 #include "tests/launcher/status/sample_view.h"
 #include "tests/support/subprocess.h"
 
@@ -92,7 +93,7 @@ TEST_CASE("FormatStatusTable prints the job line and a row per rank") {
 TEST_CASE("The state file round-trips and is private to the user") {
   testing::TempDir tmp;
   const std::string dir = JobStateDir(tmp.path(), ::getuid());
-  JobStateRecord r{"job-1", "http://127.0.0.1:4242/", 77, "/l/job-1", 1000};
+  JobStateRecord r{"job-1", "http://127.0.0.1:4242/", 77, "/l/job-1", 1000, "tok"};
   REQUIRE(WriteJobState(dir, r).ok());
   struct stat st {};
   REQUIRE(::stat((dir + "/job-1.json").c_str(), &st) == 0);
@@ -104,6 +105,7 @@ TEST_CASE("The state file round-trips and is private to the user") {
   REQUIRE(all->size() == 1);
   CHECK(all->front().url == r.url);
   CHECK(all->front().pid == 77);
+  CHECK(all->front().token == "tok");
   RemoveJobState(dir, "job-1");
   CHECK(ReadJobStates(dir)->empty());
   std::ofstream(dir + "/bad.json") << "{\"job_id\": 1}";
@@ -117,7 +119,7 @@ TEST_CASE("WriteJobState refuses a base directory others may write to") {
   const std::string base = UserRuntimeBase(tmp.path(), ::getuid());
   REQUIRE(::mkdir(base.c_str(), 0777) == 0);
   REQUIRE(::chmod(base.c_str(), 0777) == 0);
-  Status s = WriteJobState(JobStateDir(tmp.path(), ::getuid()), {"job-1", "http://127.0.0.1:1/", 1, "", 0});
+  Status s = WriteJobState(JobStateDir(tmp.path(), ::getuid()), {"job-1", "http://127.0.0.1:1/", 1, "", 0, ""});
   REQUIRE(!s.ok());
   CHECK(s.message() == "'" + base + "' is writable by other users: run 'chmod go-w " + base + "'");
 }
@@ -141,7 +143,7 @@ TEST_CASE("dslaunch status without a running job says how to get one, and skips 
   CHECK(none.code == 1);
   CHECK(none.err.find("no running job with a status page") != std::string::npos);
   CHECK(none.err.find("--status_port") != std::string::npos);
-  REQUIRE(WriteJobState(JobStateDir(tmp.path(), ::getuid()), {"job-1", "http://127.0.0.1:1/", 99, "", 0}).ok());
+  REQUIRE(WriteJobState(JobStateDir(tmp.path(), ::getuid()), {"job-1", "http://127.0.0.1:1/", 99, "", 0, ""}).ok());
   Run stale = RunCommand({"status", "job-1"}, tmp.path(), [](int64_t) { return false; });
   CHECK(stale.code == 1);
   CHECK(stale.err.find("no running job 'job-1'") != std::string::npos);
@@ -153,8 +155,8 @@ TEST_CASE("dslaunch status without a running job says how to get one, and skips 
 TEST_CASE("dslaunch status lists the jobs when several run") {
   testing::TempDir tmp;
   const std::string dir = JobStateDir(tmp.path(), ::getuid());
-  REQUIRE(WriteJobState(dir, {"job-b", "http://127.0.0.1:2/", 2, "", 0}).ok());
-  REQUIRE(WriteJobState(dir, {"job-a", "http://127.0.0.1:1/", 1, "", 0}).ok());
+  REQUIRE(WriteJobState(dir, {"job-b", "http://127.0.0.1:2/", 2, "", 0, ""}).ok());
+  REQUIRE(WriteJobState(dir, {"job-a", "http://127.0.0.1:1/", 1, "", 0, ""}).ok());
   Run r = RunCommand({"status"}, tmp.path(), [](int64_t) { return true; });
   CHECK(r.code == 0);
   CHECK(r.out.find("job-a   1    http://127.0.0.1:1/\njob-b   2    http://127.0.0.1:2/\n") != std::string::npos);
@@ -182,6 +184,47 @@ TEST_CASE("dslaunch logs of a finished job prints the newest generation's files 
   Run gone = RunCommand({"logs", "job-2", "0"}, tmp.path(), [](int64_t) { return false; });
   CHECK(gone.code == 1);
   CHECK(gone.err.find("give the same --log_dir DIR") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace dslaunch::launcher
+
+namespace dslaunch::launcher {
+namespace {
+
+TEST_CASE("ReadLogTail reads the end of a regular file within its bound, and refuses anything else by name") {
+  testing::TempDir tmp;
+  const std::string file = tmp.path() + "/rank0.stdout.log";
+  std::ofstream(file) << "first\nsecond\nthird\nno newline";
+  auto all = ReadLogTail(file, 0);
+  REQUIRE(all.ok());
+  CHECK(all->text == "first\nsecond\nthird\nno newline\n");
+  CHECK(all->file_bytes == 29);
+  CHECK(!all->cut);
+  CHECK(ReadLogTail(file, 2)->text == "third\nno newline\n");
+  // Only the last 20 bytes: the partial line they start in is dropped.
+  auto bounded = ReadLogTail(file, 0, 20);
+  REQUIRE(bounded.ok());
+  CHECK(bounded->cut);
+  CHECK(bounded->text == "third\nno newline\n");
+  const std::string rule =
+      ": dslaunch logs reads only the regular files the agent writes; remove it, or read it yourself if you placed it "
+      "there";
+  std::filesystem::create_symlink(file, tmp.path() + "/link.log");  // even to a regular file
+  auto link = ReadLogTail(tmp.path() + "/link.log", 0);
+  REQUIRE(!link.ok());
+  CHECK(link.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(link.status().message() == "'" + tmp.path() + "/link.log' is a symbolic link" + rule);
+  auto dir = ReadLogTail(tmp.path(), 0);
+  REQUIRE(!dir.ok());
+  CHECK(dir.status().message() == "'" + tmp.path() + "' is a directory" + rule);
+  REQUIRE(::mkfifo((tmp.path() + "/fifo.log").c_str(), 0600) == 0);  // opened without waiting for a writer
+  auto fifo = ReadLogTail(tmp.path() + "/fifo.log", 0);
+  REQUIRE(!fifo.ok());
+  CHECK(fifo.status().message() == "'" + tmp.path() + "/fifo.log' is a FIFO" + rule);
+  auto missing = ReadLogTail(tmp.path() + "/none.log", 0);
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
 }
 
 }  // namespace

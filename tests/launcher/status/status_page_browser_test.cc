@@ -50,8 +50,8 @@ void WriteJob(const TempDir& dir) {
   })";
 }
 
-nlohmann::json Job(const std::string& url) {
-  auto r = HttpGet(url, "/api/job");
+nlohmann::json Job(const std::string& url, const std::string& token) {
+  auto r = HttpGet(url, token, "/api/job");
   return r.ok() && r->status == 200 ? nlohmann::json::parse(r->body) : nlohmann::json();
 }
 
@@ -97,17 +97,22 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
     return text.substr(text.size() > 3000 ? text.size() - 3000 : 0);
   };
   std::string url;
+  std::string token;
   REQUIRE(WaitFor([&] {
     auto records = ReadJobStates(JobStateDir(dir.path(), ::getuid()));
-    if (records.ok() && !records->empty()) url = records->front().url;
+    if (records.ok() && !records->empty()) {
+      url = records->front().url;
+      token = records->front().token;
+    }
     return !url.empty();
   }, kTimeout));
   // Training: enough loss and validation points to draw.
   REQUIRE(WaitFor([&] {
-    const nlohmann::json j = Job(url);
+    const nlohmann::json j = Job(url, token);
     return j.is_object() && j["loss"].size() >= 10 && !j["val_loss"].empty() && j["ranks"].size() == 2;
   }, kTimeout));
-  const std::string page = url + "?poll=500";
+  // The page as the launcher prints its address (?token=), polling (see status.js).
+  const std::string page = url + "?token=" + token + "&poll=500";
   const std::string live = Dom(page);
   CHECK(Tag(live, "job-id").size() > 0);
   CHECK(live.find(">browser-job</span>") != std::string::npos);
@@ -116,9 +121,14 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
   CHECK(Count(live, "class=\"point loss\"") >= 10);
   CHECK(Count(live, "class=\"point val_loss\"") >= 1);
   CHECK(Count(live, "class=\"point tokens_per_s\"") >= 10);
+  // The same address without the token: the 401's line (which names the record, and so the job's
+  // id, as ps does), not the page.
+  const std::string locked = Dom(url + "?poll=500");
+  CHECK(locked.find("status page: this needs the job's token") != std::string::npos);
+  CHECK(locked.find("id=\"ranks\"") == std::string::npos);
 
   // Rank 0 stopped, rank 1 killed: the launcher stops the job and waits the grace period for rank 0.
-  const nlohmann::json before = Job(url);
+  const nlohmann::json before = Job(url, token);
   const pid_t rank0 = before["ranks"][0]["pid"].get<pid_t>();
   const pid_t rank1 = before["ranks"][1]["pid"].get<pid_t>();
   REQUIRE(rank0 > 0);
@@ -127,7 +137,7 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
   REQUIRE(::kill(rank1, SIGKILL) == 0);
   std::string last_view;
   const bool shown = WaitFor([&] {
-    nlohmann::json j = Job(url);
+    nlohmann::json j = Job(url, token);
     last_view = j.dump();
     return j.is_object() && j["ranks"].size() == 2 && j["ranks"][1]["state"] == "failed";
   }, kTimeout);
@@ -156,7 +166,7 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
   auto end = launcher.Wait(kTimeout);
   INFO(console_tail());
   CHECK(end.exit_code != 0);
-  CHECK(console_text().find("dslaunch: status page at " + url + "\n") != std::string::npos);
+  CHECK(console_text().find("dslaunch: status page at " + url + "?token=" + token + "\n") != std::string::npos);
 }
 
 }  // namespace

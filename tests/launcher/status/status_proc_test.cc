@@ -1,12 +1,14 @@
 // dslaunch --status_port 0 with real agents and workers: the page, the JSON, the metrics and the
 // log tails over real TCP while the job runs; `dslaunch status` and `dslaunch logs` through the
 // state file; and after the end, the state file gone and `dslaunch logs` reading the log files.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "launcher/status/job_state_file.h"
@@ -50,14 +52,16 @@ TEST_CASE("dslaunch --status_port 0 serves the running job, and dslaunch status 
   REQUIRE(WaitFor([&] { return (record = StateRecord(dir, "status-job")).has_value(); }, kTimeout));
   CHECK(record->pid == launcher.pid());
   CHECK(record->url.starts_with("http://127.0.0.1:"));
+  CHECK(record->token.size() == 64);
+  CHECK(record->token.find_first_not_of("0123456789abcdef") == std::string::npos);
   // Both ranks running and their lines in the launcher's tail.
   REQUIRE(WaitFor([&] {
-    auto logs = HttpGet(record->url, "/api/logs?rank=1");
+    auto logs = HttpGet(record->url, record->token, "/api/logs?rank=1");
     return logs.ok() && logs->body == "hello from rank 1\n";
   }, kTimeout));
   nlohmann::json view;
   REQUIRE(WaitFor([&] {  // the launcher publishes its view at most every 200 ms
-    auto job = HttpGet(record->url, "/api/job");
+    auto job = HttpGet(record->url, record->token, "/api/job");
     if (!job.ok()) return false;
     view = nlohmann::json::parse(job->body);
     return view["ranks"].size() == 2 && view["ranks"][0]["state"] == "running" && view["ranks"][1]["state"] == "running";
@@ -65,10 +69,30 @@ TEST_CASE("dslaunch --status_port 0 serves the running job, and dslaunch status 
   CHECK(view["job_id"] == "status-job");
   REQUIRE(view["ranks"].size() == 2);
   CHECK(view["ranks"][0]["pid"].get<int64_t>() > 0);
-  auto page = HttpGet(record->url, "/");
+  // Without the token (what any other user of the machine has): nothing but the 401.
+  for (const char* target : {"/", "/api/job", "/api/logs?rank=1", "/metrics"}) {
+    CAPTURE(target);
+    auto stranger = HttpGet(record->url, "", target);
+    REQUIRE(stranger.ok());
+    CHECK(stranger->status == 401);
+    CHECK(stranger->body.find("hello") == std::string::npos);
+  }
+  // The token is on no command line and in no environment of the job's processes (ps, /proc).
+  for (const int64_t pid : {static_cast<int64_t>(launcher.pid()), view["ranks"][0]["pid"].get<int64_t>(),
+                            view["ranks"][1]["pid"].get<int64_t>()}) {
+    for (const char* file : {"cmdline", "environ"}) {
+      CAPTURE(pid);
+      CAPTURE(file);
+      std::ifstream in("/proc/" + std::to_string(pid) + "/" + file);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      CHECK(!text.empty());
+      CHECK(text.find(record->token) == std::string::npos);
+    }
+  }
+  auto page = HttpGet(record->url, record->token, "/");
   REQUIRE(page.ok());
   CHECK(page->body.find("<table id=\"ranks\">") != std::string::npos);
-  auto metrics = HttpGet(record->url, "/metrics");
+  auto metrics = HttpGet(record->url, record->token, "/metrics");
   REQUIRE(metrics.ok());
   CHECK(metrics->body.find("dslaunch_job_info{job_id=\"status-job\"} 1\n") != std::string::npos);
   if (std::filesystem::exists("/usr/bin/promtool")) {  // the unit tier requires it (prometheus_text_test.cc)
@@ -90,9 +114,9 @@ TEST_CASE("dslaunch --status_port 0 serves the running job, and dslaunch status 
   auto end = launcher.Wait(kTimeout);
   INFO(end.err);
   CHECK(end.exit_code == 0);
-  CHECK(end.err.find("dslaunch: status page at " + record->url + "\n") != std::string::npos);
+  CHECK(end.err.find("dslaunch: status page at " + record->url + "?token=" + record->token + "\n") != std::string::npos);
   CHECK(!StateRecord(dir, "status-job"));  // removed at exit
-  CHECK(!HttpGet(record->url, "/api/job", std::chrono::seconds(2)).ok());
+  CHECK(!HttpGet(record->url, record->token, "/api/job", std::chrono::seconds(2)).ok());
   // The finished job's log, from its file.
   auto after = RunProcess({kLauncher, "logs", "status-job", "1"}, kTimeout, env);
   CHECK(after.exit_code == 0);
@@ -126,6 +150,37 @@ TEST_CASE("dslaunch --status_port on a port in use fails before starting anythin
   CHECK(second.out.find("hello") == std::string::npos);
   std::ofstream(dir.path() + "/stop") << "";
   CHECK(first.Wait(kTimeout).exit_code == 0);
+}
+
+TEST_CASE("dslaunch logs opens only regular files: a link to /dev/zero and a FIFO are refused at once, naming the file") {
+  TempDir dir;
+  const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+  const std::string logs = dir.path() + "/logs";
+  std::ofstream(dir.path() + "/stop") << "";
+  auto run = RunProcess(JobArgv(dir, "tricked", {"--log_dir", logs}), kTimeout, env);
+  REQUIRE(run.exit_code == 0);
+  const std::string job_dir = logs + "/tricked";
+  auto fine = RunProcess({kLauncher, "logs", "--log_dir", logs, "tricked", "0"}, kTimeout, env);
+  CHECK(fine.exit_code == 0);
+  CHECK(fine.out == "==> " + job_dir + "/rank0.stdout.log <==\nhello from rank 0\n==> " + job_dir +
+                        "/rank0.stderr.log <==\n");
+  // Someone who can write to the job directory replaces rank 0's log with a link to /dev/zero,
+  // and rank 1's with a FIFO nobody writes to.
+  REQUIRE(std::filesystem::remove(job_dir + "/rank0.stdout.log"));
+  std::filesystem::create_symlink("/dev/zero", job_dir + "/rank0.stdout.log");
+  REQUIRE(std::filesystem::remove(job_dir + "/rank1.stderr.log"));
+  REQUIRE(::mkfifo((job_dir + "/rank1.stderr.log").c_str(), 0600) == 0);
+  const std::string rule =
+      ": dslaunch logs reads only the regular files the agent writes; remove it, or read it yourself if you placed it "
+      "there\n";
+  auto zero = RunProcess({kLauncher, "logs", "--log_dir", logs, "tricked", "0"}, kTimeout, env);
+  CHECK(zero.exit_code == 1);
+  CHECK(zero.out.empty());
+  CHECK(zero.err == "dslaunch: job tricked rank 0: '" + job_dir + "/rank0.stdout.log' is a symbolic link" + rule);
+  auto fifo = RunProcess({kLauncher, "logs", "--log_dir", logs, "tricked", "1"}, kTimeout, env);
+  CHECK(fifo.exit_code == 1);
+  CHECK(fifo.out.empty());
+  CHECK(fifo.err == "dslaunch: job tricked rank 1: '" + job_dir + "/rank1.stderr.log' is a FIFO" + rule);
 }
 
 TEST_CASE("A program named status runs when given by its path: only a first argument \"status\" is the subcommand") {
