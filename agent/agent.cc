@@ -17,10 +17,10 @@
 
 #include "agent/cpu_topology.h"
 #include "agent/line_splitter.h"
-#include "agent/node_fence.h"
-#include "agent/own_stop.h"
 #include "agent/log_files.h"
+#include "agent/node_fence.h"
 #include "agent/node_workers.h"
+#include "agent/own_stop.h"
 #include "agent/progress_files.h"
 #include "agent/progress_watchdog.h"
 #include "agent/secret_dir.h"
