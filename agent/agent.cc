@@ -19,7 +19,9 @@
 #include "agent/line_splitter.h"
 #include "agent/log_files.h"
 #include "agent/log_writer.h"
+#include "agent/node_fence.h"
 #include "agent/node_workers.h"
+#include "agent/own_stop.h"
 #include "agent/progress_files.h"
 #include "agent/progress_watchdog.h"
 #include "agent/secret_dir.h"
@@ -103,6 +105,9 @@ class AgentSession {
     // Orphaned descendants of the workers are re-parented to the agent, so they can be found
     // and stopped with the job (common/process_tree.h).
     DSLAUNCH_RETURN_IF_ERROR(BecomeChildSubreaper());
+    // Before anything else (the sweep of stale directories in PrepareSecretFile would remove a
+    // killed agent's record): no worker of the agent that held this place before may run beside ours.
+    DSLAUNCH_RETURN_IF_ERROR(FenceNode());
     DSLAUNCH_RETURN_IF_ERROR(PrepareSecretFile());
     StartStoreProxy();
     DSLAUNCH_ASSIGN_OR_RETURN(
@@ -231,6 +236,31 @@ class AgentSession {
 
   std::string Prefix() const { return "dslaunch-agent[node " + std::to_string(config_.node_rank) + "]: "; }
 
+  // The node was lost and is re-admitted (ASSIGNMENT's fence_agent_pid): the earlier agent and
+  // the workers it recorded are killed and gone before this agent starts any (docs/elastic.md,
+  // "Fencing a lost node").
+  Status FenceNode() {
+    if (assignment_.fence_agent_pid <= 0) return Status::Ok();
+    const auto pid = static_cast<pid_t>(assignment_.fence_agent_pid);
+    auto fenced = FenceEarlierAgent(config_.runtime_dir, config_.job_id, pid, OwnPidNamespace());
+    if (!fenced.ok()) return fenced.status();
+    std::cerr << Prefix() << "fenced the node: " << DescribeFence(*fenced, pid) << "\n";
+    return Status::Ok();
+  }
+
+  // Records a started worker for the next agent of this node (agent/fence_record.h).
+  Status RecordWorker(int rank, pid_t pid) {
+    if (fence_record_.agent.pid == 0) {
+      auto self = ReadProcessEntry(::getpid());
+      if (!self) return InternalError("fence record: cannot read /proc/self/stat");
+      fence_record_.agent = {::getpid(), self->start_time};
+    }
+    auto entry = ReadProcessEntry(pid);
+    if (!entry) return InternalError("fence record: cannot read /proc/" + std::to_string(pid) + "/stat");
+    fence_record_.workers.push_back({assignment_.generation, rank, {pid, entry->start_time}});
+    return WriteFenceRecord(secret_dir_, fence_record_);
+  }
+
   Status PrepareSecretFile() {
     // Directories of agents killed before they could clean up (SIGKILL) go first.
     const std::string pid_namespace = OwnPidNamespace();
@@ -310,6 +340,7 @@ class AgentSession {
                          assignment_.working_dir, cores.cpus, cores.numa_node};
     DSLAUNCH_ASSIGN_OR_RETURN(SpawnedProcess p, SpawnInOwnProcessGroup(launch));
     w->index = workers_.Add(spec.rank, p.pid);
+    Status recorded = RecordWorker(spec.rank, p.pid);
     w->out.fd = std::make_unique<asio::posix::stream_descriptor>(io_, p.stdout_fd.Release());
     w->err.fd = std::make_unique<asio::posix::stream_descriptor>(io_, p.stderr_fd.Release());
     w->drain_timer = std::make_unique<asio::steady_timer>(io_);
@@ -319,7 +350,7 @@ class AgentSession {
     Read(*raw, raw->out, control::Stream::kStdout);
     Read(*raw, raw->err, control::Stream::kStderr);
     if (workers_.stopping()) SignalProcessGroup(p.pid, SIGTERM).IgnoreError();
-    return Status::Ok();
+    return recorded;  // a worker the next agent could not fence stops the node (it is running: reported as usual)
   }
 
   void Read(Worker& w, Pipe& pipe, control::Stream stream) {
@@ -386,7 +417,7 @@ class AgentSession {
           std::cerr << Prefix() << "received SIGINT again, killing workers now\n";
           BeginStop(std::chrono::milliseconds(0));
         } else {
-          StopOnOwn("the agent received " + SignalName(sig), sig);
+          StopOnOwn("the agent received " + SignalName(sig), OwnStopGrace(OwnStopCause::kSignal, assignment_), sig);
         }
       }
       WaitForSignal();
@@ -436,14 +467,26 @@ class AgentSession {
 
   // Stops the workers for a reason of the agent's own, telling the launcher first (AGENT_STOPPING)
   // so that the reason, not the workers' SIGTERM exits, becomes the job's root cause.
-  void StopOnOwn(std::string reason, int signal = 0) {
+  void StopOnOwn(std::string reason, std::chrono::milliseconds grace, int signal = 0) {
     // The agent will not take part in another generation: it exits once its workers are reported.
     leaving_ = true;
     if (stop_signal_ == 0) stop_signal_ = signal;
-    if (workers_.stopping()) return;
+    if (workers_.stopping()) {
+      BeginStop(grace);  // a shorter grace brings the SIGKILL forward
+      return;
+    }
     std::cerr << Prefix() << reason << ", stopping workers\n";
     Send(control::AgentStopping{assignment_.generation, std::move(reason), signal});
-    BeginStop(std::chrono::milliseconds(assignment_.grace_period_ms));
+    BeginStop(grace);
+  }
+
+  // Lost the launcher (connection closed, heartbeats expired, unreadable stream): a failure,
+  // stopped as the launcher stops its side of it (kFailureStopGrace when the job may restart),
+  // so that this node's workers are gone before the launcher could re-admit the node
+  // (docs/elastic.md, "Fencing a lost node").
+  void StopOnLostLauncher(std::string reason) {
+    lost_launcher_ = true;
+    StopOnOwn(std::move(reason), OwnStopGrace(OwnStopCause::kLostLauncher, assignment_));
   }
 
   void BeginStop(std::chrono::milliseconds grace) {
@@ -481,8 +524,7 @@ class AgentSession {
       if (ec) {
         EndProxyGeneration();
         if (phase_ == Phase::kRunning) {
-          lost_launcher_ = true;
-          StopOnOwn("lost the connection to the launcher (" + ec.message() + ")");
+          StopOnLostLauncher("lost the connection to the launcher (" + ec.message() + ")");
         } else if (phase_ == Phase::kIdle) {
           // Between generations: the launcher is done with this node (or gone); nothing runs here.
           control_closed_ = true;
@@ -496,8 +538,7 @@ class AgentSession {
         if (!frame.ok() || !frame->has_value()) {
           if (!frame.ok()) {
             EndProxyGeneration();
-            lost_launcher_ = true;
-            StopOnOwn("unreadable control stream from the launcher: " + frame.status().ToString());
+            StopOnLostLauncher("unreadable control stream from the launcher: " + frame.status().ToString());
             return;
           }
           break;
@@ -533,7 +574,7 @@ class AgentSession {
           Exit();
           return;
         }
-        StopOnOwn(why);
+        StopOnLostLauncher(why);
       }
       Send(control::Heartbeat{assignment_.generation, ++heartbeat_sequence_});
       ScheduleHeartbeat();
@@ -712,6 +753,7 @@ class AgentSession {
   std::vector<std::unique_ptr<Worker>> running_;
   std::string secret_dir_, secret_file_;
   std::unique_ptr<StoreProxy> store_proxy_;  // null: the workers reach the launcher directly
+  FenceRecord fence_record_;  // what this agent started, on disk in secret_dir_ (agent/fence_record.h)
   std::unique_ptr<JobLogDir> logs_;
   std::string job_dir_;  // the job's log directory on this node (DSLAUNCH_JOB_DIR)
   std::string master_interface_;  // MasterInterface() of the current generation
@@ -757,8 +799,9 @@ Result<control::Assignment> Register(int fd, const AgentConfig& config, std::opt
   }
   if (auto* release = std::get_if<control::Release>(&msg)) {
     if (release->exit_code >= 0) released = release->exit_code;
-    return UnavailableError("the launcher ended the job before it started (exit code " +
-                            std::to_string(release->exit_code) + ")");
+    const std::string code = "(exit code " + std::to_string(release->exit_code) + ")";
+    if (!release->reason.empty()) return UnavailableError("the launcher did not let this node in: " + release->reason + " " + code);
+    return UnavailableError("the launcher ended the job before it started " + code);
   }
   auto* assignment = std::get_if<control::Assignment>(&msg);
   if (assignment == nullptr) {

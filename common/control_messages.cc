@@ -67,7 +67,7 @@ void Put(ByteWriter& w, const Assignment& m) {
   w.Bool(m.restartable).I64(m.watchdog_timeout_ms).Bool(m.bind_cores_to_rank);
   w.U32(static_cast<uint32_t>(m.bind_core_list.size()));
   for (int cpu : m.bind_core_list) w.I32(cpu);
-  w.Bool(m.await_release).Bool(m.store_proxy);
+  w.Bool(m.await_release).Bool(m.store_proxy).I64(m.fence_agent_pid);
 }
 bool Get(ByteReader& r, Assignment& m, std::string& why) {
   uint32_t n = 0;
@@ -99,7 +99,12 @@ bool Get(ByteReader& r, Assignment& m, std::string& why) {
     }
     m.bind_core_list.push_back(cpu);
   }
-  return r.Bool(m.await_release) && r.Bool(m.store_proxy);
+  if (!(r.Bool(m.await_release) && r.Bool(m.store_proxy) && r.I64(m.fence_agent_pid))) return false;
+  if (m.fence_agent_pid < 0) {
+    why = "fence_agent_pid " + std::to_string(m.fence_agent_pid) + " is negative";
+    return false;
+  }
+  return true;
 }
 
 void Put(ByteWriter& w, const WorkerStarted& m) { w.I32(m.generation).I32(m.rank).I64(m.pid).String(m.log_path); }
@@ -195,8 +200,10 @@ bool Get(ByteReader& r, OutputLost& m, std::string& why) {
   return true;
 }
 
-void Put(ByteWriter& w, const Release& m) { w.I32(m.generation).I32(m.exit_code); }
-bool Get(ByteReader& r, Release& m, std::string& why) { return r.I32(m.generation) && r.I32(m.exit_code); }
+void Put(ByteWriter& w, const Release& m) { w.I32(m.generation).I32(m.exit_code).String(m.reason); }
+bool Get(ByteReader& r, Release& m, std::string& why) {
+  return r.I32(m.generation) && r.I32(m.exit_code) && r.String(m.reason);
+}
 
 // WORKER_PROGRESS: i32 generation, i32 rank, i64 step, u32 mask of the figures present (bit i for
 // the i-th of kRealFigures, then bit 6 + j for the j-th of kCountFigures), then each present

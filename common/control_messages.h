@@ -29,7 +29,9 @@ namespace dslaunch::control {
 // 5: WORKER_PROGRESS (a rank's progress report with its figures, for the launcher's view);
 //    WORKER_STARTED carries the worker's log path.
 // 6: ASSIGNMENT carries store_proxy (the agent serves its workers' store traffic).
-// 7: OUTPUT_LOST (a rank's output could not be written to its log file).
+// 7: ASSIGNMENT carries fence_agent_pid (the agent that held the node's place before: its
+//    workers must be gone before this agent starts any, docs/elastic.md "Fencing a lost node");
+//    RELEASE carries a reason; OUTPUT_LOST (a rank's output could not be written to its log file).
 inline constexpr uint32_t kProtocolVersion = 7;
 
 enum class MessageType : uint8_t {
@@ -105,6 +107,11 @@ struct Assignment {
   // The agent proxies its workers' store traffic (docs/protocol.md, "Store proxy"): they get
   // DSLAUNCH_STORE=unix:<its socket>; false (--store_proxy off): the launcher's address.
   bool store_proxy = false;
+  // Fencing (docs/elastic.md, "Fencing a lost node"): the pid, as its REGISTER gave it, of the
+  // agent that held this node's place before this one (the node was lost and is re-admitted).
+  // Before it starts any worker the agent kills that agent and the workers it recorded on this
+  // node, and waits until they are gone. 0: none (the node's first agent, or another host).
+  int64_t fence_agent_pid = 0;
 };
 
 struct WorkerStarted {
@@ -200,6 +207,9 @@ struct WorkerStalled {
 struct Release {
   int32_t generation = 0;
   int32_t exit_code = -1;  // the job's exit code for an agent with await_release; -1: none
+  // Why, when the agent was not let in (node mode: "the place of node 1 (host a) is still held by
+  // a live member; try again later"); empty: the job ended.
+  std::string reason;
 };
 
 // A rank rewrote its progress file (docs/elastic.md, docs/observability.md): what the report said.

@@ -36,8 +36,14 @@ bool ReadStat(pid_t pid, ProcessEntry& out) {
   if (close == nullptr) return false;
   char state = 0;
   int ppid = 0, pgrp = 0;
-  if (std::sscanf(close + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return false;
+  unsigned long long start_time = 0;
+  // Fields 3, 4 and 5 (state, ppid, pgrp), then 15 skipped, then 22 (starttime), proc(5).
+  if (std::sscanf(close + 1, " %c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                  &state, &ppid, &pgrp, &start_time) != 4) {
+    return false;
+  }
   out.pid = pid;
+  out.start_time = start_time;
   out.state = state;
   out.parent = ppid;
   out.group = pgrp;
@@ -85,6 +91,12 @@ std::optional<char> ProcessState(pid_t pid) {
   ProcessEntry e;
   if (!ReadStat(pid, e)) return std::nullopt;
   return e.state;
+}
+
+std::optional<ProcessEntry> ReadProcessEntry(pid_t pid) {
+  ProcessEntry e;
+  if (!ReadStat(pid, e)) return std::nullopt;
+  return e;
 }
 
 std::string ProcessStateName(char state) {

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,11 +30,17 @@ struct ProcessEntry {
   pid_t group = 0;  // process group id
   bool zombie = false;
   char state = 0;  // /proc/PID/stat's state: 'R' running, 'S' sleeping, 'D' disk sleep, 'T' stopped, ...
+  // When it started, in clock ticks after boot (/proc/PID/stat's starttime): with the pid, it
+  // names one process for good, since a recycled pid comes with a later start time.
+  uint64_t start_time = 0;
 };
 
 // The process's state, as /proc/PID/stat gives it ('R', 'S', 'D', 'T', 't', 'Z', ...); nullopt
 // when it cannot be read (the process is gone).
 std::optional<char> ProcessState(pid_t pid);
+
+// The process's line of the process table (/proc/PID/stat); nullopt when it cannot be read.
+std::optional<ProcessEntry> ReadProcessEntry(pid_t pid);
 
 // "stopped" for 'T' and 't', "disk sleep" for 'D', "running" for 'R', "sleeping" for 'S' and 'I',
 // "zombie" for 'Z', otherwise the letter.

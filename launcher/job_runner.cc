@@ -185,6 +185,8 @@ class JobRunner::Impl {
 
     int node_ = -1;  // candidate index, once registered
     int arrival_ = -1;  // node mode: the join's arrival id, until the membership is complete
+    int64_t agent_pid_ = 0;   // from its REGISTER
+    std::string agent_host_;  // from its REGISTER: the node's hostname
     AgentProxySession proxy;  // the node's store proxy, on this connection
 
    private:
@@ -207,7 +209,22 @@ class JobRunner::Impl {
     // Node mode: a rejoined agent waits in its registration for an ASSIGNMENT (the next
     // generation's): it sends no heartbeats, and must be sent none, until then.
     bool awaiting_assignment = false;
+    // The registered agent that holds (or last held) this place, and the one it replaced on the
+    // same host, which its ASSIGNMENT names for fencing (docs/elastic.md, "Fencing a lost node").
+    int64_t agent_pid = 0;
+    std::string agent_host;
+    int64_t fence_pid = 0;
   };
+
+  // `session` takes candidate c's place. An earlier agent of the place on the same host is the
+  // one the new agent fences before it starts any worker.
+  void Seat(size_t c, AgentSession& session) {
+    Candidate& cand = candidates_[c];
+    cand.fence_pid = cand.agent_pid != 0 && cand.agent_host == session.agent_host_ ? cand.agent_pid : 0;
+    cand.agent_pid = session.agent_pid_;
+    cand.agent_host = session.agent_host_;
+    cand.session = &session;
+  }
 
   void SetUpCandidates(const std::vector<NodePlan>& everyone) {
     candidates_.resize(everyone.size());
@@ -318,14 +335,15 @@ class JobRunner::Impl {
         // Most likely the lost node's generation is still stopping, and the place is free soon: the
         // replacement is told to come back (the infrastructure class: a scheduler replaces the pod
         // and does not count it, docs/exit-codes.md), not that its command line is wrong.
-        console_.PrintError("dslaunch: rendezvous: " + request.host + " asks for the place of node " +
-                            std::to_string(c) + " (" + cand.node.host + "), which is still in the job; try again later\n");
-        session.Send(control::Release{0, kExitInfrastructure});
+        const std::string why = "the place of node " + std::to_string(c) + " (" + cand.node.host +
+                                ") is still held by a live member of the job; try again later";
+        console_.PrintError("dslaunch: rendezvous: not letting " + request.host + " in: " + why + "\n");
+        session.Send(control::Release{0, kExitInfrastructure, why});
         session.Close();
         return Status::Ok();
       }
       session.node_ = static_cast<int>(c);
-      cand.session = &session;
+      Seat(c, session);
       cand.awaiting_assignment = true;
       cand.heartbeat->OnHeard(Clock::now());
       console_.PrintError("dslaunch: rendezvous: " + request.host + " rejoined in the place of node " +
@@ -387,7 +405,7 @@ class JobRunner::Impl {
       if (it == joined_.end()) continue;  // node 0: this node's agent starts with generation 0
       it->second->node_ = static_cast<int>(c);
       it->second->arrival_ = -1;
-      candidates_[c].session = it->second;
+      Seat(c, *it->second);
       candidates_[c].heartbeat->OnHeard(Clock::now());
     }
     joined_.clear();
@@ -527,12 +545,15 @@ class JobRunner::Impl {
     a.store_proxy = options_.store_proxy;
     a.bind_cores_to_rank = plan_.bind_cores_to_rank;
     a.bind_core_list = plan_.bind_core_list;
+    if (session.node_ >= 0) a.fence_agent_pid = candidates_[session.node_].fence_pid;
     session.Send(a);
     if (session.node_ >= 0) candidates_[session.node_].awaiting_assignment = false;
   }
 
   Status OnRegister(AgentSession& session, const control::Register& reg) {
     const int nodes = static_cast<int>(candidates_.size());
+    session.agent_pid_ = reg.pid;
+    session.agent_host_ = reg.host;
     auto refuse = [&](const std::string& why) { return Refuse(session, why); };
     if (reg.job_id != job_id_) return refuse("agent of job '" + reg.job_id + "' at job '" + job_id_ + "'");
     if (reg.protocol_version != control::kProtocolVersion || reg.version != DSLAUNCH_VERSION) {
@@ -557,7 +578,7 @@ class JobRunner::Impl {
     }
     c.expecting = false;
     session.node_ = reg.node_rank;
-    c.session = &session;
+    Seat(static_cast<size_t>(reg.node_rank), session);
     c.heartbeat->OnHeard(Clock::now());
     SendAssignment(session, static_cast<size_t>(c.node_rank));
     Apply(tracker_->OnAgentRegistered(c.node_rank));
@@ -802,7 +823,7 @@ class JobRunner::Impl {
     const bool healthy_stop =
         !cause || cause->kind == RootCause::Kind::kSignal || cause->kind == RootCause::Kind::kRescale;
     if (healthy_stop || !policy_->restartable()) return options_.grace_period;
-    return std::min(options_.grace_period, std::chrono::duration_cast<std::chrono::milliseconds>(kFailureStopGrace));
+    return FailureStopGrace(options_.grace_period);
   }
 
   static int64_t UnixMillis() {

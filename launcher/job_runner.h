@@ -20,6 +20,7 @@
 
 #include "common/endpoint/endpoint.h"
 #include "common/heartbeat.h"
+#include "common/stop_grace.h"  // kFailureStopGrace
 #include "common/status.h"
 #include "launcher/connection_budget.h"
 #include "launcher/console.h"
@@ -42,11 +43,6 @@ inline constexpr std::chrono::seconds kStopReportMargin{5};
 // them, and then how long it waits for the kill to be reported.
 inline constexpr std::chrono::seconds kAgentExitWait{5};
 inline constexpr std::chrono::seconds kAgentKillWait{2};
-// A restartable job stopped by a failure (a rank failed or hung, a node was lost) gives its workers
-// at most this long after SIGTERM: their peers are gone, so their collectives (and a save-on-stop,
-// which needs them) cannot complete, and every second here is a second before the restart. Stops
-// where every rank is healthy (the launcher interrupted, a scale-up) keep the whole grace period.
-inline constexpr std::chrono::milliseconds kFailureStopGrace{1000};
 
 struct JobRunnerOptions {
   std::string bind_address = "127.0.0.1";    // where the endpoint listens

@@ -254,6 +254,9 @@ int RunTrain(const std::string& config_path) {
     fault_files = std::move(*files);
     output.checkpoint_files = fault_files.get();
   }
+  // A round trip under this generation's keys: the store refuses a stale generation's client, so
+  // its rank 0 cannot publish a checkpoint over the new generation's (docs/elastic.md, "Fencing").
+  output.checkpoint_fence = [&client = **store] { return client.Check({"checkpoint_fence"}).status(); };
   auto result = Train(*config, *data, **comm, output);
   // The report of what the file holds so far, also after a failure or a stop: a partial run's
   // curves say where it went wrong.

@@ -199,7 +199,13 @@ Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string&
                          rank);
   }
   Status finished;
-  if (rank == 0) {
+  if (rank == 0 && options.fence) {  // a stale generation's rank 0 must not name the newest checkpoint
+    if (Status current = options.fence(); !current.ok()) {
+      finished = AbortedError("not published, this generation is over (" + current.message() + "); " +
+                              Join(dir, kLatestFileName) + " still names the previous checkpoint");
+    }
+  }
+  if (rank == 0 && finished.ok()) {
     finished = PublishCheckpoint(files, dir, step_dir, MetaOf(step, world, counters, run, reports),
                                  options.keep_last);
   }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ struct SaveOptions {
   // FaultInjectingFileSystem (runtime/checkpoint/fault_injecting_file_system.h). Must outlive
   // the save (for an asynchronous one, until Finish).
   FileSystem* file_system = nullptr;
+  // Rank 0 calls it just before it writes meta.json (and so `latest`); an error means this rank's
+  // generation is no longer the job's current one (docs/elastic.md, "Fencing a lost node"), and
+  // the save fails (kAborted) with the previous checkpoint and `latest` untouched. Empty: none.
+  std::function<Status()> fence;
 };
 
 struct SaveResult {

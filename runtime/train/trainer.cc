@@ -253,6 +253,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   SaveOptions save_options;
   save_options.keep_last = config.checkpoint.keep_last;
   save_options.file_system = hooks.checkpoint_files;
+  save_options.fence = hooks.checkpoint_fence;
   // Every rank prints its own failed shard; only rank 0 records (the report's recorder).
   CheckpointSaver saver(config.checkpoint, *engine, comm, run, save_options, hooks.print, report.recorder(),
                         result.first_step, resumed.path);

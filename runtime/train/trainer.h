@@ -47,6 +47,9 @@ struct TrainHooks {
   // The file system checkpoint saves write through; null: the real one. The crash tests pass a
   // FaultInjectingFileSystem (runtime/checkpoint/fault_injecting_file_system.h). Must outlive Train.
   FileSystem* checkpoint_files = nullptr;
+  // Rank 0, before it publishes a checkpoint: is this generation still the job's current one
+  // (SaveOptions::fence)? Empty: not checked.
+  std::function<Status()> checkpoint_fence;
 };
 
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train/train_task.h)

@@ -44,8 +44,10 @@ TEST_CASE("Control messages survive encoding and decoding") {
   a.bind_cores_to_rank = true;
   a.bind_core_list = {0, 1, 2, 8};
   a.store_proxy = true;
+  a.fence_agent_pid = 31337;
   Assignment b = RoundTrip(a);
   CHECK(b.store_proxy);
+  CHECK(b.fence_agent_pid == 31337);
   CHECK(b.bind_cores_to_rank);
   CHECK(b.bind_core_list == std::vector<int>{0, 1, 2, 8});
   CHECK(b.restartable);
@@ -95,6 +97,8 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(RoundTrip(Release{4}).generation == 4);
   CHECK(RoundTrip(Release{4}).exit_code == -1);
   CHECK(RoundTrip(Release{5, 75}).exit_code == 75);
+  CHECK(RoundTrip(Release{0, 75, "the place of node 1 (b) is still held"}).reason == "the place of node 1 (b) is still held");
+  CHECK(RoundTrip(Release{4}).reason.empty());
 
   OutputLost lost = RoundTrip(
       OutputLost{2, 1, Stream::kStderr, "/logs/j/rank1.stderr.log", "No space left on device", 4096, 12, true});
@@ -203,15 +207,25 @@ TEST_CASE("ASSIGNMENT with a bind_core_list CPU outside 0..8191 is malformed") {
     a.bind_cores_to_rank = true;
     a.bind_core_list = {0};
     wire::Frame f = Encode(a);
-    // The one CPU is the 4 bytes before the payload's last two, await_release and store_proxy
-    // (big-endian i32, docs/protocol.md).
-    for (int i = 0; i < 4; ++i) f.payload[f.payload.size() - 6 + i] = static_cast<char>((cpu >> (8 * (3 - i))) & 0xff);
+    // The one CPU is the 4 bytes before the payload's last three fields, await_release,
+    // store_proxy and fence_agent_pid (big-endian i32, docs/protocol.md).
+    for (int i = 0; i < 4; ++i) f.payload[f.payload.size() - 14 + i] = static_cast<char>((cpu >> (8 * (3 - i))) & 0xff);
     auto m = Decode(f);
     REQUIRE_FALSE(m.ok());
     CHECK(m.status().message() == "malformed control message of type 65 (" + std::to_string(f.payload.size()) +
                                       " bytes): bind_core_list holds CPU " + std::to_string(cpu) +
                                       ", outside 0..8191");
   }
+}
+
+TEST_CASE("ASSIGNMENT with a negative fence_agent_pid is malformed") {
+  Assignment a;
+  a.fence_agent_pid = -5;
+  wire::Frame f = Encode(a);
+  auto m = Decode(f);
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().message() == "malformed control message of type 65 (" + std::to_string(f.payload.size()) +
+                                    " bytes): fence_agent_pid -5 is negative");
 }
 
 TEST_CASE("Decoding rejects unknown types, truncated payloads and trailing bytes") {

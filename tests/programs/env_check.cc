@@ -5,6 +5,7 @@
 //   env_check --pid_dir D [--expect_world N] [--expect_local_world N] [--fail_rank R --exit_code C]
 //             [--kill_rank R] [--hang] [--ignore_sigterm] [--no_barrier] [--expect_nodes N]
 //             [--expect_env NAME=VALUE] [--death_file F] [--escape_dir D] [--check_fds]
+//             [--ignore_sigterm_generation G] [--linger_ms N]
 // --death_file: the killed rank writes the wall-clock time (ns since the epoch) it dies at, so a
 // benchmark can time the teardown that follows.
 // --escape_dir: before anything else, start a child that leaves the worker's process group and
@@ -19,6 +20,10 @@
 // (DSLAUNCH_RESTART_COUNT < G); from generation G on every rank meets the barrier and exits 0.
 // --code_plus_generation: --fail_rank exits with --exit_code plus the generation (a different
 // failure in every generation). Pid files of generation g > 0 are rankR.genG.pid.
+// --linger_ms N: from --until_generation on, stay N ms after the barrier before exiting 0 (so
+// that a test sampling the processes sees the generation run).
+// --ignore_sigterm_generation G: ignore SIGTERM in generation G only (a rank stuck in a
+// collective whose peers are gone), so that other generations stop at once.
 // --stale_probe F: in generation 0, wait; once running again after having been stopped (SIGSTOP,
 // then SIGCONT), try a SET on the old store connection and a new connection, and write both
 // results to F (a stale worker of an old generation).
@@ -171,6 +176,10 @@ int main(int argc, char** argv) {
 
   // SIGTERM is ignored before the pid file tells a test that this rank is up.
   if (args.count("--ignore_sigterm")) std::signal(SIGTERM, SIG_IGN);
+  if (args.count("--ignore_sigterm_generation") &&
+      id->generation == std::atoi(args["--ignore_sigterm_generation"].c_str())) {
+    std::signal(SIGTERM, SIG_IGN);
+  }
   if (args.count("--pid_dir")) {
     const std::string gen = id->generation > 0 ? ".gen" + std::to_string(id->generation) : "";
     std::ofstream(args["--pid_dir"] + "/rank" + std::to_string(id->rank) + gen + ".pid") << ::getpid() << "\n";
@@ -228,6 +237,7 @@ int main(int argc, char** argv) {
     }
   }
   if (args.count("--until_generation") && id->generation >= std::atoi(args["--until_generation"].c_str())) {
+    if (args.count("--linger_ms")) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(args["--linger_ms"].c_str())));
     std::printf("rank %d of %d: generation %d ok\n", id->rank, id->world_size, id->generation);
     return 0;
   }

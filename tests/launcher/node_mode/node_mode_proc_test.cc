@@ -26,6 +26,13 @@ const std::string kEnvCheck = kBin + "/env_check";
 constexpr std::chrono::seconds kRunTimeout{90};
 const std::vector<std::string> kSecret = {"DSLAUNCH_JOB_SECRET=0123456789abcdef0123456789abcdef"};
 
+// This machine's hostname: every node of these tests has it.
+std::string Hostname() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
 // Whether something listens on 127.0.0.1:port.
 bool Listening(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -247,8 +254,11 @@ TEST_CASE("Node mode: a replacement that comes while the lost node's generation 
   INFO(r0.err);
   INFO(early.err);
   CHECK(early.exit_code == kExitInfrastructure);  // a scheduler replaces it again, uncounted
-  CHECK(Contains(r0.err, "asks for the place of node 2 (" ));
-  CHECK(Contains(r0.err, "which is still in the job; try again later"));
+  // Both sides say why: the place is held, not that the job ended (issue 25).
+  const std::string why = "the place of node 2 (" + Hostname() + ") is still held by a live member of the job; try again later";
+  CHECK(Contains(r0.err, "dslaunch: rendezvous: not letting " + Hostname() + " in: " + why + "\n"));
+  CHECK(Contains(early.err, "dslaunch-agent[" + Hostname() + "]: registration failed: unavailable: the launcher did not let "
+                            "this node in: " + why + " (exit code 75)\n"));
   CHECK(r0.exit_code == 0);  // generation 1 on the two others
   CHECK(r1.exit_code == 0);
 }
