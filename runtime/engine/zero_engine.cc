@@ -311,7 +311,8 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ParameterLayout& layout, Commun
                                                              options.aio, comm, initial));
   }
   auto engine = std::make_unique<ZeroEngine<S>>(layout, comm, options, initial, std::move(swap));
-  DSLAUNCH_RETURN_IF_ERROR(engine->OpenSwap(initial).WithContext("rank " + std::to_string(comm.rank())));
+  // No "rank N" context here: the worker adds it once, at its edge (runtime/worker_main.cc).
+  DSLAUNCH_RETURN_IF_ERROR(engine->OpenSwap(initial));
   return std::unique_ptr<Engine>(std::move(engine));
 }
 

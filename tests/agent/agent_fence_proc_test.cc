@@ -17,8 +17,8 @@
 #include "agent/secret_dir.h"
 #include "common/control_messages.h"
 #include "common/process_tree.h"
+#include "tests/support/scripted_launcher.h"
 #include "tests/support/subprocess.h"
-#include "tests/support/test_endpoint.h"
 
 namespace dslaunch::testing {
 namespace {
@@ -29,71 +29,6 @@ const std::string kAgent = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch-agent";
 constexpr int64_t kLongGraceMs = 30000;
 // How long a test waits for a state: far above what it takes (about a second), below kLongGraceMs.
 constexpr auto kStateDeadline = std::chrono::seconds(15);
-
-// Answers REGISTER with `assignment`; keeps every later message; closes the connection when the
-// first WORKER_STARTED arrives if told to (the launcher is lost).
-class ScriptedLauncher {
- public:
-  ScriptedLauncher(control::Assignment assignment, bool close_on_start)
-      : assignment_(std::move(assignment)), close_on_start_(close_on_start) {
-    endpoint_.OnIo([this] {
-      endpoint_.endpoint().SetSessionFactory(PeerRole::kAgent, [this](std::shared_ptr<EndpointConnection> c) {
-        return std::make_unique<Session>(*this, std::move(c));
-      });
-      return 0;
-    });
-  }
-
-  std::string address() const { return endpoint_.address(); }
-
-  std::vector<control::Message> Received() {
-    std::lock_guard lock(mu_);
-    return received_;
-  }
-  // The registered agent's pid (0 before its REGISTER).
-  pid_t agent_pid() {
-    std::lock_guard lock(mu_);
-    return agent_pid_;
-  }
-
- private:
-  class Session : public SessionHandler {
-   public:
-    Session(ScriptedLauncher& launcher, std::shared_ptr<EndpointConnection> conn)
-        : launcher_(launcher), conn_(std::move(conn)) {}
-    Status OnFrame(wire::Frame frame) override {
-      DSLAUNCH_ASSIGN_OR_RETURN(control::Message msg, control::Decode(frame));
-      if (const auto* reg = std::get_if<control::Register>(&msg)) {
-        {
-          std::lock_guard lock(launcher_.mu_);
-          launcher_.agent_pid_ = static_cast<pid_t>(reg->pid);
-        }
-        wire::Frame f = control::Encode(launcher_.assignment_);
-        conn_->Send(f.type, std::move(f.payload));
-        return Status::Ok();
-      }
-      const bool started = std::holds_alternative<control::WorkerStarted>(msg);
-      {
-        std::lock_guard lock(launcher_.mu_);
-        launcher_.received_.push_back(std::move(msg));
-      }
-      if (started && launcher_.close_on_start_) conn_->Close();
-      return Status::Ok();
-    }
-    void OnClose(const Status&) override {}
-
-   private:
-    ScriptedLauncher& launcher_;
-    std::shared_ptr<EndpointConnection> conn_;
-  };
-
-  control::Assignment assignment_;
-  bool close_on_start_;
-  std::mutex mu_;
-  std::vector<control::Message> received_;
-  pid_t agent_pid_ = 0;
-  TestEndpoint endpoint_;  // last: stopped before the rest goes
-};
 
 control::Assignment OneBashWorker(const TempDir& dir, int generation, const std::string& script) {
   control::Assignment a;
@@ -130,10 +65,13 @@ std::string StubbornWorker(const std::string& pid_file) {
 TEST_CASE("An agent that loses the launcher kills its workers within the failure grace, not the job's grace period") {
   TempDir dir;
   const std::string pid_file = dir.path() + "/worker.pid";
-  ScriptedLauncher launcher(OneBashWorker(dir, 0, StubbornWorker(pid_file)), /*close_on_start=*/true);
+  ScriptedLauncher launcher(OneBashWorker(dir, 0, StubbornWorker(pid_file)));
   auto agent = StartAgent(dir, launcher);
+  // The launcher is lost once the worker runs with SIGTERM ignored (closing at WORKER_STARTED
+  // could stop it before its trap is set).
   REQUIRE(WaitFor([&] { return ReadPid(pid_file) > 0; }, kStateDeadline));
   const pid_t worker = ReadPid(pid_file);
+  launcher.CloseAgentConnection();
   // SIGTERM is ignored, so only the SIGKILL at the end of the grace ends it: kFailureStopGrace
   // (1 s) after the loss, where the job's grace period would keep it 30 s.
   CHECK(WaitFor([&] { return !ProcessAlive(worker); }, kStateDeadline));
@@ -149,7 +87,7 @@ TEST_CASE("A re-admitted node's agent kills the agent that held the place before
   TempDir dir;
   const std::string old_pid_file = dir.path() + "/old.pid";
   // Generation 0's agent and worker; then the node freezes (both stopped: neither can act).
-  ScriptedLauncher first(OneBashWorker(dir, 0, StubbornWorker(old_pid_file)), /*close_on_start=*/false);
+  ScriptedLauncher first(OneBashWorker(dir, 0, StubbornWorker(old_pid_file)));
   auto old_agent = StartAgent(dir, first);
   REQUIRE(WaitFor([&] { return ReadPid(old_pid_file) > 0; }, kStateDeadline));
   const pid_t old_worker = ReadPid(old_pid_file);
@@ -170,7 +108,7 @@ TEST_CASE("A re-admitted node's agent kills the agent that held the place before
           ")\" > " + seen_file);
   next.restartable = false;
   next.fence_agent_pid = old_agent_pid;
-  ScriptedLauncher second(next, /*close_on_start=*/false);
+  ScriptedLauncher second(next);
   auto new_agent = StartAgent(dir, second);
   ProcessResult r = new_agent->Wait(kStateDeadline);
   INFO(r.err);

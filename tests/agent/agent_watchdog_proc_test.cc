@@ -9,8 +9,8 @@
 #include <mutex>
 
 #include "common/control_messages.h"
+#include "tests/support/scripted_launcher.h"
 #include "tests/support/subprocess.h"
-#include "tests/support/test_endpoint.h"
 
 namespace dslaunch::testing {
 namespace {
@@ -18,54 +18,6 @@ namespace {
 const std::string kAgent = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch-agent";
 // Hang guard for one agent run; the jobs take a few seconds.
 constexpr std::chrono::seconds kRunTimeout{60};
-
-// Answers the agent's REGISTER with `assignment`; keeps every later message.
-class ScriptedLauncher {
- public:
-  explicit ScriptedLauncher(control::Assignment assignment) : assignment_(std::move(assignment)) {
-    endpoint_.OnIo([this] {
-      endpoint_.endpoint().SetSessionFactory(PeerRole::kAgent, [this](std::shared_ptr<EndpointConnection> c) {
-        return std::make_unique<Session>(*this, std::move(c));
-      });
-      return 0;
-    });
-  }
-
-  std::string address() const { return endpoint_.address(); }
-
-  std::vector<control::Message> Received() {
-    std::lock_guard lock(mu_);
-    return received_;
-  }
-
- private:
-  class Session : public SessionHandler {
-   public:
-    Session(ScriptedLauncher& launcher, std::shared_ptr<EndpointConnection> conn)
-        : launcher_(launcher), conn_(std::move(conn)) {}
-    Status OnFrame(wire::Frame frame) override {
-      DSLAUNCH_ASSIGN_OR_RETURN(control::Message msg, control::Decode(frame));
-      if (std::holds_alternative<control::Register>(msg)) {
-        wire::Frame f = control::Encode(launcher_.assignment_);
-        conn_->Send(f.type, std::move(f.payload));
-        return Status::Ok();
-      }
-      std::lock_guard lock(launcher_.mu_);
-      launcher_.received_.push_back(std::move(msg));
-      return Status::Ok();
-    }
-    void OnClose(const Status&) override {}
-
-   private:
-    ScriptedLauncher& launcher_;
-    std::shared_ptr<EndpointConnection> conn_;
-  };
-
-  control::Assignment assignment_;
-  std::mutex mu_;
-  std::vector<control::Message> received_;
-  TestEndpoint endpoint_;  // last: stopped before the rest goes
-};
 
 control::Assignment BashWorkers(const TempDir& dir, const std::vector<std::string>& scripts,
                                 int64_t watchdog_timeout_ms) {

@@ -72,6 +72,12 @@ TEST_CASE("dslaunch-worker with optimizer offload to NVMe prints the losses of t
   CHECK(missing.exit_code != 0);
   CHECK(LossTexts(missing.out).empty());  // stopped before the first step
   CHECK_MESSAGE(missing.err.find("zero_optimization.offload_optimizer.nvme_path") != std::string::npos, missing.err);
+  // The rank is named once: the worker adds it at its edge, the engine does not (no "rank 0: rank 0:").
+  const std::string missing_line = "[rank 0] dslaunch-worker: failed precondition: rank 0: "
+                                   "zero_optimization.offload_optimizer.nvme_path '" + swap_dir +
+                                   "/absent': No such file or directory; create the directory or point the setting "
+                                   "at an existing one\n";
+  CHECK_MESSAGE(missing.err.find(missing_line) != std::string::npos, missing.err);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "runtime/checkpoint/meta.h"
 #include "runtime/core/random.h"
+#include "tests/runtime/checkpoint/sample_meta.h"
 #include "tests/support/fuzz_cases.h"
 
 namespace dslaunch::runtime {
@@ -25,27 +26,7 @@ struct Rng {
 };
 
 // A checkpoint of 2 ranks over 10 parameters, as the save writes it.
-std::string ValidMeta() {
-  CheckpointMeta m;
-  m.step = 12;
-  m.applied_steps = 10;
-  m.optimizer_step = 10;
-  m.world_size = 2;
-  m.zero_stage = 1;
-  m.precision = "fp16";
-  m.model = "gpt";
-  m.optimizer = "adamw";
-  m.numel = 10;
-  m.global_batch = 8;
-  m.seed = 5;
-  m.state_tensors = {"master", "exp_avg", "exp_avg_sq"};
-  m.parameters = {{"wte", {3, 2}, 0, 6}, {"ln_f.weight", {4}, 6, 4}};
-  m.partitions = {{0, 0, 5, "rank00000.safetensors", 300, 0x0000beefu},
-                  {1, 5, 10, "rank00001.safetensors", 301, 0xdeadbeefu}};
-  m.loss_scaler = {1024.0, 12, 9, 2};
-  m.config_sha256 = "ab12";
-  return CheckpointMetaToJson(m);
-}
+std::string ValidMeta() { return CheckpointMetaToJson(SampleCheckpointMeta()); }
 
 const char* const kValues[] = {"1000000000000000000", "-1", "0", "1e18", "1.5", "2147483648", "4294967298",
                                "9223372036854775807", "18446744073709551615", "-9223372036854775808", "\"12\"",

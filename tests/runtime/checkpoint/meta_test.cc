@@ -7,36 +7,16 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "tests/runtime/checkpoint/sample_meta.h"
+
 namespace dslaunch::runtime {
 namespace {
 
 using Json = nlohmann::json;
 
-// A run of 2 ranks over 10 parameters that has done 12 steps, 2 of them skipped by fp16.
-CheckpointMeta Sample() {
-  CheckpointMeta m;
-  m.step = 12;
-  m.applied_steps = 10;
-  m.optimizer_step = 10;
-  m.world_size = 2;
-  m.zero_stage = 1;
-  m.precision = "fp16";
-  m.model = "gpt";
-  m.optimizer = "adamw";
-  m.numel = 10;
-  m.global_batch = 8;
-  m.seed = 5;
-  m.state_tensors = {"master", "exp_avg", "exp_avg_sq"};
-  m.parameters = {{"wte", {3, 2}, 0, 6}, {"ln_f.weight", {4}, 6, 4}};
-  m.partitions = {{0, 0, 5, "rank00000.safetensors", 300, 0x0000beefu},
-                  {1, 5, 10, "rank00001.safetensors", 301, 0xdeadbeefu}};
-  m.loss_scaler = {1024.0, 12, 9, 2};
-  m.config_sha256 = "ab12";
-  return m;
-}
 
 TEST_CASE("meta.json holds the documented fields, with the derived ones worked out") {
-  const Json j = Json::parse(CheckpointMetaToJson(Sample()));
+  const Json j = Json::parse(CheckpointMetaToJson(SampleCheckpointMeta()));
   CHECK(j.at("format") == "dslaunch-checkpoint");
   CHECK(j.at("version") == 1);
   CHECK(j.at("step") == 12);
@@ -56,7 +36,7 @@ TEST_CASE("meta.json holds the documented fields, with the derived ones worked o
 }
 
 TEST_CASE("meta.json round-trips every field") {
-  const CheckpointMeta a = Sample();
+  const CheckpointMeta a = SampleCheckpointMeta();
   auto b = CheckpointMetaFromJson(CheckpointMetaToJson(a), "meta.json");
   REQUIRE_MESSAGE(b.ok(), b.status().ToString());
   CHECK(b->version == a.version);
@@ -159,7 +139,7 @@ TEST_CASE("CheckpointMetaFromJson refuses a damaged meta.json as data loss, nami
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
-    Json j = Json::parse(CheckpointMetaToJson(Sample()));
+    Json j = Json::parse(CheckpointMetaToJson(SampleCheckpointMeta()));
     c.damage(j);
     auto r = CheckpointMetaFromJson(j.dump(1), "ck/meta.json");
     REQUIRE_FALSE(r.ok());
