@@ -11,6 +11,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/tiny_gpt_config.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -18,22 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TrainConfig SmallGpt(int64_t steps) {
-  TrainConfig c;
-  c.batch.train_batch_size = 4;
-  c.batch.micro_batch_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 1;
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.model = GptConfig{2, 2, 16, 8, 32};
-  c.data.seq_len = 8;
-  c.train.steps = steps;
-  c.train.eval_steps = 1;
-  c.steps_per_print = 100;
-  c.seed = 5;
-  c.source_sha256 = "test";
-  return c;
-}
 
 std::string Slurp(const fs::path& p) {
   std::ifstream in(p);
@@ -44,7 +29,7 @@ std::string Slurp(const fs::path& p) {
 
 TEST_CASE("A save whose generation fence fails publishes nothing: no meta.json, `latest` still names the previous checkpoint") {
   dslaunch::testing::TempDir dir;
-  TrainConfig c = SmallGpt(4);
+  TrainConfig c = TinyGptConfig(/*world=*/2, /*stage=*/1, /*steps=*/4);
   c.checkpoint.dir = dir.path() + "/ckpt";
   c.checkpoint.interval = 2;
   std::atomic<int> fence_calls{0};

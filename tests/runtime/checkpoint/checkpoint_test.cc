@@ -18,6 +18,7 @@
 #include "runtime/checkpoint/names.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/tiny_gpt_config.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -25,27 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TrainConfig Config(int world, int stage, int64_t steps) {
-  TrainConfig c;
-  c.batch.train_batch_size = 8;
-  c.batch.micro_batch_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 8 / (2 * world);
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.optimizer.weight_decay = 0.01;
-  c.gradient_clipping = 1.0;
-  c.model = GptConfig{2, 2, 16, 8, 32};
-  c.data.seq_len = 8;
-  c.train.steps = steps;
-  c.train.eval_steps = 1;
-  c.steps_per_print = 100;
-  c.seed = 5;
-  c.zero.stage = stage;
-  c.zero.reduce_bucket_size = 4000;
-  c.zero.stage3_param_persistence_threshold = 100;
-  c.source_sha256 = "test";
-  return c;
-}
+TrainConfig Config(int world, int stage, int64_t steps) { return TinyGptConfig(world, stage, steps); }
 
 // The file system of each rank's checkpoint saves (null: the real one).
 using FilesOfRank = std::function<FileSystem*(int rank)>;

@@ -16,6 +16,7 @@
 #include "runtime/checkpoint/names.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/tiny_gpt_config.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -25,21 +26,7 @@ namespace fs = std::filesystem;
 
 // The tiny gpt of checkpoint_test.cc on 2 ranks at `stage`, checkpoints every 2 steps into `dir`.
 TrainConfig Config(int64_t steps, const std::string& dir, int stage = 1) {
-  TrainConfig c;
-  c.batch = {8, 2, 2};
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.optimizer.weight_decay = 0.01;
-  c.gradient_clipping = 1.0;
-  c.model = GptConfig{2, 2, 16, 8, 32};
-  c.data.seq_len = 8;
-  c.train.steps = steps;
-  c.train.eval_steps = 1;
-  c.steps_per_print = 100;
-  c.seed = 5;
-  c.zero.stage = stage;
-  c.zero.reduce_bucket_size = 4000;
-  c.source_sha256 = "test";
+  TrainConfig c = TinyGptConfig(/*world=*/2, stage, steps);
   c.checkpoint.dir = dir;
   c.checkpoint.interval = 2;
   return c;
