@@ -123,6 +123,37 @@ TEST_CASE("dslaunch --status_port 0 serves the running job, and dslaunch status 
   CHECK(after.out.find("rank1.stdout.log <==\nhello from rank 1\n") != std::string::npos);
 }
 
+TEST_CASE("Output that a full log file cannot take still reaches the status page's tail") {
+  TempDir dir;
+  const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+  // Log files may grow to 64 KiB (RLIMIT_FSIZE, inherited by the agent): rank 1's 20,000 lines
+  // (140,000 bytes) do not fit (docs/launcher.md, "Log files").
+  // The console's 20,000 lines go to /dev/null: a test pipe that nobody drains until the end
+  // would fill and hold the launcher in its write.
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$@\" > /dev/null", "sh",
+                                   "/usr/bin/prlimit", "--fsize=65536", "--", kLauncher, "--job_id", "full-log",
+                                   "--nproc_per_node", "2", "--status_port", "0", "--log_dir", dir.path() + "/L",
+                                   "--no_python", "/bin/sh", "-c",
+                                   "if [ \"$RANK\" = 1 ]; then seq 100000 119999; fi; while [ ! -e " + dir.path() +
+                                       "/stop ]; do sleep 0.05; done"};
+  Subprocess launcher(argv, env);
+  std::optional<JobStateRecord> record;
+  REQUIRE(WaitFor([&] { return (record = StateRecord(dir, "full-log")).has_value(); }, kTimeout));
+  // The page's tail (kept in the launcher's memory) has the last line; the file does not.
+  CHECK(WaitFor([&] {
+    auto logs = HttpGet(record->url, record->token, "/api/logs?rank=1&lines=1");
+    return logs.ok() && logs->body == "119999\n";
+  }, kTimeout));
+  const std::string file = dir.path() + "/L/full-log/rank1.stdout.log";
+  CHECK(std::filesystem::file_size(file) == 65536);
+  std::ofstream(dir.path() + "/stop") << "";
+  auto end = launcher.Wait(kTimeout);
+  INFO(end.err);
+  CHECK(end.exit_code == 0);
+  CHECK(end.err.find("dslaunch:   rank 1, stdout: 10638 lines (74464 bytes) not in '" + file + "': File too large\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("dslaunch without --status_port serves nothing and dslaunch status says how to get a page") {
   TempDir dir;
   const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
