@@ -288,10 +288,9 @@ Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::
     return InvalidArgumentError("export: tensors are written as fp32, fp16 or bf16, not " +
                                 std::string(DTypeName(options.dtype)));
   }
-  DSLAUNCH_ASSIGN_OR_RETURN(const std::string resolved, ResolveCheckpointPath(checkpoint));
-  const std::optional<std::string> dir = resolved;
-  const std::string meta_path = (fs::path(*dir) / kMetaFileName).string();
-  DSLAUNCH_ASSIGN_OR_RETURN(CheckpointMeta meta, ReadCheckpointMeta(*dir));
+  DSLAUNCH_ASSIGN_OR_RETURN(const std::string dir, ResolveCheckpointPath(checkpoint));
+  const std::string meta_path = (fs::path(dir) / kMetaFileName).string();
+  DSLAUNCH_ASSIGN_OR_RETURN(CheckpointMeta meta, ReadCheckpointMeta(dir));
   DSLAUNCH_RETURN_IF_ERROR(CheckParameters(meta, meta_path));
   if (std::find(meta.state_tensors.begin(), meta.state_tensors.end(), "master") == meta.state_tensors.end()) {
     return DataLossError(meta_path + ": no \"master\" state tensor");
@@ -303,14 +302,14 @@ Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::
   // Everything about config.json is checked before the shards are read.
   std::string config_json;
   if (options.hf_config) {
-    if (meta.model != "gpt") return InvalidArgumentError("config.json: only for the gpt model; " + *dir + " holds " + meta.model);
+    if (meta.model != "gpt") return InvalidArgumentError("config.json: only for the gpt model; " + dir + " holds " + meta.model);
     Result<GptShape> shape = GptShapeFromParameters(meta.parameters);
     if (!shape.ok()) return shape.status().WithContext(meta_path);
     DSLAUNCH_ASSIGN_OR_RETURN(int n_head, ResolveHeads(options, meta, *shape));
     config_json = HfGpt2ConfigJson(*shape, n_head, options.dtype);
   }
 
-  DSLAUNCH_ASSIGN_OR_RETURN(std::vector<float> master, AssembleMaster(*dir, meta));
+  DSLAUNCH_ASSIGN_OR_RETURN(std::vector<float> master, AssembleMaster(dir, meta));
   std::vector<Encoded> encoded(plan.size());
   const std::vector<TensorData> tensors = EncodeTensors(plan, master, options.dtype, encoded);
   const std::map<std::string, std::string> metadata = {
@@ -325,7 +324,7 @@ Result<ExportResult> ExportCheckpoint(const std::string& checkpoint, const std::
   DSLAUNCH_ASSIGN_OR_RETURN(WriteResult written, WriteSafetensors(out_path, tensors, metadata, write));
 
   ExportResult result;
-  result.checkpoint = *dir;
+  result.checkpoint = dir;
   result.step = meta.step;
   result.tensors = tensors.size();
   result.bytes = written.bytes;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "common/crc32c.h"
 #include "runtime/checkpoint/names.h"
 
 namespace dslaunch::runtime {
@@ -79,26 +80,14 @@ Result<ResumePlan> PlanResume(const CheckpointConfig& config, const CheckpointDi
                                    "Set checkpoint.load to \"auto\" to resume from the newest, or move " +
                                    config.dir + " away (or set another checkpoint.dir) to start fresh");
   }
-  for (const auto& entry : dir.steps) {
-    if (!entry.has_meta) plan.unfinished.push_back(entry.step);
-  }
   return plan;
 }
 
 int64_t PlanFingerprint(const ResumePlan& plan) {
-  // FNV-1a over the mode and the candidates' paths.
-  uint64_t hash = 14695981039346656037ull;
-  auto mix = [&hash](std::string_view text) {
-    for (unsigned char c : text) {
-      hash ^= c;
-      hash *= 1099511628211ull;
-    }
-    hash ^= 0xff;  // a separator no path holds
-    hash *= 1099511628211ull;
-  };
-  mix(std::to_string(static_cast<int>(plan.mode)));
-  for (const ResumeCandidate& c : plan.candidates) mix(c.path);
-  return static_cast<int64_t>(hash);
+  // The mode, then each candidate's path, each ended by a NUL (no path holds one).
+  uint32_t crc = Crc32c(std::to_string(static_cast<int>(plan.mode)) + '\0');
+  for (const ResumeCandidate& c : plan.candidates) crc = Crc32c(c.path + '\0', crc);
+  return crc;
 }
 
 }  // namespace dslaunch::runtime

@@ -33,8 +33,6 @@ struct ResumePlan {
   std::vector<ResumeCandidate> candidates;  // kExplicit: one; kNewest: in the order to try
   // kNewest: why `latest` was not followed ("/ckpt/latest is missing"); empty when it was.
   std::string scan_reason;
-  // kFresh: checkpoint.dir's step directories without meta.json, newest first (printed and removed).
-  std::vector<int64_t> unfinished;
   bool restart = false;  // checkpoint.resume_newest: the run is a restart resuming on its own
 };
 

@@ -85,12 +85,11 @@ TEST_CASE("PlanResume follows `latest` and then the older checkpoints, or scans 
 }
 
 TEST_CASE("PlanResume starts fresh only where step 0 overwrites no checkpoint") {
-  // `load: auto` over a directory with nothing but a crash's leftovers: step 0, leftovers listed.
+  // `load: auto` over a directory with nothing but a crash's leftovers: step 0.
   Result<ResumePlan> plan = PlanResume(Auto(), Listing("", {{5, false}, {3, false}}), kNoPath);
   REQUIRE(plan.ok());
   CHECK(plan->mode == ResumeMode::kFresh);
   CHECK(plan->candidates.empty());
-  CHECK(plan->unfinished == std::vector<int64_t>{5, 3});
 
   // No `load` at generation 0: the same over leftovers, refused over checkpoints or a `latest`.
   CheckpointConfig none;
