@@ -15,19 +15,19 @@
 #include <iostream>
 #include <memory>
 
-#include "agent/cpu_topology.h"
-#include "agent/line_splitter.h"
-#include "agent/log_files.h"
-#include "agent/log_writer.h"
-#include "agent/node_fence.h"
-#include "agent/node_workers.h"
+#include "agent/node/cpu_topology.h"
+#include "agent/workers/line_splitter.h"
+#include "agent/workers/log_files.h"
+#include "agent/workers/log_writer.h"
+#include "agent/node/node_fence.h"
+#include "agent/workers/node_workers.h"
 #include "agent/own_stop.h"
-#include "agent/progress_files.h"
-#include "agent/progress_watchdog.h"
-#include "agent/secret_dir.h"
+#include "agent/progress/progress_files.h"
+#include "agent/progress/progress_watchdog.h"
+#include "agent/node/secret_dir.h"
 #include "agent/store_proxy/store_proxy.h"
-#include "agent/worker_env_on_node.h"
-#include "agent/worker_process.h"
+#include "agent/workers/worker_env_on_node.h"
+#include "agent/workers/worker_process.h"
 #include "common/asio.h"
 #include "common/auth/secret.h"
 #include "common/control_messages.h"
@@ -84,7 +84,7 @@ class AgentSession {
   // agent's private directory (the secret file, the store proxy's socket) goes. Runs before
   // AGENT_FAILED is sent, not only at the end: once the launcher hears of the failure it may end
   // the job and kill this agent at once, and a killed agent would leave the directory, with the
-  // job's secret in it, until another agent of the user sweeps it (agent/secret_dir.h).
+  // job's secret in it, until another agent of the user sweeps it (agent/node/secret_dir.h).
   void ReleaseNode() {
     for (pid_t pgid : workers_.AllGroups()) SignalProcessGroup(pgid, SIGKILL).IgnoreError();
     auto swept = KillAllDescendants();
@@ -248,7 +248,7 @@ class AgentSession {
     return Status::Ok();
   }
 
-  // Records a started worker for the next agent of this node (agent/fence_record.h).
+  // Records a started worker for the next agent of this node (agent/node/fence_record.h).
   Status RecordWorker(int rank, pid_t pid) {
     if (fence_record_.agent.pid == 0) {
       auto self = ReadProcessEntry(::getpid());
@@ -582,7 +582,7 @@ class AgentSession {
   }
 
   // Polls the workers' progress files and kills the ranks that have been silent for longer than
-  // their watchdog timeout (agent/progress_watchdog.h), until the node begins stopping.
+  // their watchdog timeout (agent/progress/progress_watchdog.h), until the node begins stopping.
   void PollProgress() {
     progress_timer_.expires_after(kProgressPollInterval);
     progress_timer_.async_wait([this](boost::system::error_code ec) {
@@ -753,7 +753,7 @@ class AgentSession {
   std::vector<std::unique_ptr<Worker>> running_;
   std::string secret_dir_, secret_file_;
   std::unique_ptr<StoreProxy> store_proxy_;  // null: the workers reach the launcher directly
-  FenceRecord fence_record_;  // what this agent started, on disk in secret_dir_ (agent/fence_record.h)
+  FenceRecord fence_record_;  // what this agent started, on disk in secret_dir_ (agent/node/fence_record.h)
   std::unique_ptr<JobLogDir> logs_;
   std::string job_dir_;  // the job's log directory on this node (DSLAUNCH_JOB_DIR)
   std::string master_interface_;  // MasterInterface() of the current generation

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   // it has stopped its workers and cleaned up.
   std::signal(SIGPIPE, SIG_IGN);
   // A log file past the node's file size limit (ulimit -f) must fail the write (EFBIG, reported
-  // as lost output: agent/log_writer.h), not kill the agent with SIGXFSZ. Workers start with every
+  // as lost output: agent/workers/log_writer.h), not kill the agent with SIGXFSZ. Workers start with every
   // signal at its default (common/spawn.h).
   std::signal(SIGXFSZ, SIG_IGN);
   return dslaunch::agent::RunAgent(config);

@@ -15,7 +15,7 @@ enum class OwnStopCause {
 };
 
 // A signal keeps the assignment's whole grace period: the workers are healthy and may save. A lost
-// launcher is a failure, stopped as the launcher stops one (launcher/job_runner.cc, StopGrace):
+// launcher is a failure, stopped as the launcher stops one (launcher/job/job_runner.cc, StopGrace):
 // at most kFailureStopGrace when the job may restart, since the launcher may then re-admit this
 // node, or give its place to another, and the stale workers must be gone before; the whole grace
 // period otherwise (no later generation can meet them).

@@ -100,7 +100,7 @@ struct Assignment {
   // (node mode: every node's process ends with the job's code, which is what a scheduler sees).
   bool await_release = false;
   // --bind_cores_to_rank (docs/launch-plan.md, "Core binding"): the agent gives each local rank
-  // its own cores (agent/core_binding.h). bind_core_list: the CPUs to split, as --bind_core_list
+  // its own cores (agent/node/core_binding.h). bind_core_list: the CPUs to split, as --bind_core_list
   // gave them (each in 0..kMaxCpuId-1); empty: the agent's own CPU affinity.
   bool bind_cores_to_rank = false;
   std::vector<int> bind_core_list;
@@ -154,7 +154,7 @@ struct Output {
 };
 
 // A line that ends in '\r' is transient: a progress bar's redraw, shown on a terminal until the
-// next one replaces it, and kept out of logs (agent/line_splitter.h makes them).
+// next one replaces it, and kept out of logs (agent/workers/line_splitter.h makes them).
 inline bool IsTransientLine(const std::string& line) { return !line.empty() && line.back() == '\r'; }
 
 struct Stop {

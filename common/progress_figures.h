@@ -1,7 +1,7 @@
 // ProgressFigures: what a worker's progress report says about its training, beyond the step and
 // the watchdog timeout (docs/observability.md, "Progress reports"): the last step's time, loss and
 // throughput, the last validation loss, the last checkpoint save. The runtime writes them
-// (runtime/train/progress_report.h), the agent parses them (agent/progress_watchdog.h) and forwards
+// (runtime/train/progress_report.h), the agent parses them (agent/progress/progress_watchdog.h) and forwards
 // them (WORKER_PROGRESS, common/control_messages.h), the launcher shows them
 // (launcher/status/job_status.h). This file holds the one table of their names. Pure.
 #pragma once

@@ -24,30 +24,31 @@
 #include "common/route.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
-#include "launcher/cli.h"
-#include "launcher/connection_budget.h"
-#include "launcher/console.h"
-#include "launcher/exported_env.h"
-#include "launcher/gpu_discovery.h"
-#include "launcher/hostfile.h"
-#include "launcher/init_process.h"
-#include "launcher/job_runner.h"
-#include "launcher/launch_plan.h"
+#include "launcher/cli/cli.h"
+#include "launcher/machine/connection_budget.h"
+#include "launcher/job/console.h"
+#include "launcher/plan/exported_env.h"
+#include "launcher/machine/gpu_discovery.h"
+#include "launcher/plan/hostfile.h"
+#include "launcher/machine/init_process.h"
+#include "launcher/job/job_runner.h"
+#include "launcher/plan/launch_plan.h"
+#include "launcher/cli/node_mode_options.h"
 #include "launcher/node_mode/node_role.h"
-#include "launcher/open_files_limit.h"
-#include "launcher/plan_format.h"
-#include "launcher/resource_filter.h"
+#include "launcher/machine/open_files_limit.h"
+#include "launcher/plan/plan_format.h"
+#include "launcher/plan/resource_filter.h"
 #include "launcher/slurm/allocation.h"
 #include "launcher/start/agent_starter.h"
 #include "launcher/start/no_ssh.h"
-#include "launcher/start/srun_agent_starter.h"
-#include "launcher/report_command.h"
+#include "launcher/start/srun/agent_starter.h"
+#include "launcher/cli/report_command.h"
 #include "launcher/start/ssh/agent_starter.h"
 #include "launcher/status/job_board.h"
 #include "launcher/status/job_state_file.h"
 #include "launcher/status/status_command.h"
 #include "launcher/status/status_page.h"
-#include "launcher/visible_devices.h"
+#include "launcher/plan/visible_devices.h"
 
 extern char** environ;
 
@@ -122,7 +123,7 @@ Result<std::string> JobSecret(const CliOptions& cli, const Edges& edges) {
       "DSLAUNCH_JOB_SECRET environment variable, with the same value on every node");
 }
 
-// The GPUs of this machine (launcher/gpu_discovery.h): NVML, or the nvidia-smi on the launcher's
+// The GPUs of this machine (launcher/machine/gpu_discovery.h): NVML, or the nvidia-smi on the launcher's
 // PATH; DSLAUNCH_NVML_LIBRARY names another NVML library, or none when empty.
 Result<int> LocalGpus(const Edges& edges) {
   GpuDiscoveryOptions options;

@@ -53,7 +53,7 @@ namespace dslaunch {
 inline constexpr std::chrono::seconds kHandshakeTimeout{3};
 // Connections beyond EndpointOptions::max_connections are closed on accept. This default fits every
 // rank of a few hundred 8-GPU nodes plus their agents; the launcher sizes the bound from the job's
-// plan and its descriptor limit instead (launcher/connection_budget.h), and raises its soft
+// plan and its descriptor limit instead (launcher/machine/connection_budget.h), and raises its soft
 // descriptor limit to the hard one at start, so that this bound, not the descriptor limit, is
 // what a flood meets.
 inline constexpr size_t kDefaultMaxEndpointConnections = 8192;
@@ -119,7 +119,7 @@ struct EndpointOptions {
   std::string secret;                      // required; never logged
   EndpointLogger log;                      // optional
   // Open connections (authenticated or in their handshake) beyond which new ones are refused at
-  // accept; the launcher sizes it from the plan (launcher/connection_budget.h).
+  // accept; the launcher sizes it from the plan (launcher/machine/connection_budget.h).
   size_t max_connections = kDefaultMaxEndpointConnections;
   // Tests change these; production keeps the defaults.
   std::chrono::milliseconds handshake_timeout = kHandshakeTimeout;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "launcher/resource_filter.h"
+#include "launcher/plan/resource_filter.h"
 
 namespace dslaunch::launcher {
 

@@ -17,21 +17,6 @@ NodeRole DecideNodeRole(const NodeRoleFacts& facts) {
   return facts.endpoint_is_local && !facts.port_in_use ? NodeRole::kHost : NodeRole::kJoin;
 }
 
-Result<int> NprocPerNode(const CliOptions& options, int cores, int gpus) {
-  if (options.num_gpus) return *options.num_gpus;
-  if (!options.nproc_keyword) return 1;
-  switch (*options.nproc_keyword) {
-    case NprocKeyword::kAuto:
-      return gpus > 0 ? gpus : cores;
-    case NprocKeyword::kCpu:
-      return cores;
-    case NprocKeyword::kGpu:
-      if (gpus > 0) return gpus;
-      return InvalidArgumentError("--nproc_per_node gpu: this node has no GPU; use a number, cpu or auto");
-  }
-  return 1;
-}
-
 Result<bool> IsAddressOfThisMachine(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -1,7 +1,7 @@
 // Node mode's edge (docs/node-mode.md): one dslaunch per node, started by a scheduler (a Kubernetes
 // Indexed Job, `srun`, a PyTorchJob's pods). This process either hosts the rendezvous endpoint and
 // the job (the launcher, JobRunner::RunNodeMode) or joins it (it becomes its node's agent).
-// DecideNodeRole and NprocPerNode are pure; the rest looks at this machine.
+// DecideNodeRole is pure; the rest looks at this machine.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,6 @@
 #include <string>
 
 #include "common/status.h"
-#include "launcher/cli.h"
 
 namespace dslaunch::launcher {
 
@@ -27,11 +26,6 @@ struct NodeRoleFacts {
 // another process of this machine already hosts it (several nodes on one machine: the first one
 // there hosts). Every other node joins.
 NodeRole DecideNodeRole(const NodeRoleFacts& facts);
-
-// This node's workers: --nproc_per_node N, or torchrun's keyword (auto: the GPUs when there are
-// any, else the cores; gpu: the GPUs; cpu: the cores); without either, 1 (torchrun's default).
-// kInvalidArgument for gpu on a node without GPUs.
-Result<int> NprocPerNode(const CliOptions& options, int cores, int gpus);
 
 // Whether `host` (a name or a literal) resolves to an address of one of this machine's interfaces.
 // kInvalidArgument when it does not resolve (yet: a Service's DNS name may appear late).

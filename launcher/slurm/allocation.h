@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "launcher/hostfile.h"
+#include "launcher/plan/hostfile.h"
 
 namespace dslaunch::launcher {
 

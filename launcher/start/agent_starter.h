@@ -20,7 +20,7 @@
 
 #include "common/exit_status.h"
 #include "common/status.h"
-#include "launcher/launch_plan.h"
+#include "launcher/plan/launch_plan.h"
 
 namespace dslaunch::launcher {
 
@@ -103,7 +103,7 @@ class AgentStarter {
 class LocalAgentStarter : public AgentStarter {
  public:
   // `agent_open_files_limit`: the soft RLIMIT_NOFILE agents (and so their workers) start with;
-  // nullopt keeps the launcher's own (launcher/open_files_limit.h).
+  // nullopt keeps the launcher's own (launcher/machine/open_files_limit.h).
   explicit LocalAgentStarter(std::optional<uint64_t> agent_open_files_limit = std::nullopt)
       : agent_open_files_limit_(agent_open_files_limit) {}
   Status Preflight(const std::vector<NodePlan>& nodes, const PreflightChecks& checks) override;

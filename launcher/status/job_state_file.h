@@ -29,7 +29,7 @@ struct JobStateRecord {
   std::string token;
 };
 
-// TEMP/dslaunch-UID: the user's base of default log directories (agent/log_files.h's
+// TEMP/dslaunch-UID: the user's base of default log directories (agent/workers/log_files.h's
 // DefaultLogBase, written here again: the launcher does not include the agent's code).
 std::string UserRuntimeBase(const std::string& temp_dir, uid_t uid);
 // UserRuntimeBase(...)/running: where the records are.

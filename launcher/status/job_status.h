@@ -1,5 +1,5 @@
 // JobStatus: the launcher's running account of a job for the people and programs that look at it
-// (docs/observability.md): fed by the events the launcher's shell (launcher/job_runner.cc) already
+// (docs/observability.md): fed by the events the launcher's shell (launcher/job/job_runner.cc) already
 // handles (the plan of each generation, agents heard and lost, workers started, exited and
 // stalled, progress reports, the job's state and end), it makes the JobView of
 // launcher/status/job_view.h and runs the straggler rule (launcher/status/straggler_detector.h).
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "common/control_messages.h"
-#include "launcher/job_tracker.h"
-#include "launcher/launch_plan.h"
+#include "launcher/elastic/job_tracker.h"
+#include "launcher/plan/launch_plan.h"
 #include "launcher/status/bounded_series.h"
 #include "launcher/status/job_view.h"
 #include "launcher/status/straggler_detector.h"

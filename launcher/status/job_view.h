@@ -1,6 +1,6 @@
 // JobView: what the launcher knows about a running job, as plain data, for the people and programs
 // that look at it: the live page and its JSON, /metrics, `dslaunch status`, the straggler warning
-// (docs/observability.md). The launcher's shell (launcher/job_runner.cc) keeps one JobStatus
+// (docs/observability.md). The launcher's shell (launcher/job/job_runner.cc) keeps one JobStatus
 // (launcher/status/job_status.h) up to date from the events it already handles (agents, workers,
 // heartbeats, progress reports) and hands out a JobView copy; renderers are pure functions of it.
 //
@@ -54,7 +54,7 @@ struct SeriesPoint {
 struct JobView {
   std::string job_id;
   std::vector<std::string> command;  // the program and its arguments as the user gave them
-  std::string state;                 // JobStateName (launcher/job_tracker.h): "starting", "running", ...
+  std::string state;                 // JobStateName (launcher/elastic/job_tracker.h): "starting", "running", ...
   int generation = 0;
   int restarts = 0;                  // generations started after the first
   int64_t started_ms = 0;            // when the launcher started

@@ -3,7 +3,7 @@
 // NVML) how many devices this process sees.
 //
 // The launcher gives every worker of a node the node's slots as CUDA_VISIBLE_DEVICES
-// (launcher/env_contract.h), so each worker sees all of the node's GPUs, renumbered from 0, and
+// (launcher/plan/env_contract.h), so each worker sees all of the node's GPUs, renumbered from 0, and
 // takes device LOCAL_RANK among them: torchrun's and DeepSpeed's convention
 // (torch.cuda.set_device(local_rank)). Sharing a GPU between ranks is refused: NCCL does not
 // support two ranks of one communicator on one device.

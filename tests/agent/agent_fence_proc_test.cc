@@ -2,7 +2,7 @@
 // against scripted launchers (real endpoints on 127.0.0.1): an agent that loses the launcher
 // stops its workers within the failure grace, and an agent told which agent held its node's place
 // before kills that agent and its recorded workers before it starts its own. Also the fence
-// itself (agent/node_fence.h) on real processes: it never signals a process the record does not
+// itself (agent/node/node_fence.h) on real processes: it never signals a process the record does not
 // name with its start time.
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -13,8 +13,8 @@
 #include <fstream>
 #include <mutex>
 
-#include "agent/node_fence.h"
-#include "agent/secret_dir.h"
+#include "agent/node/node_fence.h"
+#include "agent/node/secret_dir.h"
 #include "common/control_messages.h"
 #include "common/process_tree.h"
 #include "tests/support/scripted_launcher.h"
@@ -124,7 +124,7 @@ TEST_CASE("A re-admitted node's agent kills the agent that held the place before
   if (ProcessAlive(old_worker)) ::kill(old_worker, SIGKILL);
 }
 
-// A record in the layout an agent leaves (agent/secret_dir.h, agent/fence_record.h), written by
+// A record in the layout an agent leaves (agent/node/secret_dir.h, agent/node/fence_record.h), written by
 // hand: the fence must act on exactly what it names.
 std::string WriteRecord(const TempDir& dir, pid_t agent_pid, const agent::FenceRecord& record) {
   const std::string d = dir.path() + "/" + agent::SecretDirName(kTestJobId, 1, agent_pid);

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "agent/line_splitter.h"
-#include "agent/log_files.h"
-#include "agent/node_workers.h"
-#include "agent/secret_dir.h"
-#include "agent/worker_env_on_node.h"
+#include "agent/workers/line_splitter.h"
+#include "agent/workers/log_files.h"
+#include "agent/workers/node_workers.h"
+#include "agent/node/secret_dir.h"
+#include "agent/workers/worker_env_on_node.h"
 #include "common/control_messages.h"
 
 namespace dslaunch::agent {

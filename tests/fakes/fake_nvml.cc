@@ -1,5 +1,5 @@
 // A stand-in for the NVIDIA driver's libnvidia-ml.so.1, for the launcher's GPU count
-// (launcher/gpu_discovery.h): a real shared library that the launcher loads with dlopen, as it
+// (launcher/machine/gpu_discovery.h): a real shared library that the launcher loads with dlopen, as it
 // would the driver's. FAKE_NVML_GPUS=N: the device count (default 0); FAKE_NVML_INIT_ERROR=CODE:
 // nvmlInit_v2 fails with CODE (9 is NVML_ERROR_DRIVER_NOT_LOADED).
 #include <cstdlib>

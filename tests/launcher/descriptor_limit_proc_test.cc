@@ -1,5 +1,5 @@
 // Proc tests: a job whose connections cannot fit the launcher's descriptor limit is refused before
-// anything starts (launcher/connection_budget.h, docs/launcher.md "Descriptor limit"); a small job
+// anything starts (launcher/machine/connection_budget.h, docs/launcher.md "Descriptor limit"); a small job
 // under the same limit runs. The limit is set with prlimit(1) for the launcher alone.
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// Proc tests: dslaunch as a container's PID 1 (launcher/init_process.h) in a PID namespace of its
+// Proc tests: dslaunch as a container's PID 1 (launcher/machine/init_process.h) in a PID namespace of its
 // own (`unshare --pid --fork --mount-proc`), and the exit-code classes a scheduler acts on
 // (docs/exit-codes.md).
 #include <doctest/doctest.h>

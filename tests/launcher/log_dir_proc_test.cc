@@ -45,7 +45,7 @@ ProcessResult Echo(const TempDir& dir, std::vector<std::string> options) {
 
 std::string DefaultBase(const TempDir& dir) { return dir.path() + "/dslaunch-" + std::to_string(::getuid()); }
 
-// The agents' private directories of job `job` left in `dir` (their TMPDIR): agent/secret_dir.h.
+// The agents' private directories of job `job` left in `dir` (their TMPDIR): agent/node/secret_dir.h.
 std::vector<std::string> SecretDirsOf(const TempDir& dir, const std::string& job) {
   std::vector<std::string> found;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) {

@@ -12,8 +12,8 @@ import os
 import re
 import sys
 
-# Layers, lowest first. A folder may include its own files and folders of lower layers only.
-# The top-level programs (folder "") stand above everything of their tree.
+# Layers of each tree, lowest first. A folder may include its own files and folders of lower layers
+# only. The top of a tree (its programs) stands above everything of its tree.
 RUNTIME_LAYERS = [
     ["runtime/core", "runtime/ops"],
     ["runtime/comm", "runtime/models", "runtime/data", "runtime/swap"],
@@ -23,6 +23,20 @@ RUNTIME_LAYERS = [
     ["runtime/train"],
     ["runtime"],  # worker_main.cc
 ]
+LAUNCHER_LAYERS = [
+    ["launcher/plan", "launcher/machine"],
+    ["launcher/slurm", "launcher/elastic", "launcher/node_mode", "launcher/start"],
+    ["launcher/start/ssh", "launcher/status"],
+    ["launcher/start/srun"],
+    ["launcher/job", "launcher/cli"],
+    ["launcher"],  # main.cc
+]
+AGENT_LAYERS = [
+    ["agent/node", "agent/workers", "agent/store_proxy"],
+    ["agent/progress"],
+    ["agent"],  # the session, main.cc, the start relay
+]
+LAYERS = {"runtime": RUNTIME_LAYERS, "launcher": LAUNCHER_LAYERS, "agent": AGENT_LAYERS}
 # Trees: common/ is used by all and uses none; the launcher, agent and runtime do not use each other.
 TREE_USES = {
     "common": set(),
@@ -42,14 +56,17 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE_EXT = (".h", ".cc", ".cu", ".cuh")
 
 
-def runtime_folder(path):
-    """The layer folder of a runtime/ file: runtime/X for runtime/X/..., runtime for runtime/F."""
+def folder_of(tree, path):
+    """The layer folder of a file: runtime/X for runtime/X/... (ops/cpu and ops/cuda are one
+    folder, as are comm/ and its backends); in launcher/ and agent/ the file's own folder."""
     parts = path.split("/")
-    return "runtime" if len(parts) == 2 else "runtime/" + parts[1]
+    if len(parts) == 2:
+        return tree
+    return tree + "/" + parts[1] if tree == "runtime" else "/".join(parts[:-1])
 
 
-def layer_of(folder):
-    for i, layer in enumerate(RUNTIME_LAYERS):
+def layer_of(tree, folder):
+    for i, layer in enumerate(LAYERS[tree]):
         if folder in layer:
             return i
     return None
@@ -75,8 +92,8 @@ def main():
                         target = m.group(1)
                         to_tree = target.split("/")[0]
                         if to_tree not in TREE_USES or to_tree == tree:
-                            if tree == "runtime" and to_tree == "runtime":
-                                check_runtime(rel, lineno, target, errors, edges)
+                            if to_tree == tree and tree in LAYERS:
+                                check_layers(tree, rel, lineno, target, errors, edges)
                             continue
                         if to_tree not in TREE_USES[tree] and not target.startswith(PATH_USES.get(tree, ())):
                             errors.append(f"{rel}:{lineno}: {tree}/ must not include {target}: "
@@ -90,12 +107,12 @@ def main():
     return 1 if errors else 0
 
 
-def check_runtime(rel, lineno, target, errors, edges):
-    src, dst = runtime_folder(rel), runtime_folder(target)
+def check_layers(tree, rel, lineno, target, errors, edges):
+    src, dst = folder_of(tree, rel), folder_of(tree, target)
     if src == dst:
         return
     edges[(src, dst)] = edges.get((src, dst), 0) + 1
-    ls, ld = layer_of(src), layer_of(dst)
+    ls, ld = layer_of(tree, src), layer_of(tree, dst)
     if ls is None or ld is None:
         unknown = src if ls is None else dst
         errors.append(f"{rel}:{lineno}: {unknown}/ is in no layer of tests/layout/include_graph.py: "

@@ -1,5 +1,5 @@
 // Test support: a real launcher endpoint (TestEndpoint) whose agent connections (role 2) carry the
-// store proxy as the job runner's do (launcher/job_runner.cc, AgentSession): PROXIED frames go to
+// store proxy as the job runner's do (launcher/job/job_runner.cc, AgentSession): PROXIED frames go to
 // an AgentProxySession, every other frame is decoded as a control message and shown to it, and
 // the test sends ASSIGNMENTs through Assign. Includes Asio: use it only in proc tests.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include "common/control_messages.h"
 #include "common/message_types.h"
-#include "launcher/agent_proxy_session.h"
+#include "launcher/job/agent_proxy_session.h"
 #include "tests/support/test_endpoint.h"
 
 namespace dslaunch::testing {

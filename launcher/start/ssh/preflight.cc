@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "launcher/shell_quote.h"
+#include "launcher/plan/shell_quote.h"
 
 namespace dslaunch::launcher {
 namespace {

@@ -6,7 +6,7 @@
 #include <thread>
 #include <utility>
 
-#include "launcher/shell_quote.h"
+#include "launcher/plan/shell_quote.h"
 #include "launcher/start/line_cutter.h"
 #include "launcher/start/ssh/agent_starter.h"
 #include "launcher/start/ssh/preflight.h"

@@ -22,7 +22,7 @@
 
 #include "common/exit_status.h"
 #include "common/status.h"
-#include "launcher/launch_plan.h"
+#include "launcher/plan/launch_plan.h"
 #include "launcher/start/agent_starter.h"
 #include "launcher/start/ssh/options.h"
 

@@ -9,7 +9,7 @@
 
 #include "common/auth/secret.h"
 #include "dslaunch/config.h"
-#include "launcher/job_runner.h"
+#include "launcher/job/job_runner.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::launcher {

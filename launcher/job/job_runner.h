@@ -1,0 +1,138 @@
+// JobRunner: the launcher's I/O shell for one job. Hosts the endpoint (rendezvous store + agent
+// control plane) for the whole job, checks and starts one agent per node through an AgentStarter,
+// relays output to the console, exchanges heartbeats, and runs the job as generations
+// (docs/elastic.md): every event of a generation goes to that generation's JobTracker; when it
+// ends, the ElasticPolicy decides whether another generation runs, on which nodes. Agents on
+// healthy nodes stay connected across generations and get the next ASSIGNMENT; agents are started
+// only on nodes that join. Single-threaded (one Asio io_context); the starter's callbacks and the
+// re-probes of failed nodes (on threads of their own) are posted onto it. Asio stays inside
+// job_runner.cc. In node mode (RunNodeMode) a join phase comes first: the nodes that register make
+// the candidates (the decisions are NodeMembership's, launcher/node_mode/membership.h).
+//
+// job_runner.cc is past 700 lines because one class holds every session and timer of the shell;
+// the split by question (sessions, generations, join phase) belongs to the restructuring of issue 12.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/endpoint/endpoint.h"
+#include "common/heartbeat.h"
+#include "common/stop_grace.h"  // kFailureStopGrace
+#include "common/status.h"
+#include "launcher/machine/connection_budget.h"
+#include "launcher/job/console.h"
+#include "launcher/elastic/elastic_policy.h"
+#include "launcher/job/event_log.h"
+#include "launcher/plan/launch_plan.h"
+#include "launcher/start/agent_starter.h"
+#include "launcher/status/job_board.h"
+#include "launcher/status/straggler_detector.h"
+
+namespace dslaunch::launcher {
+
+// How long every agent has to connect and register after the launcher starts it (SSH start-up
+// on a busy node included).
+inline constexpr std::chrono::seconds kRegistrationTimeout{60};
+// After the grace period, how long the launcher still waits for agents to report their workers'
+// exits before it gives up on them (SIGKILL already went out at the end of the grace period).
+inline constexpr std::chrono::seconds kStopReportMargin{5};
+// How long the launcher waits for agent processes to exit once the job is over before it kills
+// them, and then how long it waits for the kill to be reported.
+inline constexpr std::chrono::seconds kAgentExitWait{5};
+inline constexpr std::chrono::seconds kAgentKillWait{2};
+
+struct JobRunnerOptions {
+  std::string bind_address = "127.0.0.1";    // where the endpoint listens
+  uint16_t port = 0;                          // 0: ephemeral
+  // The endpoint's connection limit, sized from the plan (launcher/machine/connection_budget.h).
+  size_t max_connections = kDefaultMaxEndpointConnections;
+  // Node mode: what sized it (this node's --nproc_per_node on every node) and the descriptor
+  // limit, to size it again from the nodes that joined before any worker starts.
+  ConnectionDemand connections;
+  uint64_t descriptor_limit = UINT64_MAX;
+  std::string advertise_host = "127.0.0.1";  // default address agents use to reach it
+  std::string agent_path;
+  std::string agent_version;  // what `dslaunch-agent --version` must print on every node
+  std::string log_dir;        // the job's log directory on every node
+  std::string working_dir;
+  std::chrono::milliseconds grace_period{0};
+  std::chrono::milliseconds heartbeat_timeout{0};
+  std::chrono::milliseconds heartbeat_interval = kHeartbeatInterval;
+  bool tee = true;
+  bool store_proxy = true;  // --store_proxy: agents proxy their workers' store traffic
+  bool show_host = false;  // prefix output lines with the host (multi-node jobs)
+  EventLog events;         // --events_file
+  // Where the runner publishes its view of the job (launcher/status/job_status.h) and every output
+  // line of a rank, for the status server (docs/observability.md). Null: nothing is published and
+  // no output line is kept; the view is still kept for the straggler rule when stragglers.factor
+  // is above 0.
+  std::shared_ptr<JobBoard> board;
+  StragglerOptions stragglers;  // --straggler_factor, --straggler_window (with a board)
+};
+
+// The board gets a new view at most this often while progress reports stream in (a page polls
+// about once a second; a view of 1000 ranks is ~200 KB to copy), and at once on a change of the
+// job's state, generation or end; the last change is always published within this time.
+inline constexpr std::chrono::milliseconds kBoardPublishInterval{200};
+
+// What the job is: every candidate node, how each generation's plan is made, the restart policy.
+struct JobSpec {
+  // Every selected node, in order: candidate i is the agent's node id (Register.node_rank).
+  Resources candidates;
+  // The plan of generation 0 on every candidate, which checked the options (main.cc): its nodes
+  // are what starting and probing an agent need (host, user, slots).
+  LaunchPlan everyone;
+  // The plan options of generation 0 (store address filled in); generation, restart reason and
+  // fault time are set for each generation.
+  PlanOptions plan_options;
+  ElasticOptions elastic;
+  // Makes a starter for re-probing failed nodes on a thread of its own (nullptr: failed nodes are
+  // never re-probed). A separate starter, so that a probe never shares state with Start().
+  std::function<std::unique_ptr<AgentStarter>()> probe_starter;
+};
+
+// Node mode (docs/node-mode.md): the job's nodes are not known in advance; they join at the
+// endpoint, and the membership makes the candidates.
+struct NodeModeSpec {
+  // plan_options, elastic.max_restarts and probe_starter (none) as for Run(); candidates,
+  // everyone, elastic.min_nodes and elastic.max_nodes are filled in when the membership is complete.
+  JobSpec job;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::chrono::seconds join_timeout{0};
+  std::chrono::seconds last_call_timeout{0};
+  // This node, which hosts the endpoint: node 0, its agent started when the membership is complete.
+  std::string own_host;
+  int own_slots = 1;
+};
+
+class JobRunner {
+ public:
+  JobRunner(JobRunnerOptions options, std::string job_id, std::string secret,
+            AgentStarter& starter, Console& console);
+  ~JobRunner();
+
+  // Binds the endpoint; afterwards port() is valid.
+  Status Listen();
+  uint16_t port() const;
+  // Runs the job to the end and returns the launcher's exit code: pre-flight on every candidate
+  // (a failure prints one report and returns 1 with nothing started), then the agents, then the
+  // generations until the policy ends the job. Precondition: Listen() succeeded.
+  int Run(const JobSpec& spec);
+  // Node mode: waits for the others to join (at least min_nodes within join_timeout; then up to
+  // max_nodes, or last_call_timeout longer), numbers them (NodeMembership), then runs the job as
+  // Run() does, the starter starting node 0's agent (this node's) and expecting the others', which
+  // are already connected. Every agent gets the job's exit code at the end (RELEASE). Returns it;
+  // kExitInfrastructure when too few nodes joined. Precondition: Listen() succeeded.
+  int RunNodeMode(const NodeModeSpec& spec);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dslaunch::launcher
