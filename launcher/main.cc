@@ -32,6 +32,7 @@
 #include "launcher/plan/hostfile.h"
 #include "launcher/machine/init_process.h"
 #include "launcher/job/job_runner.h"
+#include "launcher/job/starter_choice.h"
 #include "launcher/plan/launch_plan.h"
 #include "launcher/cli/node_mode_options.h"
 #include "launcher/node_mode/node_role.h"
@@ -41,9 +42,7 @@
 #include "launcher/slurm/allocation.h"
 #include "launcher/start/agent_starter.h"
 #include "launcher/start/no_ssh.h"
-#include "launcher/start/srun/agent_starter.h"
 #include "launcher/cli/report_command.h"
-#include "launcher/start/ssh/agent_starter.h"
 #include "launcher/status/job_board.h"
 #include "launcher/status/job_state_file.h"
 #include "launcher/status/status_command.h"
@@ -64,9 +63,6 @@ constexpr int kLauncherError = kExitInfrastructure;
 constexpr char kDryRunStoreAddress[] = "<launcher>:<port>";
 // Every address of this machine: multi-node endpoints must be reachable from the nodes.
 constexpr char kBindAllAddresses[] = "0.0.0.0";
-// Descriptors the launcher holds for an agent it starts on this machine (its stdout and stderr
-// pipes, a pidfd), counted in the endpoint's budget.
-constexpr int64_t kLocalAgentDescriptors = 4;
 constexpr char kLoopback[] = "127.0.0.1";
 
 // The process's edges, read once.
@@ -228,15 +224,7 @@ Result<std::map<std::string, std::string>> WorkerExports(const CliOptions& cli, 
 }
 
 SshOptions SshOptionsFrom(const CliOptions& cli, const Edges& edges) {
-  SshOptions so;
-  so.user = cli.ssh_user;
-  so.port = cli.ssh_port;
-  so.identities = cli.ssh_identities;
-  so.known_hosts = cli.ssh_known_hosts;
-  so.accept_new_host_keys = cli.ssh_accept_new_host_keys;
-  so.connect_timeout = cli.ssh_connect_timeout;
-  so.fanout = cli.ssh_fanout;
-  so.tree_threshold = cli.ssh_tree_threshold;
+  SshOptions so = cli.ssh;
   so.home = edges.home;
   // The user name needs a passwd lookup (NSS), so it is read only for SSH jobs.
   if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr) so.local_user = pw->pw_name;
@@ -496,17 +484,14 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
     return Fail(selected.status(), selected.status().code() == StatusCode::kUnavailable ? kLauncherError : kUsageError);
   }
   const Resources* resources = &selected->resources;
-  const bool one_local_node = resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
-  // As before Slurm: a hostfile of this machine alone runs locally, without SSH.
-  const bool local = !cli.no_ssh && (slurm->choice.kind == LauncherKind::kLocal ||
-                                     (!cli.launcher && slurm->choice.kind == LauncherKind::kSsh && one_local_node));
-  const bool use_srun = !cli.no_ssh && slurm->choice.kind == LauncherKind::kSlurm;
-  if (cli.launcher == LauncherKind::kLocal && !one_local_node && !slurm->choice.nodes_from_slurm) {
-    return Fail(InvalidArgumentError("--launcher local starts agents on this machine only, but the selection has " +
-                                     std::to_string(resources->size()) + " host(s) starting with '" +
-                                     (*resources)[0].host + "'; use --launcher ssh or slurm"),
-                kUsageError);
-  }
+  AgentStartFacts start_facts;
+  start_facts.no_ssh = cli.no_ssh;
+  start_facts.requested = cli.launcher;
+  start_facts.launcher = slurm->choice;
+  start_facts.one_local_node = resources->size() == 1 && IsThisMachine((*resources)[0].host, edges.hostname);
+  auto start = ChooseAgentStart(start_facts, *resources);
+  if (!start.ok()) return Fail(start.status(), kUsageError);
+  const bool local = *start == AgentStart::kLocal;
   if (slurm->allocation || cli.launcher) {
     std::cerr << "dslaunch: launcher " << (local ? "local" : LauncherName(slurm->choice.kind)) << " ("
               << slurm->choice.why << ")";
@@ -569,7 +554,7 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
   } else if (cli.no_ssh) {
     ro->advertise_host = resources->size() > 1 ? cli.master_addr : std::string(kLoopback);
   } else {
-    ro->advertise_host = use_srun ? SlurmAdvertiseHost(*resources, edges) : edges.hostname;
+    ro->advertise_host = *start == AgentStart::kSrun ? SlurmAdvertiseHost(*resources, edges) : edges.hostname;
   }
   ro->show_host = resources->size() > 1;
 
@@ -578,36 +563,16 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
       open_files ? std::optional<uint64_t>(open_files->soft) : std::nullopt;
   int64_t ranks = 0;
   for (const NodeResources& node : *resources) ranks += static_cast<int64_t>(node.slots.size());
-  // An SSH session per node stays open for the job, or past the tree threshold one per head (at
-  // most --ssh_fanout, docs/ssh.md "The start tree"); a local agent holds a few pipes.
   const auto nodes = static_cast<int64_t>(resources->size());
-  const int64_t ssh_sessions = nodes > cli.ssh_tree_threshold ? std::min<int64_t>(nodes, cli.ssh_fanout) : nodes;
-  const int64_t start_descriptors =
-      local ? nodes * kLocalAgentDescriptors : (cli.no_ssh || use_srun ? 0 : ssh_sessions);
-  if (Status fits = SizeEndpoint(ranks, nodes, start_descriptors, open_files, *ro);
+  if (Status fits = SizeEndpoint(ranks, nodes, StartDescriptors(*start, nodes, cli.ssh), open_files, *ro);
       !fits.ok()) {
     return Fail(fits, kUsageError);
   }
-  std::unique_ptr<AgentStarter> starter;
+  Starters starters = MakeStarters(*start, agent_open_files, slurm->allocation ? &*slurm->allocation : nullptr,
+                                   *start == AgentStart::kSsh ? SshOptionsFrom(cli, edges) : SshOptions{});
   JobSpec spec;
-  if (local) {
-    starter = std::make_unique<LocalAgentStarter>(agent_open_files);
-    spec.probe_starter = [agent_open_files] { return std::make_unique<LocalAgentStarter>(agent_open_files); };
-  } else if (cli.no_ssh) {
-    // Every other node's agent is started by hand: a lost node cannot be re-probed from here.
-    starter = std::make_unique<SelfStartedAgentStarter>(0, agent_open_files);
-  } else if (use_srun) {
-    SrunOptions so;
-    const SlurmAllocation& a = *slurm->allocation;
-    for (size_t i = 0; i < a.cpus_per_node.size(); ++i) so.cpus_per_node[a.nodes[i]] = a.cpus_per_node[i];
-    starter = std::make_unique<SrunAgentStarter>(so);
-    spec.probe_starter = [so] { return std::make_unique<SrunAgentStarter>(so); };
-  } else {
-    const SshOptions ssh = SshOptionsFrom(cli, edges);
-    starter = std::make_unique<SshAgentStarter>(ssh);
-    spec.probe_starter = [ssh] { return std::make_unique<SshAgentStarter>(ssh); };
-  }
-  return Execute(cli, edges, terminal, *ro, po.job_id, *secret, *starter, /*own_agents=*/local || cli.no_ssh,
+  spec.probe_starter = std::move(starters.probe);
+  return Execute(cli, edges, terminal, *ro, po.job_id, *secret, *starters.starter, /*own_agents=*/local || cli.no_ssh,
                  [&](JobRunner& runner) {
                    po.store_address = JoinHostPort(ro->advertise_host, runner.port());
                    auto plan = PlanLaunch(*resources, po);  // generation 0 on every candidate: checks the options

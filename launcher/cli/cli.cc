@@ -363,6 +363,391 @@ Result<ElasticOptions> ElasticOptionsFor(const CliOptions& options, int candidat
 
 namespace {
 
+// The command line as groups of options, one per concept. Each group declares its options on the
+// app (Add, in the order --help lists them and PET_ variables are looked up) and, once CLI11 has
+// read them, checks what was given and writes it into CliOptions (Resolve). Parse resolves the
+// groups in a fixed order, so that of two mistakes the same one is reported first.
+
+// Which hosts and slots the job uses, and the contract's MASTER_ADDR/MASTER_PORT.
+struct SelectionGroup {
+  std::string hostfile;
+  int num_nodes = -1;
+  std::string nproc_text;
+
+  void Add(CLI::App& app, CliOptions& o) {
+    app.add_option("-H,--hostfile", hostfile, "hostfile with 'host slots=N' lines (docs/hostfile.md)");
+    app.add_option("-i,--include", o.include, "use only these hosts/slots: 'host[:s,s]@host...'");
+    app.add_option("-e,--exclude", o.exclude, "do not use these hosts/slots, same grammar as --include");
+    app.add_option("--num_nodes", num_nodes, "use the first N hosts of the hostfile");
+    app.add_option("--num_gpus,--nproc_per_node", nproc_text,
+                   "workers per host (slots 0..N-1); torchrun's auto (GPUs, else cores), gpu, cpu");
+    app.add_option("--master_addr", o.master_addr, "MASTER_ADDR for workers (default: first host)");
+    app.add_option("--master_port", o.master_port, "MASTER_PORT for workers")->capture_default_str();
+  }
+
+  Status Resolve(const CLI::App& app, CliOptions& o) const {
+    if (app.count("--hostfile") > 0) o.hostfile = hostfile;
+    if (num_nodes != -1) o.num_nodes = num_nodes;
+    if (app.count("--nproc_per_node") > 0) {
+      DSLAUNCH_RETURN_IF_ERROR(ParseNproc(nproc_text, o));
+    }
+    if (o.master_port < 1 || o.master_port > 65535) {
+      return InvalidArgumentError("--master_port " + std::to_string(o.master_port) + " is not a TCP port (1-65535)");
+    }
+    return Status::Ok();
+  }
+};
+
+// How PROGRAM starts and where the workers' output goes.
+struct ProgramGroup {
+  std::string python;
+
+  void Add(CLI::App& app, CliOptions& o) {
+    app.add_flag("--no_python", o.no_python, "start PROGRAM directly, not under python3");
+    app.add_flag("-m,--module", o.module, "PROGRAM is a Python module (python3 -m)");
+    app.add_flag("--no_local_rank", o.no_local_rank, "do not append --local_rank=N to Python programs");
+    app.add_option("--python", python, "interpreter for .py programs and -m (default: $PYTHON_EXEC, else python3)");
+    app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch-$UID)");
+    app.add_option("--events_file", o.events_file,
+                   "append the job's events (generations started and ended, faults, decisions) to FILE, one JSON "
+                   "object per line (docs/elastic.md)");
+    app.add_flag("--tee,!--no_tee", o.tee, "echo workers' output on the console (default) or only log it");
+  }
+
+  Status Resolve(const CLI::App& app, CliOptions& o) const {
+    if (o.module && o.no_python) {
+      return InvalidArgumentError("--module and --no_python exclude each other: a module runs under python3");
+    }
+    if (app.count("--python") > 0) {
+      if (python.empty()) return InvalidArgumentError("--python: empty interpreter path");
+      if (o.no_python) {
+        return InvalidArgumentError("--python and --no_python exclude each other: --no_python starts PROGRAM directly");
+      }
+      o.python = python;
+    }
+    return Status::Ok();
+  }
+};
+
+// The launcher's own conduct of the job: the store proxy, stopping, heartbeats, the job id, the
+// exports, the pid file and --dry-run.
+struct ConductGroup {
+  std::string store_proxy = "on";
+  double grace_seconds = std::chrono::duration<double>(kDefaultGracePeriod).count();
+  std::string save_pid;
+  std::string dry_run;
+  double heartbeat_seconds = std::chrono::duration<double>(kDefaultHeartbeatTimeout).count();
+  double heartbeat_interval_seconds = 0;
+
+  void Add(CLI::App& app, CliOptions& o) {
+    app.add_option("--store_proxy", store_proxy,
+                   "on: each node's agent carries its workers' store traffic to the launcher, one connection per "
+                   "node (default); off: every worker connects to the launcher itself (docs/protocol.md)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    app.add_option("--grace_period", grace_seconds, "seconds between SIGTERM and SIGKILL when stopping")
+        ->capture_default_str();
+    app.add_flag("--save_pid{}", save_pid, "write the launcher pid to FILE (default $TMPDIR/<pid>.ds)")
+        ->expected(0, 1);
+    app.add_flag("--dry-run{table}", dry_run, "print the launch plan (table or =json) and exit")
+        ->expected(0, 1);
+    app.add_option("--job_id", o.job_id, "job id (default: generated)");
+    app.add_option("--heartbeat_timeout", heartbeat_seconds,
+                   "seconds of silence after which an agent or the launcher counts as lost")->capture_default_str();
+    app.add_option("--heartbeat_interval", heartbeat_interval_seconds,
+                   "seconds between heartbeats, at most half the timeout (default: min(1, timeout / 3))");
+    app.add_option("--export", o.exports, "pass NAME (from this environment) or NAME=VALUE to every worker; repeatable");
+  }
+
+  // Stopping and heartbeats: resolved early, before the options that depend on no other group.
+  Status ResolveTiming(const CLI::App& app, CliOptions& o) const {
+    DSLAUNCH_ASSIGN_OR_RETURN(o.grace_period,
+                              Duration("--grace_period", grace_seconds, std::chrono::milliseconds(0), kMaxGracePeriod));
+    o.store_proxy = store_proxy == "on";
+    DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("--heartbeat_timeout", heartbeat_seconds,
+                                                            kMinHeartbeatTimeout, kMaxHeartbeatTimeout));
+    if (app.count("--heartbeat_interval") == 0) {
+      o.heartbeat_interval = std::min(kHeartbeatInterval, o.heartbeat_timeout / kDefaultHeartbeatsPerTimeout);
+      return Status::Ok();
+    }
+    DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_interval, Duration("--heartbeat_interval", heartbeat_interval_seconds,
+                                                             kMinHeartbeatInterval, kMaxHeartbeatTimeout));
+    if (o.heartbeat_interval * kMinHeartbeatsPerTimeout > o.heartbeat_timeout) {
+      std::ostringstream msg;
+      msg << "--heartbeat_interval " << heartbeat_interval_seconds << " is more than half of --heartbeat_timeout "
+          << heartbeat_seconds << ": one late heartbeat would make a lost node; lower the interval or raise the timeout";
+      return InvalidArgumentError(msg.str());
+    }
+    return Status::Ok();
+  }
+
+  // The pid file and --dry-run.
+  Status ResolveOutputs(const CLI::App& app, CliOptions& o) const {
+    if (app.count("--save_pid") > 0) o.save_pid = save_pid;
+    if (app.count("--dry-run") == 0) return Status::Ok();
+    if (dry_run == "table") {
+      o.dry_run = DryRunFormat::kTable;
+    } else if (dry_run == "json") {
+      o.dry_run = DryRunFormat::kJson;
+    } else {
+      return InvalidArgumentError("--dry-run=" + dry_run + ": expected 'table' or 'json'");
+    }
+    return Status::Ok();
+  }
+};
+
+// Fault tolerance (docs/elastic.md): restarts, the elastic range, the watchdog, stragglers.
+struct FaultGroup {
+  std::string nnodes;
+  ElasticArgs elastic;
+  int max_restarts = 0, min_elastic_nodes = 0, max_elastic_nodes = 0;
+  double watchdog_seconds = 0;
+
+  void Add(CLI::App& app, CliOptions& o) {
+    app.add_option("--max_restarts", max_restarts,
+                   "restart the job after up to N failures (default 0: the first failure ends it; 100 with --elastic_training)");
+    app.add_option("--nnodes", nnodes,
+                   "N: the first N hosts (as --num_nodes); MIN:MAX: elastic, run on MIN to MAX hosts, the others are spares");
+    app.add_flag("--elastic_training", elastic.elastic_training,
+                 "DeepSpeed's spelling of an elastic range: --min_elastic_nodes (default 1) to --max_elastic_nodes (default all)");
+    app.add_option("--min_elastic_nodes", min_elastic_nodes, "--elastic_training: the fewest nodes to run on");
+    app.add_option("--max_elastic_nodes", max_elastic_nodes, "--elastic_training: the most nodes to run on");
+    app.add_option("--watchdog_timeout", watchdog_seconds,
+                   "seconds without progress after which a rank counts as hung (default: off; docs/elastic.md)");
+    app.add_option("--straggler_factor", o.stragglers.factor,
+                   "flag a rank whose median step time is more than F times its peers' (0: off; docs/observability.md)")
+        ->capture_default_str();
+    app.add_option("--straggler_window", o.stragglers.window, "steps of each rank the straggler rule looks at")
+        ->capture_default_str();
+  }
+
+  Status Resolve(const CLI::App& app, CliOptions& o) {
+    if (app.count("--watchdog_timeout") > 0) {
+      DSLAUNCH_ASSIGN_OR_RETURN(o.watchdog_timeout, Duration("--watchdog_timeout", watchdog_seconds, kMinWatchdogTimeout,
+                                                             kMaxWatchdogTimeout, "leave it out for no watchdog"));
+    }
+    DSLAUNCH_RETURN_IF_ERROR(ValidateStragglerOptions(o.stragglers));
+    if (app.count("--nnodes") > 0) elastic.nnodes = nnodes;
+    if (app.count("--min_elastic_nodes") > 0) elastic.min_elastic_nodes = min_elastic_nodes;
+    if (app.count("--max_elastic_nodes") > 0) elastic.max_elastic_nodes = max_elastic_nodes;
+    if (app.count("--max_restarts") > 0) elastic.max_restarts = max_restarts;
+    return ResolveElastic(elastic, o);
+  }
+};
+
+// Starting agents over SSH (docs/ssh.md).
+struct SshGroup {
+  double timeout_seconds = std::chrono::duration<double>(kSshDefaultConnectTimeout).count();
+
+  void Add(CLI::App& app, CliOptions& o) {
+    app.add_option("--agent_path", o.agent_path, "dslaunch-agent on the nodes (default: this one's absolute path)");
+    app.add_option("--ssh_user", o.ssh.user, "SSH user for hosts without user@ in the hostfile");
+    app.add_option("--ssh_port", o.ssh.port, "SSH port")->capture_default_str();
+    app.add_option("--ssh_identity", o.ssh.identities, "SSH private key file; repeatable (default: ssh-agent, ~/.ssh/id_*)");
+    app.add_option("--ssh_known_hosts", o.ssh.known_hosts, "known_hosts file (default: ~/.ssh/known_hosts)");
+    app.add_flag("--ssh_accept_new_host_keys", o.ssh.accept_new_host_keys,
+                 "add unknown host keys to known_hosts (changed keys are still refused)");
+    app.add_option("--ssh_connect_timeout", timeout_seconds, "seconds per SSH connection attempt")->capture_default_str();
+    app.add_option("--ssh_fanout", o.ssh.fanout, "SSH handshakes and pre-flight commands in flight at once (as pdsh -f)")
+        ->capture_default_str();
+    app.add_option("--ssh_tree_threshold", o.ssh.tree_threshold,
+                   "past this many nodes, agents start the agents of their subtree over SSH (docs/ssh.md)")
+        ->capture_default_str();
+  }
+
+  Status Resolve(CliOptions& o) const {
+    DSLAUNCH_ASSIGN_OR_RETURN(o.ssh.connect_timeout, Duration("--ssh_connect_timeout", timeout_seconds,
+                                                              kMinSshConnectTimeout, kMaxSshConnectTimeout));
+    if (o.ssh.tree_threshold < 1) {
+      return InvalidArgumentError("--ssh_tree_threshold " + std::to_string(o.ssh.tree_threshold) +
+                                  " must be at least 1 (a job of that many nodes or fewer starts without a tree)");
+    }
+    if (o.ssh.fanout < 1) {
+      return InvalidArgumentError("--ssh_fanout " + std::to_string(o.ssh.fanout) + " must be at least 1");
+    }
+    if (o.ssh.port < 1 || o.ssh.port > 65535) {
+      return InvalidArgumentError("--ssh_port " + std::to_string(o.ssh.port) + " is not a TCP port (1-65535)");
+    }
+    return Status::Ok();
+  }
+};
+
+// Nodes that start themselves: --no_ssh, and node mode (torchrun's rendezvous; docs/node-mode.md).
+struct SelfStartGroup {
+  int node_rank = -1;
+  std::string rdzv_endpoint, rdzv_id, rdzv_backend, rdzv_conf;
+  bool standalone = false;
+
+  void Add(CLI::App& app, CliOptions& o) {
+    app.add_flag("--no_ssh", o.no_ssh, "run this same command on every node yourself, with --node_rank");
+    app.add_option("--node_rank", node_rank, "--no_ssh: this node's rank (0 hosts the launcher)");
+    app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")->capture_default_str();
+    app.add_option("--secret_file", o.secret_file,
+                   "--no_ssh and node mode: file holding the job secret, the same on every node");
+    app.add_option("--rdzv_endpoint", rdzv_endpoint,
+                   "node mode: HOST[:PORT] of the rendezvous endpoint (default port: --rdzv_port); its node hosts it");
+    app.add_option("--rdzv_id", rdzv_id, "node mode: the job's id, the same on every node (as --job_id)");
+    app.add_option("--rdzv_backend", rdzv_backend, "torchrun's rendezvous backend: c10d or static (both: dslaunch's store)");
+    app.add_option("--rdzv_conf", rdzv_conf, "node mode: join_timeout=SECONDS,last_call_timeout=SECONDS");
+    app.add_flag("--standalone", standalone, "torchrun's one-node job with a local rendezvous (the default without a hostfile)");
+  }
+
+  Status Resolve(const CLI::App& app, CliOptions& o) const {
+    if (o.rdzv_port < 0 || o.rdzv_port > 65535) {
+      return InvalidArgumentError("--rdzv_port " + std::to_string(o.rdzv_port) +
+                                  " is not a TCP port (1-65535, or 0 for any free port on a one-node job)");
+    }
+    if (app.count("--node_rank") > 0) {
+      if (node_rank < 0) {
+        return InvalidArgumentError("--node_rank " + std::to_string(node_rank) + ": expected a node rank >= 0");
+      }
+      o.node_rank = node_rank;
+    }
+    if (!rdzv_id.empty()) {
+      if (!o.job_id.empty() && o.job_id != rdzv_id) {
+        return InvalidArgumentError("--rdzv_id " + rdzv_id + " and --job_id " + o.job_id +
+                                    " disagree: both name the job; keep one of them");
+      }
+      o.job_id = rdzv_id;
+    }
+    NodeModeArgs node_mode{rdzv_endpoint, rdzv_backend, rdzv_conf, standalone,
+                           app.count("--rdzv_endpoint") > 0 || app.count("--rdzv_id") > 0 ||
+                               app.count("--rdzv_conf") > 0};
+    DSLAUNCH_RETURN_IF_ERROR(ResolveNodeMode(node_mode, o));
+    if (o.rendezvous) return Status::Ok();  // node mode: every check below is of --no_ssh mode
+    if (o.no_ssh) {
+      if (!o.node_rank || *o.node_rank < 0) {
+        return InvalidArgumentError("--no_ssh needs --node_rank N (0 on the node that hosts the launcher)");
+      }
+      if (o.master_addr.empty()) {
+        return InvalidArgumentError("--no_ssh needs --master_addr, the address of node 0");
+      }
+      if (o.job_id.empty()) {
+        return InvalidArgumentError("--no_ssh needs --job_id, the same on every node");
+      }
+    } else if (o.node_rank) {
+      return InvalidArgumentError("--node_rank is for node mode (with --nnodes and --rdzv_endpoint or --master_addr, "
+                                  "no hostfile) or --no_ssh mode");
+    }
+    return Status::Ok();
+  }
+
+  // --job_id or --rdzv_id, whichever named the job, once both are merged.
+  static Status ValidateJob(const CLI::App& app, const CliOptions& o) {
+    if (app.count("--job_id") == 0 && app.count("--rdzv_id") == 0) return Status::Ok();
+    Status valid = ValidateJobId(o.job_id);
+    if (valid.ok()) return valid;
+    return InvalidArgumentError((app.count("--job_id") > 0 ? "--job_id: " : "--rdzv_id: ") + valid.message());
+  }
+};
+
+// Core binding (docs/launch-plan.md, "Core binding") and how agents start (docs/slurm.md).
+struct PlacementGroup {
+  std::string bind_core_list;
+  std::string launcher;
+
+  void Add(CLI::App& app, CliOptions& o) {
+    app.add_flag("--bind_cores_to_rank", o.bind_cores_to_rank,
+                 "give each local rank its own share of the node's cores (and NUMA node), OMP_NUM_THREADS to match");
+    app.add_option("--bind_core_list", bind_core_list,
+                   "--bind_cores_to_rank: the cores to share, e.g. 0-3,8,10-11 (default: the node's, one thread per core)");
+    app.add_option("--launcher", launcher,
+                   "how agents start: slurm (srun, inside an allocation), ssh or local (default: chosen, docs/slurm.md)");
+  }
+
+  Status Resolve(const CLI::App& app, CliOptions& o) const {
+    if (app.count("--bind_core_list") > 0) {
+      const std::string given = "--bind_core_list '" + bind_core_list + "'";
+      if (!o.bind_cores_to_rank) {
+        return InvalidArgumentError(given + " needs --bind_cores_to_rank (DeepSpeed ignores it without)");
+      }
+      auto cores = ParseCpuList(bind_core_list);
+      if (!cores.ok()) return InvalidArgumentError(given + ": " + cores.status().message() + " (expected e.g. 0-3,8,10-11)");
+      if (cores->empty()) return InvalidArgumentError(given + ": no cores listed (expected e.g. 0-3,8,10-11)");
+      o.bind_core_list = std::move(*cores);
+    }
+    if (app.count("--launcher") > 0) {
+      DSLAUNCH_ASSIGN_OR_RETURN(o.launcher, ParseLauncherKind(launcher));
+      if (o.no_ssh || o.rendezvous) {
+        return InvalidArgumentError(std::string("--launcher and ") + (o.no_ssh ? "--no_ssh" : "node mode") +
+                                    " exclude each other: there every node's agent is started by the node's own dslaunch");
+      }
+    }
+    return Status::Ok();
+  }
+};
+
+// The live status page (docs/observability.md).
+struct StatusGroup {
+  StatusArgs status;
+
+  void Add(CLI::App& app) {
+    app.add_option("--status_port", status.port,
+                   "serve the live job page, JSON and /metrics on this port (0: any free port; default: off)");
+    app.add_option("--status_bind", status.bind,
+                   "--status_port: the IP address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+    app.add_option("--status_host", status.hosts,
+                   "--status_port: a name the page is opened by besides its address (repeat or comma-separate)")
+        ->delimiter(',');
+    app.add_flag("--status_metrics_open", status.metrics_open,
+                 "--status_port: serve /metrics without the job's token (for a Prometheus scraper)");
+  }
+
+  Status Resolve(const CLI::App& app, CliOptions& o) {
+    status.port_given = app.count("--status_port") > 0;
+    status.bind_given = app.count("--status_bind") > 0;
+    return ResolveStatusPage(status, o);
+  }
+};
+
+// Every group of the command line, declared in the order --help lists them.
+struct OptionGroups {
+  SelectionGroup selection;
+  ProgramGroup program;
+  ConductGroup conduct;
+  FaultGroup fault;
+  SshGroup ssh;
+  SelfStartGroup self_start;
+  PlacementGroup placement;
+  StatusGroup status;
+
+  void Add(CLI::App& app, CliOptions& o) {
+    selection.Add(app, o);
+    program.Add(app, o);
+    conduct.Add(app, o);
+    fault.Add(app, o);
+    ssh.Add(app, o);
+    self_start.Add(app, o);
+    placement.Add(app, o);
+    status.Add(app);
+  }
+
+  Status Resolve(const CLI::App& app, CliOptions& o) {
+    DSLAUNCH_RETURN_IF_ERROR(selection.Resolve(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(conduct.ResolveTiming(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(fault.Resolve(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(ssh.Resolve(o));
+    DSLAUNCH_RETURN_IF_ERROR(self_start.Resolve(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(placement.Resolve(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(status.Resolve(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(conduct.ResolveOutputs(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(program.Resolve(app, o));
+    return SelfStartGroup::ValidateJob(app, o);
+  }
+};
+
+// CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
+// and "--grace_period ''" no grace at all: an empty number is an error instead.
+void RefuseEmptyNumbers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type == "INT" || type == "UINT" || type == "FLOAT") {
+      opt->check([](const std::string& value) { return value.empty() ? std::string("empty value, expected a number") : std::string(); },
+                 "", "non-empty number");
+    }
+  }
+}
+
 // ParseCommandLine, with `from_environment` naming the PET_ variables it took.
 Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment,
                          std::vector<std::string>& from_environment) {
@@ -376,135 +761,9 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   // A repeated option takes its last value, as argparse (and so DeepSpeed and torchrun) does.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_version_flag("--version", std::string("dslaunch ") + DSLAUNCH_VERSION);
-
-  std::string hostfile, dry_run, save_pid;
-  int num_nodes = -1;
-  double grace_seconds = std::chrono::duration<double>(kDefaultGracePeriod).count();
-  app.add_option("-H,--hostfile", hostfile, "hostfile with 'host slots=N' lines (docs/hostfile.md)");
-  app.add_option("-i,--include", o.include, "use only these hosts/slots: 'host[:s,s]@host...'");
-  app.add_option("-e,--exclude", o.exclude, "do not use these hosts/slots, same grammar as --include");
-  app.add_option("--num_nodes", num_nodes, "use the first N hosts of the hostfile");
-  std::string nproc_text;
-  app.add_option("--num_gpus,--nproc_per_node", nproc_text,
-                 "workers per host (slots 0..N-1); torchrun's auto (GPUs, else cores), gpu, cpu");
-  app.add_option("--master_addr", o.master_addr, "MASTER_ADDR for workers (default: first host)");
-  app.add_option("--master_port", o.master_port, "MASTER_PORT for workers")->capture_default_str();
-  app.add_flag("--no_python", o.no_python, "start PROGRAM directly, not under python3");
-  app.add_flag("-m,--module", o.module, "PROGRAM is a Python module (python3 -m)");
-  app.add_flag("--no_local_rank", o.no_local_rank, "do not append --local_rank=N to Python programs");
-  std::string python;
-  app.add_option("--python", python, "interpreter for .py programs and -m (default: $PYTHON_EXEC, else python3)");
-  app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch-$UID)");
-  app.add_option("--events_file", o.events_file,
-                 "append the job's events (generations started and ended, faults, decisions) to FILE, one JSON "
-                 "object per line (docs/elastic.md)");
-  app.add_flag("--tee,!--no_tee", o.tee, "echo workers' output on the console (default) or only log it");
-  std::string store_proxy = "on";
-  app.add_option("--store_proxy", store_proxy,
-                 "on: each node's agent carries its workers' store traffic to the launcher, one connection per "
-                 "node (default); off: every worker connects to the launcher itself (docs/protocol.md)")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
-  app.add_option("--grace_period", grace_seconds, "seconds between SIGTERM and SIGKILL when stopping")
-      ->capture_default_str();
-  app.add_flag("--save_pid{}", save_pid, "write the launcher pid to FILE (default $TMPDIR/<pid>.ds)")
-      ->expected(0, 1);
-  app.add_flag("--dry-run{table}", dry_run, "print the launch plan (table or =json) and exit")
-      ->expected(0, 1);
-  app.add_option("--job_id", o.job_id, "job id (default: generated)");
-  double heartbeat_seconds = std::chrono::duration<double>(kDefaultHeartbeatTimeout).count();
-  app.add_option("--heartbeat_timeout", heartbeat_seconds,
-                 "seconds of silence after which an agent or the launcher counts as lost")->capture_default_str();
-  double heartbeat_interval_seconds = 0;
-  app.add_option("--heartbeat_interval", heartbeat_interval_seconds,
-                 "seconds between heartbeats, at most half the timeout (default: min(1, timeout / 3))");
-  app.add_option("--export", o.exports, "pass NAME (from this environment) or NAME=VALUE to every worker; repeatable");
-
-  // Fault tolerance (docs/elastic.md).
-  ElasticArgs elastic;
-  std::string nnodes;
-  int max_restarts = 0, min_elastic_nodes = 0, max_elastic_nodes = 0;
-  double watchdog_seconds = 0;
-  app.add_option("--max_restarts", max_restarts,
-                 "restart the job after up to N failures (default 0: the first failure ends it; 100 with --elastic_training)");
-  app.add_option("--nnodes", nnodes,
-                 "N: the first N hosts (as --num_nodes); MIN:MAX: elastic, run on MIN to MAX hosts, the others are spares");
-  app.add_flag("--elastic_training", elastic.elastic_training,
-               "DeepSpeed's spelling of an elastic range: --min_elastic_nodes (default 1) to --max_elastic_nodes (default all)");
-  app.add_option("--min_elastic_nodes", min_elastic_nodes, "--elastic_training: the fewest nodes to run on");
-  app.add_option("--max_elastic_nodes", max_elastic_nodes, "--elastic_training: the most nodes to run on");
-  app.add_option("--watchdog_timeout", watchdog_seconds,
-                 "seconds without progress after which a rank counts as hung (default: off; docs/elastic.md)");
-  app.add_option("--straggler_factor", o.stragglers.factor,
-                 "flag a rank whose median step time is more than F times its peers' (0: off; docs/observability.md)")
-      ->capture_default_str();
-  app.add_option("--straggler_window", o.stragglers.window, "steps of each rank the straggler rule looks at")
-      ->capture_default_str();
-
-  app.add_option("--agent_path", o.agent_path, "dslaunch-agent on the nodes (default: this one's absolute path)");
-  app.add_option("--ssh_user", o.ssh_user, "SSH user for hosts without user@ in the hostfile");
-  app.add_option("--ssh_port", o.ssh_port, "SSH port")->capture_default_str();
-  app.add_option("--ssh_identity", o.ssh_identities, "SSH private key file; repeatable (default: ssh-agent, ~/.ssh/id_*)");
-  app.add_option("--ssh_known_hosts", o.ssh_known_hosts, "known_hosts file (default: ~/.ssh/known_hosts)");
-  app.add_flag("--ssh_accept_new_host_keys", o.ssh_accept_new_host_keys,
-               "add unknown host keys to known_hosts (changed keys are still refused)");
-  double ssh_timeout_seconds = std::chrono::duration<double>(kSshDefaultConnectTimeout).count();
-  app.add_option("--ssh_connect_timeout", ssh_timeout_seconds, "seconds per SSH connection attempt")->capture_default_str();
-  app.add_option("--ssh_fanout", o.ssh_fanout, "SSH handshakes and pre-flight commands in flight at once (as pdsh -f)")
-      ->capture_default_str();
-  app.add_option("--ssh_tree_threshold", o.ssh_tree_threshold,
-                 "past this many nodes, agents start the agents of their subtree over SSH (docs/ssh.md)")
-      ->capture_default_str();
-
-  int node_rank = -1;
-  app.add_flag("--no_ssh", o.no_ssh, "run this same command on every node yourself, with --node_rank");
-  app.add_option("--node_rank", node_rank, "--no_ssh: this node's rank (0 hosts the launcher)");
-  app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")->capture_default_str();
-  app.add_option("--secret_file", o.secret_file,
-                 "--no_ssh and node mode: file holding the job secret, the same on every node");
-
-  // Node mode (torchrun's rendezvous; docs/node-mode.md).
-  std::string rdzv_endpoint, rdzv_id, rdzv_backend, rdzv_conf;
-  bool standalone = false;
-  app.add_option("--rdzv_endpoint", rdzv_endpoint,
-                 "node mode: HOST[:PORT] of the rendezvous endpoint (default port: --rdzv_port); its node hosts it");
-  app.add_option("--rdzv_id", rdzv_id, "node mode: the job's id, the same on every node (as --job_id)");
-  app.add_option("--rdzv_backend", rdzv_backend, "torchrun's rendezvous backend: c10d or static (both: dslaunch's store)");
-  app.add_option("--rdzv_conf", rdzv_conf, "node mode: join_timeout=SECONDS,last_call_timeout=SECONDS");
-  app.add_flag("--standalone", standalone, "torchrun's one-node job with a local rendezvous (the default without a hostfile)");
-
-  // Core binding (docs/launch-plan.md, "Core binding").
-  std::string bind_core_list;
-  app.add_flag("--bind_cores_to_rank", o.bind_cores_to_rank,
-               "give each local rank its own share of the node's cores (and NUMA node), OMP_NUM_THREADS to match");
-  app.add_option("--bind_core_list", bind_core_list,
-                 "--bind_cores_to_rank: the cores to share, e.g. 0-3,8,10-11 (default: the node's, one thread per core)");
-
-  std::string launcher;
-  app.add_option("--launcher", launcher,
-                 "how agents start: slurm (srun, inside an allocation), ssh or local (default: chosen, docs/slurm.md)");
-
-  // The live status page (docs/observability.md).
-  StatusArgs status;
-  app.add_option("--status_port", status.port,
-                 "serve the live job page, JSON and /metrics on this port (0: any free port; default: off)");
-  app.add_option("--status_bind", status.bind,
-                 "--status_port: the IP address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
-  app.add_option("--status_host", status.hosts,
-                 "--status_port: a name the page is opened by besides its address (repeat or comma-separate)")
-      ->delimiter(',');
-  app.add_flag("--status_metrics_open", status.metrics_open,
-               "--status_port: serve /metrics without the job's token (for a Prometheus scraper)");
-
-  // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
-  // and "--grace_period ''" no grace at all: an empty number is an error instead.
-  for (CLI::Option* opt : app.get_options()) {
-    const std::string type = opt->get_type_name();
-    if (type == "INT" || type == "UINT" || type == "FLOAT") {
-      opt->check([](const std::string& value) { return value.empty() ? std::string("empty value, expected a number") : std::string(); },
-                 "", "non-empty number");
-    }
-  }
+  OptionGroups groups;
+  groups.Add(app, o);
+  RefuseEmptyNumbers(app);
 
   std::set<const CLI::Option*> given;
   auto split = FindProgram(app, argv, given);
@@ -537,137 +796,7 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   o.program = argv[program_at];
   if (o.program.empty()) return InvalidArgumentError("empty PROGRAM: an empty argument stands where PROGRAM goes");
   o.program_args.assign(argv.begin() + static_cast<long>(program_at) + 1, argv.end());
-
-  if (app.count("--hostfile") > 0) o.hostfile = hostfile;
-  if (num_nodes != -1) o.num_nodes = num_nodes;
-  if (app.count("--nproc_per_node") > 0) {
-    DSLAUNCH_RETURN_IF_ERROR(ParseNproc(nproc_text, o));
-  }
-  if (o.master_port < 1 || o.master_port > 65535) {
-    return InvalidArgumentError("--master_port " + std::to_string(o.master_port) + " is not a TCP port (1-65535)");
-  }
-  DSLAUNCH_ASSIGN_OR_RETURN(o.grace_period,
-                            Duration("--grace_period", grace_seconds, std::chrono::milliseconds(0), kMaxGracePeriod));
-  o.store_proxy = store_proxy == "on";
-  DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_timeout, Duration("--heartbeat_timeout", heartbeat_seconds,
-                                                          kMinHeartbeatTimeout, kMaxHeartbeatTimeout));
-  if (app.count("--heartbeat_interval") > 0) {
-    DSLAUNCH_ASSIGN_OR_RETURN(o.heartbeat_interval, Duration("--heartbeat_interval", heartbeat_interval_seconds,
-                                                             kMinHeartbeatInterval, kMaxHeartbeatTimeout));
-    if (o.heartbeat_interval * kMinHeartbeatsPerTimeout > o.heartbeat_timeout) {
-      std::ostringstream msg;
-      msg << "--heartbeat_interval " << heartbeat_interval_seconds << " is more than half of --heartbeat_timeout "
-          << heartbeat_seconds << ": one late heartbeat would make a lost node; lower the interval or raise the timeout";
-      return InvalidArgumentError(msg.str());
-    }
-  } else {
-    o.heartbeat_interval = std::min(kHeartbeatInterval, o.heartbeat_timeout / kDefaultHeartbeatsPerTimeout);
-  }
-  if (app.count("--watchdog_timeout") > 0) {
-    DSLAUNCH_ASSIGN_OR_RETURN(o.watchdog_timeout, Duration("--watchdog_timeout", watchdog_seconds, kMinWatchdogTimeout,
-                                                           kMaxWatchdogTimeout, "leave it out for no watchdog"));
-  }
-  DSLAUNCH_RETURN_IF_ERROR(ValidateStragglerOptions(o.stragglers));
-  if (app.count("--nnodes") > 0) elastic.nnodes = nnodes;
-  if (app.count("--min_elastic_nodes") > 0) elastic.min_elastic_nodes = min_elastic_nodes;
-  if (app.count("--max_elastic_nodes") > 0) elastic.max_elastic_nodes = max_elastic_nodes;
-  if (app.count("--max_restarts") > 0) elastic.max_restarts = max_restarts;
-  DSLAUNCH_RETURN_IF_ERROR(ResolveElastic(elastic, o));
-  DSLAUNCH_ASSIGN_OR_RETURN(o.ssh_connect_timeout, Duration("--ssh_connect_timeout", ssh_timeout_seconds,
-                                                            kMinSshConnectTimeout, kMaxSshConnectTimeout));
-  if (o.ssh_tree_threshold < 1) {
-    return InvalidArgumentError("--ssh_tree_threshold " + std::to_string(o.ssh_tree_threshold) +
-                                " must be at least 1 (a job of that many nodes or fewer starts without a tree)");
-  }
-  if (o.ssh_fanout < 1) {
-    return InvalidArgumentError("--ssh_fanout " + std::to_string(o.ssh_fanout) + " must be at least 1");
-  }
-  if (o.ssh_port < 1 || o.ssh_port > 65535) {
-    return InvalidArgumentError("--ssh_port " + std::to_string(o.ssh_port) + " is not a TCP port (1-65535)");
-  }
-  if (o.rdzv_port < 0 || o.rdzv_port > 65535) {
-    return InvalidArgumentError("--rdzv_port " + std::to_string(o.rdzv_port) +
-                                " is not a TCP port (1-65535, or 0 for any free port on a one-node job)");
-  }
-  if (app.count("--node_rank") > 0) {
-    if (node_rank < 0) {
-      return InvalidArgumentError("--node_rank " + std::to_string(node_rank) + ": expected a node rank >= 0");
-    }
-    o.node_rank = node_rank;
-  }
-  if (!rdzv_id.empty()) {
-    if (!o.job_id.empty() && o.job_id != rdzv_id) {
-      return InvalidArgumentError("--rdzv_id " + rdzv_id + " and --job_id " + o.job_id +
-                                  " disagree: both name the job; keep one of them");
-    }
-    o.job_id = rdzv_id;
-  }
-  NodeModeArgs node_mode{rdzv_endpoint, rdzv_backend, rdzv_conf, standalone,
-                         app.count("--rdzv_endpoint") > 0 || app.count("--rdzv_id") > 0 ||
-                             app.count("--rdzv_conf") > 0};
-  DSLAUNCH_RETURN_IF_ERROR(ResolveNodeMode(node_mode, o));
-  if (o.rendezvous) {
-    // Node mode: every check below is of --no_ssh mode.
-  } else if (o.no_ssh) {
-    if (!o.node_rank || *o.node_rank < 0) {
-      return InvalidArgumentError("--no_ssh needs --node_rank N (0 on the node that hosts the launcher)");
-    }
-    if (o.master_addr.empty()) {
-      return InvalidArgumentError("--no_ssh needs --master_addr, the address of node 0");
-    }
-    if (o.job_id.empty()) {
-      return InvalidArgumentError("--no_ssh needs --job_id, the same on every node");
-    }
-  } else if (o.node_rank) {
-    return InvalidArgumentError("--node_rank is for node mode (with --nnodes and --rdzv_endpoint or --master_addr, "
-                                "no hostfile) or --no_ssh mode");
-  }
-  if (app.count("--bind_core_list") > 0) {
-    const std::string given = "--bind_core_list '" + bind_core_list + "'";
-    if (!o.bind_cores_to_rank) {
-      return InvalidArgumentError(given + " needs --bind_cores_to_rank (DeepSpeed ignores it without)");
-    }
-    auto cores = ParseCpuList(bind_core_list);
-    if (!cores.ok()) return InvalidArgumentError(given + ": " + cores.status().message() + " (expected e.g. 0-3,8,10-11)");
-    if (cores->empty()) return InvalidArgumentError(given + ": no cores listed (expected e.g. 0-3,8,10-11)");
-    o.bind_core_list = std::move(*cores);
-  }
-  if (app.count("--launcher") > 0) {
-    DSLAUNCH_ASSIGN_OR_RETURN(o.launcher, ParseLauncherKind(launcher));
-    if (o.no_ssh || o.rendezvous) {
-      return InvalidArgumentError(std::string("--launcher and ") + (o.no_ssh ? "--no_ssh" : "node mode") +
-                                  " exclude each other: there every node's agent is started by the node's own dslaunch");
-    }
-  }
-  status.port_given = app.count("--status_port") > 0;
-  status.bind_given = app.count("--status_bind") > 0;
-  DSLAUNCH_RETURN_IF_ERROR(ResolveStatusPage(status, o));
-  if (app.count("--save_pid") > 0) o.save_pid = save_pid;
-  if (app.count("--dry-run") > 0) {
-    if (dry_run == "table") {
-      o.dry_run = DryRunFormat::kTable;
-    } else if (dry_run == "json") {
-      o.dry_run = DryRunFormat::kJson;
-    } else {
-      return InvalidArgumentError("--dry-run=" + dry_run + ": expected 'table' or 'json'");
-    }
-  }
-  if (o.module && o.no_python) {
-    return InvalidArgumentError("--module and --no_python exclude each other: a module runs under python3");
-  }
-  if (app.count("--python") > 0) {
-    if (python.empty()) return InvalidArgumentError("--python: empty interpreter path");
-    if (o.no_python) {
-      return InvalidArgumentError("--python and --no_python exclude each other: --no_python starts PROGRAM directly");
-    }
-    o.python = python;
-  }
-  if (app.count("--job_id") > 0 || app.count("--rdzv_id") > 0) {
-    Status valid = ValidateJobId(o.job_id);
-    if (!valid.ok()) {
-      return InvalidArgumentError((app.count("--job_id") > 0 ? "--job_id: " : "--rdzv_id: ") + valid.message());
-    }
-  }
+  DSLAUNCH_RETURN_IF_ERROR(groups.Resolve(app, o));
   return command;
 }
 

@@ -132,14 +132,10 @@ struct CliOptions {
 
   // Multi-node over SSH.
   std::string agent_path;  // empty: the local agent's absolute path
-  std::string ssh_user;
-  int ssh_port = 22;
-  std::vector<std::string> ssh_identities;
-  std::string ssh_known_hosts;
-  bool ssh_accept_new_host_keys = false;
-  std::chrono::milliseconds ssh_connect_timeout = kSshDefaultConnectTimeout;
-  int ssh_fanout = kSshDefaultFanout;  // --ssh_fanout: SSH handshakes in flight at once
-  int ssh_tree_threshold = kSshDefaultTreeThreshold;  // --ssh_tree_threshold: nodes past which a start tree
+  // --ssh_user, --ssh_port, --ssh_identity, --ssh_known_hosts, --ssh_accept_new_host_keys,
+  // --ssh_connect_timeout, --ssh_fanout, --ssh_tree_threshold; the edges' parts (home, the local
+  // user, the ssh-agent socket) are filled in by main.cc.
+  SshOptions ssh;
 
   // --no_ssh: the same command runs on every node, started by something else.
   bool no_ssh = false;

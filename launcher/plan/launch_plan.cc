@@ -121,17 +121,7 @@ Result<LaunchPlan> PlanLaunch(const Resources& resources, const PlanOptions& opt
   DSLAUNCH_RETURN_IF_ERROR(ValidateOptions(resources, options));
 
   LaunchPlan plan;
-  plan.job_id = options.job_id;
-  plan.generation = options.generation;
-  plan.max_restarts = options.max_restarts;
-  plan.restart_reason = options.restart_reason;
-  plan.fault_time_ms = options.fault_time_ms;
-  plan.watchdog_timeout_ms = options.watchdog_timeout_ms;
-  plan.master_port = options.master_port;
-  plan.store_address = options.store_address;
-  plan.no_devices = options.no_devices;
-  plan.bind_cores_to_rank = options.bind_cores_to_rank;
-  plan.bind_core_list = options.bind_core_list;
+  static_cast<PlanFacts&>(plan) = options;
   if (!options.master_addr.empty()) {
     plan.master_addr = options.master_addr;
   } else if (IsLocalhostName(resources.front().host)) {

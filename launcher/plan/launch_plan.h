@@ -54,7 +54,10 @@ struct NodePlan {
   std::map<std::string, std::string> env;
 };
 
-struct LaunchPlan {
+// What the plan carries to every node as the options gave it: the job, its generation and the
+// settings every worker's environment states. Declared once: PlanOptions and LaunchPlan are both
+// made of it, and PlanLaunch hands it over whole.
+struct PlanFacts {
   std::string job_id;
   int generation = 0;  // restart count
   int max_restarts = 0;  // --max_restarts (TORCHELASTIC_MAX_RESTARTS)
@@ -62,9 +65,7 @@ struct LaunchPlan {
   std::string restart_reason;
   int64_t fault_time_ms = 0;
   int64_t watchdog_timeout_ms = 0;  // --watchdog_timeout (DSLAUNCH_WATCHDOG_TIMEOUT); 0: none
-  int world_size = 0;
-  std::string master_addr;
-  int master_port = 0;
+  int master_port = 29500;
   std::string store_address;  // host:port of the launcher's endpoint (DSLAUNCH_STORE)
   // The launcher's CUDA_VISIBLE_DEVICES was set and empty: every worker gets an empty
   // CUDA_VISIBLE_DEVICES (no device) instead of its node's slots.
@@ -73,23 +74,17 @@ struct LaunchPlan {
   // agent splits bind_core_list (empty: its own CPU affinity) between its local ranks.
   bool bind_cores_to_rank = false;
   std::vector<int> bind_core_list;
+};
+
+struct LaunchPlan : PlanFacts {
+  int world_size = 0;
+  std::string master_addr;  // resolved: never empty
   std::vector<NodePlan> nodes;
 };
 
-struct PlanOptions {
+struct PlanOptions : PlanFacts {
   ProgramSpec program;
   std::string master_addr;  // empty: the first selected host (127.0.0.1 when it is local)
-  int master_port = 29500;
-  std::string store_address;
-  std::string job_id;
-  int generation = 0;
-  int max_restarts = 0;          // LaunchPlan::max_restarts
-  std::string restart_reason;    // LaunchPlan::restart_reason
-  int64_t fault_time_ms = 0;     // LaunchPlan::fault_time_ms
-  int64_t watchdog_timeout_ms = 0;  // LaunchPlan::watchdog_timeout_ms
-  bool no_devices = false;  // LaunchPlan::no_devices
-  bool bind_cores_to_rank = false;   // LaunchPlan::bind_cores_to_rank
-  std::vector<int> bind_core_list;   // LaunchPlan::bind_core_list
   // Extra variables given to every worker (exports); the contract's variables win on conflict.
   std::map<std::string, std::string> extra_env;
 };

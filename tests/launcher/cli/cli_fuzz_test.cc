@@ -113,8 +113,8 @@ TEST_CASE("ParseCommandLine gives options or an error naming the problem for mut
     REQUIRE(o.grace_period <= kMaxGracePeriod);
     REQUIRE(o.heartbeat_timeout >= kMinHeartbeatTimeout);
     REQUIRE(o.heartbeat_timeout <= kMaxHeartbeatTimeout);
-    REQUIRE(o.ssh_connect_timeout >= kMinSshConnectTimeout);
-    REQUIRE(o.ssh_connect_timeout <= kMaxSshConnectTimeout);
+    REQUIRE(o.ssh.connect_timeout >= kMinSshConnectTimeout);
+    REQUIRE(o.ssh.connect_timeout <= kMaxSshConnectTimeout);
     REQUIRE((o.master_port >= 1 && o.master_port <= 65535));
     REQUIRE((o.rdzv_port >= 0 && o.rdzv_port <= 65535));
     REQUIRE(o.heartbeat_interval >= kMinHeartbeatInterval);

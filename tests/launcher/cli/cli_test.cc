@@ -170,7 +170,7 @@ TEST_CASE("ParseCommandLine keeps durations in a range that cannot overflow") {
   REQUIRE(edges.ok());
   CHECK(edges->options.grace_period == kMaxGracePeriod);
   CHECK(edges->options.heartbeat_timeout == kMinHeartbeatTimeout);
-  CHECK(edges->options.ssh_connect_timeout == std::chrono::milliseconds(1));
+  CHECK(edges->options.ssh.connect_timeout == std::chrono::milliseconds(1));
   auto zero = Parse({"--grace_period", "0", "x"});
   REQUIRE(zero.ok());
   CHECK(zero->options.grace_period == std::chrono::milliseconds(0));
@@ -225,22 +225,22 @@ TEST_CASE("ParseCommandLine reads the multi-node options") {
                   "--ssh_fanout", "4", "--ssh_tree_threshold", "2", "x"});
   REQUIRE(c.ok());
   const CliOptions& o = c->options;
-  CHECK(o.ssh_fanout == 4);
-  CHECK(o.ssh_tree_threshold == 2);
-  CHECK(o.ssh_user == "u");
-  CHECK(o.ssh_port == 2222);
-  CHECK(o.ssh_identities == std::vector<std::string>{"k1", "k2"});
-  CHECK(o.ssh_known_hosts == "kh");
-  CHECK(o.ssh_accept_new_host_keys);
-  CHECK(o.ssh_connect_timeout == std::chrono::milliseconds(2500));
+  CHECK(o.ssh.fanout == 4);
+  CHECK(o.ssh.tree_threshold == 2);
+  CHECK(o.ssh.user == "u");
+  CHECK(o.ssh.port == 2222);
+  CHECK(o.ssh.identities == std::vector<std::string>{"k1", "k2"});
+  CHECK(o.ssh.known_hosts == "kh");
+  CHECK(o.ssh.accept_new_host_keys);
+  CHECK(o.ssh.connect_timeout == std::chrono::milliseconds(2500));
   CHECK(o.agent_path == "/opt/a");
   CHECK(o.exports == std::vector<std::string>{"A", "B=2"});
   CHECK(o.heartbeat_timeout == std::chrono::milliseconds(3000));
   CHECK_FALSE(o.no_ssh);
   auto defaults = Parse({"x"});
   REQUIRE(defaults.ok());
-  CHECK(defaults->options.ssh_fanout == kSshDefaultFanout);
-  CHECK(defaults->options.ssh_tree_threshold == kSshDefaultTreeThreshold);
+  CHECK(defaults->options.ssh.fanout == kSshDefaultFanout);
+  CHECK(defaults->options.ssh.tree_threshold == kSshDefaultTreeThreshold);
   for (const char* bad : {"--ssh_fanout", "--ssh_tree_threshold"}) {
     CAPTURE(bad);
     auto r = Parse({bad, "0", "x"});
@@ -281,7 +281,7 @@ TEST_CASE("ParseCommandLine takes every port option in 1..65535 (--rdzv_port als
       REQUIRE_MESSAGE(ok.ok(), ok.status().ToString());
       const CliOptions& o = ok->options;
       CHECK((std::string(flag) == "--master_port" ? o.master_port
-             : std::string(flag) == "--ssh_port"  ? o.ssh_port
+             : std::string(flag) == "--ssh_port"  ? o.ssh.port
                                                   : o.rdzv_port) == port);
     }
     // --rdzv_port 0 asks for any free port (a one-node --no_ssh job), so its lower neighbour is -1.
