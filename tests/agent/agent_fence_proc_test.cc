@@ -56,6 +56,21 @@ pid_t ReadPid(const std::string& path) {
   return pid;
 }
 
+// Whether an agent's fence record under `runtime_dir` (agent/node/fence_record.h) names a worker:
+// the agent writes it after the worker has started, so a worker's own pid file can come first.
+bool FenceRecordNamesAWorker(const std::string& runtime_dir) {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(runtime_dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename() != agent::kFenceRecordFile) continue;
+    std::ifstream in(it->path());
+    for (std::string line; std::getline(in, line);) {
+      if (line.starts_with("worker ")) return true;
+    }
+  }
+  return false;
+}
+
 // A worker that ignores SIGTERM (as one stuck in a collective or a slow save may) and writes its
 // pid once it runs.
 std::string StubbornWorker(const std::string& pid_file) {
@@ -90,6 +105,8 @@ TEST_CASE("A re-admitted node's agent kills the agent that held the place before
   ScriptedLauncher first(OneBashWorker(dir, 0, StubbornWorker(old_pid_file)));
   auto old_agent = StartAgent(dir, first);
   REQUIRE(WaitFor([&] { return ReadPid(old_pid_file) > 0; }, kStateDeadline));
+  // Frozen only once its record names the worker: a node frozen before that has nothing to fence.
+  REQUIRE(WaitFor([&] { return FenceRecordNamesAWorker(dir.path()); }, kStateDeadline));
   const pid_t old_worker = ReadPid(old_pid_file);
   const pid_t old_agent_pid = first.agent_pid();
   REQUIRE(old_agent_pid > 0);
