@@ -123,8 +123,9 @@ TEST_CASE("WorkerPipes: a worker reaped with its pipes already closed needs no d
   ends.err_write.Reset();
   RunUntil(io, [&] { return pipes.closed(0); });
   pipes.OnExited(0);
-  io.poll();  // no timer left waiting: the loop has nothing more to do
-  CHECK(io.stopped());
+  io.restart();
+  io.poll();
+  CHECK(io.stopped());  // no timer left waiting: the loop ran out of work
   CHECK(session.closed == std::vector<size_t>{0});
 }
 
