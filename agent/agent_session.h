@@ -11,12 +11,13 @@
 //           period (AGENT_STOPPING first when the reason is the agent's own);
 //   end     ReleaseNode: no process of the workers outlives the agent, the private directory goes.
 //
-// The session makes the decisions and owns the workers' processes and the event loop. Its parts,
-// each talking back through a small interface: the control link (agent/control/control_link.h:
-// framing, heartbeats), the worker pipes (agent/workers/worker_pipes.h: output to logs and to the
-// launcher), the progress poller (agent/progress/progress_poller.h: progress files, watchdog), the
-// private directory (agent/node/agent_dir.h: secret, fence record). Threading: one thread; Start,
-// ReleaseNode and ReportFailure are called before Run or after it returns.
+// The session makes the decisions and owns the workers' processes and the event loop. Its parts:
+// the control link (agent/control/control_link.h: framing, heartbeats) and the worker pipes
+// (agent/workers/worker_pipes.h: output to the logs and the launcher), which call back through the
+// listener interfaces their headers declare, never the session itself; the progress poller
+// (agent/progress/progress_poller.h: progress files, watchdog) and the private directory
+// (agent/node/agent_dir.h: secret, fence record), which answer calls. Threading: one thread;
+// Start, ReleaseNode and ReportFailure are called before Run or after it returns.
 #pragma once
 
 #include <chrono>
