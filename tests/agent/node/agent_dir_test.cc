@@ -6,24 +6,17 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "agent/node/secret_dir.h"
 #include "common/process_tree.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::agent {
 namespace {
 
+using dslaunch::testing::ReadWhole;
 using dslaunch::testing::TempDir;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 TEST_CASE("AgentDir makes the private directory with the secret, records started workers, and goes") {
   TempDir runtime;
@@ -35,13 +28,13 @@ TEST_CASE("AgentDir makes the private directory with the secret, records started
   REQUIRE(::stat(dir.path().c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0700);
   CHECK(dir.secret_file() == dir.path() + "/store.secret");
-  CHECK(ReadFile(dir.secret_file()) == "s3cret");
-  CHECK(ReadFile(dir.path() + "/" + kPidNamespaceFile) == OwnPidNamespace() + "\n");
+  CHECK(ReadWhole(dir.secret_file()) == "s3cret");
+  CHECK(ReadWhole(dir.path() + "/" + kPidNamespaceFile) == OwnPidNamespace() + "\n");
 
   // This process stands in for a started worker: a live pid with a start time.
   REQUIRE(dir.RecordWorker(/*generation=*/4, /*rank=*/1, ::getpid()).ok());
   REQUIRE(dir.RecordWorker(4, 3, ::getpid()).ok());
-  auto record = ParseFenceRecord(ReadFile(dir.path() + "/" + kFenceRecordFile), "record");
+  auto record = ParseFenceRecord(ReadWhole(dir.path() + "/" + kFenceRecordFile), "record");
   REQUIRE(record.ok());
   const uint64_t start_time = ReadProcessEntry(::getpid())->start_time;
   CHECK(record->agent.pid == ::getpid());

@@ -6,15 +6,14 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 
-#include <fstream>
-#include <sstream>
-
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::agent {
 namespace {
 
 using control::Stream;
+using dslaunch::testing::ReadWhole;
 using dslaunch::testing::TempDir;
 
 LogWriter FileLog(const std::string& path) {
@@ -28,13 +27,6 @@ LogWriter FullLog() {
   const int fd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
   REQUIRE(fd >= 0);
   return LogWriter(UniqueFd(fd), "/dev/full");
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 // The lines of the OUTPUT messages among `messages`, for `stream`; fails on another message.
@@ -64,7 +56,7 @@ TEST_CASE("WorkerOutput logs whole lines without progress redraws and forwards e
   CHECK(o.closed(Stream::kStdout));
   CHECK(o.Close(Stream::kStdout).empty());  // once
   CHECK_FALSE(o.closed(Stream::kStderr));
-  CHECK(ReadFile(dir.path() + "/out") == "a\nb\n");
+  CHECK(ReadWhole(dir.path() + "/out") == "a\nb\n");
   CHECK(o.stderr_log_path() == dir.path() + "/err");
 }
 
@@ -73,8 +65,8 @@ TEST_CASE("WorkerOutput without tee tells the launcher nothing while the logs ta
   WorkerOutput o(0, 0, /*tee=*/false, FileLog(dir.path() + "/out"), FileLog(dir.path() + "/err"));
   CHECK(o.Feed(Stream::kStderr, "one\ntwo").empty());
   CHECK(o.Close(Stream::kStderr).empty());
-  CHECK(ReadFile(dir.path() + "/err") == "one\ntwo\n");
-  CHECK(ReadFile(dir.path() + "/out").empty());
+  CHECK(ReadWhole(dir.path() + "/err") == "one\ntwo\n");
+  CHECK(ReadWhole(dir.path() + "/out").empty());
 }
 
 TEST_CASE("WorkerOutput keeps the last 20 lines of stderr, without stdout or progress redraws") {
