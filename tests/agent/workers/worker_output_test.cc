@@ -104,6 +104,7 @@ TEST_CASE("WorkerOutput reports a log's first failed write at once and its total
   CHECK(total.lost_bytes == 9);
   CHECK(total.lost_lines == 3);
   CHECK(total.final);
+  CHECK(o.Close(Stream::kStderr).empty());  // the totals once
   CHECK(o.stderr_tail() == std::vector<std::string>{"x", "yy", "zzz"});  // the tail is kept all the same
 }
 
