@@ -1,12 +1,13 @@
 // dslaunch-agent: one per node. Connects to the launcher's endpoint, proves it holds the job
 // secret, registers, receives its NodeAssignment and runs the node's workers until they have all
-// exited or it is told to stop (docs/protocol.md, "Agent control messages").
+// exited or it is told to stop (docs/protocol.md, "Agent control messages"). What agent/main.cc
+// needs: RunAgent and the agent's exit codes; the session itself is agent/agent_session.h.
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <optional>
-#include <string>
+
+#include "agent/agent_config.h"
 
 namespace dslaunch::agent {
 
@@ -16,23 +17,6 @@ inline constexpr std::chrono::seconds kConnectTimeout{30};
 
 // How long the agent waits for its assignment after registering.
 inline constexpr std::chrono::seconds kAssignmentTimeout{60};
-
-struct AgentConfig {
-  std::string endpoint;  // launcher's host:port
-  std::string job_id;
-  int node_rank = 0;
-  std::string secret;       // read from stdin, never from argv
-  std::string host;         // this node's hostname, reported at registration
-  std::string runtime_dir;  // where the private directory holding the workers' secret file goes
-  int cores = 1;            // CPU cores of this node, for the OMP_NUM_THREADS default
-  std::map<std::string, std::string> environment;  // the agent's own environment
-  // Node mode (docs/node-mode.md): the agent joins the rendezvous with `slots` workers (0: not
-  // node mode), asking for node_rank (-1: by arrival), and waits up to join_timeout to be let in;
-  // its exit code is then its node's (NodeModeExitCode).
-  int slots = 0;
-  bool hosts_endpoint = false;
-  std::chrono::seconds join_timeout{0};
-};
 
 // The exit code of a node-mode agent, which is its node's dslaunch process and what the scheduler
 // sees (common/exit_codes.h): the job's code when the launcher sent it (RELEASE), else 128+N when

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/error_record.h"
 #include "common/job_id.h"
 
 namespace dslaunch::agent {
@@ -71,6 +72,21 @@ std::string WorkerFileName(int rank, int generation, std::string_view suffix) {
   name += '.';
   name += suffix;
   return name;
+}
+
+std::string ReadErrorRecord(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) return "";
+  std::string text(kMaxErrorRecordBytes, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
+  return text;
 }
 
 std::string DefaultLogBase(const std::string& runtime_dir, uid_t uid) {

@@ -24,6 +24,11 @@ namespace dslaunch::agent {
 // renumbered between generations). `suffix`: "stdout.log", "stderr.log", "error.json", ...
 std::string WorkerFileName(int rank, int generation, std::string_view suffix);
 
+// The first kMaxErrorRecordBytes (common/error_record.h) of a worker's error record at `path`
+// (its TORCHELASTIC_ERROR_FILE, not followed if it is a symbolic link); empty if it wrote none or
+// the file cannot be read.
+std::string ReadErrorRecord(const std::string& path);
+
 // The per-user base of the default log directories: RUNTIME_DIR/dslaunch-UID.
 std::string DefaultLogBase(const std::string& runtime_dir, uid_t uid);
 

@@ -32,7 +32,7 @@ LAUNCHER_LAYERS = [
     ["launcher"],  # main.cc
 ]
 AGENT_LAYERS = [
-    ["agent/node", "agent/workers", "agent/store_proxy"],
+    ["agent/node", "agent/workers", "agent/store_proxy", "agent/control"],
     ["agent/progress"],
     ["agent"],  # the session, main.cc, the start relay
 ]

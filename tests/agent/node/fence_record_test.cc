@@ -1,10 +1,8 @@
 // The pure parts of fencing a lost node (docs/elastic.md, "Fencing a lost node"): the record's
-// format, the judgement of recorded processes and groups, and the grace period of the agent's own
-// stops (agent/node/fence_record.h, agent/own_stop.h).
+// format and the judgement of recorded processes and groups (agent/node/fence_record.h).
 #include <doctest/doctest.h>
 
 #include "agent/node/fence_record.h"
-#include "agent/own_stop.h"
 
 namespace dslaunch::agent {
 namespace {
@@ -75,19 +73,6 @@ TEST_CASE("JudgeGroup: a group lives while its recorded leader or a member does,
   // The pid runs another process: Linux reuses no pid while a group of that id has a member, so
   // the recorded group is empty and the members counted are the new process's.
   CHECK(JudgeGroup(leader, Sighting{800, false}, 2) == Fate::kGone);
-}
-
-TEST_CASE("OwnStopGrace: a lost launcher stops a restartable job's workers within the failure grace") {
-  control::Assignment a;
-  a.grace_period_ms = 30000;
-  a.restartable = true;
-  CHECK(OwnStopGrace(OwnStopCause::kLostLauncher, a) == kFailureStopGrace);
-  CHECK(OwnStopGrace(OwnStopCause::kSignal, a) == std::chrono::milliseconds(30000));
-  a.grace_period_ms = 400;  // never longer than the job's own grace period
-  CHECK(OwnStopGrace(OwnStopCause::kLostLauncher, a) == std::chrono::milliseconds(400));
-  a.grace_period_ms = 30000;
-  a.restartable = false;  // no later generation can meet these workers: the whole grace period
-  CHECK(OwnStopGrace(OwnStopCause::kLostLauncher, a) == std::chrono::milliseconds(30000));
 }
 
 }  // namespace
