@@ -15,7 +15,8 @@ import sys
 # Layers, lowest first. A folder may include its own files and folders of lower layers only.
 # The top-level programs (folder "") stand above everything of their tree.
 RUNTIME_LAYERS = [
-    ["runtime/core", "runtime/ops"],
+    ["runtime/core"],
+    ["runtime/ops"],
     ["runtime/comm", "runtime/models", "runtime/data", "runtime/swap"],
     ["runtime/engine"],
     ["runtime/config"],

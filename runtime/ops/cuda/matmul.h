@@ -21,7 +21,7 @@
 namespace dslaunch::runtime::ops::cuda {
 
 struct MatmulArgs {
-  DType dtype = DType::kF32;
+  DType dtype = DType::kFloat32;  // kFloat32, kBFloat16 or kFloat16 (another is kInvalidArgument)
   bool trans_a = false;  // A is stored k x m and used transposed
   bool trans_b = false;  // B is stored n x k and used transposed
   int m = 0, n = 0, k = 0;
