@@ -12,7 +12,7 @@
 #include "runtime/checkpoint/resume_plan.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/train_config.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 
 namespace dslaunch::runtime {
 

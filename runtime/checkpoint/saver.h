@@ -23,7 +23,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/train_config.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 
 namespace dslaunch::runtime {
 

@@ -9,7 +9,7 @@
 #include "runtime/checkpoint/model_file.h"
 #include "runtime/checkpoint/resume.h"
 #include "runtime/checkpoint/saver.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/run_report.h"
 #include "runtime/train/timed_communicator.h"

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
 #include "runtime/train/available_memory.h"

@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "runtime/checkpoint/names.h"
+#include "runtime/engine/engine.h"
 #include "runtime/models/gpt.h"
 #include "runtime/swap/aligned_buffer.h"
 #include "runtime/train/memory_estimate.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/models/gpt.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/trainer.h"

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "runtime/data/idx_synthetic.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/models/gpt.h"
 #include "tests/fakes/thread_communicator.h"
 #include "tests/fakes/train_on_threads.h"
