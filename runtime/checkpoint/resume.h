@@ -11,7 +11,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/resume_plan.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/config/train_config.h"
+#include "runtime/config/checkpoint_config.h"
 #include "runtime/engine/engine.h"
 
 namespace dslaunch::runtime {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/config/checkpoint_config.h"
 #include "runtime/config/elastic_batch.h"
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/loss_scaler.h"
@@ -71,21 +72,7 @@ struct TrainLoopConfig {
   std::optional<double> watchdog_timeout;
 };
 
-enum class CheckpointLoad { kNone, kLatest, kPath };
-
-// Parsed now, used by the checkpoint issue. Paths resolve like DataConfig's.
-struct CheckpointConfig {
-  std::string dir;           // empty: checkpointing off
-  int64_t interval = 0;      // steps between saves; 0 = no periodic saves
-  int keep_last = 0;         // checkpoints to keep; 0 = keep all
-  CheckpointLoad load = CheckpointLoad::kNone;
-  std::string load_path;     // kPath only
-  bool async = false;
-  bool save_on_stop = true;  // save when the job is told to stop
-  // A restart (generation > 0) with `dir`: resume from the newest complete checkpoint in dir when
-  // there is one, whatever `load` says (docs/checkpoint.md, "Loading").
-  bool resume_newest = false;
-};
+// The checkpoint section, CheckpointConfig, and CheckpointLoad: runtime/config/checkpoint_config.h.
 
 struct TrainConfig {
   BatchConfig batch;
