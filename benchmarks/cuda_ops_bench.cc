@@ -25,6 +25,7 @@ namespace {
 namespace cuda = dslaunch::runtime::ops::cuda;
 using bf16 = __nv_bfloat16;
 using dslaunch::Status;
+using dslaunch::runtime::DType;
 
 // GPT-2 124M (llm.c's padded vocabulary: a multiple of 128 keeps the lm-head matmul aligned).
 constexpr int kChannels = 768;
@@ -56,8 +57,8 @@ void Check(const Status& status) {
 // for scale 0).
 class Buffer {
  public:
-  Buffer(cuda::DType dtype, long n, float scale, uint64_t seed) : dtype_(dtype), n_(n) {
-    const size_t bytes = static_cast<size_t>(n) * cuda::DTypeSize(dtype);
+  Buffer(DType dtype, long n, float scale, uint64_t seed) : dtype_(dtype), n_(n) {
+    const size_t bytes = static_cast<size_t>(n) * dslaunch::runtime::DTypeSize(dtype);
     Check(cudaMalloc(&data_, bytes), "cudaMalloc");
     if (scale == 0.0f) {  // zeros: no host pass over (up to 400M) elements
       Check(cudaMemset(data_, 0, bytes), "cudaMemset");
@@ -66,7 +67,7 @@ class Buffer {
     std::vector<float> host(static_cast<size_t>(n));
     uint64_t s = seed;
     for (float& x : host) x = (2.0f * dslaunch::runtime::UniformFloat(s) - 1.0f) * scale;
-    if (dtype == cuda::DType::kF32) {
+    if (dtype == DType::kFloat32) {
       Check(cudaMemcpy(data_, host.data(), host.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
     } else {
       std::vector<dslaunch::runtime::BFloat16> bits(host.size());
@@ -81,10 +82,10 @@ class Buffer {
   float* f() const { return static_cast<float*>(data_); }
   void* get() const { return data_; }
   long size() const { return n_; }
-  cuda::DType dtype() const { return dtype_; }
+  DType dtype() const { return dtype_; }
 
  private:
-  cuda::DType dtype_;
+  DType dtype_;
   long n_;
   void* data_ = nullptr;
 };
@@ -142,12 +143,12 @@ int main(int argc, char** argv) {
   cuda::CublasLtContext ctx = std::move(made).value();
   cudaStream_t stream;
   Check(cudaStreamCreate(&stream), "cudaStreamCreate");
-  const auto H = cuda::DType::kBF16;
+  const auto H = DType::kBFloat16;
 
   // Activations and weights (scale 0.02, GPT-2's init; activations of size 1).
   Buffer x(H, n * c, 1.0f, 1), dx(H, n * c, 0.0f, 2), ln_out(H, n * c, 0.0f, 3), ln_w(H, c, 1.0f, 4),
       ln_b(H, c, 0.02f, 5);
-  Buffer mean(cuda::DType::kF32, n, 0.0f, 6), rstd(cuda::DType::kF32, n, 0.0f, 7);
+  Buffer mean(DType::kFloat32, n, 0.0f, 6), rstd(DType::kFloat32, n, 0.0f, 7);
   Buffer w_qkv(H, 3L * c * c, 0.02f, 8), b_qkv(H, 3L * c, 0.02f, 9), qkv(H, n * 3 * c, 1.0f, 10),
       dqkv(H, n * 3 * c, 0.0f, 11);
   Buffer w_fc(H, 4L * c * c, 0.02f, 12), b_fc(H, 4L * c, 0.02f, 13), fc(H, n * 4 * c, 1.0f, 14),
@@ -156,7 +157,7 @@ int main(int argc, char** argv) {
   Buffer att(H, static_cast<long>(b) * nh * t * t, 0.0f, 21), att_out(H, n * c, 0.0f, 22),
       scratch(H, cuda::AttentionBackwardScratchElements(t, nh), 0.0f, 23);
   Buffer wte(H, static_cast<long>(v) * c, 0.02f, 24), logits(H, n * v, 1.0f, 25), probs(H, n * v, 0.0f, 26),
-      dlogits(H, n * v, 0.0f, 27), losses(cuda::DType::kF32, n, 0.0f, 28);
+      dlogits(H, n * v, 0.0f, 27), losses(DType::kFloat32, n, 0.0f, 28);
   std::vector<int> host_targets(static_cast<size_t>(n));
   uint64_t s = 29;
   for (int& tg : host_targets) tg = static_cast<int>(dslaunch::runtime::SplitMix64(s) % v);
@@ -164,8 +165,8 @@ int main(int argc, char** argv) {
   Check(cudaMalloc(reinterpret_cast<void**>(&targets), host_targets.size() * sizeof(int)), "cudaMalloc");
   Check(cudaMemcpy(targets, host_targets.data(), host_targets.size() * sizeof(int), cudaMemcpyHostToDevice),
         "cudaMemcpy");
-  Buffer master(cuda::DType::kF32, kParams, 0.02f, 30), grads(cuda::DType::kF32, kParams, 1e-3f, 31),
-      m(cuda::DType::kF32, kParams, 0.0f, 32), vv(cuda::DType::kF32, kParams, 0.0f, 33),
+  Buffer master(DType::kFloat32, kParams, 0.02f, 30), grads(DType::kFloat32, kParams, 1e-3f, 31),
+      m(DType::kFloat32, kParams, 0.0f, 32), vv(DType::kFloat32, kParams, 0.0f, 33),
       copy(H, kParams, 0.0f, 34);
 
   const double lin = 2.0 * n * c;  // FLOPs per (input x output) channel pair of a linear forward
@@ -223,7 +224,7 @@ int main(int argc, char** argv) {
   hyper.lr = 1e-4;  // keeps the weights near their start however many calls run
   ms = TimeMs(opts, stream, [&] {
     return cuda::AdamUpdate(hyper, master.f(), grads.f(), m.f(), vv.f(), kParams, true, copy.get(),
-                            cuda::DType::kBF16, stream);
+                            DType::kBFloat16, stream);
   });
   Report("adamw (124M params, bf16 copy)", ms, 0, 18.0 * kParams);  // read p g m v, write p m v, copy
 

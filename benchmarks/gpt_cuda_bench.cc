@@ -120,7 +120,7 @@ struct Training {
         cu::CudaStatus(cudaMemsetAsync(grads, 0, numel * sizeof(Bf16), stream), "Step", "cudaMemsetAsync grads"));
     DSLAUNCH_RETURN_IF_ERROR(model->Forward(params, tokens, targets, b, t, stream));
     DSLAUNCH_RETURN_IF_ERROR(model->Backward(params, grads, 1.0f, stream));
-    DSLAUNCH_RETURN_IF_ERROR(cu::Float16To32(grads_f32, grads, cu::DType::kBF16, static_cast<long>(numel), stream));
+    DSLAUNCH_RETURN_IF_ERROR(cu::Float16To32(grads_f32, grads, dslaunch::runtime::DType::kBFloat16, static_cast<long>(numel), stream));
     cu::AdamParams adam;
     adam.decoupled = true;
     adam.lr = kLearningRate;
@@ -132,7 +132,7 @@ struct Training {
         const size_t o = tensor.offset;
         DSLAUNCH_RETURN_IF_ERROR(cu::AdamUpdate(adam, master + o, grads_f32 + o, m + o, v + o,
                                                 static_cast<long>(tensor.numel), tensor.decay, params + o,
-                                                cu::DType::kBF16, stream));
+                                                dslaunch::runtime::DType::kBFloat16, stream));
       }
     }
     return Status::Ok();
@@ -224,7 +224,7 @@ int Run(const Flags& flags) {
                          "main", "cudaMemcpy targets"),
           cu::CudaStatus(cudaMemsetAsync(train.m, 0, train.numel * sizeof(float), stream), "main", "cudaMemsetAsync m"),
           cu::CudaStatus(cudaMemsetAsync(train.v, 0, train.numel * sizeof(float), stream), "main", "cudaMemsetAsync v"),
-          cu::FloatTo16(train.params, cu::DType::kBF16, train.master, static_cast<long>(train.numel), stream)}) {
+          cu::FloatTo16(train.params, dslaunch::runtime::DType::kBFloat16, train.master, static_cast<long>(train.numel), stream)}) {
       if (!s.ok()) return Fail(s);
     }
   }

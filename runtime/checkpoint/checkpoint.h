@@ -27,7 +27,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/config/train_config.h"
 #include "runtime/core/param_layout.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 
 namespace dslaunch::runtime {
 

@@ -20,7 +20,7 @@
 
 #include "common/status.h"
 #include "runtime/checkpoint/meta.h"
-#include "runtime/comm/communicator.h"
+#include "runtime/core/dtype.h"
 #include "runtime/core/param_layout.h"
 
 namespace dslaunch::runtime {

@@ -11,8 +11,8 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/resume_plan.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/config/train_config.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/config/checkpoint_config.h"
+#include "runtime/engine/engine.h"
 
 namespace dslaunch::runtime {
 

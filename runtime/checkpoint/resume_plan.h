@@ -17,7 +17,7 @@
 
 #include "common/status.h"
 #include "runtime/checkpoint/checkpoint_directory.h"
-#include "runtime/config/train_config.h"
+#include "runtime/config/checkpoint_config.h"
 
 namespace dslaunch::runtime {
 

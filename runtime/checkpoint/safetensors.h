@@ -25,7 +25,7 @@
 
 #include "common/status.h"
 #include "runtime/checkpoint/file_system.h"
-#include "runtime/comm/communicator.h"
+#include "runtime/core/dtype.h"
 
 namespace dslaunch::runtime {
 

@@ -5,10 +5,6 @@
 namespace dslaunch::runtime {
 namespace {
 
-bool Is16Bit(DType dtype) {
-  return dtype == DType::kFloat16 || dtype == DType::kBFloat16;
-}
-
 // Two byte ranges overlap.
 bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   auto pa = reinterpret_cast<uintptr_t>(a);
@@ -23,38 +19,6 @@ std::string Where(const Communicator& c, std::string_view op) {
 
 }  // namespace
 
-size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return 4;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
-    case DType::kInt64:
-      return 8;
-    case DType::kUInt8:
-      return 1;
-  }
-  DSLAUNCH_CHECK(false) << "unknown dtype";
-  return 0;
-}
-
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "fp32";
-    case DType::kFloat16:
-      return "fp16";
-    case DType::kBFloat16:
-      return "bf16";
-    case DType::kInt64:
-      return "int64";
-    case DType::kUInt8:
-      return "uint8";
-  }
-  return "?";
-}
-
 std::string_view ReduceOpName(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
@@ -68,12 +32,12 @@ std::string_view ReduceOpName(ReduceOp op) {
 }
 
 BufferView View(std::span<uint16_t> s, DType dtype) {
-  DSLAUNCH_CHECK(Is16Bit(dtype)) << "uint16 storage needs fp16 or bf16, got " << DTypeName(dtype);
+  DSLAUNCH_CHECK(Is16BitFloat(dtype)) << "uint16 storage needs fp16 or bf16, got " << DTypeName(dtype);
   return {s.data(), s.size(), dtype};
 }
 
 ConstBufferView View(std::span<const uint16_t> s, DType dtype) {
-  DSLAUNCH_CHECK(Is16Bit(dtype)) << "uint16 storage needs fp16 or bf16, got " << DTypeName(dtype);
+  DSLAUNCH_CHECK(Is16BitFloat(dtype)) << "uint16 storage needs fp16 or bf16, got " << DTypeName(dtype);
   return {s.data(), s.size(), dtype};
 }
 

@@ -15,8 +15,9 @@
 // After any error other than kInvalidArgument the communicator is unusable: every later call
 // returns kAborted with the first error's message, without touching the network.
 //
-// Data types: the virtual entry points take a BufferView (pointer, element count, DType), so a new
-// dtype is one enum value plus support in each implementation, not a new method per type.
+// Data types: the virtual entry points take a BufferView (pointer, element count, DType of
+// runtime/core/dtype.h), so a new dtype is one enum value plus support in each implementation, not
+// a new method per type.
 // AllGather and Broadcast move bytes and accept every dtype, the integer ones included (kInt64 for
 // counts, sizes and checksums; kUInt8 for raw bytes), so small records travel as what they are
 // instead of being bit-cast through floats. Reductions accept the dtypes an implementation reports
@@ -36,17 +37,12 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/core/dtype.h"
 
 namespace dslaunch::runtime {
 
 enum class ReduceOp { kSum, kAvg, kMax };  // kAvg = sum / world_size
 
-// Element types of the buffers a communicator moves. kFloat16/kBFloat16 are 16-bit storage;
-// kInt64 and kUInt8 (bytes) are moved (AllGather, Broadcast), not reduced.
-enum class DType { kFloat32, kFloat16, kBFloat16, kInt64, kUInt8 };
-
-size_t DTypeSize(DType dtype);
-std::string_view DTypeName(DType dtype);
 std::string_view ReduceOpName(ReduceOp op);
 
 // A typed, non-owning view of `count` elements of `dtype` at `data`.

@@ -152,14 +152,15 @@ Status ParseRoot(Section& root, int world_size, int generation, const std::strin
   root.Known(kDeepSpeedConfigKey);
   DSLAUNCH_RETURN_IF_ERROR(internal::ParseBatch(root, world_size, generation, &config));
 
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizer(root, &config.optimizer));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseScheduler(root, &config.lr_schedule));
+  EngineOptions& engine = config.engine;
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizer(root, &engine.optimizer));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseScheduler(root, &engine.schedule));
   DSLAUNCH_RETURN_IF_ERROR(root.Double("gradient_clipping", 0.0, std::numeric_limits<double>::max(),
-                                       &config.gradient_clipping));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParsePrecision(root, &config.loss_scaler, &config.precision));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseZero(root, &config.zero));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOffloadParam(root, config.zero.stage, base_dir, &config.offload_param));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizerOffload(root, base_dir, &config.offload_optimizer, &config.aio));
+                                       &engine.gradient_clipping));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParsePrecision(root, &engine.loss_scaler, &engine.precision));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseZero(root, &engine.zero));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOffloadParam(root, engine.zero.stage, base_dir, &engine.offload_param));
+  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizerOffload(root, base_dir, &engine.offload_optimizer, &engine.aio));
   DSLAUNCH_RETURN_IF_ERROR(root.Int("steps_per_print", 1, kNoMax, &config.steps_per_print));
   int64_t seed = static_cast<int64_t>(config.seed);
   DSLAUNCH_RETURN_IF_ERROR(root.Int("seed", 0, kNoMax, &seed));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/config/checkpoint_config.h"
 #include "runtime/config/elastic_batch.h"
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/loss_scaler.h"
@@ -41,8 +42,8 @@ Result<BatchConfig> ResolveBatchSizes(std::optional<int64_t> train_batch_size,
                                       std::optional<int64_t> gradient_accumulation_steps,
                                       int world_size);
 
-// Precision and ZeroConfig (DeepSpeed's zero_optimization section) are the engine's own types:
-// runtime/engine/engine_options.h.
+// Precision, ZeroConfig (DeepSpeed's zero_optimization section) and EngineOptions, which holds
+// them, are the engine's own types: runtime/engine/engine_options.h.
 
 // The model section: the model's own config type (runtime/models), filled by the parser.
 using ModelConfig = std::variant<GptConfig, MlpConfig>;
@@ -71,21 +72,7 @@ struct TrainLoopConfig {
   std::optional<double> watchdog_timeout;
 };
 
-enum class CheckpointLoad { kNone, kLatest, kPath };
-
-// Parsed now, used by the checkpoint issue. Paths resolve like DataConfig's.
-struct CheckpointConfig {
-  std::string dir;           // empty: checkpointing off
-  int64_t interval = 0;      // steps between saves; 0 = no periodic saves
-  int keep_last = 0;         // checkpoints to keep; 0 = keep all
-  CheckpointLoad load = CheckpointLoad::kNone;
-  std::string load_path;     // kPath only
-  bool async = false;
-  bool save_on_stop = true;  // save when the job is told to stop
-  // A restart (generation > 0) with `dir`: resume from the newest complete checkpoint in dir when
-  // there is one, whatever `load` says (docs/checkpoint.md, "Loading").
-  bool resume_newest = false;
-};
+// The checkpoint section, CheckpointConfig, and CheckpointLoad: runtime/config/checkpoint_config.h.
 
 struct TrainConfig {
   BatchConfig batch;
@@ -94,17 +81,11 @@ struct TrainConfig {
   // Why `batch` differs from the configured sizes: a restart at another world size re-derived the
   // micro-batch and the accumulation (docs/train-json.md); empty when it does not.
   std::string batch_note;
-  // The DeepSpeed sections, parsed straight into the types of the components that use them, each
-  // checked by the validator next to its type.
-  OptimizerParams optimizer;  // `optimizer`; kind is the update rule (adam_w_mode decides Adam/AdamW)
-  LrSchedule lr_schedule;     // `scheduler` (kConstant when absent); scales optimizer.lr
-  double gradient_clipping = 0.0;  // max global gradient norm; 0 = off
-  LossScalerConfig loss_scaler;    // `fp16` (used when precision is kFp16)
-  Precision precision = Precision::kFp32;  // from fp16.enabled / bf16.enabled (runtime/engine/engine_options.h)
-  ZeroConfig zero;                         // runtime/engine/engine_options.h
-  swap::OffloadParamConfig offload_param;  // zero_optimization.offload_param (runtime/swap/offload_config.h)
-  swap::OffloadOptimizerConfig offload_optimizer;  // zero_optimization.offload_optimizer (docs/offload.md)
-  swap::AioConfig aio;                             // `aio`
+  // The DeepSpeed sections the engine takes (optimizer, scheduler, gradient_clipping, fp16/bf16,
+  // zero_optimization with its offload blocks, aio), parsed straight into the engine's options
+  // (runtime/engine/engine_options.h, which says which key fills which field), each checked by the
+  // validator next to its type. The training loop creates the engine with them as they are.
+  EngineOptions engine;
   int64_t steps_per_print = 10;
   uint64_t seed = 42;
   ModelConfig model;
@@ -163,8 +144,5 @@ std::string UnimplementedWarning(const TrainConfig& config);
 // engine's: runtime/engine/engine_options.h).
 std::string_view OptimizerTypeName(OptimizerKind type);
 std::string_view SchedulerTypeName(LrScheduleKind type);
-
-// The engine's options from a parsed train.json (runtime/config/engine_options_from.cc).
-EngineOptions EngineOptionsFrom(const TrainConfig& config);
 
 }  // namespace dslaunch::runtime

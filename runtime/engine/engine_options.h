@@ -1,6 +1,7 @@
 // The engine's own option types: the ZeRO stage and its bucket sizes, the storage precision, and
-// the options an Engine is created with. runtime/config/train_config.h fills them from train.json
-// (TrainConfig holds ZeroConfig and Precision); the engine never reads train.json's types.
+// the options an Engine is created with. The train.json parser fills them (TrainConfig::engine,
+// runtime/config/train_config.h; each field below names its key); the engine never reads
+// train.json's types, and a new engine setting is declared here once.
 //
 // ZeroPartitioning turns the stage into the three questions the engine's parts ask (docs/engine.md,
 // "The engine's three parts"): the stage is compared with a number here, and in Engine::Create's
@@ -55,19 +56,19 @@ constexpr ZeroPartitioning PartitioningFor(int stage) {
 }
 
 struct EngineOptions {
-  ZeroConfig zero;  // stage and bucket sizes (elements)
-  Precision precision = Precision::kFp32;
-  LossScalerConfig loss_scaler;  // used with fp16 only
-  OptimizerParams optimizer;
-  LrSchedule schedule;
-  double gradient_clipping = 0.0;  // 0: off
+  ZeroConfig zero;  // `zero_optimization`: stage and bucket sizes (elements)
+  Precision precision = Precision::kFp32;  // from fp16.enabled / bf16.enabled
+  LossScalerConfig loss_scaler;  // `fp16`; used with fp16 only
+  OptimizerParams optimizer;  // `optimizer`; kind is the update rule (adam_w_mode decides Adam/AdamW)
+  LrSchedule schedule;        // `scheduler` (kConstant when absent); scales optimizer.lr
+  double gradient_clipping = 0.0;  // `gradient_clipping`: max global gradient norm; 0: off
   // zero_optimization.offload_param: "nvme" keeps the owned parameter partitions in a swap file
   // (stage 3 only; Engine::Create refuses other stages). docs/offload.md, "Parameters on disk".
   swap::OffloadParamConfig offload_param;
   // Where the optimizer state lives: device nvme puts it in swap files (NvmeOptimizerStateStore,
   // docs/offload.md); none and cpu keep it in memory. Validated by the parser.
   swap::OffloadOptimizerConfig offload_optimizer;
-  swap::AioConfig aio;  // how the swap files are read and written
+  swap::AioConfig aio;  // `aio`: how the swap files are read and written
 };
 
 }  // namespace dslaunch::runtime

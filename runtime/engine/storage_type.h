@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/dtype.h"
 #include "runtime/core/sixteen_bit_float.h"
 
 namespace dslaunch::runtime {

@@ -1,4 +1,6 @@
-#include "runtime/engine/zero_engine.h"
+// ZeroEngine: the one implementation of Engine (runtime/engine/engine.h), ZeRO stages 0-3 built from
+// its three parts, and Engine::Create, which makes it for the storage type of the options.
+#include "runtime/engine/engine.h"
 
 #include <algorithm>
 #include <cmath>

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/config/train_config.h"
+#include "runtime/config/checkpoint_config.h"
 
 namespace dslaunch::runtime {
 

@@ -41,50 +41,52 @@ ModelShape ShapeOf(const TrainConfig& config) {
 // Beyond 2^53 elements the shape is no model that could be planned: the in-memory figures stand.
 void EstimateParameterOffload(const TrainConfig& config, const ModelShape& shape, double numel, int world,
                               double storage, MemoryEstimate* m) {
+  const EngineOptions& engine = config.engine;
   constexpr double kExactDoubles = 9007199254740992.0;  // 2^53: sizes as doubles are exact below
   if (numel >= kExactDoubles) return;
   std::vector<size_t> sizes;
   double persistent = 0;
   for (double g : shape.groups) {
     sizes.push_back(static_cast<size_t>(g));
-    if (g <= static_cast<double>(config.zero.stage3_param_persistence_threshold)) persistent += g;
+    if (g <= static_cast<double>(engine.zero.stage3_param_persistence_threshold)) persistent += g;
   }
   const ShardMap shards(static_cast<size_t>(numel), world, 0, true);
-  const ParameterSwapPlan plan = PlanParameterSwap(sizes, shards, config.zero.stage3_param_persistence_threshold,
-                                                   config.offload_param.max_in_cpu);
+  const ParameterSwapPlan plan = PlanParameterSwap(sizes, shards, engine.zero.stage3_param_persistence_threshold,
+                                                   engine.offload_param.max_in_cpu);
   m->parameters = (persistent + static_cast<double>(plan.resident_elements)) * storage;
   const double shard = static_cast<double>(shards.own().size());
   if (storage == kFloat) m->optimizer_state += shard * kFloat;
   if (plan.record_count > 0) {
     const double record = static_cast<double>(
         swap::AlignUp(plan.record_elements * static_cast<uint64_t>(storage), swap::kDefaultDirectIoAlignment));
-    m->buffers += config.offload_param.buffer_count * record;
+    m->buffers += engine.offload_param.buffer_count * record;
   }
 }
 
 }  // namespace
 
 MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size) {
+  const EngineOptions& engine = config.engine;
   const ModelShape shape = ShapeOf(config);
   double numel = 0, largest_group = 0;
   for (double g : shape.groups) {
     numel += g;
     largest_group = std::max(largest_group, g);
   }
-  const int stage = config.zero.stage;
+  const int stage = engine.zero.stage;
   const double world = std::max(world_size, 1);
   const double shard = stage >= 1 ? std::ceil(numel / world) : numel;  // rank 0's, the largest
-  const bool fp32 = config.precision == Precision::kFp32;
+  const bool fp32 = engine.precision == Precision::kFp32;
   const double storage = fp32 ? 4.0 : 2.0;
-  const double moments = MomentsPerParameter(config.optimizer);
-  const bool state_on_disk = config.offload_optimizer.device == swap::OffloadDevice::kNvme;
+  const double moments = MomentsPerParameter(engine.optimizer);
+  const bool state_on_disk = engine.offload_optimizer.device == swap::OffloadDevice::kNvme;
 
   MemoryEstimate m;
   // The engine's allocations (runtime/engine/zero_engine.cc, ZeroEngine's constructor and memory()).
   m.parameters = (stage == 3 ? shard : numel) * storage;
   if (stage == 3) {
     for (double g : shape.groups) {
-      if (g <= static_cast<double>(config.zero.stage3_param_persistence_threshold)) m.parameters += g * storage;
+      if (g <= static_cast<double>(engine.zero.stage3_param_persistence_threshold)) m.parameters += g * storage;
     }
   }
   m.gradients = (stage >= 2 ? shard : numel) * storage;
@@ -92,8 +94,8 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   if (state_on_disk) {
     // On disk (docs/offload.md): memory holds the ring, buffer_count records of master and moments
     // (each record rounded up to the disk's direct-I/O alignment, a few KiB at most, not counted).
-    const double record = std::min(shard, static_cast<double>(config.zero.sub_group_size)) * (1.0 + moments) * kFloat;
-    m.optimizer_state = config.offload_optimizer.buffer_count * record;
+    const double record = std::min(shard, static_cast<double>(engine.zero.sub_group_size)) * (1.0 + moments) * kFloat;
+    m.optimizer_state = engine.offload_optimizer.buffer_count * record;
   }
   m.activations = shape.activations;
 
@@ -109,16 +111,16 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   if (stage == 0 && !fp32) training += numel * kFloat;
   if (stage == 1) training += shard * kFloat;
   if (stage >= 2 && !fp32) {
-    training += (state_on_disk ? std::min(shard, static_cast<double>(config.zero.sub_group_size)) : shard) * kFloat;
+    training += (state_on_disk ? std::min(shard, static_cast<double>(engine.zero.sub_group_size)) : shard) * kFloat;
   }
   if (stage >= 2) {
-    const double bucket = std::min(numel, static_cast<double>(std::max<int64_t>(1, config.zero.reduce_bucket_size)));
+    const double bucket = std::min(numel, static_cast<double>(std::max<int64_t>(1, engine.zero.reduce_bucket_size)));
     training += std::max(largest_group, bucket) * kFloat;
   }
   if (!fp32 || stage == 3) training += largest_group * kFloat;  // an acquired group
   if (!fp32 || stage >= 2) training += largest_group * kFloat;  // its micro-step gradient
   m.buffers = std::max(startup, training);
-  if (stage == 3 && config.offload_param.device == swap::OffloadDevice::kNvme) {
+  if (stage == 3 && engine.offload_param.device == swap::OffloadDevice::kNvme) {
     EstimateParameterOffload(config, shape, numel, world_size < 1 ? 1 : world_size, storage, &m);
   }
   if (config.checkpoint.async && !config.checkpoint.dir.empty()) {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 
 namespace dslaunch::runtime {
 

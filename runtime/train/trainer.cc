@@ -9,7 +9,7 @@
 #include "runtime/checkpoint/model_file.h"
 #include "runtime/checkpoint/resume.h"
 #include "runtime/checkpoint/saver.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/run_report.h"
 #include "runtime/train/timed_communicator.h"
@@ -33,16 +33,17 @@ CheckpointRun RunOf(const TrainConfig& config, const TrainTask& task) {
   run.layout = &task.layout();
   run.global_batch = task.GlobalBatch();
   run.seed = config.seed;
-  run.zero_stage = config.zero.stage;
-  run.precision = std::string(PrecisionName(config.precision));
-  run.optimizer = std::string(OptimizerTypeName(config.optimizer.kind));
+  run.zero_stage = config.engine.zero.stage;
+  run.precision = std::string(PrecisionName(config.engine.precision));
+  run.optimizer = std::string(OptimizerTypeName(config.engine.optimizer.kind));
   run.config_sha256 = config.source_sha256;
   return run;
 }
 
 RunStart StartOf(const TrainConfig& config, const TrainTask& task, int world, const MemoryStats& memory) {
   return RunStart{std::string(task.name()), static_cast<int64_t>(task.layout().numel()), task.FlopsPerToken(),
-                  task.classifier(), world, config.zero.stage, std::string(PrecisionName(config.precision)), memory};
+                  task.classifier(), world, config.engine.zero.stage,
+                  std::string(PrecisionName(config.engine.precision)), memory};
 }
 
 // The engine, its parameters initialised by the model or imported from model.init_from. A
@@ -55,10 +56,10 @@ Result<std::unique_ptr<Engine>> CreateEngine(const TrainConfig& config, const Tr
     DSLAUNCH_ASSIGN_OR_RETURN(std::vector<float> imported,
                               ImportParameters(config.model_init_from, task.layout(), task.name()));
     report.ModelInitialisedFrom(config.model_init_from);
-    return Engine::Create(task.layout(), comm, EngineOptionsFrom(config), imported);
+    return Engine::Create(task.layout(), comm, config.engine, imported);
   }
   const uint64_t seed = config.seed;
-  return Engine::Create(task.layout(), comm, EngineOptionsFrom(config),
+  return Engine::Create(task.layout(), comm, config.engine,
                         [&task, seed](size_t begin, std::span<float> out) { task.InitRange(begin, out, seed); });
 }
 

@@ -9,7 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "tests/fakes/thread_communicator.h"
 
 namespace dslaunch::runtime::testing {

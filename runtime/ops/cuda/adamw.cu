@@ -81,14 +81,17 @@ Status AdamUpdate(const AdamParams& hyper, float* params, const float* grads, fl
   s.decoupled = hyper.decoupled;
   if (param_copy == nullptr) return LaunchAdam<float>(params, grads, m, v, n, s, nullptr, stream);
   switch (copy_dtype) {
-    case DType::kF32:
+    case DType::kFloat32:
       return LaunchAdam<float>(params, grads, m, v, n, s, param_copy, stream);
-    case DType::kBF16:
+    case DType::kBFloat16:
       return LaunchAdam<__nv_bfloat16>(params, grads, m, v, n, s, param_copy, stream);
-    case DType::kF16:
+    case DType::kFloat16:
       return LaunchAdam<__half>(params, grads, m, v, n, s, param_copy, stream);
+    case DType::kInt64:
+    case DType::kUInt8:
+      break;
   }
-  return InvalidArgumentError("AdamUpdate: unknown copy dtype");
+  return CheckDType("AdamUpdate: copy type", copy_dtype, {DType::kFloat32, DType::kBFloat16, DType::kFloat16});
 }
 
 }  // namespace dslaunch::runtime::ops::cuda

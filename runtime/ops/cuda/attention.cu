@@ -90,23 +90,22 @@ Status AttentionForward(const CublasLtContext& ctx, T* out, T* att, const T* qkv
   const long ld_qkv = 3L * c, square = static_cast<long>(t) * t;
   for (int bi = 0; bi < b; ++bi) {
     const T* q = qkv + static_cast<long>(bi) * t * ld_qkv;
-    MatmulArgs mm;
-    mm.dtype = kDTypeOf<T>;
-    mm.trans_a = true;
-    mm.m = t;
-    mm.n = t;
-    mm.k = hs;
-    mm.a = q + c;  // K
-    mm.lda = ld_qkv;
-    mm.stride_a = hs;
-    mm.b = q;
-    mm.ldb = ld_qkv;
-    mm.stride_b = hs;
-    mm.d = att + static_cast<long>(bi) * nh * square;
-    mm.ldd = t;
-    mm.stride_d = square;
-    mm.batch = nh;
-    mm.alpha = scale;
+    const MatmulArgs mm{.dtype = kDTypeOf<T>,
+                        .trans_a = true,
+                        .m = t,
+                        .n = t,
+                        .k = hs,
+                        .a = q + c,  // K
+                        .lda = ld_qkv,
+                        .stride_a = hs,
+                        .b = q,
+                        .ldb = ld_qkv,
+                        .stride_b = hs,
+                        .d = att + static_cast<long>(bi) * nh * square,
+                        .ldd = t,
+                        .stride_d = square,
+                        .batch = nh,
+                        .alpha = scale};
     DSLAUNCH_RETURN_IF_ERROR(Matmul(ctx, mm, stream, "AttentionForward(scores)"));
   }
   const long rows = static_cast<long>(b) * nh * t;
@@ -114,21 +113,20 @@ Status AttentionForward(const CublasLtContext& ctx, T* out, T* att, const T* qkv
                            stream>>>(att, rows, t);
   DSLAUNCH_RETURN_IF_ERROR(LaunchStatus("AttentionForward(softmax)"));
   for (int bi = 0; bi < b; ++bi) {
-    MatmulArgs mm;
-    mm.dtype = kDTypeOf<T>;
-    mm.m = hs;
-    mm.n = t;
-    mm.k = t;
-    mm.a = qkv + static_cast<long>(bi) * t * ld_qkv + 2L * c;  // V
-    mm.lda = ld_qkv;
-    mm.stride_a = hs;
-    mm.b = att + static_cast<long>(bi) * nh * square;
-    mm.ldb = t;
-    mm.stride_b = square;
-    mm.d = out + static_cast<long>(bi) * t * c;
-    mm.ldd = c;
-    mm.stride_d = hs;
-    mm.batch = nh;
+    const MatmulArgs mm{.dtype = kDTypeOf<T>,
+                        .m = hs,
+                        .n = t,
+                        .k = t,
+                        .a = qkv + static_cast<long>(bi) * t * ld_qkv + 2L * c,  // V
+                        .lda = ld_qkv,
+                        .stride_a = hs,
+                        .b = att + static_cast<long>(bi) * nh * square,
+                        .ldb = t,
+                        .stride_b = square,
+                        .d = out + static_cast<long>(bi) * t * c,
+                        .ldd = c,
+                        .stride_d = hs,
+                        .batch = nh};
     DSLAUNCH_RETURN_IF_ERROR(Matmul(ctx, mm, stream, "AttentionForward(values)"));
   }
   return Status::Ok();
@@ -159,22 +157,21 @@ Status AttentionBackward(const CublasLtContext& ctx, T* dqkv, T* scratch, const 
     const T* p = att + static_cast<long>(bi) * nh * square;
 
     // dP = dY V^T into the scratch.
-    MatmulArgs dp;
-    dp.dtype = kDTypeOf<T>;
-    dp.trans_a = true;
-    dp.m = t;
-    dp.n = t;
-    dp.k = hs;
-    dp.a = v;
-    dp.lda = ld_qkv;
-    dp.stride_a = hs;
-    dp.b = dy;
-    dp.ldb = c;
-    dp.stride_b = hs;
-    dp.d = scratch;
-    dp.ldd = t;
-    dp.stride_d = square;
-    dp.batch = nh;
+    const MatmulArgs dp{.dtype = kDTypeOf<T>,
+                        .trans_a = true,
+                        .m = t,
+                        .n = t,
+                        .k = hs,
+                        .a = v,
+                        .lda = ld_qkv,
+                        .stride_a = hs,
+                        .b = dy,
+                        .ldb = c,
+                        .stride_b = hs,
+                        .d = scratch,
+                        .ldd = t,
+                        .stride_d = square,
+                        .batch = nh};
     DSLAUNCH_RETURN_IF_ERROR(Matmul(ctx, dp, stream, "AttentionBackward(dP)"));
 
     // dS = P (dP - rowsum(dP P)), in place.
@@ -183,50 +180,61 @@ Status AttentionBackward(const CublasLtContext& ctx, T* dqkv, T* scratch, const 
     DSLAUNCH_RETURN_IF_ERROR(LaunchStatus("AttentionBackward(softmax)"));
 
     // dV += P^T dY.
-    MatmulArgs dvm;
-    dvm.dtype = kDTypeOf<T>;
-    dvm.trans_b = true;
-    dvm.m = hs;
-    dvm.n = t;
-    dvm.k = t;
-    dvm.a = dy;
-    dvm.lda = c;
-    dvm.stride_a = hs;
-    dvm.b = p;
-    dvm.ldb = t;
-    dvm.stride_b = square;
-    dvm.d = dv;
-    dvm.ldd = ld_qkv;
-    dvm.stride_d = hs;
-    dvm.batch = nh;
-    dvm.beta = 1.0f;
+    const MatmulArgs dvm{.dtype = kDTypeOf<T>,
+                         .trans_b = true,
+                         .m = hs,
+                         .n = t,
+                         .k = t,
+                         .a = dy,
+                         .lda = c,
+                         .stride_a = hs,
+                         .b = p,
+                         .ldb = t,
+                         .stride_b = square,
+                         .d = dv,
+                         .ldd = ld_qkv,
+                         .stride_d = hs,
+                         .batch = nh,
+                         .beta = 1.0f};
     DSLAUNCH_RETURN_IF_ERROR(Matmul(ctx, dvm, stream, "AttentionBackward(dV)"));
 
     // dQ += scale dS K.
-    MatmulArgs dqm;
-    dqm.dtype = kDTypeOf<T>;
-    dqm.m = hs;
-    dqm.n = t;
-    dqm.k = t;
-    dqm.a = k;
-    dqm.lda = ld_qkv;
-    dqm.stride_a = hs;
-    dqm.b = scratch;
-    dqm.ldb = t;
-    dqm.stride_b = square;
-    dqm.d = dq;
-    dqm.ldd = ld_qkv;
-    dqm.stride_d = hs;
-    dqm.batch = nh;
-    dqm.alpha = scale;
-    dqm.beta = 1.0f;
+    const MatmulArgs dqm{.dtype = kDTypeOf<T>,
+                         .m = hs,
+                         .n = t,
+                         .k = t,
+                         .a = k,
+                         .lda = ld_qkv,
+                         .stride_a = hs,
+                         .b = scratch,
+                         .ldb = t,
+                         .stride_b = square,
+                         .d = dq,
+                         .ldd = ld_qkv,
+                         .stride_d = hs,
+                         .batch = nh,
+                         .alpha = scale,
+                         .beta = 1.0f};
     DSLAUNCH_RETURN_IF_ERROR(Matmul(ctx, dqm, stream, "AttentionBackward(dQ)"));
 
     // dK += scale dS^T Q.
-    MatmulArgs dkm = dqm;
-    dkm.trans_b = true;
-    dkm.a = q;
-    dkm.d = dk;
+    const MatmulArgs dkm{.dtype = kDTypeOf<T>,
+                         .trans_b = true,
+                         .m = hs,
+                         .n = t,
+                         .k = t,
+                         .a = q,
+                         .lda = ld_qkv,
+                         .stride_a = hs,
+                         .b = scratch,
+                         .ldb = t,
+                         .stride_b = square,
+                         .d = dk,
+                         .ldd = ld_qkv,
+                         .stride_d = hs,
+                         .batch = nh,
+                         .alpha = scale,
+                         .beta = 1.0f};
     DSLAUNCH_RETURN_IF_ERROR(Matmul(ctx, dkm, stream, "AttentionBackward(dK)"));
   }
   return Status::Ok();

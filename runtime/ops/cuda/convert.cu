@@ -35,14 +35,16 @@ Status FloatTo16(void* out, DType out_dtype, const float* in, long count, cudaSt
   if (count == 0) return Status::Ok();
   if (out == nullptr || in == nullptr) return InvalidArgumentError("FloatTo16: null pointer");
   switch (out_dtype) {
-    case DType::kBF16:
+    case DType::kBFloat16:
       return LaunchConvert<__nv_bfloat16, float>(out, in, count, stream, "FloatTo16");
-    case DType::kF16:
+    case DType::kFloat16:
       return LaunchConvert<__half, float>(out, in, count, stream, "FloatTo16");
-    case DType::kF32:
+    case DType::kFloat32:
+    case DType::kInt64:
+    case DType::kUInt8:
       break;
   }
-  return InvalidArgumentError("FloatTo16: the output type must be kBF16 or kF16");
+  return CheckDType("FloatTo16: output type", out_dtype, {DType::kBFloat16, DType::kFloat16});
 }
 
 Status Float16To32(float* out, const void* in, DType in_dtype, long count, cudaStream_t stream) {
@@ -50,14 +52,16 @@ Status Float16To32(float* out, const void* in, DType in_dtype, long count, cudaS
   if (count == 0) return Status::Ok();
   if (out == nullptr || in == nullptr) return InvalidArgumentError("Float16To32: null pointer");
   switch (in_dtype) {
-    case DType::kBF16:
+    case DType::kBFloat16:
       return LaunchConvert<float, __nv_bfloat16>(out, in, count, stream, "Float16To32");
-    case DType::kF16:
+    case DType::kFloat16:
       return LaunchConvert<float, __half>(out, in, count, stream, "Float16To32");
-    case DType::kF32:
+    case DType::kFloat32:
+    case DType::kInt64:
+    case DType::kUInt8:
       break;
   }
-  return InvalidArgumentError("Float16To32: the input type must be kBF16 or kF16");
+  return CheckDType("Float16To32: input type", in_dtype, {DType::kBFloat16, DType::kFloat16});
 }
 
 }  // namespace dslaunch::runtime::ops::cuda

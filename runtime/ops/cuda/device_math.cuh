@@ -27,11 +27,11 @@ inline int GridFor(long count, long per_block) {
 
 // The DType tag of an element type (for the matmuls' cuBLAS types).
 template <typename T>
-inline constexpr DType kDTypeOf = DType::kF32;
+inline constexpr DType kDTypeOf = DType::kFloat32;
 template <>
-inline constexpr DType kDTypeOf<__nv_bfloat16> = DType::kBF16;
+inline constexpr DType kDTypeOf<__nv_bfloat16> = DType::kBFloat16;
 template <>
-inline constexpr DType kDTypeOf<__half> = DType::kF16;
+inline constexpr DType kDTypeOf<__half> = DType::kFloat16;
 
 // Loads and stores: storage in T, arithmetic in fp32, stores rounded to nearest even.
 __device__ __forceinline__ float ToFloat(float x) { return x; }

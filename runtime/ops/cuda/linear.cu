@@ -68,19 +68,18 @@ Status LinearForward(const CublasLtContext& ctx, T* out, const T* in, const T* w
                              stream>>>(out, bias, n, out_dim);
     DSLAUNCH_RETURN_IF_ERROR(LaunchStatus(kOp));
   }
-  MatmulArgs mm;
-  mm.dtype = kDTypeOf<T>;
-  mm.trans_a = true;
-  mm.m = out_dim;
-  mm.n = n;
-  mm.k = in_dim;
-  mm.a = weight;
-  mm.lda = in_dim;
-  mm.b = in;
-  mm.ldb = in_dim;
-  mm.d = out;
-  mm.ldd = out_dim;
-  mm.beta = bias != nullptr ? 1.0f : 0.0f;
+  const MatmulArgs mm{.dtype = kDTypeOf<T>,
+                      .trans_a = true,
+                      .m = out_dim,
+                      .n = n,
+                      .k = in_dim,
+                      .a = weight,
+                      .lda = in_dim,
+                      .b = in,
+                      .ldb = in_dim,
+                      .d = out,
+                      .ldd = out_dim,
+                      .beta = bias != nullptr ? 1.0f : 0.0f};
   return Matmul(ctx, mm, stream, kOp);
 }
 
@@ -93,35 +92,33 @@ Status LinearBackward(const CublasLtContext& ctx, T* din, T* dweight, T* dbias, 
   if (dout == nullptr) return InvalidArgumentError("LinearBackward: null dout");
   if (din != nullptr) {
     if (weight == nullptr) return InvalidArgumentError("LinearBackward: din needs weight");
-    MatmulArgs mm;
-    mm.dtype = kDTypeOf<T>;
-    mm.m = in_dim;
-    mm.n = n;
-    mm.k = out_dim;
-    mm.a = weight;
-    mm.lda = in_dim;
-    mm.b = dout;
-    mm.ldb = out_dim;
-    mm.d = din;
-    mm.ldd = in_dim;
-    mm.beta = 1.0f;
+    const MatmulArgs mm{.dtype = kDTypeOf<T>,
+                        .m = in_dim,
+                        .n = n,
+                        .k = out_dim,
+                        .a = weight,
+                        .lda = in_dim,
+                        .b = dout,
+                        .ldb = out_dim,
+                        .d = din,
+                        .ldd = in_dim,
+                        .beta = 1.0f};
     DSLAUNCH_RETURN_IF_ERROR(Matmul(ctx, mm, stream, "LinearBackward(din)"));
   }
   if (dweight != nullptr) {
     if (in == nullptr) return InvalidArgumentError("LinearBackward: dweight needs in");
-    MatmulArgs mm;
-    mm.dtype = kDTypeOf<T>;
-    mm.trans_b = true;
-    mm.m = in_dim;
-    mm.n = out_dim;
-    mm.k = n;
-    mm.a = in;
-    mm.lda = in_dim;
-    mm.b = dout;
-    mm.ldb = out_dim;
-    mm.d = dweight;
-    mm.ldd = in_dim;
-    mm.beta = 1.0f;
+    const MatmulArgs mm{.dtype = kDTypeOf<T>,
+                        .trans_b = true,
+                        .m = in_dim,
+                        .n = out_dim,
+                        .k = n,
+                        .a = in,
+                        .lda = in_dim,
+                        .b = dout,
+                        .ldb = out_dim,
+                        .d = dweight,
+                        .ldd = in_dim,
+                        .beta = 1.0f};
     DSLAUNCH_RETURN_IF_ERROR(Matmul(ctx, mm, stream, "LinearBackward(dweight)"));
   }
   if (dbias != nullptr) {

@@ -14,14 +14,18 @@ namespace {
 // The largest alignment cuBLASLt asks about (its preferences default to it).
 constexpr uint32_t kMaxAlignmentBytes = 256;
 
+// The cuBLAS type of a floating-point DType (Matmul refuses the others first).
 cudaDataType_t CudaType(DType dtype) {
   switch (dtype) {
-    case DType::kF32:
+    case DType::kFloat32:
       return CUDA_R_32F;
-    case DType::kBF16:
+    case DType::kBFloat16:
       return CUDA_R_16BF;
-    case DType::kF16:
+    case DType::kFloat16:
       return CUDA_R_16F;
+    case DType::kInt64:
+    case DType::kUInt8:
+      break;
   }
   return CUDA_R_32F;
 }
@@ -78,6 +82,8 @@ std::string Shape(const MatmulArgs& a) {
 Status Matmul(const CublasLtContext& ctx, const MatmulArgs& args, cudaStream_t stream, std::string_view op) {
   const std::string where = std::string(op) + " (" + Shape(args) + ")";
   if (args.m < 0 || args.n < 0 || args.k < 0 || args.batch < 0) return InvalidArgumentError(where + ": negative size");
+  DSLAUNCH_RETURN_IF_ERROR(
+      CheckDType(where + ": element type", args.dtype, {DType::kFloat32, DType::kBFloat16, DType::kFloat16}));
   if (args.m == 0 || args.n == 0 || args.batch == 0) return Status::Ok();
   if (args.k == 0) {
     // An empty sum adds nothing; scaling D by another beta is not something the ops need.

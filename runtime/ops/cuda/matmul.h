@@ -8,6 +8,9 @@
 // ld; A[i] starts stride_a elements after A[i-1] (likewise B, D). A and B have the element type of
 // `dtype`, and so has D; the accumulation and alpha, beta are fp32 (CUBLAS_COMPUTE_32F, which for
 // fp32 also rules out TF32). C is D (in place), so beta = 1 accumulates.
+//
+// Callers build the arguments as one designated initializer, `MatmulArgs{.dtype = ..., .m = ...}`
+// (C++20: the fields in declaration order; a field left out keeps its default below).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,7 +24,7 @@
 namespace dslaunch::runtime::ops::cuda {
 
 struct MatmulArgs {
-  DType dtype = DType::kF32;
+  DType dtype = DType::kFloat32;  // kFloat32, kBFloat16 or kFloat16 (another is kInvalidArgument)
   bool trans_a = false;  // A is stored k x m and used transposed
   bool trans_b = false;  // B is stored n x k and used transposed
   int m = 0, n = 0, k = 0;

@@ -10,7 +10,11 @@
 //    gradients at the start of a step. A null gradient pointer (where documented) skips that one.
 //  - Weights follow nn.Linear: weight[out][in].
 //  - Element type T is float, __nv_bfloat16 or __half for every templated op (explicitly
-//    instantiated in the .cu files; another T is a link error). Storage only: all arithmetic,
+//    instantiated in the .cu files; another T is a link error). The ops that take the type at run
+//    time take a DType of runtime/core/dtype.h and accept the floating-point subset each names
+//    (kFloat32, kBFloat16, kFloat16; the integer types never): another type is kInvalidArgument
+//    naming the op and the type ("FloatTo16: output type int64 is not supported (supported: bf16,
+//    fp16)"). Storage only: all arithmetic,
 //    reductions and matmul accumulation are fp32; results are rounded to T once, to nearest even.
 //    Side arrays keep their own types whatever T is: LayerNorm's mean/rstd, losses and the
 //    embedding gradients are float, tokens and targets int.
@@ -31,15 +35,10 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "runtime/core/dtype.h"
 #include "runtime/ops/cuda/cublaslt_context.h"
 
 namespace dslaunch::runtime::ops::cuda {
-
-// The element types a buffer may hold (used where one call takes a type at run time).
-enum class DType { kF32, kBF16, kF16 };
-
-// Bytes of one element of `dtype`.
-constexpr size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 
 // ---------------------------------------------------------------------------------------------
 // Linear (linear.cu), on cuBLASLt with fp32 accumulation (CUBLAS_COMPUTE_32F: no TF32 for fp32
@@ -160,22 +159,24 @@ struct AdamParams {
 // the whole call: a caller with DecaySegments calls once per segment (pointers offset by
 // segment.begin). With grad_scale != 1 the CPU reference is OptimizerUpdate on grads * grad_scale
 // (one fp32 multiply). `param_copy` (may be null) receives the updated params rounded to
-// `copy_dtype` (kBF16 or kF16; kF32 copies exactly) in the same pass: the 16-bit working weights.
+// `copy_dtype` (kBFloat16 or kFloat16; kFloat32 copies exactly; read only with a copy) in the same
+// pass: the 16-bit working weights.
 Status AdamUpdate(const AdamParams& hyper, float* params, const float* grads, float* m, float* v, long n,
                   bool decay, void* param_copy, DType copy_dtype, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------
 // fp16 overflow check (overflow_check.cu): sets *flag (a device int) to 1 when any of the `count`
-// elements of `data` (of `dtype`) is +-inf or NaN; never clears it, so one flag collects several
-// buffers. The engine zeroes the flag (cudaMemsetAsync), checks every gradient buffer into it, then
-// copies it to the host and agrees across ranks (runtime/engine/loss_scaler.h). Bit tests on the
-// exponent, unaffected by fast-math.
+// elements of `data` (of `dtype`: kFloat32, kFloat16 or kBFloat16) is +-inf or NaN; never clears
+// it, so one flag collects several buffers. The engine zeroes the flag (cudaMemsetAsync), checks
+// every gradient buffer into it, then copies it to the host and agrees across ranks
+// (runtime/engine/loss_scaler.h). Bit tests on the exponent, unaffected by fast-math.
 Status HasInfOrNaN(const void* data, long count, DType dtype, int* flag, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------
 // 16-bit conversions (convert.cu), rounding as runtime/core/sixteen_bit_float.h: fp32 -> 16 bit to
 // nearest even (subnormals, overflow to infinity, signs kept); 16 bit -> fp32 exact. NaN stays NaN
-// but its payload is the hardware's (canonical) one, not the CPU's.
+// but its payload is the hardware's (canonical) one, not the CPU's. The 16-bit side is kBFloat16 or
+// kFloat16.
 Status FloatTo16(void* out, DType out_dtype, const float* in, long count, cudaStream_t stream);
 Status Float16To32(float* out, const void* in, DType in_dtype, long count, cudaStream_t stream);
 

@@ -37,20 +37,25 @@ Status HasInfOrNaN(const void* data, long count, DType dtype, int* flag, cudaStr
   if (count < 0) return InvalidArgumentError("HasInfOrNaN: negative count");
   if (count == 0) return Status::Ok();
   if (data == nullptr || flag == nullptr) return InvalidArgumentError("HasInfOrNaN: null pointer");
+  DSLAUNCH_RETURN_IF_ERROR(
+      CheckDType("HasInfOrNaN: data type", dtype, {DType::kFloat32, DType::kFloat16, DType::kBFloat16}));
   const int grid = GridFor(count, kElementwiseThreads);
   switch (dtype) {
-    case DType::kF32:
+    case DType::kFloat32:
       InfOrNaNKernel<uint32_t>
           <<<grid, kElementwiseThreads, 0, stream>>>(static_cast<const uint32_t*>(data), count, kF32ExponentMask, flag);
       break;
-    case DType::kF16:
+    case DType::kFloat16:
       InfOrNaNKernel<uint16_t>
           <<<grid, kElementwiseThreads, 0, stream>>>(static_cast<const uint16_t*>(data), count, kF16ExponentMask, flag);
       break;
-    case DType::kBF16:
+    case DType::kBFloat16:
       InfOrNaNKernel<uint16_t><<<grid, kElementwiseThreads, 0, stream>>>(static_cast<const uint16_t*>(data), count,
                                                                         kBF16ExponentMask, flag);
       break;
+    case DType::kInt64:
+    case DType::kUInt8:
+      break;  // refused above
   }
   return LaunchStatus("HasInfOrNaN");
 }

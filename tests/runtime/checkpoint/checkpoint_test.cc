@@ -71,7 +71,7 @@ TEST_CASE("A run resumed from a checkpoint at the same world size and stage has 
     CAPTURE(PrecisionName(precision));
     dslaunch::testing::TempDir dir;
     TrainConfig c = Config(2, stage, 10);
-    c.precision = precision;
+    c.engine.precision = precision;
     c.checkpoint.dir = dir.path() + "/ckpt";
     c.checkpoint.interval = 4;
     auto full = Run(2, c);
@@ -400,7 +400,7 @@ TEST_CASE("A checkpoint that does not fit the run is refused with what differs")
   other = Config(2, 1, 4);
   other.checkpoint.load = CheckpointLoad::kPath;
   other.checkpoint.load_path = c.checkpoint.dir;
-  other.optimizer.kind = OptimizerKind::kSgd;
+  other.engine.optimizer.kind = OptimizerKind::kSgd;
   r = Run(2, other);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("optimizer state") != std::string::npos);

@@ -32,15 +32,15 @@ TrainConfig GptTrainConfig(int world, int64_t steps) {
   c.batch.train_batch_size = 8;
   c.batch.micro_batch_per_gpu = 2;
   c.batch.gradient_accumulation_steps = 8 / (2 * world);
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
   c.model = kGpt;
   c.data.seq_len = 8;
   c.train.steps = steps;
   c.train.eval_steps = 1;
   c.steps_per_print = 100;
   c.seed = 5;
-  c.zero.stage = 1;
+  c.engine.zero.stage = 1;
   c.source_sha256 = "test";
   return c;
 }
@@ -274,7 +274,7 @@ TEST_CASE("The mlp export keeps our names and [out][in] layouts and imports back
   c.batch.train_batch_size = 16;
   c.batch.micro_batch_per_gpu = 8;
   c.batch.gradient_accumulation_steps = 1;
-  c.optimizer.kind = OptimizerKind::kAdamW;  // DeepSpeed's "Adam" (adam_w_mode defaults to true)
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;  // DeepSpeed's "Adam" (adam_w_mode defaults to true)
   c.model = MlpConfig{{784, 8, 10}};
   c.data.format = DataFormat::kIdx;
   c.train.steps = 2;

@@ -182,7 +182,7 @@ TEST_CASE("A corrupt newest checkpoint is skipped on every rank for the previous
   dslaunch::testing::TempDir tmp;
   const std::string dir = tmp.path() + "/ckpt";
   TrainConfig first = Config(6, dir, /*stage=*/2);
-  first.precision = Precision::kFp16;  // the loss scaler is restored too
+  first.engine.precision = Precision::kFp16;  // the loss scaler is restored too
   REQUIRE(Run(first).ok());  // global_step2, 4, 6
   const fs::path shard = fs::path(dir) / "global_step6" / "rank00001.safetensors";
   FlipByte(shard);

@@ -44,13 +44,11 @@ bool HasLine(const std::vector<std::string>& lines, const std::string& part) {
 TEST_CASE("Without offload keys the optimizer state stays in memory with DeepSpeed's defaults") {
   auto c = Parse(Base());
   REQUIRE_MESSAGE(c.ok(), c.status().ToString());
-  CHECK(c->offload_optimizer.device == swap::OffloadDevice::kNone);
-  CHECK(c->offload_optimizer.buffer_count == 4);
-  CHECK(c->aio.block_size == 1048576);
-  CHECK(c->aio.queue_depth == 8);
-  CHECK(c->zero.sub_group_size == 1'000'000'000);
-  const EngineOptions o = EngineOptionsFrom(*c);
-  CHECK(o.offload_optimizer.device == swap::OffloadDevice::kNone);
+  CHECK(c->engine.offload_optimizer.device == swap::OffloadDevice::kNone);
+  CHECK(c->engine.offload_optimizer.buffer_count == 4);
+  CHECK(c->engine.aio.block_size == 1048576);
+  CHECK(c->engine.aio.queue_depth == 8);
+  CHECK(c->engine.zero.sub_group_size == 1'000'000'000);
 }
 
 TEST_CASE("offload_optimizer with nvme, aio and sub_group_size reach the engine's options") {
@@ -63,7 +61,7 @@ TEST_CASE("offload_optimizer with nvme, aio and sub_group_size reach the engine'
   REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   CHECK(c->unimplemented_keys.empty());
   CHECK(c->warnings.empty());
-  const EngineOptions o = EngineOptionsFrom(*c);
+  const EngineOptions& o = c->engine;
   CHECK(o.offload_optimizer.device == swap::OffloadDevice::kNvme);
   CHECK(o.offload_optimizer.nvme_path == "/cfg/swap");  // relative paths resolve like the data paths
   CHECK(o.offload_optimizer.buffer_count == 3);
@@ -79,7 +77,7 @@ TEST_CASE("device cpu, pin_memory and several aio threads are accepted with one 
   doc["aio"] = {{"intra_op_parallelism", 4}};
   auto c = Parse(doc);
   REQUIRE_MESSAGE(c.ok(), c.status().ToString());
-  CHECK(c->offload_optimizer.device == swap::OffloadDevice::kCpu);
+  CHECK(c->engine.offload_optimizer.device == swap::OffloadDevice::kCpu);
   CHECK(c->warnings.size() == 3);
   CHECK(HasLine(c->warnings, "$.zero_optimization.offload_optimizer.device: \"cpu\" accepted"));
   CHECK(HasLine(c->warnings, "$.zero_optimization.offload_optimizer.pin_memory: accepted"));

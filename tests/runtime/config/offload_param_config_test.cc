@@ -32,22 +32,21 @@ Result<TrainConfig> Parse(const json& doc) {
 TEST_CASE("offload_param is parsed into the engine's options with DeepSpeed's defaults") {
   Result<TrainConfig> c = Parse(Doc(3, {{"device", "nvme"}, {"nvme_path", "/var/tmp/x"}, {"max_in_cpu", 1000}}));
   REQUIRE_MESSAGE(c.ok(), c.status().ToString());
-  CHECK(c->offload_param.device == swap::OffloadDevice::kNvme);
-  CHECK(c->offload_param.nvme_path == "/var/tmp/x");
-  CHECK(c->offload_param.max_in_cpu == 1000);
-  CHECK(c->offload_param.buffer_count == 5);
-  CHECK(c->offload_param.buffer_size == 100000000);
+  CHECK(c->engine.offload_param.device == swap::OffloadDevice::kNvme);
+  CHECK(c->engine.offload_param.nvme_path == "/var/tmp/x");
+  CHECK(c->engine.offload_param.max_in_cpu == 1000);
+  CHECK(c->engine.offload_param.buffer_count == 5);
+  CHECK(c->engine.offload_param.buffer_size == 100000000);
   CHECK(c->unimplemented_keys.empty());
   CHECK(c->warnings.empty());
-  CHECK(EngineOptionsFrom(*c).offload_param.nvme_path == "/var/tmp/x");
 
   Result<TrainConfig> relative = Parse(Doc(3, {{"device", "nvme"}, {"nvme_path", "swap"}}));
   REQUIRE(relative.ok());
-  CHECK(relative->offload_param.nvme_path == "run/swap");  // as the data paths, against the file's directory
+  CHECK(relative->engine.offload_param.nvme_path == "run/swap");  // as the data paths, against the file's directory
 
   Result<TrainConfig> absent = Parse(Doc(3, json::object()));
   REQUIRE(absent.ok());
-  CHECK(absent->offload_param.device == swap::OffloadDevice::kNone);
+  CHECK(absent->engine.offload_param.device == swap::OffloadDevice::kNone);
 }
 
 TEST_CASE("offload_param errors name the JSON path, and stages other than 3 are refused") {

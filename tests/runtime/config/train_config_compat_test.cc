@@ -68,19 +68,19 @@ TEST_CASE("The boolean zero_optimization is read as DeepSpeed reads it, with a w
   // Before: "$.zero_optimization: expected an object, got true".
   Result<TrainConfig> on = Parse(Base(",\n  \"zero_optimization\": true"));
   REQUIRE_MESSAGE(on.ok(), on.status().ToString());
-  CHECK(on->zero.stage == 1);
-  CHECK(on->zero.allgather_bucket_size == 500'000'000);
+  CHECK(on->engine.zero.stage == 1);
+  CHECK(on->engine.zero.allgather_bucket_size == 500'000'000);
   CHECK(on->warnings == std::vector<std::string>{
                             "train.json: $.zero_optimization: the boolean form is deprecated (DeepSpeed reads true "
                             "as stage 1); write {\"stage\": 1}"});
   Result<TrainConfig> off = Parse(Base(",\n  \"zero_optimization\": false"));
   REQUIRE(off.ok());
-  CHECK(off->zero.stage == 0);
+  CHECK(off->engine.zero.stage == 0);
   CHECK(off->warnings.size() == 1);
   // The old form's all-gather size, top level.
   Result<TrainConfig> sized = Parse(Base(",\n  \"zero_optimization\": true, \"allgather_size\": 2e8"));
   REQUIRE(sized.ok());
-  CHECK(sized->zero.allgather_bucket_size == 200'000'000);
+  CHECK(sized->engine.zero.allgather_bucket_size == 200'000'000);
   CHECK(ErrorOf(Base(",\n  \"zero_optimization\": {\"stage\": 1}, \"allgather_size\": 2e8")) ==
         "train.json: $.allgather_size: unknown key");
   CHECK(ErrorOf(Base(",\n  \"zero_optimization\": 1")) == "train.json: $.zero_optimization: expected an object, got 1");
@@ -88,7 +88,7 @@ TEST_CASE("The boolean zero_optimization is read as DeepSpeed reads it, with a w
   const ConfigLoader ds = Files({{"ds.json", R"({"zero_optimization": true})"}});
   Result<TrainConfig> merged = Parse(Base(",\n  \"deepspeed_config\": \"ds.json\", \"zero_optimization\": {\"stage\": 3}"), ds);
   REQUIRE(merged.ok());
-  CHECK(merged->zero.stage == 3);
+  CHECK(merged->engine.zero.stage == 3);
   CHECK(merged->warnings.empty());
 }
 

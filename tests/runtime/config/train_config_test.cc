@@ -123,29 +123,29 @@ TEST_CASE("ParseTrainConfig fills DeepSpeed's defaults") {
   REQUIRE(r.ok());
   const TrainConfig& c = *r;
   CHECK(c.batch.train_batch_size == 8);
-  CHECK(c.optimizer.kind == OptimizerKind::kAdamW);
-  CHECK(c.optimizer.lr == doctest::Approx(3e-4));
-  CHECK(c.optimizer.beta1 == 0.9);
-  CHECK(c.optimizer.beta2 == 0.999);
-  CHECK(c.optimizer.eps == 1e-8);
-  CHECK(c.optimizer.weight_decay == 0.0);
-  CHECK(c.optimizer.bias_correction);
-  CHECK(c.lr_schedule.kind == LrScheduleKind::kConstant);
-  CHECK(c.gradient_clipping == 0.0);
-  CHECK(c.loss_scaler.loss_scale == 0.0);
-  CHECK(c.loss_scaler.initial_scale_power == 16);
-  CHECK(c.loss_scaler.loss_scale_window == 1000);
-  CHECK(c.loss_scaler.hysteresis == 2);
-  CHECK(c.loss_scaler.min_loss_scale == 1.0);
-  CHECK(c.precision == Precision::kFp32);
-  CHECK(c.zero.stage == 0);
-  CHECK(c.zero.reduce_bucket_size == 500'000'000);
-  CHECK(c.zero.allgather_bucket_size == 500'000'000);
-  CHECK_FALSE(c.zero.overlap_comm);
-  CHECK(c.zero.contiguous_gradients);
-  CHECK(c.zero.stage3_prefetch_bucket_size == 50'000'000);
-  CHECK(c.zero.stage3_param_persistence_threshold == 100'000);
-  CHECK(c.zero.stage3_max_live_parameters == 1'000'000'000);
+  CHECK(c.engine.optimizer.kind == OptimizerKind::kAdamW);
+  CHECK(c.engine.optimizer.lr == doctest::Approx(3e-4));
+  CHECK(c.engine.optimizer.beta1 == 0.9);
+  CHECK(c.engine.optimizer.beta2 == 0.999);
+  CHECK(c.engine.optimizer.eps == 1e-8);
+  CHECK(c.engine.optimizer.weight_decay == 0.0);
+  CHECK(c.engine.optimizer.bias_correction);
+  CHECK(c.engine.schedule.kind == LrScheduleKind::kConstant);
+  CHECK(c.engine.gradient_clipping == 0.0);
+  CHECK(c.engine.loss_scaler.loss_scale == 0.0);
+  CHECK(c.engine.loss_scaler.initial_scale_power == 16);
+  CHECK(c.engine.loss_scaler.loss_scale_window == 1000);
+  CHECK(c.engine.loss_scaler.hysteresis == 2);
+  CHECK(c.engine.loss_scaler.min_loss_scale == 1.0);
+  CHECK(c.engine.precision == Precision::kFp32);
+  CHECK(c.engine.zero.stage == 0);
+  CHECK(c.engine.zero.reduce_bucket_size == 500'000'000);
+  CHECK(c.engine.zero.allgather_bucket_size == 500'000'000);
+  CHECK_FALSE(c.engine.zero.overlap_comm);
+  CHECK(c.engine.zero.contiguous_gradients);
+  CHECK(c.engine.zero.stage3_prefetch_bucket_size == 50'000'000);
+  CHECK(c.engine.zero.stage3_param_persistence_threshold == 100'000);
+  CHECK(c.engine.zero.stage3_max_live_parameters == 1'000'000'000);
   CHECK(c.steps_per_print == 10);
   CHECK(c.seed == 42);
   const auto& gpt = std::get<GptConfig>(c.model);
@@ -177,23 +177,23 @@ TEST_CASE("ParseTrainConfig reads every section") {
   doc["checkpoint"] = {{"dir", "ckpt"}, {"interval", 50}, {"keep_last", 2}, {"load", "latest"}, {"async", true}};
   Result<TrainConfig> r = ParseTrainConfig(doc.dump(), "runs/a/train.json", 2, NoFiles());
   REQUIRE(r.ok());
-  CHECK(r->optimizer.kind == OptimizerKind::kSgd);
-  CHECK(r->optimizer.lr == 0.1);
-  CHECK(r->optimizer.momentum == 0.9);
-  CHECK(r->optimizer.nesterov);
-  CHECK(r->lr_schedule.kind == LrScheduleKind::kWarmupDecayLr);
-  CHECK(r->lr_schedule.warmup_max_lr == 0.1);
-  CHECK(r->lr_schedule.warmup_num_steps == 5);
-  CHECK(r->lr_schedule.warmup_type == WarmupType::kLinear);
-  CHECK(r->lr_schedule.total_num_steps == 100);
-  CHECK(r->precision == Precision::kFp16);
-  CHECK(r->loss_scaler.loss_scale == 128);
-  CHECK(r->loss_scaler.hysteresis == 4);
-  CHECK(r->zero.stage == 3);
-  CHECK(r->zero.overlap_comm);  // DeepSpeed's stage-3 default
-  CHECK(r->zero.reduce_bucket_size == 500'000'000);
-  CHECK(r->zero.stage3_max_live_parameters == 10'000'000);
-  CHECK(r->gradient_clipping == 1.0);
+  CHECK(r->engine.optimizer.kind == OptimizerKind::kSgd);
+  CHECK(r->engine.optimizer.lr == 0.1);
+  CHECK(r->engine.optimizer.momentum == 0.9);
+  CHECK(r->engine.optimizer.nesterov);
+  CHECK(r->engine.schedule.kind == LrScheduleKind::kWarmupDecayLr);
+  CHECK(r->engine.schedule.warmup_max_lr == 0.1);
+  CHECK(r->engine.schedule.warmup_num_steps == 5);
+  CHECK(r->engine.schedule.warmup_type == WarmupType::kLinear);
+  CHECK(r->engine.schedule.total_num_steps == 100);
+  CHECK(r->engine.precision == Precision::kFp16);
+  CHECK(r->engine.loss_scaler.loss_scale == 128);
+  CHECK(r->engine.loss_scaler.hysteresis == 4);
+  CHECK(r->engine.zero.stage == 3);
+  CHECK(r->engine.zero.overlap_comm);  // DeepSpeed's stage-3 default
+  CHECK(r->engine.zero.reduce_bucket_size == 500'000'000);
+  CHECK(r->engine.zero.stage3_max_live_parameters == 10'000'000);
+  CHECK(r->engine.gradient_clipping == 1.0);
   CHECK(r->seed == 7);
   CHECK(r->steps_per_print == 5);
   CHECK(r->data.train == "runs/a/data/train.bin");
@@ -208,12 +208,12 @@ TEST_CASE("ParseTrainConfig matches optimizer names case-insensitively and honou
     CAPTURE(name);
     Result<TrainConfig> r = Parse(With(BaseConfig(), "/optimizer/type", name));
     REQUIRE(r.ok());
-    CHECK(r->optimizer.kind == OptimizerKind::kAdamW);  // DeepSpeed's Adam defaults to adam_w_mode
+    CHECK(r->engine.optimizer.kind == OptimizerKind::kAdamW);  // DeepSpeed's Adam defaults to adam_w_mode
   }
   Result<TrainConfig> l2 =
       Parse(With(With(BaseConfig(), "/optimizer/type", "Adam"), "/optimizer/params/adam_w_mode", false));
   REQUIRE(l2.ok());
-  CHECK(l2->optimizer.kind == OptimizerKind::kAdam);
+  CHECK(l2->engine.optimizer.kind == OptimizerKind::kAdam);
 }
 
 TEST_CASE("ParseTrainConfig accepts warmup_num_steps 0 as DeepSpeed does: a two-step warm-up") {
@@ -226,12 +226,12 @@ TEST_CASE("ParseTrainConfig accepts warmup_num_steps 0 as DeepSpeed does: a two-
     if (std::string(type) == "WarmupLR") doc["scheduler"]["params"].erase("total_num_steps");
     Result<TrainConfig> r = Parse(doc);
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
-    CHECK(r->lr_schedule.warmup_num_steps == 0);
-    CHECK(ValidateLrSchedule(r->lr_schedule).ok());
+    CHECK(r->engine.schedule.warmup_num_steps == 0);
+    CHECK(ValidateLrSchedule(r->engine.schedule).ok());
     // Log warm-up over 2 steps: the start of the range at iteration 0, the peak from iteration 1.
     const double peak = std::string(type) == "WarmupCosineLR" ? 3e-4 : 1e-3;
-    CHECK(LearningRate(r->lr_schedule, r->optimizer.lr, 0) == 0.0);
-    CHECK(LearningRate(r->lr_schedule, r->optimizer.lr, 1) == doctest::Approx(peak));
+    CHECK(LearningRate(r->engine.schedule, r->engine.optimizer.lr, 0) == 0.0);
+    CHECK(LearningRate(r->engine.schedule, r->engine.optimizer.lr, 1) == doctest::Approx(peak));
   }
   CHECK(ErrorOf(With(BaseConfig(), "/scheduler", json{{"type", "WarmupLR"}, {"params", {{"warmup_num_steps", -1}}}})) ==
         "train.json: $.scheduler.params.warmup_num_steps: expected an integer >= 0, got -1");
@@ -305,7 +305,7 @@ TEST_CASE("ParseTrainConfig rejects fp16 and bf16 together") {
   CHECK(ErrorOf(doc) == "train.json: $.bf16.enabled: fp16.enabled is true too; enable at most one of fp16 and bf16");
   Result<TrainConfig> bf16 = Parse(With(BaseConfig(), "/bf16/enabled", true));
   REQUIRE(bf16.ok());
-  CHECK(bf16->precision == Precision::kBf16);
+  CHECK(bf16->engine.precision == Precision::kBf16);
 }
 
 TEST_CASE("ParseTrainConfig rejects unknown keys with a suggestion when one is close") {
@@ -368,10 +368,10 @@ TEST_CASE("ParseTrainConfig resolves deepspeed_config through the loader, inline
   REQUIRE(r.ok());
   CHECK(r->deepspeed_config_path == "runs/ds_config.json");
   CHECK(r->batch.gradient_accumulation_steps == 4);
-  CHECK(r->optimizer.kind == OptimizerKind::kAdamW);  // "Adam", from the referenced file
-  CHECK(r->optimizer.lr == 0.001);
-  CHECK(r->zero.stage == 2);         // inline wins
-  CHECK(r->zero.overlap_comm);       // merged from the referenced file
+  CHECK(r->engine.optimizer.kind == OptimizerKind::kAdamW);  // "Adam", from the referenced file
+  CHECK(r->engine.optimizer.lr == 0.001);
+  CHECK(r->engine.zero.stage == 2);         // inline wins
+  CHECK(r->engine.zero.overlap_comm);       // merged from the referenced file
   CHECK(r->unimplemented_keys == std::vector<std::string>{"$.wall_clock_breakdown"});
 
   SUBCASE("errors name the file the key came from") {

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/swap/swap_file_name.h"
 #include "tests/fakes/engine_on_threads.h"
 #include "tests/support/subprocess.h"

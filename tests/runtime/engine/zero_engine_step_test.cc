@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runtime/core/sixteen_bit_float.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "tests/fakes/engine_on_threads.h"
 
 namespace dslaunch::runtime {

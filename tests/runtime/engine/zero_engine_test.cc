@@ -1,6 +1,6 @@
 // The engine on its own, driven like a model drives it, with the in-process communicator: an fp16
 // overflow on one rank skips the step on all ranks; per-rank memory follows the ZeRO formulas.
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 
 #include <doctest/doctest.h>
 

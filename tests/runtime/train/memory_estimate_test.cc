@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
 #include "runtime/train/available_memory.h"
@@ -22,8 +22,8 @@ TrainConfig TinyGpt() {
   c.batch = {8, 2, 2};
   c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
-  c.zero.reduce_bucket_size = 700;
-  c.zero.stage3_param_persistence_threshold = 100;
+  c.engine.zero.reduce_bucket_size = 700;
+  c.engine.zero.stage3_param_persistence_threshold = 100;
   return c;
 }
 
@@ -37,10 +37,10 @@ TEST_CASE("The estimate of the engine's states is the engine's own accounting, a
           CAPTURE(PrecisionName(precision));
           CAPTURE(OptimizerTypeName(optimizer));
           TrainConfig c = TinyGpt();
-          c.zero.stage = stage;
-          c.precision = precision;
-          c.optimizer.kind = optimizer;
-          c.optimizer.momentum = optimizer == OptimizerKind::kSgd ? 0.9 : 0.0;
+          c.engine.zero.stage = stage;
+          c.engine.precision = precision;
+          c.engine.optimizer.kind = optimizer;
+          c.engine.optimizer.momentum = optimizer == OptimizerKind::kSgd ? 0.9 : 0.0;
           GptModel model(std::get<GptConfig>(c.model), 2);
           std::vector<float> initial(model.layout().numel(), 0.5f);
           testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(10));
@@ -48,7 +48,7 @@ TEST_CASE("The estimate of the engine's states is the engine's own accounting, a
           std::vector<std::thread> threads;
           for (int r = 0; r < world; ++r) {
             threads.emplace_back([&, r] {
-              auto engine = Engine::Create(model.layout(), group.Get(r), EngineOptionsFrom(c), initial);
+              auto engine = Engine::Create(model.layout(), group.Get(r), c.engine, initial);
               REQUIRE(engine.ok());
               if (r == 0) rank0 = (*engine)->memory();
             });
@@ -72,13 +72,13 @@ TEST_CASE("The estimate of the engine's states is the engine's own accounting, a
 TEST_CASE("With the state and parameters on disk no transient buffer is the model's size, unless it is imported") {
   TrainConfig c = TinyGpt();
   c.model = GptConfig{12, 2, 32, 8, 32};
-  c.zero.stage = 3;
-  c.precision = Precision::kBf16;
-  c.zero.sub_group_size = 1000;
-  c.offload_optimizer.device = swap::OffloadDevice::kNvme;
-  c.offload_optimizer.nvme_path = "/var/tmp";
-  c.offload_param.device = swap::OffloadDevice::kNvme;
-  c.offload_param.nvme_path = "/var/tmp";
+  c.engine.zero.stage = 3;
+  c.engine.precision = Precision::kBf16;
+  c.engine.zero.sub_group_size = 1000;
+  c.engine.offload_optimizer.device = swap::OffloadDevice::kNvme;
+  c.engine.offload_optimizer.nvme_path = "/var/tmp";
+  c.engine.offload_param.device = swap::OffloadDevice::kNvme;
+  c.engine.offload_param.nvme_path = "/var/tmp";
   GptModel model(std::get<GptConfig>(c.model), 2);
   const double numel = static_cast<double>(model.layout().numel());
   const MemoryEstimate streamed = EstimateTrainingMemory(c, 1);
@@ -134,7 +134,7 @@ TEST_CASE("A model that cannot fit is refused with what it needs and what the ma
   TrainConfig c = TinyGpt();
   c.batch = {16, 8, 1};
   c.model = GptConfig{4000, 4, 128, 256, 256};
-  c.zero.reduce_bucket_size = 500'000'000;
+  c.engine.zero.reduce_bucket_size = 500'000'000;
   const MemoryEstimate m = EstimateTrainingMemory(c, 2);
   const Status s = CheckMemoryFits(m, 2, AvailableMemory{23.1 * (1 << 30), "MemAvailable"}, "train.json");
   REQUIRE_FALSE(s.ok());

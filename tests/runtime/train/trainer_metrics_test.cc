@@ -26,17 +26,17 @@ TrainConfig Config(int stage, Precision precision) {
   c.batch.train_batch_size = 8;
   c.batch.micro_batch_per_gpu = 2;
   c.batch.gradient_accumulation_steps = 2;
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.gradient_clipping = 0.5;  // the reported norm is the one before clipping
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
+  c.engine.gradient_clipping = 0.5;  // the reported norm is the one before clipping
   c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = 1;
   c.steps_per_print = 1;
   c.seed = 5;
-  c.zero.stage = stage;
-  c.zero.reduce_bucket_size = 4000;
-  c.precision = precision;
+  c.engine.zero.stage = stage;
+  c.engine.zero.reduce_bucket_size = 4000;
+  c.engine.precision = precision;
   return c;
 }
 

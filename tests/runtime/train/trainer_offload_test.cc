@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "runtime/checkpoint/names.h"
+#include "runtime/engine/engine.h"
 #include "runtime/models/gpt.h"
 #include "runtime/swap/aligned_buffer.h"
 #include "runtime/train/memory_estimate.h"
@@ -31,21 +32,21 @@ constexpr char kDiskDir[] = "/var/tmp";
 TrainConfig Config(int stage, Precision precision, int64_t steps) {
   TrainConfig c;
   c.batch = {8, 2, 2};  // 2 ranks x micro-batch 2 x accumulation 2
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.optimizer.weight_decay = 0.01;
-  c.gradient_clipping = 1.0;
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
+  c.engine.optimizer.weight_decay = 0.01;
+  c.engine.gradient_clipping = 1.0;
   c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = steps;
   c.train.eval_steps = 2;
   c.steps_per_print = 100;
   c.seed = 7;
-  c.zero.stage = stage;
-  c.zero.reduce_bucket_size = 4000;
-  c.zero.allgather_bucket_size = 2500;
-  c.zero.stage3_param_persistence_threshold = 100;
-  c.precision = precision;
+  c.engine.zero.stage = stage;
+  c.engine.zero.reduce_bucket_size = 4000;
+  c.engine.zero.allgather_bucket_size = 2500;
+  c.engine.zero.stage3_param_persistence_threshold = 100;
+  c.engine.precision = precision;
   c.source_sha256 = "test";
   return c;
 }
@@ -53,10 +54,10 @@ TrainConfig Config(int stage, Precision precision, int64_t steps) {
 // `c` with its optimizer state in swap files under `dir`: sub-groups of 700 elements, so that the
 // owned slice (several thousand elements) streams through the ring in several records.
 TrainConfig Offloaded(TrainConfig c, const std::string& dir, int buffer_count = 3) {
-  c.offload_optimizer.device = swap::OffloadDevice::kNvme;
-  c.offload_optimizer.nvme_path = dir;
-  c.offload_optimizer.buffer_count = buffer_count;
-  c.zero.sub_group_size = 700;
+  c.engine.offload_optimizer.device = swap::OffloadDevice::kNvme;
+  c.engine.offload_optimizer.nvme_path = dir;
+  c.engine.offload_optimizer.buffer_count = buffer_count;
+  c.engine.zero.sub_group_size = 700;
   return c;
 }
 
@@ -169,11 +170,11 @@ TEST_CASE("The memory estimate of offloaded state is the engine's ring of buffer
   for (int64_t sub_group : {int64_t{300}, int64_t{1'000'000'000}}) {
     CAPTURE(sub_group);
     TrainConfig c = Offloaded(Config(1, Precision::kBf16, 1), disk.path(), 3);
-    c.zero.sub_group_size = sub_group;
+    c.engine.zero.sub_group_size = sub_group;
     GptModel model(std::get<GptConfig>(c.model), 2);
     std::vector<float> initial(model.layout().numel(), 0.5f);
     testing::ThreadCommunicatorGroup group(1, std::chrono::seconds(10));
-    auto engine = Engine::Create(model.layout(), group.Get(0), EngineOptionsFrom(c), initial);
+    auto engine = Engine::Create(model.layout(), group.Get(0), c.engine, initial);
     REQUIRE_MESSAGE(engine.ok(), engine.status().ToString());
     const double held = static_cast<double>((*engine)->memory().optimizer_state);
     const double estimate = EstimateTrainingMemory(c, 1).optimizer_state;

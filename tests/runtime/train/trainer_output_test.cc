@@ -20,8 +20,8 @@ constexpr int kWorld = 2;
 TrainConfig Config(int64_t steps, const std::string& ckpt_dir) {
   TrainConfig c;
   c.batch = {8, 2, 2};  // world 2
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
   c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = steps;

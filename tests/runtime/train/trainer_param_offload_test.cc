@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/models/gpt.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/trainer.h"
@@ -27,24 +27,24 @@ constexpr char kDiskDir[] = "/var/tmp";
 TrainConfig Config(Precision precision) {
   TrainConfig c;
   c.batch = {8, 2, 2};  // 2 ranks x micro-batch 2 x accumulation 2
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.gradient_clipping = 1.0;
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
+  c.engine.gradient_clipping = 1.0;
   c.model = GptConfig{3, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = 8;
   c.train.eval_steps = 2;
   c.seed = 11;
-  c.zero.stage = 3;
-  c.zero.reduce_bucket_size = 4000;
-  c.zero.stage3_prefetch_bucket_size = 7000;
-  c.zero.stage3_param_persistence_threshold = 100;  // the layer norms and biases stay whole
-  c.precision = precision;
+  c.engine.zero.stage = 3;
+  c.engine.zero.reduce_bucket_size = 4000;
+  c.engine.zero.stage3_prefetch_bucket_size = 7000;
+  c.engine.zero.stage3_param_persistence_threshold = 100;  // the layer norms and biases stay whole
+  c.engine.precision = precision;
   return c;
 }
 
 TrainConfig Offloaded(TrainConfig c, const std::string& nvme_path, uint64_t max_in_cpu) {
-  c.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = nvme_path, .max_in_cpu = max_in_cpu};
+  c.engine.offload_param = {.device = swap::OffloadDevice::kNvme, .nvme_path = nvme_path, .max_in_cpu = max_in_cpu};
   return c;
 }
 
@@ -85,7 +85,7 @@ TEST_CASE("Parameters on disk give bitwise the losses of the in-memory stage-3 r
 TEST_CASE("A checkpoint saved with parameters on disk resumes with and without offload, with the same losses") {
   dslaunch::testing::TempDir dir(kDiskDir);
   TrainConfig c = Offloaded(Config(Precision::kBf16), dir.path() + "/swap", 0);
-  fs::create_directories(c.offload_param.nvme_path);
+  fs::create_directories(c.engine.offload_param.nvme_path);
   c.train.steps = 8;
   c.checkpoint.dir = dir.path() + "/ckpt";
   c.checkpoint.interval = 4;
@@ -134,7 +134,7 @@ TEST_CASE("The memory estimate with parameters on disk is the engine's own accou
         std::vector<std::thread> threads;
         for (int r = 0; r < world; ++r) {
           threads.emplace_back([&, r] {
-            auto engine = Engine::Create(model.layout(), group.Get(r), EngineOptionsFrom(c), initial);
+            auto engine = Engine::Create(model.layout(), group.Get(r), c.engine, initial);
             REQUIRE_MESSAGE(engine.ok(), engine.status().ToString());
             if (r == 0) rank0 = (*engine)->memory();
           });

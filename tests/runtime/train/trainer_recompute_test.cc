@@ -14,9 +14,9 @@ namespace {
 TrainConfig Config(int stage, Precision precision, int recompute_blocks) {
   TrainConfig c;
   c.batch = {8, 2, 2};  // 2 ranks x micro-batch 2 x accumulation 2
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.gradient_clipping = 1.0;
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
+  c.engine.gradient_clipping = 1.0;
   GptConfig gpt{3, 2, 16, 8, 32};
   gpt.recompute_blocks = recompute_blocks;
   c.model = gpt;
@@ -25,12 +25,12 @@ TrainConfig Config(int stage, Precision precision, int recompute_blocks) {
   c.train.eval_steps = 2;
   c.seed = 11;
   // Small buckets so stages 2-3 reduce and gather in several pieces, as in trainer_test.cc.
-  c.zero.stage = stage;
-  c.zero.reduce_bucket_size = 4000;
-  c.zero.allgather_bucket_size = 2500;
-  c.zero.stage3_prefetch_bucket_size = 7000;
-  c.zero.stage3_param_persistence_threshold = 100;
-  c.precision = precision;
+  c.engine.zero.stage = stage;
+  c.engine.zero.reduce_bucket_size = 4000;
+  c.engine.zero.allgather_bucket_size = 2500;
+  c.engine.zero.stage3_prefetch_bucket_size = 7000;
+  c.engine.zero.stage3_param_persistence_threshold = 100;
+  c.engine.precision = precision;
   return c;
 }
 

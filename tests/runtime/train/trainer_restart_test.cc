@@ -22,8 +22,8 @@ namespace {
 TrainConfig Config(int64_t steps, const std::string& ckpt_dir) {
   TrainConfig c;
   c.batch = {8, 2, 2};  // world 2
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
   c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = steps;
@@ -31,7 +31,7 @@ TrainConfig Config(int64_t steps, const std::string& ckpt_dir) {
   c.train.watchdog_timeout = 20.0;
   c.steps_per_print = 100;
   c.seed = 5;
-  c.zero.stage = 2;
+  c.engine.zero.stage = 2;
   c.source_sha256 = "test";
   c.checkpoint.dir = ckpt_dir;
   c.checkpoint.interval = 2;

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "runtime/data/idx_synthetic.h"
-#include "runtime/engine/zero_engine.h"
+#include "runtime/engine/engine.h"
 #include "runtime/models/gpt.h"
 #include "tests/fakes/thread_communicator.h"
 #include "tests/fakes/train_on_threads.h"
@@ -21,10 +21,10 @@ TrainConfig TinyConfig(int world, int micro, int global_batch) {
   c.batch.train_batch_size = global_batch;
   c.batch.micro_batch_per_gpu = micro;
   c.batch.gradient_accumulation_steps = global_batch / (micro * world);
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.optimizer.weight_decay = 0.01;
-  c.gradient_clipping = 1.0;
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
+  c.engine.optimizer.weight_decay = 0.01;
+  c.engine.gradient_clipping = 1.0;
   c.model = GptConfig{2, 2, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = 20;
@@ -58,19 +58,19 @@ std::vector<TrainResult> RunWorld(int world, int micro, const Mutator& mutate = 
 }
 
 std::vector<TrainResult> RunWorld(int world, int micro, int stage) {
-  return RunWorld(world, micro, [stage](TrainConfig& c) { c.zero.stage = stage; });
+  return RunWorld(world, micro, [stage](TrainConfig& c) { c.engine.zero.stage = stage; });
 }
 
 // Small buckets, so that every path runs several collectives per step: reduce-scatter buckets of
 // about one block, all-gathers in pieces, stage 3 fetching a block ahead, ln_f persistent.
 Mutator Stage(int stage, Precision precision = Precision::kFp32) {
   return [=](TrainConfig& c) {
-    c.zero.stage = stage;
-    c.zero.reduce_bucket_size = 4000;
-    c.zero.allgather_bucket_size = 2500;
-    c.zero.stage3_prefetch_bucket_size = 7000;
-    c.zero.stage3_param_persistence_threshold = 100;
-    c.precision = precision;
+    c.engine.zero.stage = stage;
+    c.engine.zero.reduce_bucket_size = 4000;
+    c.engine.zero.allgather_bucket_size = 2500;
+    c.engine.zero.stage3_prefetch_bucket_size = 7000;
+    c.engine.zero.stage3_param_persistence_threshold = 100;
+    c.engine.precision = precision;
   };
 }
 
@@ -184,10 +184,10 @@ TEST_CASE("fp16 and bf16 with SGD give the fp32 losses: the step unscales the gr
   auto sgd = [](int stage, Precision precision) {
     return [=](TrainConfig& c) {
       Stage(stage, precision)(c);
-      c.optimizer.kind = OptimizerKind::kSgd;
-      c.optimizer.lr = 0.5;
-      c.optimizer.momentum = 0.9;
-      c.optimizer.weight_decay = 0.0;
+      c.engine.optimizer.kind = OptimizerKind::kSgd;
+      c.engine.optimizer.lr = 0.5;
+      c.engine.optimizer.momentum = 0.9;
+      c.engine.optimizer.weight_decay = 0.0;
     };
   };
   const auto ref = RunWorld(1, 2, sgd(0, Precision::kFp32))[0].losses;
@@ -208,8 +208,8 @@ TEST_CASE("Training in fp16 from a scale that overflows logs each skipped step, 
     std::vector<std::string> lines;
     const auto losses = RunWorld(2, 2, [stage](TrainConfig& c) {
       Stage(stage, Precision::kFp16)(c);
-      c.loss_scaler.initial_scale_power = 28;  // gradients of this model overflow fp16 above about 2^18
-      c.loss_scaler.hysteresis = 1;
+      c.engine.loss_scaler.initial_scale_power = 28;  // gradients of this model overflow fp16 above about 2^18
+      c.engine.loss_scaler.hysteresis = 1;
       c.train.steps = 30;
     }, &lines)[0].losses;
     double expected = std::ldexp(1.0, 28);
@@ -238,14 +238,14 @@ TEST_CASE("The mlp model trains on IDX images with the same losses at world size
     c.batch.train_batch_size = 32;
     c.batch.micro_batch_per_gpu = 16;
     c.batch.gradient_accumulation_steps = 32 / (16 * world);
-    c.optimizer.kind = OptimizerKind::kAdamW;  // DeepSpeed's "Adam" (adam_w_mode defaults to true)
-    c.optimizer.lr = 2e-3;
+    c.engine.optimizer.kind = OptimizerKind::kAdamW;  // DeepSpeed's "Adam" (adam_w_mode defaults to true)
+    c.engine.optimizer.lr = 2e-3;
     c.model = MlpConfig{{784, 64, 10}};
     c.data.format = DataFormat::kIdx;
     c.train.steps = 120;
     c.train.eval_steps = 8;
     c.steps_per_print = 20;
-    c.zero.stage = stage;
+    c.engine.zero.stage = stage;
     return c;
   };
   auto run = [&](int world, int stage, std::vector<std::string>* lines) {
@@ -338,7 +338,7 @@ TEST_CASE("Train refuses what this build cannot train, naming it") {
   TrainData data = TinyData();
   testing::ThreadCommunicatorGroup group(1);
   TrainConfig c = TinyConfig(1, 2, 2);
-  c.zero.stage = 4;
+  c.engine.zero.stage = 4;
   auto r = Train(c, data, group.Get(0), [](const std::string&) {});
   CHECK(r.status().code() == StatusCode::kInvalidArgument);
   CHECK(r.status().message().find("stage 4") != std::string::npos);

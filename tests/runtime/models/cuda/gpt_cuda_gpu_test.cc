@@ -79,7 +79,7 @@ constexpr double kTrainToleranceBf16 = 0.02;
 void RequireOk(const Status& s) { REQUIRE_MESSAGE(s.ok(), s.ToString()); }
 
 template <typename T>
-constexpr cu::DType kDType = std::is_same_v<T, float> ? cu::DType::kF32 : cu::DType::kBF16;
+constexpr DType kDType = std::is_same_v<T, float> ? DType::kFloat32 : DType::kBFloat16;
 
 struct Batch {
   int b = 0, t = 0;

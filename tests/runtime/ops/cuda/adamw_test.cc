@@ -49,8 +49,8 @@ void CheckAdam(const Case& k, uint64_t seed) {
   std::vector<float> params = Random(kCount, s, 1.0f), m(kCount, 0.0f), v(kCount, 0.0f);
 
   TestStream stream;
-  DeviceBuffer d_params(DType::kF32, params), d_m(DType::kF32, m), d_v(DType::kF32, v);
-  DeviceBuffer d_grads(DType::kF32, static_cast<size_t>(kCount));
+  DeviceBuffer d_params(DType::kFloat32, params), d_m(DType::kFloat32, m), d_v(DType::kFloat32, v);
+  DeviceBuffer d_grads(DType::kFloat32, static_cast<size_t>(kCount));
   DeviceBuffer d_copy(k.copy_dtype, NaNs(kCount));
   for (int step = 1; step <= kSteps; ++step) {
     CAPTURE(step);
@@ -89,7 +89,7 @@ void CheckAdam(const Case& k, uint64_t seed) {
       size_t mismatches = 0;
       for (size_t i = 0; i < bits.size(); ++i) {
         const uint16_t want =
-            k.copy_dtype == DType::kBF16 ? FloatToBFloat16(got[i]).bits : FloatToHalf(got[i]).bits;
+            k.copy_dtype == DType::kBFloat16 ? FloatToBFloat16(got[i]).bits : FloatToHalf(got[i]).bits;
         if (bits[i] != want) ++mismatches;
       }
       CHECK_MESSAGE(mismatches == 0, mismatches << " copy elements differ from the CPU's rounding");
@@ -99,28 +99,28 @@ void CheckAdam(const Case& k, uint64_t seed) {
 
 TEST_CASE("AdamUpdate matches OptimizerUpdate for AdamW over several steps") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckAdam({OptimizerKind::kAdamW, true, 1.0f, DType::kBF16, false}, 1);
+  CheckAdam({OptimizerKind::kAdamW, true, 1.0f, DType::kBFloat16, false}, 1);
 }
 
 TEST_CASE("AdamUpdate matches OptimizerUpdate for Adam with L2 decay") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckAdam({OptimizerKind::kAdam, true, 1.0f, DType::kBF16, false}, 2);
+  CheckAdam({OptimizerKind::kAdam, true, 1.0f, DType::kBFloat16, false}, 2);
 }
 
 TEST_CASE("AdamUpdate matches OptimizerUpdate without bias correction") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckAdam({OptimizerKind::kAdamW, false, 1.0f, DType::kBF16, false}, 3);
+  CheckAdam({OptimizerKind::kAdamW, false, 1.0f, DType::kBFloat16, false}, 3);
 }
 
 TEST_CASE("AdamUpdate folds in the grad scale and writes a bf16 copy") {
   DSLAUNCH_REQUIRE_GPU();
   // 1/loss_scale (2^-10) times a clip coefficient.
-  CheckAdam({OptimizerKind::kAdamW, true, 0.7f / 1024.0f, DType::kBF16, true}, 4);
+  CheckAdam({OptimizerKind::kAdamW, true, 0.7f / 1024.0f, DType::kBFloat16, true}, 4);
 }
 
 TEST_CASE("AdamUpdate writes an fp16 copy") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckAdam({OptimizerKind::kAdamW, true, 1.0f, DType::kF16, true}, 5);
+  CheckAdam({OptimizerKind::kAdamW, true, 1.0f, DType::kFloat16, true}, 5);
 }
 
 TEST_CASE("AdamUpdate rejects a step number below 1") {
@@ -128,7 +128,7 @@ TEST_CASE("AdamUpdate rejects a step number below 1") {
   AdamParams hyper;
   hyper.step = 0;
   float dummy = 0.0f;
-  const Status status = AdamUpdate(hyper, &dummy, &dummy, &dummy, &dummy, 1, true, nullptr, DType::kF32, nullptr);
+  const Status status = AdamUpdate(hyper, &dummy, &dummy, &dummy, &dummy, 1, true, nullptr, DType::kFloat32, nullptr);
   CHECK(status.code() == StatusCode::kInvalidArgument);
 }
 

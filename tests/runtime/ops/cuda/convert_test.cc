@@ -36,17 +36,17 @@ std::vector<float> Patterns() {
 void CheckFloatTo16(DType dtype) {
   const std::vector<float> in = Patterns();
   TestStream stream;
-  DeviceBuffer d_in(DType::kF32, in), d_out(dtype, in.size());
+  DeviceBuffer d_in(DType::kFloat32, in), d_out(dtype, in.size());
   DSLAUNCH_REQUIRE_OK(FloatTo16(d_out.get(), dtype, d_in.as<float>(), static_cast<long>(in.size()), stream.get()));
   stream.Finish();
   const std::vector<uint16_t> got = d_out.DownloadBits16();
   size_t mismatches = 0, first = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    const uint16_t want = dtype == DType::kBF16 ? FloatToBFloat16(in[i]).bits : FloatToHalf(in[i]).bits;
+    const uint16_t want = dtype == DType::kBFloat16 ? FloatToBFloat16(in[i]).bits : FloatToHalf(in[i]).bits;
     bool same = got[i] == want;
     if (std::isnan(in[i])) {
       // Both NaN (exponent all ones, mantissa non-zero), payloads may differ.
-      const uint16_t exp = dtype == DType::kBF16 ? 0x7F80 : 0x7C00, mant = dtype == DType::kBF16 ? 0x007F : 0x03FF;
+      const uint16_t exp = dtype == DType::kBFloat16 ? 0x7F80 : 0x7C00, mant = dtype == DType::kBFloat16 ? 0x007F : 0x03FF;
       same = (got[i] & exp) == exp && (got[i] & mant) != 0;
     }
     if (!same && mismatches++ == 0) first = i;
@@ -60,14 +60,14 @@ void CheckFloat16To32(DType dtype) {
   std::vector<uint16_t> all(1u << 16);
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
   TestStream stream;
-  DeviceBuffer d_in(dtype, all.size()), d_out(DType::kF32, all.size());
+  DeviceBuffer d_in(dtype, all.size()), d_out(DType::kFloat32, all.size());
   DSLAUNCH_REQUIRE_CUDA(cudaMemcpy(d_in.get(), all.data(), all.size() * 2, cudaMemcpyHostToDevice));
   DSLAUNCH_REQUIRE_OK(Float16To32(d_out.as<float>(), d_in.get(), dtype, static_cast<long>(all.size()), stream.get()));
   stream.Finish();
   const std::vector<float> got = d_out.Download();
   size_t mismatches = 0;
   for (size_t i = 0; i < all.size(); ++i) {
-    const float want = dtype == DType::kBF16 ? BFloat16ToFloat(BFloat16{all[i]}) : HalfToFloat(Half{all[i]});
+    const float want = dtype == DType::kBFloat16 ? BFloat16ToFloat(BFloat16{all[i]}) : HalfToFloat(Half{all[i]});
     const bool same = std::isnan(want) ? std::isnan(got[i])
                                        : std::bit_cast<uint32_t>(want) == std::bit_cast<uint32_t>(got[i]);
     if (!same) ++mismatches;
@@ -77,28 +77,28 @@ void CheckFloat16To32(DType dtype) {
 
 TEST_CASE("FloatTo16 rounds to bf16 as the CPU does") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckFloatTo16(DType::kBF16);
+  CheckFloatTo16(DType::kBFloat16);
 }
 
 TEST_CASE("FloatTo16 rounds to fp16 as the CPU does") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckFloatTo16(DType::kF16);
+  CheckFloatTo16(DType::kFloat16);
 }
 
 TEST_CASE("Float16To32 widens every bf16 pattern exactly") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckFloat16To32(DType::kBF16);
+  CheckFloat16To32(DType::kBFloat16);
 }
 
 TEST_CASE("Float16To32 widens every fp16 pattern exactly") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckFloat16To32(DType::kF16);
+  CheckFloat16To32(DType::kFloat16);
 }
 
 TEST_CASE("FloatTo16 rejects fp32 as the output type") {
   DSLAUNCH_REQUIRE_GPU();
   float dummy = 0.0f;
-  CHECK(FloatTo16(&dummy, DType::kF32, &dummy, 1, nullptr).code() == StatusCode::kInvalidArgument);
+  CHECK(FloatTo16(&dummy, DType::kFloat32, &dummy, 1, nullptr).code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ void CheckCrossEntropy(int n, int v, uint64_t seed) {
 
   TestStream stream;
   DeviceInts d_targets(targets);
-  DeviceBuffer d_logits(dt, logits), d_probs(dt, NaNs(nz)), d_losses(DType::kF32, NaNs(n));
+  DeviceBuffer d_logits(dt, logits), d_probs(dt, NaNs(nz)), d_losses(DType::kFloat32, NaNs(n));
   DeviceBuffer d_probs_t(dt, probs_t), d_dz(dt, dz0);
   DSLAUNCH_REQUIRE_OK(CrossEntropyForward<T>(d_losses.as<float>(), d_probs.as<T>(), d_logits.as<T>(), d_targets.get(),
                                              n, v, stream.get()));
@@ -81,8 +81,8 @@ TEST_CASE("CrossEntropyForward gives a NaN loss for a target outside the vocabul
   const std::vector<int> targets = {1, v};
   TestStream stream;
   DeviceInts d_targets(targets);
-  DeviceBuffer d_logits(DType::kF32, std::vector<float>(n * v, 0.0f)), d_probs(DType::kF32, n * v),
-      d_losses(DType::kF32, n);
+  DeviceBuffer d_logits(DType::kFloat32, std::vector<float>(n * v, 0.0f)), d_probs(DType::kFloat32, n * v),
+      d_losses(DType::kFloat32, n);
   DSLAUNCH_REQUIRE_OK(CrossEntropyForward<float>(d_losses.as<float>(), d_probs.as<float>(), d_logits.as<float>(),
                                                  d_targets.get(), n, v, stream.get()));
   stream.Finish();

@@ -43,7 +43,7 @@ void CheckEmbedding(int b, int t, int c, int v, bool with_wpe, uint64_t seed) {
   TestStream stream;
   DeviceInts d_tokens(tokens);
   DeviceBuffer d_wte(dt, wte), d_wpe(dt, wpe), d_dy(dt, dy), d_y(dt, NaNs(nout));
-  DeviceBuffer d_dwte(DType::kF32, dwte0), d_dwpe(DType::kF32, dwpe0);
+  DeviceBuffer d_dwte(DType::kFloat32, dwte0), d_dwpe(DType::kFloat32, dwpe0);
   DSLAUNCH_REQUIRE_OK(EmbeddingForward<T>(d_y.as<T>(), d_tokens.get(), d_wte.as<T>(),
                                           with_wpe ? d_wpe.as<T>() : nullptr, b, t, c, v, stream.get()));
   DSLAUNCH_REQUIRE_OK(EmbeddingBackward<T>(d_dwte.as<float>(), with_wpe ? d_dwpe.as<float>() : nullptr, d_dy.as<T>(),
@@ -71,8 +71,8 @@ TEST_CASE("EmbeddingForward gives NaN rows for tokens outside the vocabulary and
   for (size_t i = 0; i < wte.size(); ++i) wte[i] = static_cast<float>(i);
   TestStream stream;
   DeviceInts d_tokens(tokens);
-  DeviceBuffer d_wte(DType::kF32, wte), d_y(DType::kF32, t * c), d_dy(DType::kF32, dy);
-  DeviceBuffer d_dwte(DType::kF32, std::vector<float>(v * c, 0.0f));
+  DeviceBuffer d_wte(DType::kFloat32, wte), d_y(DType::kFloat32, t * c), d_dy(DType::kFloat32, dy);
+  DeviceBuffer d_dwte(DType::kFloat32, std::vector<float>(v * c, 0.0f));
   DSLAUNCH_REQUIRE_OK(EmbeddingForward<float>(d_y.as<float>(), d_tokens.get(), d_wte.as<float>(), nullptr, b, t, c, v,
                                               stream.get()));
   DSLAUNCH_REQUIRE_OK(EmbeddingBackward<float>(d_dwte.as<float>(), nullptr, d_dy.as<float>(), d_tokens.get(), b, t, c,

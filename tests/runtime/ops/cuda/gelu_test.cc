@@ -57,11 +57,11 @@ TEST_CASE("GeluForward covers more elements than one grid-stride pass in fp32") 
 TEST_CASE("GeluForward works in place in bf16") {
   DSLAUNCH_REQUIRE_GPU();
   uint64_t s = 4;
-  const std::vector<float> x = Random(300, s, 4.0f, DType::kBF16);
+  const std::vector<float> x = Random(300, s, 4.0f, DType::kBFloat16);
   std::vector<float> y(x.size());
   ops::GeluForward(y.data(), x.data(), static_cast<long>(x.size()));
   TestStream stream;
-  DeviceBuffer d(DType::kBF16, x);
+  DeviceBuffer d(DType::kBFloat16, x);
   DSLAUNCH_REQUIRE_OK(GeluForward<__nv_bfloat16>(d.as<__nv_bfloat16>(), d.as<__nv_bfloat16>(),
                                                  static_cast<long>(x.size()), stream.get()));
   stream.Finish();

@@ -42,9 +42,9 @@ void CheckLayerNorm(int n, int c, uint64_t seed) {
 
   TestStream stream;
   DeviceBuffer d_x(dt, x), d_w(dt, w), d_b(dt, b), d_dy(dt, dy), d_y(dt, NaNs(nx));
-  DeviceBuffer d_mean(DType::kF32, NaNs(n)), d_rstd(DType::kF32, NaNs(n));
+  DeviceBuffer d_mean(DType::kFloat32, NaNs(n)), d_rstd(DType::kFloat32, NaNs(n));
   // The backward gets the CPU's statistics, so that it is checked on its own.
-  DeviceBuffer d_cpu_mean(DType::kF32, mean), d_cpu_rstd(DType::kF32, rstd);
+  DeviceBuffer d_cpu_mean(DType::kFloat32, mean), d_cpu_rstd(DType::kFloat32, rstd);
   DeviceBuffer d_din(dt, din0), d_dw(dt, dw0), d_db(dt, db0);
   DSLAUNCH_REQUIRE_OK(LayerNormForward<T>(d_y.as<T>(), d_mean.as<float>(), d_rstd.as<float>(), d_x.as<T>(),
                                           d_w.as<T>(), d_b.as<T>(), n, c, stream.get()));

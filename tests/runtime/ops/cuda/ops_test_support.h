@@ -4,8 +4,8 @@
 // comparison with a tolerance that scales with magnitude and dtype (as llm.c's
 // dev/cuda/common.h: validate_result).
 //
-// Every case starts with DSLAUNCH_REQUIRE_GPU() (tests/support/gpu_device.h): without a device it
-// is reported as skipped, never passed. DSLAUNCH_OPS_CASES stamps one case per element type.
+// Every case that launches work starts with DSLAUNCH_REQUIRE_GPU() (tests/support/gpu_device.h):
+// without a device it is reported as skipped, never passed. DSLAUNCH_OPS_CASES stamps one case per element type.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -60,25 +60,28 @@ namespace dslaunch::runtime::ops::cuda::testing {
   }
 
 template <typename T>
-inline constexpr DType kDTypeOf = std::is_same_v<T, float> ? DType::kF32
-                                  : std::is_same_v<T, __nv_bfloat16> ? DType::kBF16
-                                                                     : DType::kF16;
+inline constexpr DType kDTypeOf = std::is_same_v<T, float> ? DType::kFloat32
+                                  : std::is_same_v<T, __nv_bfloat16> ? DType::kBFloat16
+                                                                     : DType::kFloat16;
 
 // x rounded to T the way the CPU stores 16-bit values (to nearest even); exact for float.
 inline float RoundTo(DType dtype, float x) {
   switch (dtype) {
-    case DType::kF32:
+    case DType::kFloat32:
       return x;
-    case DType::kBF16:
+    case DType::kBFloat16:
       return BFloat16ToFloat(FloatToBFloat16(x));
-    case DType::kF16:
+    case DType::kFloat16:
       return HalfToFloat(FloatToHalf(x));
+    case DType::kInt64:
+    case DType::kUInt8:
+      break;  // not element types of the ops
   }
   return x;
 }
 
 // `n` values uniform in [-scale, scale) from the splitmix64 stream `state`, rounded to `dtype`.
-inline std::vector<float> Random(size_t n, uint64_t& state, float scale, DType dtype = DType::kF32) {
+inline std::vector<float> Random(size_t n, uint64_t& state, float scale, DType dtype = DType::kFloat32) {
   std::vector<float> v(n);
   for (float& x : v) x = RoundTo(dtype, (2.0f * UniformFloat(state) - 1.0f) * scale);
   return v;
@@ -108,10 +111,10 @@ class DeviceBuffer {
     REQUIRE(values.size() == count_);
     std::vector<uint16_t> bits(count_);
     const void* src = values.data();
-    if (dtype_ == DType::kBF16) {
+    if (dtype_ == DType::kBFloat16) {
       for (size_t i = 0; i < count_; ++i) bits[i] = FloatToBFloat16(values[i]).bits;
       src = bits.data();
-    } else if (dtype_ == DType::kF16) {
+    } else if (dtype_ == DType::kFloat16) {
       for (size_t i = 0; i < count_; ++i) bits[i] = FloatToHalf(values[i]).bits;
       src = bits.data();
     }
@@ -121,19 +124,19 @@ class DeviceBuffer {
   // The contents as floats (exact for every dtype). Synchronous: call after the stream finished.
   std::vector<float> Download() const {
     std::vector<float> out(count_);
-    if (dtype_ == DType::kF32) {
+    if (dtype_ == DType::kFloat32) {
       DSLAUNCH_REQUIRE_CUDA(cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost));
       return out;
     }
     const std::vector<uint16_t> bits = DownloadBits16();
     for (size_t i = 0; i < count_; ++i) {
-      out[i] = dtype_ == DType::kBF16 ? BFloat16ToFloat(BFloat16{bits[i]}) : HalfToFloat(Half{bits[i]});
+      out[i] = dtype_ == DType::kBFloat16 ? BFloat16ToFloat(BFloat16{bits[i]}) : HalfToFloat(Half{bits[i]});
     }
     return out;
   }
 
   std::vector<uint16_t> DownloadBits16() const {
-    REQUIRE(dtype_ != DType::kF32);
+    REQUIRE(dtype_ != DType::kFloat32);
     std::vector<uint16_t> bits(count_);
     DSLAUNCH_REQUIRE_CUDA(cudaMemcpy(bits.data(), data_, bytes(), cudaMemcpyDeviceToHost));
     return bits;

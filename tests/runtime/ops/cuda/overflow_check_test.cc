@@ -35,8 +35,8 @@ int GpuFlag(const std::vector<float>& values, DType dtype, int start) {
 
 // The CPU's answer for `values` stored as `dtype`.
 bool CpuHasInfOrNaN(const std::vector<float>& values, DType dtype) {
-  if (dtype == DType::kF32) return runtime::HasInfOrNaN(std::span<const float>(values));
-  if (dtype == DType::kBF16) {
+  if (dtype == DType::kFloat32) return runtime::HasInfOrNaN(std::span<const float>(values));
+  if (dtype == DType::kBFloat16) {
     std::vector<BFloat16> v(values.size());
     FloatToBFloat16(values, v);
     return runtime::HasInfOrNaN(std::span<const BFloat16>(v));
@@ -50,8 +50,8 @@ void CheckDType(DType dtype) {
   INFO("dtype=" << static_cast<int>(dtype));
   uint64_t s = 1;
   // The largest finite values of each type are not overflows.
-  const float largest = dtype == DType::kF32    ? std::numeric_limits<float>::max()
-                        : dtype == DType::kF16 ? kHalfMax
+  const float largest = dtype == DType::kFloat32    ? std::numeric_limits<float>::max()
+                        : dtype == DType::kFloat16 ? kHalfMax
                                                : BFloat16ToFloat(BFloat16{0x7F7F});
   std::vector<float> clean = Random(static_cast<size_t>(kCount), s, 100.0f, dtype);
   clean[3] = largest;
@@ -74,7 +74,7 @@ void CheckDType(DType dtype) {
       CHECK(GpuFlag(dirty, dtype, 0) == 1);
     }
   }
-  if (dtype == DType::kF16) {
+  if (dtype == DType::kFloat16) {
     // 65520 rounds to fp16 infinity: an fp32 value that overflows when stored in fp16.
     std::vector<float> rounded_up = clean;
     rounded_up[7] = 65520.0f;
@@ -85,17 +85,17 @@ void CheckDType(DType dtype) {
 
 TEST_CASE("HasInfOrNaN finds inf and NaN anywhere in fp32 buffers") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckDType(DType::kF32);
+  CheckDType(DType::kFloat32);
 }
 
 TEST_CASE("HasInfOrNaN finds inf and NaN anywhere in fp16 buffers") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckDType(DType::kF16);
+  CheckDType(DType::kFloat16);
 }
 
 TEST_CASE("HasInfOrNaN finds inf and NaN anywhere in bf16 buffers") {
   DSLAUNCH_REQUIRE_GPU();
-  CheckDType(DType::kBF16);
+  CheckDType(DType::kBFloat16);
 }
 
 }  // namespace

@@ -2,10 +2,11 @@
 // the gradient reduction and the optimizer step, reached by the model through ParameterAccess.
 // Design, buffers and memory formulas: docs/engine.md.
 //
-// One implementation covers ZeRO stages 0-3 with fp32, fp16 or bf16 storage of the model's
-// parameters and gradients (compute is fp32; the master weights the optimizer updates are fp32 in
-// every case). It composes three parts, each answering one question of the stage
-// (ZeroPartitioning, runtime/engine/engine_options.h):
+// The interface and what crosses it (StepStats, MemoryStats, EngineSnapshot, StateReader). One
+// implementation, ZeroEngine (runtime/engine/zero_engine.cc, made by Engine::Create), covers ZeRO
+// stages 0-3 with fp32, fp16 or bf16 storage of the model's parameters and gradients (compute is
+// fp32; the master weights the optimizer updates are fp32 in every case). It composes three parts,
+// each answering one question of the stage (ZeroPartitioning, runtime/engine/engine_options.h):
 //   ParameterStore (parameter_store.h): are parameters partitioned (stage 3)? Acquire, Release,
 //     prefetch, and Publish of the updated parameters (all-gathered at stages 1-2).
 //   GradientReducer (gradient_reducer.h): are gradients partitioned (stages 2-3)? Buckets
