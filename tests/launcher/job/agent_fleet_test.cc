@@ -5,38 +5,19 @@
 #include "launcher/job/agent_fleet.h"
 
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "common/text.h"
 #include "dslaunch/config.h"
 #include "launcher/elastic/elastic_policy.h"
 #include "tests/fakes/fake_endpoint_connection.h"
 #include "tests/fakes/fake_job_loop.h"
+#include "tests/support/console_pipe.h"
 
 namespace dslaunch::launcher {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-struct ConsolePipe {
-  int fds[2] = {-1, -1};
-  ConsolePipe() {
-    REQUIRE(::pipe(fds) == 0);
-    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  }
-  ~ConsolePipe() {
-    ::close(fds[0]);
-    ::close(fds[1]);
-  }
-  std::string Drain() const {
-    std::string out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
-    return out;
-  }
-};
 
 struct FakeHandle final : AgentHandle {
   explicit FakeHandle(int& kills) : kills(kills) {}
@@ -137,6 +118,15 @@ struct Fixture {
   FakeStarter starter;
   FakeLifecycle lifecycle;
   AgentFleet fleet;
+
+  // Generation 0 on node 0 alone: its agent is started, registers on `agent`, and heartbeats run.
+  void StartSeated(Agent& agent) {
+    fleet.SetMembers(0, {0});
+    fleet.StartAgentIfNone(0);
+    REQUIRE(agent.Register(0).ok());
+    REQUIRE(fleet.seated(0));
+    fleet.StartHeartbeats();
+  }
 };
 
 TEST_CASE("AgentFleet admits an agent only where it started one, and tells every other why") {
@@ -186,11 +176,8 @@ TEST_CASE("AgentFleet admits an agent only where it started one, and tells every
 
 TEST_CASE("AgentFleet sends heartbeats every interval and loses an agent silent past the timeout") {
   Fixture f(1);
-  f.fleet.SetMembers(0, {0});
-  f.fleet.StartAgentIfNone(0);
   Agent agent(f.fleet);
-  REQUIRE(agent.Register(0).ok());
-  f.fleet.StartHeartbeats();
+  f.StartSeated(agent);
   f.loop.Advance(seconds(1));
   REQUIRE(agent.conn->sent.size() == 1);
   CHECK(std::get<control::Heartbeat>(agent.conn->sent[0]).sequence == 1);
@@ -207,11 +194,8 @@ TEST_CASE("AgentFleet sends heartbeats every interval and loses an agent silent 
 
 TEST_CASE("AgentFleet gives every agent a fresh timeout after the launcher itself was suspended") {
   Fixture f(1);
-  f.fleet.SetMembers(0, {0});
-  f.fleet.StartAgentIfNone(0);
   Agent agent(f.fleet);
-  REQUIRE(agent.Register(0).ok());
-  f.fleet.StartHeartbeats();
+  f.StartSeated(agent);
   f.loop.now += seconds(5);  // the check due after 1 s runs 5 s late
   f.loop.Advance(milliseconds(0));
   CHECK(f.pipe.Drain() == "dslaunch: the launcher was suspended for " + FormatSeconds(milliseconds(5000)) + "\n");

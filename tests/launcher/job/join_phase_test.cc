@@ -4,38 +4,18 @@
 #include "launcher/job/join_phase.h"
 
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <set>
 
 #include "common/exit_codes.h"
 #include "tests/fakes/fake_endpoint_connection.h"
 #include "tests/fakes/fake_job_loop.h"
+#include "tests/support/console_pipe.h"
 
 namespace dslaunch::launcher {
 namespace {
 
 using std::chrono::seconds;
-
-// The console's stderr, read back.
-struct ConsolePipe {
-  int fds[2] = {-1, -1};
-  ConsolePipe() {
-    REQUIRE(::pipe(fds) == 0);
-    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  }
-  ~ConsolePipe() {
-    ::close(fds[0]);
-    ::close(fds[1]);
-  }
-  std::string Drain() const {
-    std::string out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
-    return out;
-  }
-};
 
 struct NoLinkEvents final : LinkEvents {
   Status OnRegister(AgentLink&, const control::Register&) override { return Status::Ok(); }
@@ -104,12 +84,17 @@ struct Fixture {
   FakeLifecycle lifecycle;
   NoLinkEvents link_events;
   JoinPhase join;
+
+  // This node joins; the membership decides at once (it waits, unless the job has one node).
+  void Open() {
+    join.Open("job1", 29400);
+    join.Reconsider();
+  }
 };
 
 TEST_CASE("JoinPhase: the last of max nodes completes the membership, this node as node 0") {
   Fixture f(Spec(2, 2));
-  f.join.Open("job1", 29400);
-  f.join.Reconsider();
+  f.Open();
   CHECK(f.pipe.Drain() ==
         "dslaunch: rendezvous of job job1 for 2 nodes at port 29400: waiting up to 60 s for the other nodes\n");
   CHECK(f.loop.NextDeadline() == f.loop.now + seconds(60));  // the join timeout
@@ -137,8 +122,7 @@ TEST_CASE("JoinPhase: the last of max nodes completes the membership, this node 
 
 TEST_CASE("JoinPhase: too few nodes by the join timeout fails the job and releases the joined ones") {
   Fixture f(Spec(3, 3));
-  f.join.Open("job1", 29400);
-  f.join.Reconsider();
+  f.Open();
   Agent a(f.link_events);
   REQUIRE(f.join.OnJoin(a.link, Join("host1", 1)).ok());
   f.pipe.Drain();
@@ -147,7 +131,10 @@ TEST_CASE("JoinPhase: too few nodes by the join timeout fails the job and releas
   CHECK_FALSE(f.lifecycle.failed.has_value());
   f.loop.Advance(std::chrono::milliseconds(1));
   CHECK(f.lifecycle.failed == kExitInfrastructure);
-  CHECK(f.pipe.Drain().starts_with("dslaunch: rendezvous failed: "));
+  CHECK(f.pipe.Drain() ==
+        "dslaunch: rendezvous failed: only 2 of at least 3 nodes joined within 60 s (joined: host0 (endpoint), "
+        "host1); start the others with the same --rdzv_endpoint, --rdzv_id and secret, or raise --rdzv_conf "
+        "join_timeout\n");
   REQUIRE(a.conn->sent.size() == 1);
   const auto* release = std::get_if<control::Release>(&a.conn->sent[0]);
   REQUIRE(release != nullptr);
@@ -159,8 +146,7 @@ TEST_CASE("JoinPhase: too few nodes by the join timeout fails the job and releas
 
 TEST_CASE("JoinPhase: a signal while joining releases the joined nodes with the signal's code") {
   Fixture f(Spec(2, 3));
-  f.join.Open("job1", 29400);
-  f.join.Reconsider();
+  f.Open();
   Agent a(f.link_events);
   REQUIRE(f.join.OnJoin(a.link, Join("host1", 1)).ok());
   f.pipe.Drain();
@@ -174,8 +160,7 @@ TEST_CASE("JoinPhase: a signal while joining releases the joined nodes with the 
 
 TEST_CASE("JoinPhase: a node that says it hosts the endpoint is refused, naming --rdzv_endpoint") {
   Fixture f(Spec(2, 2));
-  f.join.Open("job1", 29400);
-  f.join.Reconsider();
+  f.Open();
   f.pipe.Drain();
   Agent a(f.link_events);
   control::Register reg = Join("host1", 1);
@@ -191,8 +176,7 @@ TEST_CASE("JoinPhase: a node that says it hosts the endpoint is refused, naming 
 
 TEST_CASE("JoinPhase: a node that leaves before the start frees its place for another") {
   Fixture f(Spec(3, 3));
-  f.join.Open("job1", 29400);
-  f.join.Reconsider();
+  f.Open();
   Agent a(f.link_events), b(f.link_events), c(f.link_events);
   REQUIRE(f.join.OnJoin(a.link, Join("host1", 1)).ok());
   f.pipe.Drain();
@@ -210,8 +194,7 @@ TEST_CASE("JoinPhase: a node that leaves before the start frees its place for an
 
 TEST_CASE("JoinPhase: once the job runs, a node rejoins only in a free place of a lost member") {
   Fixture f(Spec(2, 2));
-  f.join.Open("job1", 29400);
-  f.join.Reconsider();
+  f.Open();
   Agent first(f.link_events);
   REQUIRE(f.join.OnJoin(first.link, Join("host1", 1)).ok());
   REQUIRE(f.lifecycle.job.has_value());
@@ -259,8 +242,7 @@ TEST_CASE("JoinPhase: a membership that does not fit the descriptor limit fails 
   sizing.descriptor_limit = 64;  // far below what 1000 workers need on the direct path
   NodeModeSpec spec = Spec(2, 2);
   Fixture f(std::move(spec), sizing);
-  f.join.Open("job1", 29400);
-  f.join.Reconsider();
+  f.Open();
   Agent a(f.link_events);
   REQUIRE(f.join.OnJoin(a.link, Join("host1", 998)).ok());
   CHECK(f.lifecycle.failed == kExitUsage);

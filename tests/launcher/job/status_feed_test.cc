@@ -4,37 +4,18 @@
 #include "launcher/job/status_feed.h"
 
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "tests/fakes/fake_job_loop.h"
+#include "tests/support/console_pipe.h"
 
 namespace dslaunch::launcher {
 namespace {
 
 using std::chrono::milliseconds;
-
-struct ConsolePipe {
-  int fds[2] = {-1, -1};
-  ConsolePipe() {
-    REQUIRE(::pipe(fds) == 0);
-    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  }
-  ~ConsolePipe() {
-    ::close(fds[0]);
-    ::close(fds[1]);
-  }
-  std::string Drain() const {
-    std::string out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
-    return out;
-  }
-};
 
 struct FakeSource final : StatusSource {
   const JobTracker* tracker() const override { return tracker_of_job; }
@@ -47,20 +28,15 @@ struct FakeSource final : StatusSource {
   uint64_t bytes = 0;
 };
 
-// Two nodes of two ranks each.
+// Two nodes of two ranks each, as the planner makes them.
 LaunchPlan Plan(int generation) {
-  LaunchPlan plan;
-  plan.job_id = "J";
-  plan.generation = generation;
-  plan.world_size = 4;
-  for (int n = 0; n < 2; ++n) {
-    NodePlan node;
-    node.node_rank = n;
-    node.host = "host-" + std::to_string(n);
-    for (int l = 0; l < 2; ++l) node.workers.push_back(WorkerPlan{2 * n + l, l, {}, {}});
-    plan.nodes.push_back(node);
-  }
-  return plan;
+  PlanOptions options;
+  options.program.program = "/bin/true";
+  options.job_id = "J";
+  options.generation = generation;
+  auto plan = PlanLaunch({{"", "host-0", {0, 1}}, {"", "host-1", {0, 1}}}, options);
+  REQUIRE(plan.ok());
+  return *plan;
 }
 
 ProgramSpec Program() {
