@@ -25,9 +25,16 @@ std::vector<std::string> Hosts(const Resources& r) {
   return hosts;
 }
 
+// What the fleet needs of the runner's options.
 AgentFleet::Options FleetOptions(const JobRunnerOptions& o, const std::string& job_id, const std::string& secret) {
-  return {o.agent_path, o.agent_version, o.working_dir, o.advertise_host, job_id, secret,
-          o.heartbeat_timeout, o.heartbeat_interval};
+  return {.agent_path = o.agent_path,
+          .agent_version = o.agent_version,
+          .working_dir = o.working_dir,
+          .advertise_host = o.advertise_host,
+          .job_id = job_id,
+          .secret = secret,
+          .heartbeat_timeout = o.heartbeat_timeout,
+          .heartbeat_interval = o.heartbeat_interval};
 }
 
 }  // namespace
