@@ -1,16 +1,24 @@
 // JobRunner: the launcher's I/O shell for one job. Hosts the endpoint (rendezvous store + agent
 // control plane) for the whole job, checks and starts one agent per node through an AgentStarter,
 // relays output to the console, exchanges heartbeats, and runs the job as generations
-// (docs/elastic.md): every event of a generation goes to that generation's JobTracker; when it
-// ends, the ElasticPolicy decides whether another generation runs, on which nodes. Agents on
-// healthy nodes stay connected across generations and get the next ASSIGNMENT; agents are started
-// only on nodes that join. Single-threaded (one Asio io_context); the starter's callbacks and the
-// re-probes of failed nodes (on threads of their own) are posted onto it. Asio stays inside
-// job_runner.cc. In node mode (RunNodeMode) a join phase comes first: the nodes that register make
-// the candidates (the decisions are NodeMembership's, launcher/node_mode/membership.h).
+// (docs/elastic.md). The story of one generation:
 //
-// job_runner.cc is past 700 lines because one class holds every session and timer of the shell;
-// the split by question (sessions, generations, join phase) belongs to the restructuring of issue 12.
+//   1. The ElasticPolicy names its members (the candidates that are healthy).
+//   2. Its plan is made; the store is fenced (workers of earlier generations are refused); agents
+//      of earlier members that are not members now are released.
+//   3. Each member's agent gets its ASSIGNMENT: one still connected at once, others when the agent
+//      the launcher starts registers (within kRegistrationTimeout).
+//   4. Every event (worker exits, lost agents, signals) goes to the generation's JobTracker; a
+//      failure stops every member (STOP, the grace period, kStopReportMargin).
+//   5. When the tracker is done, the policy decides: another generation (back to 1, on which
+//      nodes), or the end: the summary, RELEASE to every agent, the launcher's exit code.
+//
+// Agents on healthy nodes stay connected across generations; failed nodes are re-probed and may
+// come back. In node mode (RunNodeMode) a join phase comes first: the nodes that register make the
+// candidates (the decisions are NodeMembership's, launcher/node_mode/membership.h).
+// Single-threaded (one event loop); the starter's callbacks and the re-probes (on threads of their
+// own) are posted onto it. The lifecycle is job_runner.cc; its parts (the agent fleet, the join
+// phase, the status feed, the loop) are declared in job_runner_impl.h, each in its own file.
 #pragma once
 
 #include <chrono>
@@ -39,10 +47,8 @@ inline constexpr std::chrono::seconds kRegistrationTimeout{60};
 // After the grace period, how long the launcher still waits for agents to report their workers'
 // exits before it gives up on them (SIGKILL already went out at the end of the grace period).
 inline constexpr std::chrono::seconds kStopReportMargin{5};
-// How long the launcher waits for agent processes to exit once the job is over before it kills
-// them, and then how long it waits for the kill to be reported.
-inline constexpr std::chrono::seconds kAgentExitWait{5};
-inline constexpr std::chrono::seconds kAgentKillWait{2};
+// How long agents have to exit at the end of the job: kAgentExitWait and kAgentKillWait
+// (launcher/job/agent_fleet.h).
 
 struct JobRunnerOptions {
   std::string bind_address = "127.0.0.1";    // where the endpoint listens
@@ -66,17 +72,12 @@ struct JobRunnerOptions {
   bool show_host = false;  // prefix output lines with the host (multi-node jobs)
   EventLog events;         // --events_file
   // Where the runner publishes its view of the job (launcher/status/job_status.h) and every output
-  // line of a rank, for the status server (docs/observability.md). Null: nothing is published and
-  // no output line is kept; the view is still kept for the straggler rule when stragglers.factor
-  // is above 0.
+  // line of a rank, for the status server (docs/observability.md), at most every
+  // kBoardPublishInterval (launcher/job/status_feed.h). Null: nothing is published and no output
+  // line is kept; the view is still kept for the straggler rule when stragglers.factor is above 0.
   std::shared_ptr<JobBoard> board;
   StragglerOptions stragglers;  // --straggler_factor, --straggler_window (with a board)
 };
-
-// The board gets a new view at most this often while progress reports stream in (a page polls
-// about once a second; a view of 1000 ranks is ~200 KB to copy), and at once on a change of the
-// job's state, generation or end; the last change is always published within this time.
-inline constexpr std::chrono::milliseconds kBoardPublishInterval{200};
 
 // What the job is: every candidate node, how each generation's plan is made, the restart policy.
 struct JobSpec {

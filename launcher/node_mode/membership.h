@@ -2,7 +2,7 @@
 // scheduler; the node that hosts the endpoint waits for the others' agents to join, then numbers
 // them. This file is the pure part: who has joined, which joins are refused, when the membership is
 // complete or has failed, and the node ranks. No sockets; time is an input: the I/O shell
-// (job_runner.cc) feeds it arrivals and departures, asks Decide(now) after each, and sets its
+// (launcher/job/join_phase.cc) feeds it arrivals and departures, asks Decide(now) after each, and sets its
 // timer to the wake-up time it is given.
 #pragma once
 

@@ -1,5 +1,5 @@
 // JobStatus: the launcher's running account of a job for the people and programs that look at it
-// (docs/observability.md): fed by the events the launcher's shell (launcher/job/job_runner.cc) already
+// (docs/observability.md): fed by the events the launcher's shell (launcher/job/status_feed.h) already
 // handles (the plan of each generation, agents heard and lost, workers started, exited and
 // stalled, progress reports, the job's state and end), it makes the JobView of
 // launcher/status/job_view.h and runs the straggler rule (launcher/status/straggler_detector.h).

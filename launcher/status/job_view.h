@@ -1,6 +1,6 @@
 // JobView: what the launcher knows about a running job, as plain data, for the people and programs
 // that look at it: the live page and its JSON, /metrics, `dslaunch status`, the straggler warning
-// (docs/observability.md). The launcher's shell (launcher/job/job_runner.cc) keeps one JobStatus
+// (docs/observability.md). The launcher's status feed (launcher/job/status_feed.h) keeps one JobStatus
 // (launcher/status/job_status.h) up to date from the events it already handles (agents, workers,
 // heartbeats, progress reports) and hands out a JobView copy; renderers are pure functions of it.
 //

@@ -1,5 +1,5 @@
 // Test support: a real launcher endpoint (TestEndpoint) whose agent connections (role 2) carry the
-// store proxy as the job runner's do (launcher/job/job_runner.cc, AgentSession): PROXIED frames go to
+// store proxy as the job runner's do (launcher/job/agent_link.cc, AgentLink): PROXIED frames go to
 // an AgentProxySession, every other frame is decoded as a control message and shown to it, and
 // the test sends ASSIGNMENTs through Assign. Includes Asio: use it only in proc tests.
 #pragma once

@@ -2,32 +2,14 @@
 #include "launcher/job/console.h"
 
 #include <doctest/doctest.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <string>
 
+#include "tests/support/console_pipe.h"
+
 namespace dslaunch::launcher {
 namespace {
-
-// A pipe whose read end is non-blocking; Drain() returns what was written so far.
-struct Pipe {
-  int fds[2] = {-1, -1};
-  Pipe() {
-    REQUIRE(::pipe(fds) == 0);
-    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  }
-  ~Pipe() {
-    ::close(fds[0]);
-    if (fds[1] >= 0) ::close(fds[1]);
-  }
-  std::string Drain() const {
-    std::string out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
-    return out;
-  }
-};
 
 control::Output Out(std::vector<std::string> lines) {
   control::Output o;
@@ -37,7 +19,7 @@ control::Output Out(std::vector<std::string> lines) {
 }
 
 TEST_CASE("An interactive console draws transient lines as one status line under the output") {
-  Pipe out, err;
+  ConsolePipe out, err;
   {
     Console console(out.fds[1], err.fds[1], /*interactive=*/true, /*width=*/24);
     console.PrintOutput(Out({"[#---] 1/4\r"}), "");
@@ -60,7 +42,7 @@ TEST_CASE("An interactive console draws transient lines as one status line under
 }
 
 TEST_CASE("A console that is not a terminal drops transient lines and prints the rest as they are") {
-  Pipe out, err;
+  ConsolePipe out, err;
   {
     Console console(out.fds[1], err.fds[1], /*interactive=*/false);
     console.PrintOutput(Out({"[#---] 1/4\r", "step 1", "[##--] 2/4\r"}), "node1");
