@@ -9,7 +9,6 @@
 #include "agent/control/registration.h"
 #include "common/endpoint/endpoint_client.h"
 #include "common/exit_codes.h"
-#include "common/exit_status.h"
 #include "dslaunch/config.h"
 
 namespace dslaunch::agent {
@@ -37,12 +36,6 @@ control::Register RegisterMessage(const AgentConfig& config) {
 }
 
 }  // namespace
-
-int NodeModeExitCode(std::optional<int> released_code, int stop_signal) {
-  if (released_code) return *released_code;
-  if (stop_signal > 0) return ShellExitCode(ExitStatus::Signaled(stop_signal));
-  return kExitInfrastructure;
-}
 
 int RunAgent(const AgentConfig& config) {
   const bool node_mode = config.slots > 0;

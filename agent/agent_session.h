@@ -27,8 +27,9 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/agent.h"
+#include "agent/agent_config.h"
 #include "agent/control/control_link.h"
+#include "agent/exit_codes.h"
 #include "agent/node/agent_dir.h"
 #include "agent/node/core_binding.h"
 #include "agent/progress/progress_poller.h"
@@ -58,7 +59,7 @@ class AgentSession final : private ControlLinkListener, private WorkerPipesListe
   // Everything before the event loop, then the first generation's workers. On failure the caller
   // calls ReleaseNode, then ReportFailure.
   Status Start();
-  // Runs the event loop until the session ends; returns the agent's exit code (agent/agent.h).
+  // Runs the event loop until the session ends; returns the agent's exit code (agent/exit_codes.h).
   int Run();
   // Final sweep, idempotent: no process of this node's workers outlives the agent, and the
   // private directory goes (see agent_session.cc for why it runs before AGENT_FAILED too).

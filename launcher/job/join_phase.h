@@ -23,7 +23,7 @@
 #include "launcher/job/agent_link.h"
 #include "launcher/job/console.h"
 #include "launcher/job/job_loop.h"
-#include "launcher/job/job_runner.h"
+#include "launcher/job/job_spec.h"
 #include "launcher/machine/connection_budget.h"
 #include "launcher/node_mode/membership.h"
 
