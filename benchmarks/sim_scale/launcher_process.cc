@@ -16,7 +16,7 @@ namespace {
 
 // Lines of the launcher's output kept for an error message.
 constexpr size_t kTailLines = 30;
-// What node 0 prints once its endpoint listens (launcher/job/job_runner.cc, RunNodeMode).
+// What node 0 prints once its endpoint listens (launcher/job/join_phase.cc, JoinPhase::Open).
 constexpr char kWaitingLine[] = "s for the other nodes";
 
 }  // namespace
