@@ -42,10 +42,16 @@ inline constexpr char kProgressFile[] = "DSLAUNCH_PROGRESS_FILE";
 // --watchdog_timeout in seconds, when given: the bundled runtime then uses it rather than its own.
 inline constexpr char kWatchdogTimeout[] = "DSLAUNCH_WATCHDOG_TIMEOUT";
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
-// Defaults the agent gives workers that NCCL reads, unless the user set them: the interface of
-// the route to MASTER_ADDR, and torch's asynchronous NCCL error handling (torchrun sets it too).
+// Defaults the agent gives workers, unless the user set them: the interface of the route to
+// MASTER_ADDR for NCCL, Gloo and TensorPipe (PyTorch's RPC), each read on its own (NCCL's value
+// may be a pattern such as ^lo,docker that the others do not read), and torch's asynchronous
+// NCCL error handling under both of its names (torchrun sets it too; PyTorch before 2.2 reads
+// NCCL_ASYNC_ERROR_HANDLING only).
 inline constexpr char kNcclSocketIfname[] = "NCCL_SOCKET_IFNAME";
+inline constexpr char kGlooSocketIfname[] = "GLOO_SOCKET_IFNAME";
+inline constexpr char kTensorPipeSocketIfname[] = "TP_SOCKET_IFNAME";
 inline constexpr char kTorchNcclAsyncErrorHandling[] = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+inline constexpr char kNcclAsyncErrorHandling[] = "NCCL_ASYNC_ERROR_HANDLING";
 // Where a worker writes its error record when it fails (common/error_record.h); torchrun's name.
 inline constexpr char kErrorFile[] = "TORCHELASTIC_ERROR_FILE";
 // The job secret given by hand to every node's launcher with --no_ssh. Read by the launcher only;

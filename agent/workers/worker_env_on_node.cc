@@ -33,12 +33,20 @@ std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, s
   if (!node.launcher_address.empty()) env[env::kLauncherAddress] = node.launcher_address;
   env[env::kStoreSecretFile] = node.secret_file;
   if (!node.job_dir.empty()) env[env::kJobDir] = node.job_dir;
-  // NCCL's bootstrap picks an interface by its own rules (it may take a docker bridge or a slow
-  // management network); the route to the master is the one the job's rendezvous works over.
-  if (!env.count(env::kNcclSocketIfname) && !node.master_interface.empty()) {
-    env[env::kNcclSocketIfname] = node.master_interface;
+  // NCCL's bootstrap, Gloo and TensorPipe pick an interface by their own rules (NCCL may take a
+  // docker bridge or a slow management network; Gloo takes the address the hostname resolves to,
+  // loopback under Debian's default /etc/hosts); the route to the master is the one the job's
+  // rendezvous works over. Each variable the user set stays as it is.
+  if (!node.master_interface.empty()) {
+    for (const char* name : {env::kNcclSocketIfname, env::kGlooSocketIfname, env::kTensorPipeSocketIfname}) {
+      env.try_emplace(name, node.master_interface);
+    }
   }
-  env.try_emplace(env::kTorchNcclAsyncErrorHandling, "1");
+  // One setting under two names: a user who set either has chosen, and the other stays unset.
+  if (!env.count(env::kTorchNcclAsyncErrorHandling) && !env.count(env::kNcclAsyncErrorHandling)) {
+    env[env::kTorchNcclAsyncErrorHandling] = "1";
+    env[env::kNcclAsyncErrorHandling] = "1";
+  }
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);

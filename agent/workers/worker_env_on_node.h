@@ -40,8 +40,9 @@ struct NodeFacts {
 // when bound, else DefaultOmpThreads(...)), then DSLAUNCH_STORE (the node's store proxy, or the
 // address this node reached the launcher at: the plan cannot know which of the launcher's
 // addresses each node can reach), DSLAUNCH_LAUNCHER_ADDRESS and DSLAUNCH_STORE_SECRET_FILE; and,
-// unless set by then, NCCL_SOCKET_IFNAME = node.master_interface (when known) and
-// TORCH_NCCL_ASYNC_ERROR_HANDLING = 1.
+// each unless set by then, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME and TP_SOCKET_IFNAME =
+// node.master_interface (when known), and TORCH_NCCL_ASYNC_ERROR_HANDLING = 1 with its older name
+// NCCL_ASYNC_ERROR_HANDLING = 1 (neither when either is set).
 // DSLAUNCH_JOB_SECRET is removed, wherever it came from: a worker never sees the secret itself.
 std::vector<std::string> CompleteWorkerEnvironment(const std::map<std::string, std::string>& base,
                                                    const std::map<std::string, std::string>& node_planned,

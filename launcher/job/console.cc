@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "common/text.h"
+#include "launcher/job/failure_hint.h"
 
 namespace dslaunch::launcher {
 
@@ -73,6 +74,9 @@ std::string FormatSummary(const std::string& job_id, const JobTracker& tracker) 
   if (!cause->stderr_tail.empty()) {
     s += "dslaunch: last lines of its stderr:\n";
     for (const auto& l : cause->stderr_tail) s += "dslaunch:   | " + l + "\n";
+  }
+  if (auto hint = FailureHint(cause->stderr_tail, cause->error ? cause->error->message : std::string())) {
+    s += "dslaunch: " + *hint + "\n";
   }
   if (!cause->log_path.empty()) s += "dslaunch: full log: " + cause->host + ":" + cause->log_path + "\n";
   s += "dslaunch: stopped all workers; exit code " + std::to_string(tracker.ExitCode()) + "\n";

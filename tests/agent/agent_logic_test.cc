@@ -146,8 +146,9 @@ TEST_CASE("CompleteWorkerEnvironment layers the plan over the node and adds node
   NodeFacts node{8, 2, "/tmp/x/store.secret", "10.1.1.1:5000"};
   auto env = CompleteWorkerEnvironment(base, node_planned, worker_planned, node);
   CHECK(env == std::vector<std::string>{"DSLAUNCH_STORE=10.1.1.1:5000",
-                                        "DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret", "OMP_NUM_THREADS=4",
-                                        "PATH=/bin", "RANK=3", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "WORLD_SIZE=8"});
+                                        "DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret",
+                                        "NCCL_ASYNC_ERROR_HANDLING=1", "OMP_NUM_THREADS=4", "PATH=/bin", "RANK=3",
+                                        "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "WORLD_SIZE=8"});
   base["OMP_NUM_THREADS"] = "7";
   env = CompleteWorkerEnvironment(base, node_planned, worker_planned, node);
   CHECK(std::find(env.begin(), env.end(), "OMP_NUM_THREADS=7") != env.end());
@@ -175,22 +176,44 @@ TEST_CASE("CompleteWorkerEnvironment gives a core-bound worker one OpenMP thread
   CHECK(has(CompleteWorkerEnvironment({}, {{"OMP_NUM_THREADS", "6"}}, {}, node), "OMP_NUM_THREADS=6"));
 }
 
-TEST_CASE("CompleteWorkerEnvironment defaults NCCL's interface to the route to the master, the user's setting winning") {
+TEST_CASE("CompleteWorkerEnvironment defaults NCCL's, Gloo's and TensorPipe's interface to the route to the master, each user setting winning") {
   NodeFacts node{8, 2, "/tmp/x/store.secret", "10.1.1.1:5000", "", "eth1"};
   auto has = [](const std::vector<std::string>& env, const std::string& entry) {
     return std::find(env.begin(), env.end(), entry) != env.end();
   };
   auto env = CompleteWorkerEnvironment({}, {}, {}, node);
   CHECK(has(env, "NCCL_SOCKET_IFNAME=eth1"));
-  CHECK(has(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"));
-  // Set on the node, or exported by the user through the plan: theirs stays.
-  env = CompleteWorkerEnvironment({{"NCCL_SOCKET_IFNAME", "ib0"}}, {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, {}, node);
-  CHECK(has(env, "NCCL_SOCKET_IFNAME=ib0"));
-  CHECK(has(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"));
-  // An interface that could not be found sets nothing.
+  CHECK(has(env, "GLOO_SOCKET_IFNAME=eth1"));
+  CHECK(has(env, "TP_SOCKET_IFNAME=eth1"));
+  // Set on the node, or exported by the user through the plan: theirs stays, and NCCL's pattern
+  // syntax is not copied to Gloo, which does not read it.
+  env = CompleteWorkerEnvironment({{"NCCL_SOCKET_IFNAME", "^lo,docker"}}, {{"GLOO_SOCKET_IFNAME", "ib0"}}, {}, node);
+  CHECK(has(env, "NCCL_SOCKET_IFNAME=^lo,docker"));
+  CHECK(has(env, "GLOO_SOCKET_IFNAME=ib0"));
+  CHECK(has(env, "TP_SOCKET_IFNAME=eth1"));
+  // An interface that could not be found sets none of them.
   node.master_interface.clear();
   env = CompleteWorkerEnvironment({}, {}, {}, node);
-  CHECK(std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.rfind("NCCL_SOCKET_IFNAME=", 0) == 0; }));
+  CHECK(std::none_of(env.begin(), env.end(), [](const std::string& e) { return e.find("SOCKET_IFNAME=") != std::string::npos; }));
+}
+
+TEST_CASE("CompleteWorkerEnvironment sets PyTorch's NCCL error handling under both names unless the user set either") {
+  NodeFacts node{8, 2, "/tmp/x/store.secret", "10.1.1.1:5000", "", "eth1"};
+  auto has = [](const std::vector<std::string>& env, const std::string& entry) {
+    return std::find(env.begin(), env.end(), entry) != env.end();
+  };
+  auto named = [](const std::vector<std::string>& env, const std::string& name) {
+    return std::count_if(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });
+  };
+  auto env = CompleteWorkerEnvironment({}, {}, {}, node);
+  CHECK(has(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"));
+  CHECK(has(env, "NCCL_ASYNC_ERROR_HANDLING=1"));
+  env = CompleteWorkerEnvironment({}, {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, {}, node);
+  CHECK(has(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"));
+  CHECK(named(env, "NCCL_ASYNC_ERROR_HANDLING") == 0);
+  env = CompleteWorkerEnvironment({{"NCCL_ASYNC_ERROR_HANDLING", "3"}}, {}, {}, node);
+  CHECK(has(env, "NCCL_ASYNC_ERROR_HANDLING=3"));
+  CHECK(named(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING") == 0);
 }
 
 TEST_CASE("CompleteWorkerEnvironment never passes the job secret on, from the node or from the plan") {
@@ -198,8 +221,9 @@ TEST_CASE("CompleteWorkerEnvironment never passes the job secret on, from the no
   auto env = CompleteWorkerEnvironment({{"DSLAUNCH_JOB_SECRET", "s3cret"}, {"PATH", "/bin"}},
                                        {{"DSLAUNCH_JOB_SECRET", "node-planned"}}, {{"DSLAUNCH_JOB_SECRET", "planned"}},
                                        node);
-  CHECK(env == std::vector<std::string>{"DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret", "OMP_NUM_THREADS=2",
-                                        "PATH=/bin", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"});
+  CHECK(env == std::vector<std::string>{"DSLAUNCH_STORE_SECRET_FILE=/tmp/x/store.secret",
+                                        "NCCL_ASYNC_ERROR_HANDLING=1", "OMP_NUM_THREADS=2", "PATH=/bin",
+                                        "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"});
 }
 
 TEST_CASE("Secret directory names carry the agent's pid and parse back from the end") {

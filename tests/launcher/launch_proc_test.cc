@@ -192,6 +192,31 @@ TEST_CASE("A Python script runs under python3 -u with --local_rank before its ar
   CHECK(Contains(r.out, "[rank 1] 1 --local_rank=1 --lr 3e-4\n"));
 }
 
+TEST_CASE("A torchrun script that refuses --local_rank fails with a hint of --no_local_rank, and runs with it") {
+  TempDir dir;
+  std::string script = dir.path() + "/strict.py";
+  std::ofstream(script) << "import argparse, os\nargparse.ArgumentParser().parse_args()\nprint('local', os.environ['LOCAL_RANK'])\n";
+  auto r = RunProcess({kLauncher, "--log_dir", dir.path(), "--nproc_per_node", "2", script}, kRunTimeout);
+  CHECK(r.exit_code == 2);  // argparse's usage error
+  CHECK(Contains(r.err, "unrecognized arguments: --local_rank="));
+  CHECK(Contains(r.err, "dslaunch: hint: the program does not take the --local_rank=N argument dslaunch passes to "
+                        "Python programs (as DeepSpeed's launcher does); add --no_local_rank"));
+  r = RunProcess({kLauncher, "--log_dir", dir.path(), "--nproc_per_node", "2", "--no_local_rank", script}, kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.out, "[rank 1] local 1\n"));
+}
+
+TEST_CASE("A worker whose Python lacks a module fails with a hint of --python") {
+  TempDir dir;
+  std::string script = dir.path() + "/needs.py";
+  std::ofstream(script) << "import dslaunch_no_such_module\n";
+  auto r = RunProcess({kLauncher, "--log_dir", dir.path(), "--nproc_per_node", "1", script}, kRunTimeout);
+  CHECK(r.exit_code == 1);
+  CHECK(Contains(r.err, "dslaunch: hint: the workers' Python has no module 'dslaunch_no_such_module'; give the "
+                        "interpreter that has it with --python PATH"));
+}
+
 TEST_CASE("A missing hostfile is an error, never a silent local run") {
   auto r = RunProcess({kLauncher, "--hostfile", "/nonexistent/hosts", "--no_python", "/bin/true"}, kRunTimeout);
   CHECK(r.exit_code == 2);
@@ -266,11 +291,15 @@ TEST_CASE("--no_ssh without a shared secret is refused before anything starts") 
   CHECK(Contains(r.err, "DSLAUNCH_JOB_SECRET"));
 }
 
-TEST_CASE("Workers get NCCL's interface (the route to the master) and async error handling, unless the user set them") {
+TEST_CASE("Workers get NCCL's, Gloo's and TensorPipe's interface (the route to the master) and async error handling, unless the user set them") {
   TempDir dir;
   for (auto [options, expected] : {std::pair<std::vector<std::string>, std::string>{{}, "NCCL_SOCKET_IFNAME=lo"},
                                    {{"--export", "NCCL_SOCKET_IFNAME=eth9"}, "NCCL_SOCKET_IFNAME=eth9"},
+                                   {{}, "GLOO_SOCKET_IFNAME=lo"},
+                                   {{"--export", "GLOO_SOCKET_IFNAME=eth9"}, "GLOO_SOCKET_IFNAME=eth9"},
+                                   {{}, "TP_SOCKET_IFNAME=lo"},
                                    {{}, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"},
+                                   {{}, "NCCL_ASYNC_ERROR_HANDLING=1"},
                                    {{"--export", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"}, "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"}}) {
     CAPTURE(expected);
     options.insert(options.end(), {"--nproc_per_node", "2"});
