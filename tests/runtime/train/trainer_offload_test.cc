@@ -19,6 +19,7 @@
 #include "runtime/swap/swap_file_name.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/tiny_gpt_config.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -30,24 +31,11 @@ namespace fs = std::filesystem;
 constexpr char kDiskDir[] = "/var/tmp";
 
 TrainConfig Config(int stage, Precision precision, int64_t steps) {
-  TrainConfig c;
-  c.batch = {8, 2, 2};  // 2 ranks x micro-batch 2 x accumulation 2
-  c.engine.optimizer.kind = OptimizerKind::kAdamW;
-  c.engine.optimizer.lr = 3e-3;
-  c.engine.optimizer.weight_decay = 0.01;
-  c.engine.gradient_clipping = 1.0;
-  c.model = GptConfig{2, 2, 16, 8, 32};
-  c.data.seq_len = 8;
-  c.train.steps = steps;
+  TrainConfig c = TinyGptConfig(/*world=*/2, stage, steps);  // 2 ranks x micro-batch 2 x accumulation 2
   c.train.eval_steps = 2;
-  c.steps_per_print = 100;
   c.seed = 7;
-  c.engine.zero.stage = stage;
-  c.engine.zero.reduce_bucket_size = 4000;
   c.engine.zero.allgather_bucket_size = 2500;
-  c.engine.zero.stage3_param_persistence_threshold = 100;
   c.engine.precision = precision;
-  c.source_sha256 = "test";
   return c;
 }
 
