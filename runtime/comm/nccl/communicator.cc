@@ -238,6 +238,12 @@ std::string NcclCommunicator::AbortReason() const {
   return "";
 }
 
+Status NcclCommunicator::NotAborting(std::string_view what) {
+  std::string why = AbortReason();
+  if (why.empty()) return Status::Ok();
+  return Fail(AbortedError(Who() + ": " + std::string(what) + ": " + why));
+}
+
 Status NcclCommunicator::Fail(Status status) {
   if (!aborted_) {
     ncclCommAbort(comm_);
@@ -315,6 +321,7 @@ Status NcclCommunicator::EnqueueAllReduce(BufferView data, ReduceOp op) {
   DSLAUNCH_RETURN_IF_ERROR(CheckAllReduce(data));
   if (data.count == 0) return Status::Ok();
   DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(data.data, "allreduce buffer"));
+  DSLAUNCH_RETURN_IF_ERROR(NotAborting("allreduce"));
   return Launched(ncclAllReduce(data.data, data.data, data.count, NcclType(data.dtype), NcclOp(op), comm_, stream_),
                   "ncclAllReduce");
 }
@@ -325,6 +332,7 @@ Status NcclCommunicator::EnqueueReduceScatter(ConstBufferView input, BufferView 
   if (input.count == 0) return Status::Ok();
   DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(input.data, "reduce_scatter input"));
   if (output.count > 0) DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(output.data, "reduce_scatter output"));
+  DSLAUNCH_RETURN_IF_ERROR(NotAborting("reduce_scatter"));
   const ncclDataType_t type = NcclType(input.dtype);
   if (AllEqual(counts)) {
     return Launched(ncclReduceScatter(input.data, output.data, counts[0], type, NcclOp(op), comm_, stream_),
@@ -348,6 +356,7 @@ Status NcclCommunicator::EnqueueAllGather(ConstBufferView input, BufferView outp
   if (output.count == 0) return Status::Ok();
   if (input.count > 0) DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(input.data, "allgather input"));
   DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(output.data, "allgather output"));
+  DSLAUNCH_RETURN_IF_ERROR(NotAborting("allgather"));
   const ncclDataType_t type = NcclType(output.dtype);
   if (AllEqual(counts)) {
     return Launched(ncclAllGather(input.data, output.data, counts[0], type, comm_, stream_), "ncclAllGather");
@@ -365,6 +374,7 @@ Status NcclCommunicator::EnqueueAllGather(ConstBufferView input, BufferView outp
 
 Status NcclCommunicator::Synchronize(std::string_view what) {
   DSLAUNCH_RETURN_IF_ERROR(Usable());
+  DSLAUNCH_RETURN_IF_ERROR(NotAborting(what));
   PollOutcome done = Poll(
       [&]() -> Result<bool> {
         const ncclResult_t state = AsyncState(comm_);
@@ -399,6 +409,7 @@ Status NcclCommunicator::DoAllGather(ConstBufferView input, BufferView output, c
 
 Status NcclCommunicator::DoBroadcast(BufferView data, int root) {
   DSLAUNCH_RETURN_IF_ERROR(CheckDevicePointer(data.data, "broadcast buffer"));
+  DSLAUNCH_RETURN_IF_ERROR(NotAborting("broadcast"));
   DSLAUNCH_RETURN_IF_ERROR(
       Launched(ncclBroadcast(data.data, data.data, data.count, NcclType(data.dtype), root, comm_, stream_),
                "ncclBroadcast"));
@@ -406,6 +417,7 @@ Status NcclCommunicator::DoBroadcast(BufferView data, int root) {
 }
 
 Status NcclCommunicator::DoBarrier() {
+  DSLAUNCH_RETURN_IF_ERROR(NotAborting("barrier"));
   DSLAUNCH_RETURN_IF_ERROR(
       Launched(ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_, stream_),
                "ncclAllReduce (barrier)"));

@@ -121,6 +121,10 @@ class NcclCommunicator : public Communicator {
   Status Waited(const PollOutcome& outcome, std::string_view what, const std::string& timed_out);
   // Whether to abort now, and why ("" when not).
   std::string AbortReason() const;
+  // Called before anything is issued for `what`: an abort already requested (or a stop) ends the
+  // communicator here, so it is honoured even when the collective would have finished before the
+  // first poll (a group of one on a real GPU does). Fail(kAborted) with the reason, else OK.
+  Status NotAborting(std::string_view what);
   std::string Who() const;
 
   NcclOptions options_;

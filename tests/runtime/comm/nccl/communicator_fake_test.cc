@@ -149,6 +149,38 @@ TEST_CASE("A stalled collective ends at RequestAbort from another thread, and th
   cudaFree(device);
 }
 
+TEST_CASE("An abort or a stop already requested ends the next collective before NCCL sees it, though it would finish at once") {
+  // On a real GPU a group of one finishes a collective before the first poll looks at the flags
+  // (the first GPU run showed it): the flags are read before anything is issued.
+  for (bool by_stop : {false, true}) {
+    CAPTURE(by_stop);
+    dslaunch::testing::ResetFakeNccl();
+    TestEndpoint ep;
+    auto client = ep.Client();
+    std::atomic<bool> stop{false};
+    NcclOptions options = Options(0);
+    options.stop = &stop;
+    auto comm = NcclCommunicator::Create(*client, 0, 1, options);
+    REQUIRE(comm.ok());
+    float* device = DeviceFloats(4);
+    REQUIRE((*comm)->AllReduce(BufferView{device, 4, DType::kFloat32}, ReduceOp::kSum).ok());
+    if (by_stop) {
+      stop.store(true);
+    } else {
+      (*comm)->RequestAbort("watchdog: no progress for 30 s");
+    }
+    Status st = (*comm)->AllReduce(BufferView{device, 4, DType::kFloat32}, ReduceOp::kSum);
+    CHECK(st.code() == StatusCode::kAborted);
+    CHECK(st.message() == (by_stop ? "nccl rank 0/1 on cuda:0: allreduce: the worker was told to stop"
+                                   : "nccl rank 0/1 on cuda:0: allreduce: watchdog: no progress for 30 s"));
+    CHECK(FakeNcclCalls("ncclAllReduce").size() == 1);  // the first one only
+    CHECK(FakeNccl().aborts == 1);
+    CHECK((*comm)->Barrier().code() == StatusCode::kAborted);
+    CHECK(FakeNcclCalls("ncclAllReduce").size() == 1);
+    cudaFree(device);
+  }
+}
+
 TEST_CASE("A stalled collective ends at the worker's stop flag, and at the collective timeout") {
   for (bool by_stop : {true, false}) {
     CAPTURE(by_stop);

@@ -135,10 +135,9 @@ TEST_CASE("An abort requested from another thread ends the next collective and e
   std::thread watchdog([&] { comm->RequestAbort("watchdog: no progress for 30 s"); });
   watchdog.join();
   DeviceArray<float> data(64);
+  // At world size 1 the reduction finishes before the first poll: the flag is read before NCCL
+  // is called, so this very call is the one aborted.
   Status st = comm->AllReduce(BufferView{data.data(), 64, DType::kFloat32}, ReduceOp::kSum);
-  // At world size 1 the reduction may finish before the first poll looks at the flag: then the
-  // next call must see it.
-  if (st.ok()) st = comm->Barrier();
   REQUIRE(st.code() == StatusCode::kAborted);
   CHECK(st.message().find("watchdog: no progress for 30 s") != std::string::npos);
   Status later = comm->Barrier();
@@ -157,7 +156,6 @@ TEST_CASE("The worker's stop flag aborts a communicator's collectives") {
   REQUIRE(comm->Barrier().ok());
   stop.store(true);
   Status st = comm->Barrier();
-  if (st.ok()) st = comm->Barrier();
   REQUIRE(st.code() == StatusCode::kAborted);
   CHECK(st.message().find("told to stop") != std::string::npos);
 }
