@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "agent/node/node_fence.h"
 #include "agent/node/secret_dir.h"
 #include "agent/store_proxy/store_proxy.h"
+#include "agent/workers/master_addr_check.h"
 #include "agent/workers/own_stop.h"
 #include "agent/workers/worker_env_on_node.h"
 #include "agent/workers/worker_process.h"
@@ -162,6 +164,7 @@ Result<std::vector<AgentSession::WorkerFiles>> AgentSession::CreateWorkerFiles()
 
 Status AgentSession::StartWorkers(std::vector<WorkerFiles> files) {
   master_interface_ = MasterInterface();
+  WarnIfMasterAddrElsewhere();
   // --bind_cores_to_rank: every rank's cores, split before any worker starts.
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<RankCores> cores, AssignedCores(assignment_));
   for (size_t i = 0; i < assignment_.workers.size(); ++i) {
@@ -212,6 +215,19 @@ std::string AgentSession::MasterInterface() const {
     return "";
   }
   return *name;
+}
+
+// On the node that runs rank 0, before its workers start: a MASTER_ADDR that is not this node's
+// is said in one line (agent/workers/master_addr_check.h says why it is not refused).
+void AgentSession::WarnIfMasterAddrElsewhere() const {
+  auto addr = assignment_.env.find(env::kMasterAddr);
+  if (addr == assignment_.env.end()) return;
+  const bool runs_rank_zero = std::any_of(assignment_.workers.begin(), assignment_.workers.end(),
+                                          [](const control::WorkerAssignment& w) { return w.rank == 0; });
+  if (!runs_rank_zero) return;
+  const std::string warning =
+      MasterAddrWarning(addr->second, ResolveAndProbe(addr->second), config_.host, MachineAddresses());
+  if (!warning.empty()) std::cerr << Prefix() << warning << "\n";
 }
 
 // The next generation's assignment, received while idle.

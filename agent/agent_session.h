@@ -89,6 +89,8 @@ class AgentSession final : private ControlLinkListener, private WorkerPipesListe
   Status StartWorkers(std::vector<WorkerFiles> files);
   Status StartWorker(const control::WorkerAssignment& spec, WorkerFiles files, const RankCores& cores);
   std::string MasterInterface() const;
+  // On the node that runs rank 0: one warning line when MASTER_ADDR is not one of its addresses.
+  void WarnIfMasterAddrElsewhere() const;
   void StartNextGeneration(control::Assignment next);
   // The workers' ends and the session's.
   void Reap();

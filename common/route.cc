@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -80,6 +81,43 @@ Result<std::string> InterfaceToward(const std::string& host, const std::string& 
   const std::string bracketed = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   DSLAUNCH_ASSIGN_OR_RETURN(std::string ip, SourceAddressToward(bracketed + ":" + port));
   return InterfaceWithAddress(ip);
+}
+
+Result<HostAddresses> ResolveAndProbe(const std::string& host) {
+  std::string name = host;
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(name.c_str(), "0", &hints, &found); rc != 0) {
+    return InvalidArgumentError("resolving '" + host + "': " + gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, &freeaddrinfo);
+  HostAddresses out;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const std::string text = AddressText(a->ai_addr);
+    if (text.empty() || std::find(out.resolved.begin(), out.resolved.end(), text) != out.resolved.end()) continue;
+    out.resolved.push_back(text);
+    UniqueFd fd(socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() >= 0 && bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0) out.local.push_back(text);
+  }
+  return out;
+}
+
+std::vector<std::string> MachineAddresses() {
+  std::vector<std::string> v4, v6;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return {};
+  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> guard(list, &freeifaddrs);
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    const std::string text = AddressText(a->ifa_addr);
+    if (text.empty() || text.rfind("127.", 0) == 0 || text == "::1" || text.rfind("fe80:", 0) == 0) continue;
+    auto& list_of = a->ifa_addr->sa_family == AF_INET ? v4 : v6;
+    if (std::find(list_of.begin(), list_of.end(), text) == list_of.end()) list_of.push_back(text);
+  }
+  v4.insert(v4.end(), v6.begin(), v6.end());
+  return v4;
 }
 
 }  // namespace dslaunch

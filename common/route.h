@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -20,5 +21,17 @@ Result<std::string> InterfaceWithAddress(const std::string& ip);
 // The interface the kernel would send from to reach `host` on `port` (an IPv6 literal may come
 // without brackets): InterfaceWithAddress of SourceAddressToward. Their errors.
 Result<std::string> InterfaceToward(const std::string& host, const std::string& port);
+
+// What `host` resolves to (every IPv4 and IPv6 address, in getaddrinfo's order, no duplicates)
+// and which of them this machine holds: a TCP socket can be bound to it (port 0, closed at
+// once). kInvalidArgument when the name does not resolve.
+struct HostAddresses {
+  std::vector<std::string> resolved;
+  std::vector<std::string> local;  // the subset of `resolved` this machine can bind
+};
+Result<HostAddresses> ResolveAndProbe(const std::string& host);
+
+// This machine's interface addresses, IPv4 then IPv6, loopback and link-local ones left out.
+std::vector<std::string> MachineAddresses();
 
 }  // namespace dslaunch

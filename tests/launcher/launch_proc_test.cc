@@ -217,6 +217,24 @@ TEST_CASE("A worker whose Python lacks a module fails with a hint of --python") 
                         "interpreter that has it with --python PATH"));
 }
 
+TEST_CASE("A MASTER_ADDR that is not an address of rank 0's node is said before the workers start") {
+  TempDir dir;
+  // 203.0.113.77 (TEST-NET-3) is no address of this machine (tests/common/route_test.cc assumes
+  // so too). The job runs all the same: such an address can be valid (NAT, a ClusterIP Service).
+  auto r = RunProcess({kLauncher, "--log_dir", dir.path(), "--master_addr", "203.0.113.77", "--no_python", "/bin/sh",
+                       "-c", "echo $MASTER_ADDR"},
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "[rank 0] 203.0.113.77\n");
+  CHECK(Contains(r.err, "]: warning: MASTER_ADDR 203.0.113.77 is not an address of "));
+  CHECK(Contains(r.err, ", which runs rank 0"));
+  // The default MASTER_ADDR is rank 0's node's own: no warning.
+  r = RunProcess({kLauncher, "--log_dir", dir.path(), "--no_python", "/bin/true"}, kRunTimeout);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(Contains(r.err, "MASTER_ADDR"));
+}
+
 TEST_CASE("A missing hostfile is an error, never a silent local run") {
   auto r = RunProcess({kLauncher, "--hostfile", "/nonexistent/hosts", "--no_python", "/bin/true"}, kRunTimeout);
   CHECK(r.exit_code == 2);
