@@ -3,7 +3,7 @@
 # and `apt-get update` runs only when something must be installed.
 #
 #   scripts/setup.sh          build and test dependencies
-#   scripts/setup.sh --bench  also what the benchmarks compare against (torchrun from python3-torch, pdsh)
+#   scripts/setup.sh --bench  also what the benchmarks compare against (pdsh; torchrun comes with python3-torch)
 set -euo pipefail
 
 packages=(
@@ -18,8 +18,8 @@ packages=(
   # the slurm tests: a real Slurm on the namespaced cluster (scripts/slurm-cluster.sh); its
   # daemons are started by the tests only, with their own state, never as system services
   slurmctld slurmd slurm-client munge
-  # tests run Python worker scripts
-  python3
+  # tests run Python worker scripts, and a real PyTorch DDP script on the namespaced cluster
+  python3 python3-torch
   # the runtime's demo data: English text of the fortunes package (scripts/prepare-data.sh)
   fortunes
   # the container tier and scripts/build-image.sh: podman (with runc, which works on this kernel's
@@ -32,7 +32,7 @@ packages=(
   chromium prometheus
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch pdsh)
+  packages+=(pdsh)
 elif [[ $# -gt 0 ]]; then
   echo "usage: scripts/setup.sh [--bench]" >&2
   exit 2

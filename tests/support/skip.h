@@ -35,10 +35,11 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   io_uring: io_uring_queue_init works (seccomp profiles of containers refuse it)
 //   promtool: /usr/bin/promtool (Debian's prometheus package), the /metrics format check
 //   chromium: /usr/bin/chromium, the browser tier (tests/support/headless_chromium.sh)
+//   torch:   /usr/bin/python3 imports torch (Debian's python3-torch): the PyTorch DDP cluster test
 //   gpu:     a CUDA device (tests/support/gpu_device.h); .ci/run allows it to skip, since CI
 //            machines have none, and scripts/gpu-check.sh requires it
 inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns", "slurm", "io_uring",
-                                                         "promtool", "chromium", "gpu"};
+                                                         "promtool", "chromium", "torch", "gpu"};
 
 // True when `list` (comma-separated names, or "all") names `requirement`.
 inline bool ListNames(std::string_view list, std::string_view requirement) {
