@@ -3,16 +3,24 @@
 # and `apt-get update` runs only when something must be installed.
 #
 #   scripts/setup.sh          build and test dependencies
+#   scripts/setup.sh --demo   only what the build and scripts/demo.sh need
 #   scripts/setup.sh --bench  also what the benchmarks compare against (pdsh; torchrun comes with python3-torch)
 set -euo pipefail
 
-packages=(
+# What the build and the demo need (scripts/demo.sh installs only these: a first run in minutes).
+demo_packages=(
   # toolchain
   cmake ninja-build g++ ccache pkg-config
   # libraries
   libboost-dev nlohmann-json3-dev libcli11-dev doctest-dev libgloo-dev libssh-dev libopenblas-dev
   # swap files of offloaded state: io_uring (docs/offload.md)
   liburing-dev
+  # the runtime's demo data: English text of the fortunes package (scripts/prepare-data.sh)
+  fortunes
+)
+# What the test tiers add.
+packages=(
+  "${demo_packages[@]}"
   # the cluster tests: sshd in network namespaces
   openssh-server openssh-client iproute2
   # the slurm tests: a real Slurm on the namespaced cluster (scripts/slurm-cluster.sh); its
@@ -20,8 +28,6 @@ packages=(
   slurmctld slurmd slurm-client munge
   # tests run Python worker scripts, and a real PyTorch DDP script on the namespaced cluster
   python3 python3-torch
-  # the runtime's demo data: English text of the fortunes package (scripts/prepare-data.sh)
-  fortunes
   # the container tier and scripts/build-image.sh: podman (with runc, which works on this kernel's
   # hybrid cgroups where crun does not) and a base image made from Debian packages (docs/containers.md)
   podman runc mmdebstrap uidmap
@@ -33,8 +39,10 @@ packages=(
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(pdsh)
+elif [[ "${1:-}" == "--demo" ]]; then
+  packages=("${demo_packages[@]}")
 elif [[ $# -gt 0 ]]; then
-  echo "usage: scripts/setup.sh [--bench]" >&2
+  echo "usage: scripts/setup.sh [--demo | --bench]" >&2
   exit 2
 fi
 
