@@ -35,12 +35,15 @@ TEST_CASE("A train.json with several errors ends the job with exit code 2 and li
   INFO(r.out);
   INFO(r.err);
   CHECK(r.exit_code == 2);
-  // Each rank reads the same file and fails the same way; the launcher shows rank 0's lines.
-  const std::string errors = "[rank 0] dslaunch-worker: invalid argument: 3 errors in the configuration:\n"
-                             "[rank 0]   " + config + ": $.optimizer.params.lr: expected a number >= 0.0, got \"fast\"\n"
-                             "[rank 0]   " + config + ": $.train.eval_intreval: unknown key (did you mean \"eval_interval\"?)\n"
-                             "[rank 0]   " + config + ": $.zero_optimization.stage: expected an integer 0-3, got \"two\"\n";
-  CHECK(Count(r.out + r.err, errors) == 1);
+  // Every rank reads the same file and fails the same way; the launcher's summary shows the
+  // root-cause rank's stderr, whichever rank ended first.
+  const std::string summary = "dslaunch:   | dslaunch-worker: invalid argument: 3 errors in the configuration:\n"
+                              "dslaunch:   |   " + config + ": $.optimizer.params.lr: expected a number >= 0.0, got \"fast\"\n"
+                              "dslaunch:   |   " + config + ": $.train.eval_intreval: unknown key (did you mean \"eval_interval\"?)\n"
+                              "dslaunch:   |   " + config + ": $.zero_optimization.stage: expected an integer 0-3, got \"two\"\n";
+  CHECK(Count(r.err, summary) == 1);
+  CHECK(Count(r.err, ") exited with exit code 2\n") == 1);
+  CHECK(Count(r.err, "dslaunch: stopped all workers; exit code 2\n") == 1);
   // An unknown key that is no typo is not among the errors.
   CHECK(Count(r.out + r.err, "my_own_note") == 0);
 }
