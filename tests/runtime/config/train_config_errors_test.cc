@@ -4,9 +4,13 @@
 // and every error of a config is reported in one run, in a stable order.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "runtime/config/train_config.h"
+#include "runtime/config/unimplemented_keys.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -161,7 +165,9 @@ TEST_CASE("Every error of a config is reported in one run, each with its JSON pa
 TEST_CASE("A wrong value that other keys depend on is reported alone, not with errors it would cause") {
   // A wrong model type: the model's other keys, the data format and seq_len are not checked
   // against a model that is not known.
-  CHECK(ErrorOf(With(BaseConfig(), "/model/type", "gtp")) ==
+  json wrong_model = With(BaseConfig(), "/model/type", "gtp");
+  wrong_model = With(wrong_model, "/data/seq_len", 8);
+  CHECK(ErrorOf(wrong_model) ==
         "train.json: $.model.type: expected one of gpt, mlp, got \"gtp\" (did you mean \"gpt\"?)");
   // A wrong stage: offload_param (stage 3 only) is not refused for a stage that is not known.
   json offload = With(BaseConfig(), "/zero_optimization/stage", 5);
@@ -186,6 +192,38 @@ TEST_CASE("Missing required keys of several sections are reported together") {
         "  train.json: $.model.block_size: required\n"
         "  train.json: $.model.n_head: required\n"
         "  train.json: $.train.steps: required");
+}
+
+TEST_CASE("Errors from a referenced DeepSpeed config and from train.json are listed together, sorted by file") {
+  const std::map<std::string, std::string> files = {
+      {"ds.json", R"({"zero_optimization": {"stage": 7}, "gradient_clipping": "1.0"})"}};
+  json doc = With(BaseConfig(), "/deepspeed_config", "ds.json");
+  doc = With(doc, "/optimizer/params/lr", -1);
+  Result<TrainConfig> r = ParseTrainConfig(doc.dump(), "train.json", 2, [&](const std::string& path) -> Result<std::string> {
+    auto it = files.find(path);
+    if (it == files.end()) return NotFoundError(path + ": no such file");
+    return it->second;
+  });
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "3 errors in the configuration:\n"
+        "  ds.json: $.gradient_clipping: expected a number >= 0.0, got \"1.0\"\n"
+        "  ds.json: $.zero_optimization.stage: expected an integer 0-3, got 7\n"
+        "  train.json: $.optimizer.params.lr: expected a number >= 0.0, got -1");
+}
+
+TEST_CASE("docs/train-json.md lists every DeepSpeed key of the not-implemented table") {
+  std::ifstream in(std::string(DSLAUNCH_SOURCE_DIR) + "/docs/train-json.md");
+  REQUIRE(in.good());
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t begin = doc.find("### Recognised, not implemented");
+  REQUIRE(begin != std::string::npos);
+  const std::string list = doc.substr(begin, doc.find("\n## ", begin) - begin);
+  for (const internal::UnimplementedKey& entry : internal::UnimplementedKeys()) {
+    CAPTURE(entry.section);
+    CAPTURE(entry.key);
+    CHECK(list.find("`" + std::string(entry.key) + "`") != std::string::npos);
+  }
 }
 
 }  // namespace
