@@ -21,6 +21,7 @@
 #include "common/auth/secret.h"
 #include "common/env_names.h"
 #include "common/error_record.h"
+#include "common/exit_codes.h"
 #include "common/report/report_file.h"
 #include "common/route.h"
 #include "common/store/store_client.h"
@@ -79,6 +80,15 @@ int Fail(const Status& status) {
   return 1;
 }
 
+// A train.json that cannot be used (missing, unreadable, or with errors, all listed) is a
+// configuration error: the configuration exit class (common/exit_codes.h, docs/exit-codes.md), so
+// that a scheduler does not retry what cannot succeed. An internal error of the parser is a bug,
+// not the user's config: it keeps the failure code.
+int FailConfig(const Status& status) {
+  Fail(status);
+  return status.code() == StatusCode::kInternal ? 1 : kExitUsage;
+}
+
 // Fails training, first leaving an error record for the launcher (common/error_record.h). An
 // aborted status is what a rank sees when a peer failed (a broken collective, a checkpoint another
 // rank could not write): collateral, so that the peer's own failure is named as the root cause.
@@ -101,14 +111,17 @@ int64_t UnixMillis() {
       .count();
 }
 
-// Rank 0's words before training: keys recognised but not implemented, the parser's warnings and
-// notes, and the batch sizes.
+// Rank 0's words before training, once per job generation (the other ranks read the same config
+// and stay silent, so 8 ranks do not print 8 copies): keys recognised but not implemented, the
+// parser's warnings (unknown keys ignored, deprecated forms), the default optimizer when the config
+// has none, and the batch sizes.
 void PrintConfigSummary(const TrainConfig& config, int world_size) {
   // UnimplementedWarning carries its own "warning: " prefix.
   if (!config.unimplemented_keys.empty()) {
     std::fprintf(stderr, "dslaunch-worker: %s\n", UnimplementedWarning(config).c_str());
   }
   for (const std::string& w : config.warnings) std::fprintf(stderr, "dslaunch-worker: warning: %s\n", w.c_str());
+  if (const std::string note = DefaultOptimizerNote(config); !note.empty()) std::printf("%s\n", note.c_str());
   std::printf("%s\n", BatchSummary(config, world_size).c_str());
   std::fflush(stdout);
 }
@@ -202,7 +215,7 @@ int RunTrain(const std::string& config_path) {
   auto watchdog_env = ParseWatchdogTimeoutEnv(env);
   if (!watchdog_env.ok()) return Fail(watchdog_env.status());
   auto config = ReadTrainConfig(config_path, id->world_size, id->generation);
-  if (!config.ok()) return Fail(config.status());
+  if (!config.ok()) return FailConfig(config.status());
   if (id->rank == 0) PrintConfigSummary(*config, id->world_size);
 
   // Progress reports for the agent's hang detection, from now on (runtime/train/progress_report.h). The

@@ -59,15 +59,15 @@ Status ParseElasticity(Section& root, ElasticityConfig* out) {
   *out = ElasticityConfig{};
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> e, root.Child("elasticity"));
   if (!e) return Status::Ok();
-  DSLAUNCH_RETURN_IF_ERROR(e->Bool("enabled", &out->enabled));
+  e->Bool("enabled", &out->enabled);
   if (out->enabled) {
     // DeepSpeed requires both when elasticity is enabled.
     for (const char* key : {"max_train_batch_size", "micro_batch_sizes"}) {
       if (!e->Has(key)) return e->Error(key, "required when elasticity is enabled");
     }
   }
-  DSLAUNCH_RETURN_IF_ERROR(e->Int("max_train_batch_size", 1, kMaxElasticBatch, &out->max_train_batch_size));
-  DSLAUNCH_RETURN_IF_ERROR(e->IntArray("micro_batch_sizes", 1, kMaxMicroBatch, &out->micro_batch_sizes));
+  e->Int("max_train_batch_size", 1, kMaxElasticBatch, &out->max_train_batch_size);
+  e->IntArray("micro_batch_sizes", 1, kMaxMicroBatch, &out->micro_batch_sizes);
   if (e->Has("micro_batch_sizes") && out->micro_batch_sizes.empty()) {
     return e->Error("micro_batch_sizes", "needs at least one micro-batch size");
   }
@@ -75,19 +75,19 @@ Status ParseElasticity(Section& root, ElasticityConfig* out) {
     return e->Error("micro_batch_sizes", std::to_string(out->micro_batch_sizes.size()) + " entries; at most " +
                                              std::to_string(kMaxElasticMicroBatchSizes));
   }
-  DSLAUNCH_RETURN_IF_ERROR(e->Int("min_gpus", 1, kNoMax, &out->min_gpus));
-  DSLAUNCH_RETURN_IF_ERROR(e->Int("max_gpus", 1, kNoMax, &out->max_gpus));
+  e->Int("min_gpus", 1, kNoMax, &out->min_gpus);
+  e->Int("max_gpus", 1, kNoMax, &out->max_gpus);
   if (out->max_gpus < out->min_gpus) {
     return e->Error("max_gpus", std::to_string(out->max_gpus) + " < min_gpus " + std::to_string(out->min_gpus));
   }
-  DSLAUNCH_RETURN_IF_ERROR(e->Bool("prefer_larger_batch", &out->prefer_larger_batch));
-  DSLAUNCH_RETURN_IF_ERROR(e->Bool("ignore_non_elastic_batch_info", &out->ignore_non_elastic_batch_info));
-  DSLAUNCH_RETURN_IF_ERROR(e->Double("version", 0.0, std::numeric_limits<double>::max(), &out->version));
-  DSLAUNCH_RETURN_IF_ERROR(e->Int("min_time", 0, kNoMax, &out->min_time));
+  e->Bool("prefer_larger_batch", &out->prefer_larger_batch);
+  e->Bool("ignore_non_elastic_batch_info", &out->ignore_non_elastic_batch_info);
+  e->Double("version", 0.0, std::numeric_limits<double>::max(), &out->version);
+  e->Int("min_time", 0, kNoMax, &out->min_time);
   // Version 0.2's model parallelism, and keys of DeepSpeed's scheduler integration.
-  e->Unimplemented({"model_parallel_size", "num_gpus_per_node", "auto", "divisible_by", "detection_mode",
-                    "save_checkpoint"});
-  return e->Finish();
+  e->Unimplemented();
+  e->Finish();
+  return Status::Ok();
 }
 
 // The batch from an enabled elasticity section (DeepSpeed's runtime does the same).
@@ -163,11 +163,14 @@ Result<BatchConfig> ResolveBatchSizes(std::optional<int64_t> train_batch_size,
 namespace internal {
 
 Status ParseBatch(Section& root, int world_size, int generation, TrainConfig* config) {
+  const size_t errors_before = root.ErrorCount();
   std::optional<int64_t> batch, micro, accumulation;
-  DSLAUNCH_RETURN_IF_ERROR(root.OptionalInt("train_batch_size", 1, kNoMax, &batch));
-  DSLAUNCH_RETURN_IF_ERROR(root.OptionalInt("train_micro_batch_size_per_gpu", 1, kMaxMicroBatch, &micro));
-  DSLAUNCH_RETURN_IF_ERROR(root.OptionalInt("gradient_accumulation_steps", 1, kMaxAccumulation, &accumulation));
+  root.OptionalInt("train_batch_size", 1, kNoMax, &batch);
+  root.OptionalInt("train_micro_batch_size_per_gpu", 1, kMaxMicroBatch, &micro);
+  root.OptionalInt("gradient_accumulation_steps", 1, kMaxAccumulation, &accumulation);
   DSLAUNCH_RETURN_IF_ERROR(ParseElasticity(root, &config->elasticity));
+  // The batch rule needs every batch key valid; a wrong one is already reported.
+  if (root.ErrorCount() != errors_before) return Status::Ok();
   if (config->elasticity.enabled) {
     return ElasticBatchFor(root, world_size,
                            {{"train_batch_size", batch.has_value()},

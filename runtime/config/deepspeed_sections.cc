@@ -12,130 +12,154 @@ constexpr double kAnyPositive = std::numeric_limits<double>::max();
 
 // Adam and AdamW: `type` is the name train.json gives; out->kind becomes the update rule.
 Status ParseAdamParams(Section& params, OptimizerKind type, OptimizerParams* out) {
-  DSLAUNCH_RETURN_IF_ERROR(params.Double("lr", 0.0, kAnyPositive, &out->lr));
+  params.Double("lr", 0.0, kAnyPositive, &out->lr);
   std::vector<double> betas;
   // Each in [0, 1), PyTorch's rule (torch.optim.Adam: "Invalid beta parameter at index 1: 1.0"): a
   // beta of 1 never forgets the first gradient, and beta2 = 1 with bias correction divides by 0.
-  DSLAUNCH_RETURN_IF_ERROR(params.DoubleArray("betas", 2, 0.0, 1.0, &betas, /*max_exclusive=*/true,
-                                              " (PyTorch's Adam refuses it too); the usual values are [0.9, 0.999]"));
+  params.DoubleArray("betas", 2, 0.0, 1.0, &betas, /*max_exclusive=*/true,
+                     " (PyTorch's Adam refuses it too); the usual values are [0.9, 0.999]");
   if (!betas.empty()) {
     out->beta1 = betas[0];
     out->beta2 = betas[1];
   }
-  DSLAUNCH_RETURN_IF_ERROR(params.Double("eps", 0.0, kAnyPositive, &out->eps));
-  DSLAUNCH_RETURN_IF_ERROR(params.Double("weight_decay", 0.0, kAnyPositive, &out->weight_decay));
-  DSLAUNCH_RETURN_IF_ERROR(params.Bool("bias_correction", &out->bias_correction));
+  params.Double("eps", 0.0, kAnyPositive, &out->eps);
+  params.Double("weight_decay", 0.0, kAnyPositive, &out->weight_decay);
+  params.Bool("bias_correction", &out->bias_correction);
   // DeepSpeed's Adam decouples weight decay (AdamW) unless "adam_w_mode": false.
   bool adam_w_mode = true;
-  DSLAUNCH_RETURN_IF_ERROR(params.Bool("adam_w_mode", &adam_w_mode));
+  params.Bool("adam_w_mode", &adam_w_mode);
   if (type == OptimizerKind::kAdamW && !adam_w_mode) {
-    return params.Error("adam_w_mode", "false contradicts type AdamW (use type Adam for L2 weight decay)");
+    params.Report(params.Error("adam_w_mode", "false contradicts type AdamW (use type Adam for L2 weight decay)"));
   }
   out->kind = adam_w_mode ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
-  params.Unimplemented({"torch_adam", "amsgrad", "fused"});
-  return params.Finish();
+  params.Unimplemented();
+  params.Finish();
+  return Status::Ok();
 }
 
 Status ParseSgdParams(Section& params, OptimizerParams* out) {
-  DSLAUNCH_RETURN_IF_ERROR(params.Double("lr", 0.0, kAnyPositive, &out->lr));
-  DSLAUNCH_RETURN_IF_ERROR(params.Double("momentum", 0.0, kAnyPositive, &out->momentum));
-  DSLAUNCH_RETURN_IF_ERROR(params.Double("dampening", 0.0, kAnyPositive, &out->dampening));
-  DSLAUNCH_RETURN_IF_ERROR(params.Double("weight_decay", 0.0, kAnyPositive, &out->weight_decay));
-  DSLAUNCH_RETURN_IF_ERROR(params.Bool("nesterov", &out->nesterov));
-  params.Unimplemented({"maximize", "foreach"});
-  return params.Finish();
+  params.Double("lr", 0.0, kAnyPositive, &out->lr);
+  params.Double("momentum", 0.0, kAnyPositive, &out->momentum);
+  params.Double("dampening", 0.0, kAnyPositive, &out->dampening);
+  params.Double("weight_decay", 0.0, kAnyPositive, &out->weight_decay);
+  params.Bool("nesterov", &out->nesterov);
+  params.Unimplemented();
+  params.Finish();
+  return Status::Ok();
 }
 
 }  // namespace
 
-Status ParseOptimizer(Section& root, OptimizerParams* out) {
+Status ParseOptimizer(Section& root, OptimizerParams* out, bool* defaulted) {
+  *out = OptimizerParams{};
+  *defaulted = false;
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> section, root.Child("optimizer"));
-  if (!section) return root.Error("optimizer", "required (the bundled runtime has no client optimizer)");
+  if (!section) {
+    // Megatron's and Hugging Face's configs leave the optimizer to the client code; this runtime
+    // is the client, so it trains with what {"type": "AdamW"} gives in DeepSpeed (FusedAdam's
+    // defaults, decoupled weight decay), and says so at start-up (DefaultOptimizerNote).
+    out->kind = OptimizerKind::kAdamW;
+    *defaulted = true;
+    return Status::Ok();
+  }
+  const size_t errors_before = root.ErrorCount();
   if (!section->Has("type")) return section->Error("type", "required: one of Adam, AdamW, SGD");
   size_t index = 0;
-  // DeepSpeed matches optimizer names case-insensitively.
-  DSLAUNCH_RETURN_IF_ERROR(section->Choice("type", {"Adam", "AdamW", "SGD"}, /*ignore_case=*/true, &index));
+  // DeepSpeed matches optimizer names case-insensitively. Without a type the params cannot be
+  // read (their keys depend on it): they are left unchecked.
+  if (!section->Choice("type", {"Adam", "AdamW", "SGD"}, /*ignore_case=*/true, &index)) {
+    section->Known("params");
+    section->Finish();
+    return Status::Ok();
+  }
   static constexpr OptimizerKind kTypes[] = {OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kSgd};
   const OptimizerKind type = kTypes[index];
-  *out = OptimizerParams{};
   // Without params, Adam and AdamW both decouple weight decay (adam_w_mode defaults to true).
   out->kind = type == OptimizerKind::kSgd ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
+  section->Unimplemented();
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> params, section->Child("params"));
+  section->Finish();
   if (params) {
     DSLAUNCH_RETURN_IF_ERROR(type == OptimizerKind::kSgd ? ParseSgdParams(*params, out)
                                                          : ParseAdamParams(*params, type, out));
   }
-  DSLAUNCH_RETURN_IF_ERROR(root.Validated(ValidateOptimizerParams(*out)));
-  section->Unimplemented({"legacy_fusion"});
-  return section->Finish();
+  if (root.ErrorCount() != errors_before) return Status::Ok();  // the rules between keys need valid keys
+  return root.Validated(ValidateOptimizerParams(*out));
 }
 
 Status ParseScheduler(Section& root, LrSchedule* out) {
   *out = LrSchedule{};
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> section, root.Child("scheduler"));
   if (!section) return root.Validated(ValidateLrSchedule(*out));
+  const size_t errors_before = root.ErrorCount();
   if (!section->Has("type")) {
     return section->Error("type", "required: one of WarmupLR, WarmupDecayLR, WarmupCosineLR");
   }
   size_t index = 0;
-  DSLAUNCH_RETURN_IF_ERROR(
-      section->Choice("type", {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR"}, /*ignore_case=*/false, &index));
+  if (!section->Choice("type", {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR"}, /*ignore_case=*/false, &index)) {
+    section->Known("params");  // their keys depend on the type
+    section->Finish();
+    return Status::Ok();
+  }
   static constexpr LrScheduleKind kTypes[] = {LrScheduleKind::kWarmupLr, LrScheduleKind::kWarmupDecayLr,
                                              LrScheduleKind::kWarmupCosineLr};
   out->kind = kTypes[index];
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> params, section->Child("params"));
+  section->Finish();
   bool needs_total = out->kind != LrScheduleKind::kWarmupLr;
   if (!params) {
     if (needs_total) return section->Error("params", "required: total_num_steps has no default");
-    DSLAUNCH_RETURN_IF_ERROR(root.Validated(ValidateLrSchedule(*out)));
-    return section->Finish();
+    return root.Validated(ValidateLrSchedule(*out));
   }
   Section& p = *params;
   // 0 is accepted, as DeepSpeed does: the schedule warms up over max(2, warmup_num_steps) steps.
-  DSLAUNCH_RETURN_IF_ERROR(p.Int("warmup_num_steps", 0, kNoMax, &out->warmup_num_steps));
+  p.Int("warmup_num_steps", 0, kNoMax, &out->warmup_num_steps);
   size_t warmup_type = 0;
-  DSLAUNCH_RETURN_IF_ERROR(p.Choice("warmup_type", {"log", "linear"}, /*ignore_case=*/false, &warmup_type));
+  p.Choice("warmup_type", {"log", "linear"}, /*ignore_case=*/false, &warmup_type);
   out->warmup_type = warmup_type == 0 ? WarmupType::kLog : WarmupType::kLinear;
   if (out->kind == LrScheduleKind::kWarmupCosineLr) {
-    DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_min_ratio", 0.0, 1.0, &out->warmup_min_ratio));
-    DSLAUNCH_RETURN_IF_ERROR(p.Double("cos_min_ratio", 0.0, 1.0, &out->cos_min_ratio));
+    p.Double("warmup_min_ratio", 0.0, 1.0, &out->warmup_min_ratio);
+    p.Double("cos_min_ratio", 0.0, 1.0, &out->cos_min_ratio);
   } else {
-    DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_min_lr", 0.0, kAnyPositive, &out->warmup_min_lr));
-    DSLAUNCH_RETURN_IF_ERROR(p.Double("warmup_max_lr", 0.0, kAnyPositive, &out->warmup_max_lr));
+    p.Double("warmup_min_lr", 0.0, kAnyPositive, &out->warmup_min_lr);
+    p.Double("warmup_max_lr", 0.0, kAnyPositive, &out->warmup_max_lr);
   }
+  p.Unimplemented();
   if (needs_total) {
-    if (!p.Has("total_num_steps")) return p.Error("total_num_steps", "required for this scheduler type");
-    DSLAUNCH_RETURN_IF_ERROR(p.Int("total_num_steps", 1, kNoMax, &out->total_num_steps));
+    if (!p.Has("total_num_steps")) {
+      p.Report(p.Error("total_num_steps", "required for this scheduler type"));
+      p.Known("total_num_steps");
+    }
+    p.Int("total_num_steps", 1, kNoMax, &out->total_num_steps);
   }
-  DSLAUNCH_RETURN_IF_ERROR(root.Validated(ValidateLrSchedule(*out)));
-  p.Unimplemented({"last_batch_iteration"});
-  DSLAUNCH_RETURN_IF_ERROR(p.Finish());
-  return section->Finish();
+  p.Finish();
+  if (root.ErrorCount() != errors_before) return Status::Ok();  // the rules between keys need valid keys
+  return root.Validated(ValidateLrSchedule(*out));
 }
 
 Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* precision) {
   *loss_scaler = LossScalerConfig{};
   bool fp16 = false, bf16 = false;
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> f, root.Child("fp16"));
+  const size_t errors_before = root.ErrorCount();
   if (f) {
-    DSLAUNCH_RETURN_IF_ERROR(f->Bool("enabled", &fp16));
-    DSLAUNCH_RETURN_IF_ERROR(f->Double("loss_scale", 0.0, kAnyPositive, &loss_scaler->loss_scale));
-    DSLAUNCH_RETURN_IF_ERROR(
-        f->Int("initial_scale_power", 0, kMaxInitialScalePower, &loss_scaler->initial_scale_power));
-    DSLAUNCH_RETURN_IF_ERROR(f->Int("loss_scale_window", 1, kNoMax, &loss_scaler->loss_scale_window));
-    DSLAUNCH_RETURN_IF_ERROR(f->Int("hysteresis", 1, kNoMax, &loss_scaler->hysteresis));
-    DSLAUNCH_RETURN_IF_ERROR(f->Double("min_loss_scale", 0.0, kAnyPositive, &loss_scaler->min_loss_scale));
-    DSLAUNCH_RETURN_IF_ERROR(root.Validated(ValidateLossScalerConfig(*loss_scaler)));
-    f->Unimplemented({"auto_cast", "consecutive_hysteresis", "fp16_master_weights_and_grads"});
-    DSLAUNCH_RETURN_IF_ERROR(f->Finish());
+    f->Bool("enabled", &fp16);
+    f->Double("loss_scale", 0.0, kAnyPositive, &loss_scaler->loss_scale);
+    f->Int("initial_scale_power", 0, kMaxInitialScalePower, &loss_scaler->initial_scale_power);
+    f->Int("loss_scale_window", 1, kNoMax, &loss_scaler->loss_scale_window);
+    f->Int("hysteresis", 1, kNoMax, &loss_scaler->hysteresis);
+    f->Double("min_loss_scale", 0.0, kAnyPositive, &loss_scaler->min_loss_scale);
+    f->Unimplemented();
+    f->Finish();
+    if (root.ErrorCount() == errors_before) root.Report(root.Validated(ValidateLossScalerConfig(*loss_scaler)));
   }
   // DeepSpeed accepts "bfloat16" as another name for the bf16 section.
   for (const char* key : {"bf16", "bfloat16"}) {
     DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> b, root.Child(key));
     if (!b) continue;
-    DSLAUNCH_RETURN_IF_ERROR(b->Bool("enabled", &bf16));
-    b->Unimplemented({"immediate_grad_update", "check_grad_overflow"});
-    DSLAUNCH_RETURN_IF_ERROR(b->Finish());
+    b->Bool("enabled", &bf16);
+    b->Unimplemented("$.bf16");
+    b->Finish();
     if (bf16 && fp16) {
       return b->Error("enabled", "fp16.enabled is true too; enable at most one of fp16 and bf16");
     }
@@ -144,16 +168,17 @@ Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* p
   return Status::Ok();
 }
 
-Status ParseZero(Section& root, ZeroConfig* out) {
+Status ParseZero(Section& root, ZeroConfig* out, bool* stage_known) {
   *out = ZeroConfig{};
+  *stage_known = true;
   if (root.HoldsBool("zero_optimization")) {
     // DeepSpeed's old form: true is stage 1, false stage 0, with the all-gather bucket in the
     // top-level "allgather_size" (its read_zero_config_deprecated); accepted with its warning.
     bool enabled = false;
-    DSLAUNCH_RETURN_IF_ERROR(root.Bool("zero_optimization", &enabled));
+    root.Bool("zero_optimization", &enabled);
     out->stage = enabled ? 1 : 0;
     root.Known("allgather_size");  // DeepSpeed ignores it with false
-    if (enabled) DSLAUNCH_RETURN_IF_ERROR(root.Int("allgather_size", 1, kNoMax, &out->allgather_bucket_size));
+    if (enabled) root.Int("allgather_size", 1, kNoMax, &out->allgather_bucket_size);
     root.Warn("zero_optimization", std::string("the boolean form is deprecated (DeepSpeed reads ") +
                                        (enabled ? "true as stage 1" : "false as stage 0") + "); write {\"stage\": " +
                                        (enabled ? "1" : "0") + "}");
@@ -161,29 +186,21 @@ Status ParseZero(Section& root, ZeroConfig* out) {
   }
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> z, root.Child("zero_optimization"));
   if (!z) return Status::Ok();
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("stage", 0, 3, &out->stage));
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("reduce_bucket_size", 1, kNoMax, &out->reduce_bucket_size));
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("allgather_bucket_size", 1, kNoMax, &out->allgather_bucket_size));
+  *stage_known = z->Int("stage", 0, 3, &out->stage);
+  z->Int("reduce_bucket_size", 1, kNoMax, &out->reduce_bucket_size);
+  z->Int("allgather_bucket_size", 1, kNoMax, &out->allgather_bucket_size);
   out->overlap_comm = out->stage == 3;  // DeepSpeed's default depends on the stage
-  DSLAUNCH_RETURN_IF_ERROR(z->Bool("overlap_comm", &out->overlap_comm));
-  DSLAUNCH_RETURN_IF_ERROR(z->Bool("contiguous_gradients", &out->contiguous_gradients));
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_prefetch_bucket_size", 0, kNoMax, &out->stage3_prefetch_bucket_size));
-  DSLAUNCH_RETURN_IF_ERROR(
-      z->Int("stage3_param_persistence_threshold", 0, kNoMax, &out->stage3_param_persistence_threshold));
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_max_live_parameters", 0, kNoMax, &out->stage3_max_live_parameters));
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("sub_group_size", 1, kNoMax, &out->sub_group_size));
+  z->Bool("overlap_comm", &out->overlap_comm);
+  z->Bool("contiguous_gradients", &out->contiguous_gradients);
+  z->Int("stage3_prefetch_bucket_size", 0, kNoMax, &out->stage3_prefetch_bucket_size);
+  z->Int("stage3_param_persistence_threshold", 0, kNoMax, &out->stage3_param_persistence_threshold);
+  z->Int("stage3_max_live_parameters", 0, kNoMax, &out->stage3_max_live_parameters);
+  z->Int("sub_group_size", 1, kNoMax, &out->sub_group_size);
   z->Known("offload_optimizer");  // ParseOptimizerOffload (offload_sections.cc)
   z->Known("offload_param");      // ParseOffloadParam (offload_sections.cc)
-  z->Unimplemented({"reduce_scatter", "allgather_partitions",
-                    "load_from_fp32_weights", "round_robin_gradients",
-                    "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
-                    "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint", "ignore_unused_parameters",
-                    "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
-                    "zero_quantized_gradients", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
-                    "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
-                    "use_multi_rank_bucket_allreduce", "legacy_stage1", "pipeline_loading_checkpoint",
-                    "override_module_apply", "stage3_module_granularity_threshold", "log_trace_cache_warnings"});
-  return z->Finish();
+  z->Unimplemented();
+  z->Finish();
+  return Status::Ok();
 }
 
 Status ParseActivationCheckpointing(Section& root, int n_layer, int* recompute_blocks) {
@@ -210,14 +227,14 @@ Status ParseActivationCheckpointing(Section& root, int n_layer, int* recompute_b
   };
   for (const Flag& flag : kFlags) {
     bool on = false;
-    DSLAUNCH_RETURN_IF_ERROR(ac->Bool(flag.key, &on));
+    ac->Bool(flag.key, &on);
     if (on) ac->Warn(flag.key, flag.note);
   }
   // number_checkpoints: how many blocks, from the first, are recomputed (DeepSpeed sizes its
   // contiguous buffer with it; Megatron passes the layer count). Absent: every block.
   int64_t blocks = n_layer;
-  DSLAUNCH_RETURN_IF_ERROR(ac->Int("number_checkpoints", 1, kNoMax, &blocks));
-  DSLAUNCH_RETURN_IF_ERROR(ac->Finish());
+  ac->Int("number_checkpoints", 1, kNoMax, &blocks);
+  ac->Finish();
   if (recompute_blocks == nullptr) {
     root.Warn("activation_checkpointing", "the mlp model has no transformer blocks to recompute: no effect");
     return Status::Ok();
@@ -232,16 +249,7 @@ Status ParseActivationCheckpointing(Section& root, int n_layer, int* recompute_b
 }
 
 void CollectUnimplementedTopLevel(Section& root) {
-  root.Unimplemented({"flops_profiler", "wall_clock_breakdown", "memory_breakdown",
-                      "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "monitor_config",
-                      "autotuning", "amp", "prescale_gradients", "gradient_predivide_factor",
-                      "sparse_gradients", "communication_data_type", "dump_state", "zero_allow_untested_optimizer",
-                      "zero_force_ds_cpu_optimizer", "data_types", "compression_training", "data_efficiency",
-                      "curriculum_learning", "eigenvalue", "progressive_layer_drop", "quantize_training",
-                      "sparse_attention", "dataloader_drop_last", "nebula", "hybrid_engine", "weight_quantization",
-                      "compile", "timers", "pipeline", "disable_allgather", "seq_parallel_communication_data_type",
-                      "graph_harvesting", "use_data_before_expert_parallelism", "fp32_allreduce",
-                      "gradient_accumulation_dtype", "moe", "sequence_parallel_size"});
+  root.Unimplemented();
 }
 
 }  // namespace dslaunch::runtime::internal

@@ -1,6 +1,7 @@
 #include "runtime/config/json_fields.h"
 
 #include "common/text.h"
+#include "runtime/config/unimplemented_keys.h"
 
 #include <algorithm>
 #include <cctype>
@@ -131,105 +132,105 @@ Status Section::SelfError(std::string_view message) const {
   return InvalidArgumentError(FileFor(pointer_) + ": " + path_ + ": " + std::string(message));
 }
 
-Status Section::Int(std::string_view key, int64_t min, int64_t max, int64_t* out) {
+bool Section::Int(std::string_view key, int64_t min, int64_t max, int64_t* out) {
   const Json* v = Find(key);
-  if (v == nullptr) return Status::Ok();
+  if (v == nullptr) return true;
   std::optional<int64_t> i = AsInt(*v);
   if (!i || *i < min || *i > max) {
-    return Error(key, "expected an integer " + RangeText(min, max) + ", got " + Describe(*v) + AutoHint(*v));
+    return Report(Error(key, "expected an integer " + RangeText(min, max) + ", got " + Describe(*v) + AutoHint(*v)));
   }
   *out = *i;
-  return Status::Ok();
+  return true;
 }
 
-Status Section::Int(std::string_view key, int64_t min, int64_t max, int* out) {
+bool Section::Int(std::string_view key, int64_t min, int64_t max, int* out) {
   int64_t wide = *out;
-  DSLAUNCH_RETURN_IF_ERROR(Int(key, min, std::min<int64_t>(max, std::numeric_limits<int>::max()), &wide));
+  if (!Int(key, min, std::min<int64_t>(max, std::numeric_limits<int>::max()), &wide)) return false;
   *out = static_cast<int>(wide);
-  return Status::Ok();
+  return true;
 }
 
-Status Section::OptionalInt(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out) {
+bool Section::OptionalInt(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out) {
   if (!Has(key)) {
     Known(key);
-    return Status::Ok();
+    return true;
   }
   int64_t v = 0;
-  DSLAUNCH_RETURN_IF_ERROR(Int(key, min, max, &v));
+  if (!Int(key, min, max, &v)) return false;
   *out = v;
-  return Status::Ok();
+  return true;
 }
 
-Status Section::Double(std::string_view key, double min, double max, double* out) {
+bool Section::Double(std::string_view key, double min, double max, double* out) {
   const Json* v = Find(key);
-  if (v == nullptr) return Status::Ok();
+  if (v == nullptr) return true;
   if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < min || v->get<double>() > max) {
     std::string range = max == std::numeric_limits<double>::max() ? ">= " + NumberText(min)
                                                                   : NumberText(min) + "-" + NumberText(max);
-    return Error(key, "expected a number " + range + ", got " + Describe(*v) + AutoHint(*v));
+    return Report(Error(key, "expected a number " + range + ", got " + Describe(*v) + AutoHint(*v)));
   }
   *out = v->get<double>();
-  return Status::Ok();
+  return true;
 }
 
-Status Section::Bool(std::string_view key, bool* out) {
+bool Section::Bool(std::string_view key, bool* out) {
   const Json* v = Find(key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_boolean()) return Error(key, "expected true or false, got " + Describe(*v) + AutoHint(*v));
+  if (v == nullptr) return true;
+  if (!v->is_boolean()) return Report(Error(key, "expected true or false, got " + Describe(*v) + AutoHint(*v)));
   *out = v->get<bool>();
-  return Status::Ok();
+  return true;
 }
 
-Status Section::String(std::string_view key, std::string* out) {
+bool Section::String(std::string_view key, std::string* out) {
   const Json* v = Find(key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_string()) return Error(key, "expected a string, got " + Describe(*v));
+  if (v == nullptr) return true;
+  if (!v->is_string()) return Report(Error(key, "expected a string, got " + Describe(*v)));
   *out = v->get<std::string>();
-  return Status::Ok();
+  return true;
 }
 
-Status Section::Choice(std::string_view key, const std::vector<std::string>& names, bool ignore_case,
+bool Section::Choice(std::string_view key, const std::vector<std::string>& names, bool ignore_case,
                        size_t* out) {
   const Json* v = Find(key);
-  if (v == nullptr) return Status::Ok();
+  if (v == nullptr) return true;
   std::string expected;
   for (const std::string& n : names) expected += (expected.empty() ? "" : ", ") + n;
-  if (!v->is_string()) return Error(key, "expected one of " + expected + ", got " + Describe(*v));
+  if (!v->is_string()) return Report(Error(key, "expected one of " + expected + ", got " + Describe(*v)));
   std::string given = v->get<std::string>();
   for (size_t i = 0; i < names.size(); ++i) {
     if (ignore_case ? Lower(given) == Lower(names[i]) : given == names[i]) {
       *out = i;
-      return Status::Ok();
+      return true;
     }
   }
   std::string hint = Suggest(given, names);
-  return Error(key, "expected one of " + expected + ", got " + Describe(*v) +
-                        (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+  return Report(Error(key, "expected one of " + expected + ", got " + Describe(*v) +
+                        (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)")));
 }
 
-Status Section::IntArray(std::string_view key, int64_t min, int64_t max, std::vector<int64_t>* out) {
+bool Section::IntArray(std::string_view key, int64_t min, int64_t max, std::vector<int64_t>* out) {
   const Json* v = Find(key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_array()) return Error(key, "expected an array of integers, got " + Describe(*v));
+  if (v == nullptr) return true;
+  if (!v->is_array()) return Report(Error(key, "expected an array of integers, got " + Describe(*v)));
   std::vector<int64_t> values;
   for (size_t i = 0; i < v->size(); ++i) {
     std::optional<int64_t> x = AsInt((*v)[i]);
     if (!x || *x < min || *x > max) {
-      return Error(std::string(key) + "[" + std::to_string(i) + "]",
-                   "expected an integer " + RangeText(min, max) + ", got " + Describe((*v)[i]));
+      return Report(Error(std::string(key) + "[" + std::to_string(i) + "]",
+                   "expected an integer " + RangeText(min, max) + ", got " + Describe((*v)[i])));
     }
     values.push_back(*x);
   }
   *out = std::move(values);
-  return Status::Ok();
+  return true;
 }
 
-Status Section::DoubleArray(std::string_view key, size_t size, double min, double max,
+bool Section::DoubleArray(std::string_view key, size_t size, double min, double max,
                             std::vector<double>* out, bool max_exclusive, std::string_view hint) {
   const Json* v = Find(key);
-  if (v == nullptr) return Status::Ok();
+  if (v == nullptr) return true;
   if (!v->is_array() || v->size() != size) {
-    return Error(key, "expected an array of " + std::to_string(size) + " numbers, got " + Describe(*v));
+    return Report(Error(key, "expected an array of " + std::to_string(size) + " numbers, got " + Describe(*v)));
   }
   std::vector<double> values;
   for (size_t i = 0; i < size; ++i) {
@@ -238,13 +239,13 @@ Status Section::DoubleArray(std::string_view key, size_t size, double min, doubl
         (max_exclusive && x.get<double>() == max)) {
       const std::string range = max_exclusive ? ">= " + NumberText(min) + " and < " + NumberText(max)
                                               : NumberText(min) + "-" + NumberText(max);
-      return Error(std::string(key) + "[" + std::to_string(i) + "]",
-                   "expected a number " + range + ", got " + Describe(x) + std::string(x.is_number() ? hint : ""));
+      return Report(Error(std::string(key) + "[" + std::to_string(i) + "]",
+                   "expected a number " + range + ", got " + Describe(x) + std::string(x.is_number() ? hint : "")));
     }
     values.push_back(x.get<double>());
   }
   *out = std::move(values);
-  return Status::Ok();
+  return true;
 }
 
 Result<std::optional<Section>> Section::Child(std::string_view key) {
@@ -254,27 +255,44 @@ Result<std::optional<Section>> Section::Child(std::string_view key) {
   return std::optional<Section>(Section(ctx_, v, ChildPath(path_, key), pointer_ / std::string(key)));
 }
 
-void Section::Unimplemented(std::initializer_list<std::string_view> keys) {
-  for (std::string_view key : keys) {
-    if (Find(key) != nullptr && ctx_->unimplemented != nullptr) {
-      ctx_->unimplemented->push_back(ChildPath(path_, key));
+void Section::Unimplemented(std::string_view table_section) {
+  const std::string_view section = table_section.empty() ? std::string_view(path_) : table_section;
+  for (const UnimplementedKey& entry : UnimplementedKeys()) {
+    if (entry.section != section) continue;
+    if (Find(entry.key) != nullptr && ctx_->unimplemented != nullptr) {
+      ctx_->unimplemented->push_back(ChildPath(path_, entry.key));
     }
   }
 }
 
-Status Section::Finish() const {
+bool Section::Report(const Status& status) const {
+  if (status.ok()) return true;
+  if (ctx_->errors != nullptr) ctx_->errors->push_back(std::string(status.message()));
+  return false;
+}
+
+void Section::Finish() const {
   std::vector<std::string> candidates(known_.begin(), known_.end());
   for (auto it = object_->begin(); it != object_->end(); ++it) {
     if (known_.count(it.key()) != 0) continue;
     if (it.key().size() > kMaxSuggestedWord) {  // shown shortened: it may be megabytes long
-      return InvalidArgumentError(FileFor(pointer_ / it.key()) + ": " +
+      if (ctx_->warnings != nullptr) {
+        ctx_->warnings->push_back(FileFor(pointer_ / it.key()) + ": " +
                                   ChildPath(path_, it.key().substr(0, kMaxDescribedChars - 3) + "...") +
-                                  ": unknown key");
+                                  ": unknown key, ignored");
+      }
+      continue;
     }
+    // A near miss of a key this section knows is almost certainly that key mistyped: ignoring it
+    // would silently train with the default the user meant to change.
     std::string hint = Suggest(it.key(), candidates);
-    return Error(it.key(), "unknown key" + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+    if (!hint.empty()) {
+      Report(Error(it.key(), "unknown key (did you mean \"" + hint + "\"?)"));
+    } else {
+      Warn(it.key(), "unknown key, ignored (DeepSpeed ignores keys it does not know; check the spelling if it "
+                     "was meant for dslaunch-worker)");
+    }
   }
-  return Status::Ok();
 }
 
 }  // namespace dslaunch::runtime::internal

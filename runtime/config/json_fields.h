@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <set>
@@ -22,14 +21,17 @@ namespace dslaunch::runtime::internal {
 using Json = nlohmann::json;
 
 // Shared by every Section of one parse: which file a JSON path came from, and where unimplemented
-// keys are collected. `inline_doc` is the train.json as written; a path absent from it came from
-// the referenced DeepSpeed config (`referenced_file`).
+// keys, warnings and errors are collected. `inline_doc` is the train.json as written; a path absent
+// from it came from the referenced DeepSpeed config (`referenced_file`).
 struct ParseContext {
   std::string main_file;
   std::string referenced_file;
   const Json* inline_doc = nullptr;
   std::vector<std::string>* unimplemented = nullptr;
   std::vector<std::string>* warnings = nullptr;  // accepted with a warning (a deprecated form)
+  // Every error found so far, each a whole message "<file>: <JSON path>: <problem>": the parse
+  // goes on past an error so that one run reports them all (docs/train-json.md, "Errors").
+  std::vector<std::string>* errors = nullptr;
 };
 
 // "$.a.b" with `key` appended.
@@ -41,7 +43,9 @@ std::string Suggest(std::string_view word, const std::vector<std::string>& candi
 std::string Describe(const Json& value);
 
 // One JSON object and its path. Every getter records its key as known, whether present or not, so
-// Finish() can report the keys nobody asked for. Getters leave *out untouched when the key is absent.
+// Finish() can report the keys nobody asked for. Getters leave *out untouched when the key is
+// absent or its value is wrong; a wrong value is reported to the context's errors and the getter
+// returns false (true when the key is absent or valid), so that parsing goes on to the next key.
 class Section {
  public:
   Section(const ParseContext* ctx, const Json* object, std::string path, Json::json_pointer pointer)
@@ -52,28 +56,38 @@ class Section {
   // Whether `key` is present and holds true or false (for keys with an old boolean form).
   bool HoldsBool(std::string_view key) const;
 
-  Status Int(std::string_view key, int64_t min, int64_t max, int64_t* out);
-  Status Int(std::string_view key, int64_t min, int64_t max, int* out);
-  Status OptionalInt(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out);
-  Status Double(std::string_view key, double min, double max, double* out);
-  Status Bool(std::string_view key, bool* out);
-  Status String(std::string_view key, std::string* out);
+  bool Int(std::string_view key, int64_t min, int64_t max, int64_t* out);
+  bool Int(std::string_view key, int64_t min, int64_t max, int* out);
+  bool OptionalInt(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out);
+  bool Double(std::string_view key, double min, double max, double* out);
+  bool Bool(std::string_view key, bool* out);
+  bool String(std::string_view key, std::string* out);
   // A string matched (case-insensitively when asked) against `names`; *out is the index.
-  Status Choice(std::string_view key, const std::vector<std::string>& names, bool ignore_case, size_t* out);
-  Status IntArray(std::string_view key, int64_t min, int64_t max, std::vector<int64_t>* out);
+  bool Choice(std::string_view key, const std::vector<std::string>& names, bool ignore_case, size_t* out);
+  bool IntArray(std::string_view key, int64_t min, int64_t max, std::vector<int64_t>* out);
   // Exactly `size` numbers in [min, max], or [min, max) with `max_exclusive`; `hint` (e.g. the
   // usual values) ends the message of a number out of range.
-  Status DoubleArray(std::string_view key, size_t size, double min, double max, std::vector<double>* out,
+  bool DoubleArray(std::string_view key, size_t size, double min, double max, std::vector<double>* out,
                      bool max_exclusive = false, std::string_view hint = "");
   // The object under `key`, or nullopt when absent; an error when it is not an object.
   Result<std::optional<Section>> Child(std::string_view key);
-  // Keys DeepSpeed defines that this runtime ignores: recorded as known, and when present their path
-  // is added to the context's unimplemented list.
-  void Unimplemented(std::initializer_list<std::string_view> keys);
+  // The keys of this section in the table of DeepSpeed keys that this runtime ignores
+  // (unimplemented_keys.h): recorded as known, and when present their path is added to the
+  // context's unimplemented list. `table_section` names the table's section when it differs from
+  // this one's path (the "bfloat16" spelling of "$.bf16").
+  void Unimplemented(std::string_view table_section = "");
   // Records a key as known without reading it (the caller reads it some other way).
   void Known(std::string_view key) { known_.insert(std::string(key)); }
-  // kInvalidArgument for the first key that no getter asked for, with a suggestion when close.
-  Status Finish() const;
+  // The keys that no getter asked for: one that is a likely typo of a known key of this section
+  // (within the edit distance of Suggest) is an error with the suggestion; any other is a warning,
+  // "unknown key, ignored", as DeepSpeed ignores keys it does not know.
+  void Finish() const;
+
+  // Adds a failed status's message to the context's errors; returns status.ok().
+  bool Report(const Status& status) const;
+  // How many errors the whole parse has found so far: a section compares it before and after its
+  // getters to skip checks between keys (validators) that a wrong value would only confuse.
+  size_t ErrorCount() const { return ctx_->errors == nullptr ? 0 : ctx_->errors->size(); }
 
   // "<file>: <path>.<key>: <message>", naming the file the key came from.
   Status Error(std::string_view key, std::string_view message) const;

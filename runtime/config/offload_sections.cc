@@ -15,18 +15,20 @@ Status ParseOffloadOptimizerBlock(Section& zero, const std::string& base_dir, sw
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> block, zero.Child("offload_optimizer"));
   if (!block) return Status::Ok();
   Section& b = *block;
+  const size_t errors_before = zero.ErrorCount();
   std::string device = "none";
-  DSLAUNCH_RETURN_IF_ERROR(b.String("device", &device));
+  b.String("device", &device);
   Result<swap::OffloadDevice> parsed = swap::ParseOffloadDevice(device, "offload_optimizer");
   if (!parsed.ok()) return zero.Validated(parsed.status());
   out->device = *parsed;
-  DSLAUNCH_RETURN_IF_ERROR(b.String("nvme_path", &out->nvme_path));
+  b.String("nvme_path", &out->nvme_path);
   if (!out->nvme_path.empty()) out->nvme_path = ResolvePath(base_dir, out->nvme_path);
-  DSLAUNCH_RETURN_IF_ERROR(b.Int("buffer_count", 0, kMaxBufferCount, &out->buffer_count));
-  DSLAUNCH_RETURN_IF_ERROR(b.Bool("pin_memory", &out->pin_memory));
+  b.Int("buffer_count", 0, kMaxBufferCount, &out->buffer_count);
+  b.Bool("pin_memory", &out->pin_memory);
   // DeepSpeed's read-ahead and write-behind switches: the ring always does both here.
-  b.Unimplemented({"pipeline_read", "pipeline_write", "fast_init", "ratio"});
-  DSLAUNCH_RETURN_IF_ERROR(b.Finish());
+  b.Unimplemented();
+  b.Finish();
+  if (zero.ErrorCount() != errors_before) return Status::Ok();  // the rules between keys need valid keys
   DSLAUNCH_RETURN_IF_ERROR(zero.Validated(swap::ValidateOffloadOptimizerConfig(*out, "offload_optimizer")));
   for (const swap::KeyNote& note : swap::NotesFor(*out)) b.Warn(note.key, note.text);
   return Status::Ok();
@@ -36,20 +38,22 @@ Status ParseAio(Section& root, swap::AioConfig* out) {
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> block, root.Child("aio"));
   if (!block) return Status::Ok();
   Section& a = *block;
+  const size_t errors_before = root.ErrorCount();
   int64_t block_size = static_cast<int64_t>(out->block_size);
-  DSLAUNCH_RETURN_IF_ERROR(a.Int("block_size", 0, kNoMax, &block_size));
+  a.Int("block_size", 0, kNoMax, &block_size);
   out->block_size = static_cast<uint64_t>(block_size);
-  DSLAUNCH_RETURN_IF_ERROR(a.Int("queue_depth", 0, kNoMax, &out->queue_depth));
+  a.Int("queue_depth", 0, kNoMax, &out->queue_depth);
   if (a.Has("intra_op_parallelism") && a.Has("thread_count")) {
-    return a.Error("thread_count", "is the older name of intra_op_parallelism; give only one of them");
+    a.Report(a.Error("thread_count", "is the older name of intra_op_parallelism; give only one of them"));
   }
   // DeepSpeed's older name for the same setting.
-  DSLAUNCH_RETURN_IF_ERROR(a.Int("thread_count", 0, kNoMax, &out->intra_op_parallelism));
-  DSLAUNCH_RETURN_IF_ERROR(a.Int("intra_op_parallelism", 0, kNoMax, &out->intra_op_parallelism));
-  DSLAUNCH_RETURN_IF_ERROR(a.Bool("single_submit", &out->single_submit));
-  DSLAUNCH_RETURN_IF_ERROR(a.Bool("overlap_events", &out->overlap_events));
-  a.Unimplemented({"use_gds"});
-  DSLAUNCH_RETURN_IF_ERROR(a.Finish());
+  a.Int("thread_count", 0, kNoMax, &out->intra_op_parallelism);
+  a.Int("intra_op_parallelism", 0, kNoMax, &out->intra_op_parallelism);
+  a.Bool("single_submit", &out->single_submit);
+  a.Bool("overlap_events", &out->overlap_events);
+  a.Unimplemented();
+  a.Finish();
+  if (root.ErrorCount() != errors_before) return Status::Ok();
   DSLAUNCH_RETURN_IF_ERROR(root.Validated(swap::ValidateAioConfig(*out, "aio")));
   if (out->intra_op_parallelism > 1) {
     a.Warn(a.Has("thread_count") ? "thread_count" : "intra_op_parallelism",
@@ -67,7 +71,8 @@ Status ParseOptimizerOffload(Section& root, const std::string& base_dir, swap::O
   *aio = swap::AioConfig{};
   if (!root.HoldsBool("zero_optimization")) {
     DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> zero, root.Child("zero_optimization"));
-    if (zero) DSLAUNCH_RETURN_IF_ERROR(ParseOffloadOptimizerBlock(*zero, base_dir, offload));
+    // The two blocks are independent: both are read whatever the other holds.
+    if (zero) root.Report(ParseOffloadOptimizerBlock(*zero, base_dir, offload));
   }
   return ParseAio(root, aio);
 }
@@ -82,22 +87,24 @@ Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, 
   if (!z) return Status::Ok();
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> p, z->Child("offload_param"));
   if (!p) return Status::Ok();
+  const size_t errors_before = root.ErrorCount();
   std::string device = "none";
-  DSLAUNCH_RETURN_IF_ERROR(p->String("device", &device));
+  p->String("device", &device);
   Result<swap::OffloadDevice> parsed = swap::ParseOffloadDevice(device, "zero_optimization.offload_param");
   if (!parsed.ok()) return root.Validated(parsed.status());
   out->device = *parsed;
-  DSLAUNCH_RETURN_IF_ERROR(p->String("nvme_path", &out->nvme_path));
+  p->String("nvme_path", &out->nvme_path);
   if (!out->nvme_path.empty()) out->nvme_path = ResolvePath(base_dir, out->nvme_path);
-  DSLAUNCH_RETURN_IF_ERROR(p->Int("buffer_count", 0, kNoMax, &out->buffer_count));
+  p->Int("buffer_count", 0, kNoMax, &out->buffer_count);
   int64_t buffer_size = static_cast<int64_t>(out->buffer_size);
-  DSLAUNCH_RETURN_IF_ERROR(p->Int("buffer_size", 0, kNoMax, &buffer_size));
+  p->Int("buffer_size", 0, kNoMax, &buffer_size);
   out->buffer_size = static_cast<uint64_t>(buffer_size);
   int64_t max_in_cpu = static_cast<int64_t>(out->max_in_cpu);
-  DSLAUNCH_RETURN_IF_ERROR(p->Int("max_in_cpu", 0, kNoMax, &max_in_cpu));
+  p->Int("max_in_cpu", 0, kNoMax, &max_in_cpu);
   out->max_in_cpu = static_cast<uint64_t>(max_in_cpu);
-  DSLAUNCH_RETURN_IF_ERROR(p->Bool("pin_memory", &out->pin_memory));
-  DSLAUNCH_RETURN_IF_ERROR(p->Finish());
+  p->Bool("pin_memory", &out->pin_memory);
+  p->Finish();
+  if (root.ErrorCount() != errors_before) return Status::Ok();  // the rules between keys need valid keys
   DSLAUNCH_RETURN_IF_ERROR(root.Validated(swap::ValidateOffloadParamConfig(*out, stage)));
   for (const swap::KeyNote& note : swap::NotesFor(*out)) p->Warn(note.key, note.text);
   return Status::Ok();

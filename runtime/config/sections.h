@@ -1,6 +1,8 @@
 // Internal to the train.json parser: one function per section of the schema (docs/train-json.md).
-// Each reads its keys from the root Section, fills its struct and returns kInvalidArgument with the
-// JSON path on a wrong type or value. The DeepSpeed sections live in deepspeed_sections.cc, the
+// Each reads its keys from the root Section and fills its struct. A wrong value is reported to the
+// parse's error list (Section getters) and parsing goes on; a returned kInvalidArgument (with the
+// JSON path) is a problem after which the rest of that section cannot be read, and the caller
+// reports it beside the others. The DeepSpeed sections live in deepspeed_sections.cc, the
 // runtime's own sections in bundled_sections.cc.
 #pragma once
 
@@ -19,11 +21,13 @@ Status ParseBatch(Section& root, int world_size, int generation, TrainConfig* co
 // DeepSpeed keys, each section parsed into its component's own type and checked by that type's
 // validator (ValidateOptimizerParams, ValidateLrSchedule, ValidateLossScalerConfig), whose error
 // Section::Validated turns into one naming the file and JSON path.
-Status ParseOptimizer(Section& root, OptimizerParams* out);
+// Without an optimizer section, *out is DeepSpeed's {"type": "AdamW"} and *defaulted is set.
+Status ParseOptimizer(Section& root, OptimizerParams* out, bool* defaulted);
 Status ParseScheduler(Section& root, LrSchedule* out);
 // The fp16 section into *loss_scaler; fp16.enabled and bf16.enabled into *precision.
 Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* precision);
-Status ParseZero(Section& root, ZeroConfig* out);
+// *stage_known is false when zero_optimization.stage was wrong (reported; out->stage is then 0).
+Status ParseZero(Section& root, ZeroConfig* out, bool* stage_known);
 // zero_optimization.offload_param into *out (defaults when absent), checked by
 // ValidateOffloadParamConfig against `stage`; nvme_path resolved against `base_dir`; a note for
 // keys accepted without effect ("cpu", pin_memory) goes to the warnings.
@@ -46,8 +50,9 @@ void CollectUnimplementedTopLevel(Section& root);
 // ValidateMlpConfig. `base_dir` is the directory relative paths resolve against ("" = as given).
 // `init_from` receives model.init_from, resolved ("" when absent).
 Status ParseModel(Section& root, const std::string& base_dir, ModelConfig* out, std::string* init_from);
-Status ParseData(Section& root, const ModelConfig& model, const std::string& base_dir, DataConfig* out);
-Status ParseTrainLoop(Section& root, const ModelConfig& model, TrainLoopConfig* out);
+// `model` is null when the model section had errors: the checks against the model are skipped.
+Status ParseData(Section& root, const ModelConfig* model, const std::string& base_dir, DataConfig* out);
+Status ParseTrainLoop(Section& root, const ModelConfig* model, TrainLoopConfig* out);
 // At generation > 0 a checkpoint `dir` sets resume_newest.
 Status ParseCheckpoint(Section& root, const std::string& base_dir, int generation, CheckpointConfig* out);
 

@@ -3,6 +3,7 @@
 #include "runtime/config/train_config.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 
@@ -145,36 +146,60 @@ void DeepMerge(Json& base, const Json& over) {
   }
 }
 
-// Fills *config from the merged document; config->unimplemented_keys is where `root` collects.
-Status ParseRoot(Section& root, int world_size, int generation, const std::string& base_dir,
-                 TrainConfig* config_out) {
+// Fills *config from the merged document. Every section is read whatever the others held, so that
+// one run reports every error: a wrong value is reported by its getter, a section that cannot be
+// read further returns its error, and both land in the context's list (`root.Report`). Where a
+// section depends on another (the data on the model, offload_param on the stage), a wrong source
+// skips only the checks against it.
+void ParseRoot(Section& root, int world_size, int generation, const std::string& base_dir, TrainConfig* config_out) {
   TrainConfig& config = *config_out;
   root.Known(kDeepSpeedConfigKey);
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseBatch(root, world_size, generation, &config));
+  root.Report(internal::ParseBatch(root, world_size, generation, &config));
 
   EngineOptions& engine = config.engine;
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizer(root, &engine.optimizer));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseScheduler(root, &engine.schedule));
-  DSLAUNCH_RETURN_IF_ERROR(root.Double("gradient_clipping", 0.0, std::numeric_limits<double>::max(),
-                                       &engine.gradient_clipping));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParsePrecision(root, &engine.loss_scaler, &engine.precision));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseZero(root, &engine.zero));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOffloadParam(root, engine.zero.stage, base_dir, &engine.offload_param));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseOptimizerOffload(root, base_dir, &engine.offload_optimizer, &engine.aio));
-  DSLAUNCH_RETURN_IF_ERROR(root.Int("steps_per_print", 1, kNoMax, &config.steps_per_print));
+  root.Report(internal::ParseOptimizer(root, &engine.optimizer, &config.default_optimizer));
+  root.Report(internal::ParseScheduler(root, &engine.schedule));
+  root.Double("gradient_clipping", 0.0, std::numeric_limits<double>::max(), &engine.gradient_clipping);
+  root.Report(internal::ParsePrecision(root, &engine.loss_scaler, &engine.precision));
+  bool stage_known = true;
+  root.Report(internal::ParseZero(root, &engine.zero, &stage_known));
+  // With a wrong stage (reported), offload_param is checked as at stage 3, where it is allowed.
+  constexpr int kStageThatAllowsEveryOffload = 3;
+  root.Report(internal::ParseOffloadParam(root, stage_known ? engine.zero.stage : kStageThatAllowsEveryOffload,
+                                          base_dir, &engine.offload_param));
+  root.Report(internal::ParseOptimizerOffload(root, base_dir, &engine.offload_optimizer, &engine.aio));
+  root.Int("steps_per_print", 1, kNoMax, &config.steps_per_print);
   int64_t seed = static_cast<int64_t>(config.seed);
-  DSLAUNCH_RETURN_IF_ERROR(root.Int("seed", 0, kNoMax, &seed));
+  root.Int("seed", 0, kNoMax, &seed);
   config.seed = static_cast<uint64_t>(seed);
   internal::CollectUnimplementedTopLevel(root);
 
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseModel(root, base_dir, &config.model, &config.model_init_from));
-  auto* gpt = std::get_if<GptConfig>(&config.model);
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseActivationCheckpointing(root, gpt != nullptr ? gpt->n_layer : 0,
-                                                                  gpt != nullptr ? &gpt->recompute_blocks : nullptr));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseData(root, config.model, base_dir, &config.data));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseTrainLoop(root, config.model, &config.train));
-  DSLAUNCH_RETURN_IF_ERROR(internal::ParseCheckpoint(root, base_dir, generation, &config.checkpoint));
-  return root.Finish();
+  const size_t errors_before_model = root.ErrorCount();
+  root.Report(internal::ParseModel(root, base_dir, &config.model, &config.model_init_from));
+  const bool model_known = root.ErrorCount() == errors_before_model;
+  auto* gpt = model_known ? std::get_if<GptConfig>(&config.model) : nullptr;
+  // Without a valid model the block is still checked, against the largest n_layer.
+  GptConfig unknown_model;
+  root.Report(internal::ParseActivationCheckpointing(
+      root, gpt != nullptr ? gpt->n_layer : kMaxGptLayers,
+      gpt != nullptr ? &gpt->recompute_blocks : model_known ? nullptr : &unknown_model.recompute_blocks));
+  const ModelConfig* model = model_known ? &config.model : nullptr;
+  root.Report(internal::ParseData(root, model, base_dir, &config.data));
+  root.Report(internal::ParseTrainLoop(root, model, &config.train));
+  root.Report(internal::ParseCheckpoint(root, base_dir, generation, &config.checkpoint));
+  root.Finish();
+}
+
+// Every error of one parse as one status: the only one as it is, or a count followed by one line
+// per error, sorted (by file, then JSON path) so that the order is stable from run to run.
+Status CollectedErrors(std::vector<std::string> errors) {
+  if (errors.empty()) return Status::Ok();
+  std::sort(errors.begin(), errors.end());
+  errors.erase(std::unique(errors.begin(), errors.end()), errors.end());
+  if (errors.size() == 1) return InvalidArgumentError(errors.front());
+  std::string message = std::to_string(errors.size()) + " errors in the configuration:";
+  for (const std::string& e : errors) message += "\n  " + e;
+  return InvalidArgumentError(message);
 }
 
 Result<TrainConfig> ParseUnguarded(std::string_view json_text, const std::string& file, int world_size,
@@ -184,7 +209,8 @@ Result<TrainConfig> ParseUnguarded(std::string_view json_text, const std::string
   DSLAUNCH_ASSIGN_OR_RETURN(Json inline_doc, ParseObject(json_text, file));
   std::string base_dir = std::filesystem::path(file).parent_path().string();
   TrainConfig config;
-  internal::ParseContext ctx{file, "", &inline_doc, &config.unimplemented_keys, &config.warnings};
+  std::vector<std::string> errors;
+  internal::ParseContext ctx{file, "", &inline_doc, &config.unimplemented_keys, &config.warnings, &errors};
   Json merged = inline_doc;
   auto ref = inline_doc.find(kDeepSpeedConfigKey);
   if (ref != inline_doc.end()) {
@@ -206,7 +232,8 @@ Result<TrainConfig> ParseUnguarded(std::string_view json_text, const std::string
   }
   DSLAUNCH_RETURN_IF_ERROR(CheckNoAuto(merged, ctx));
   Section root(&ctx, &merged, "$", Json::json_pointer());
-  DSLAUNCH_RETURN_IF_ERROR(ParseRoot(root, world_size, generation, base_dir, &config));
+  ParseRoot(root, world_size, generation, base_dir, &config);
+  DSLAUNCH_RETURN_IF_ERROR(CollectedErrors(std::move(errors)));
   return config;
 }
 
@@ -246,7 +273,18 @@ std::string UnimplementedWarning(const TrainConfig& config) {
   std::string keys;
   for (const std::string& k : config.unimplemented_keys) keys += (keys.empty() ? "" : ", ") + k;
   return "warning: " + std::to_string(config.unimplemented_keys.size()) +
-         " DeepSpeed key(s) not implemented by dslaunch-worker and ignored: " + keys;
+         " DeepSpeed key(s) not implemented here, ignored: " + keys;
+}
+
+std::string DefaultOptimizerNote(const TrainConfig& config) {
+  if (!config.default_optimizer) return "";
+  const OptimizerParams& o = config.engine.optimizer;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "optimizer: no \"optimizer\" section; training with AdamW (lr %g, betas [%g, %g], eps %g, "
+                "weight_decay %g), DeepSpeed's defaults for {\"type\": \"AdamW\"}",
+                o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+  return line;
 }
 
 std::string_view OptimizerTypeName(OptimizerKind type) {

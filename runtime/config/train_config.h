@@ -96,13 +96,16 @@ struct TrainConfig {
   DataConfig data;
   TrainLoopConfig train;
   CheckpointConfig checkpoint;
+  // True when the config has no optimizer section (Megatron's and Hugging Face's leave it to their
+  // client code): engine.optimizer is then DeepSpeed's {"type": "AdamW"} (DefaultOptimizerNote).
+  bool default_optimizer = false;
   std::string deepspeed_config_path;  // resolved "deepspeed_config", empty when inline
   std::string source_sha256;          // hex SHA-256 of the files read (ReadTrainConfig; checkpoints record it)
   // DeepSpeed keys this runtime recognises but does not implement, as JSON paths
   // ("$.zero_optimization.offload_optimizer"), in the order the parser visits them.
   std::vector<std::string> unimplemented_keys;
-  // Other start-up warnings, each a whole line "<file>: <JSON path>: <what>" (a deprecated form
-  // that was accepted, e.g. "zero_optimization": true).
+  // Other start-up warnings, each a whole line "<file>: <JSON path>: <what>": an unknown key that
+  // was ignored, a deprecated form that was accepted (e.g. "zero_optimization": true).
   std::vector<std::string> warnings;
 };
 
@@ -118,13 +121,17 @@ inline constexpr size_t kMaxConfigBytes = 16u << 20;
 // checkpoint.dir resumes its newest checkpoint). `path` names the file in messages and is the base
 // for relative paths (data, checkpoint, "deepspeed_config"); `loader` reads a referenced DeepSpeed
 // config.
-// Returns kInvalidArgument "<file>: <JSON path>: <problem>" for syntax errors (with line and
-// column), text over kMaxConfigBytes, nesting deeper than 64 levels, duplicate keys (both
-// places), every "auto" value at once, wrong types or out-of-range values, unknown keys (with a
-// did-you-mean suggestion when one is close) and batch inconsistencies (a world size that cannot
-// keep the batch names the world sizes that can); a loader error is
-// returned with context. Pure apart from the loader; never throws, and allocates in proportion
-// to the text (no model-sized allocation: see runtime/train/memory_estimate.h for that check).
+// Returns kInvalidArgument for a config that cannot be read at all, with one message: syntax errors
+// (with line and column), text over kMaxConfigBytes, nesting deeper than 64 levels, duplicate keys
+// (both places), every "auto" value at once. Otherwise every key is read and every problem
+// collected: wrong types or out-of-range values, unknown keys that are likely typos of a known key
+// (with the suggestion), required keys missing, batch inconsistencies (a world size that cannot
+// keep the batch names the world sizes that can). One problem is returned as
+// "<file>: <JSON path>: <problem>"; several as "N errors in the configuration:" followed by one
+// such line each, indented, sorted by file and path. An unknown key that is no likely typo is a
+// warning (TrainConfig::warnings), as DeepSpeed ignores unknown keys. A loader error is returned
+// with context. Pure apart from the loader; never throws, and allocates in proportion to the text
+// (no model-sized allocation: see runtime/train/memory_estimate.h for that check).
 Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_view path, int world_size,
                                      const ConfigLoader& loader, int generation = 0);
 
@@ -139,6 +146,11 @@ std::string BatchSummary(const TrainConfig& config, int world_size);
 // One start-up warning listing config.unimplemented_keys, starting "warning: "; empty when there
 // are none. The caller prefixes only its program name.
 std::string UnimplementedWarning(const TrainConfig& config);
+
+// One start-up line naming the optimizer a config without an optimizer section trains with and
+// its values ("optimizer: no \"optimizer\" section; training with AdamW (lr 0.001, ..."); empty
+// when the config has one.
+std::string DefaultOptimizerNote(const TrainConfig& config);
 
 // Stable lower-case names, for logs: "adamw", "warmup_cosine_lr", ... (PrecisionName is the
 // engine's: runtime/engine/engine_options.h).

@@ -124,7 +124,7 @@ TEST_CASE("An elasticity section chooses the batch, and refuses a world size it 
                                                 "min_gpus": 1, "max_gpus": 4, "version": 0.1})";
   const std::string config = WriteConfig(dir, "elastic.json", 2, elastic);
   auto refused = Launch(dir, 3, config);
-  CHECK(refused.exit_code == 1);
+  CHECK(refused.exit_code == 2);  // a configuration error (docs/exit-codes.md)
   CHECK(refused.err.find("elastic.json: $.elasticity: world size 3 cannot keep the elastic train_batch_size 8: it "
                          "can run at world sizes 1, 2, 4") != std::string::npos);
   auto two = Launch(dir, 2, config);

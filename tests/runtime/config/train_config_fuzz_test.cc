@@ -182,8 +182,22 @@ TEST_CASE("ParseTrainConfig gives a config or an error with a place for mutated 
       CAPTURE(m);
       // kNotFound: a mutated "deepspeed_config" names a file the loader does not have.
       CHECK((r.status().code() == StatusCode::kInvalidArgument || r.status().code() == StatusCode::kNotFound));
-      CHECK((m.rfind("fuzz.json", 0) == 0 || m.rfind("ds.json", 0) == 0));
-      CHECK((m.find("$") != std::string::npos || m.find("line ") != std::string::npos));
+      // One error, or several: "N errors in the configuration:" and one indented line each; every
+      // error names its file and a JSON path or a line.
+      std::vector<std::string> errors;
+      if (m.find("errors in the configuration:\n") != std::string::npos) {
+        for (size_t at = m.find("\n  "); at != std::string::npos; at = m.find("\n  ", at + 1)) {
+          errors.push_back(m.substr(at + 3, m.find('\n', at + 1) - at - 3));
+        }
+        CHECK(m.rfind(std::to_string(errors.size()) + " errors in the configuration:\n", 0) == 0);
+      } else {
+        errors.push_back(m);
+      }
+      for (const std::string& e : errors) {
+        CAPTURE(e);
+        CHECK((e.rfind("fuzz.json", 0) == 0 || e.rfind("ds.json", 0) == 0));
+        CHECK((e.find("$") != std::string::npos || e.find("line ") != std::string::npos));
+      }
       continue;
     }
     ++parsed;

@@ -68,8 +68,12 @@ TEST_CASE("A key too long to be a typo of a known one gets no suggestion, and no
   // long mutated keys, and a key of megabytes took minutes.
   CHECK(internal::Suggest(std::string(100, 'a'), {std::string(90, 'a')}).empty());
   CHECK(internal::Suggest(std::string(64, 'a'), {std::string(60, 'a')}) == std::string(60, 'a'));
-  CHECK(ErrorOf(Base(", \"" + std::string(1 << 20, 'k') + "\": 1")) ==
-        "train.json: $." + std::string(37, 'k') + "...: unknown key");
+  // Ignored with a warning, as any unknown key that is no likely typo, and shown shortened.
+  Result<TrainConfig> long_key = ParseTrainConfig(Base(", \"" + std::string(1 << 20, 'k') + "\": 1"), "train.json", 2,
+                                                  [](const std::string& p) -> Result<std::string> { return NotFoundError(p); });
+  REQUIRE(long_key.ok());
+  CHECK(long_key->warnings ==
+        std::vector<std::string>{"train.json: $." + std::string(37, 'k') + "...: unknown key, ignored"});
 }
 
 TEST_CASE("A config larger than 16 MiB is refused without parsing it") {

@@ -290,8 +290,6 @@ TEST_CASE("ParseTrainConfig reports wrong types and values with their JSON path"
 }
 
 TEST_CASE("ParseTrainConfig reports missing required keys") {
-  CHECK(ErrorOf(Without(BaseConfig(), "optimizer")) ==
-        "train.json: $.optimizer: required (the bundled runtime has no client optimizer)");
   CHECK(ErrorOf(Without(BaseConfig(), "model")) == "train.json: $.model: required");
   CHECK(ErrorOf(Without(BaseConfig(), "data")) == "train.json: $.data: required");
   CHECK(ErrorOf(Without(BaseConfig(), "train")) == "train.json: $.train: required (at least \"steps\")");
@@ -308,7 +306,7 @@ TEST_CASE("ParseTrainConfig rejects fp16 and bf16 together") {
   CHECK(bf16->engine.precision == Precision::kBf16);
 }
 
-TEST_CASE("ParseTrainConfig rejects unknown keys with a suggestion when one is close") {
+TEST_CASE("ParseTrainConfig rejects an unknown key that is a likely typo of a known one, with the suggestion") {
   struct Case {
     const char* pointer;
     const char* message;
@@ -319,8 +317,6 @@ TEST_CASE("ParseTrainConfig rejects unknown keys with a suggestion when one is c
       {"/optimizer/params/weight_decey", "train.json: $.optimizer.params.weight_decey: unknown key (did you mean \"weight_decay\"?)"},
       {"/fp16/loss_scale_windows", "train.json: $.fp16.loss_scale_windows: unknown key (did you mean \"loss_scale_window\"?)"},
       {"/model/n_embed", "train.json: $.model.n_embed: unknown key (did you mean \"n_embd\"?)"},
-      {"/checkpoint/keep", "train.json: $.checkpoint.keep: unknown key"},
-      {"/banana", "train.json: $.banana: unknown key"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.pointer);
