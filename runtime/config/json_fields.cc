@@ -259,9 +259,15 @@ void Section::Unimplemented(std::string_view table_section) {
   const std::string_view section = table_section.empty() ? std::string_view(path_) : table_section;
   for (const UnimplementedKey& entry : UnimplementedKeys()) {
     if (entry.section != section) continue;
-    if (Find(entry.key) != nullptr && ctx_->unimplemented != nullptr) {
-      ctx_->unimplemented->push_back(ChildPath(path_, entry.key));
+    const Json* v = Find(entry.key);
+    if (v == nullptr) continue;
+    if (!entry.only.empty() && *v != Json::parse(entry.only)) {
+      Report(Error(entry.key, "not implemented here, and " + Describe(*v) +
+                                  " would change the training; remove the key or give DeepSpeed's default, " +
+                                  std::string(entry.only)));
+      continue;
     }
+    if (ctx_->unimplemented != nullptr) ctx_->unimplemented->push_back(ChildPath(path_, entry.key));
   }
 }
 

@@ -5,6 +5,7 @@
 namespace dslaunch::runtime::internal {
 namespace {
 
+// A third field is the one value accepted where any other would change the arithmetic.
 constexpr UnimplementedKey kKeys[] = {
     // Top level: monitoring, profiling, compression, parallelism this runtime does not have
     // (tensor, pipeline, sequence, expert), PyTorch's autocast, and schedulers of data or layers.
@@ -21,8 +22,8 @@ constexpr UnimplementedKey kKeys[] = {
     {"$", "monitor_config"},
     {"$", "autotuning"},
     {"$", "amp"},
-    {"$", "prescale_gradients"},
-    {"$", "gradient_predivide_factor"},
+    {"$", "prescale_gradients", "false"},
+    {"$", "gradient_predivide_factor", "1.0"},
     {"$", "sparse_gradients"},
     {"$", "communication_data_type"},
     {"$", "seq_parallel_communication_data_type"},
@@ -55,19 +56,19 @@ constexpr UnimplementedKey kKeys[] = {
     // optimizer and scheduler
     {"$.optimizer", "legacy_fusion"},
     {"$.optimizer.params", "torch_adam"},
-    {"$.optimizer.params", "amsgrad"},
+    {"$.optimizer.params", "amsgrad", "false"},
     {"$.optimizer.params", "fused"},
-    {"$.optimizer.params", "maximize"},
+    {"$.optimizer.params", "maximize", "false"},
     {"$.optimizer.params", "foreach"},
     {"$.scheduler.params", "last_batch_iteration"},
     // precision (the bfloat16 spelling of the section shares the bf16 entries)
     {"$.fp16", "auto_cast"},
-    {"$.fp16", "consecutive_hysteresis"},
-    {"$.fp16", "fp16_master_weights_and_grads"},
+    {"$.fp16", "consecutive_hysteresis", "false"},
+    {"$.fp16", "fp16_master_weights_and_grads", "false"},
     {"$.bf16", "immediate_grad_update"},
     {"$.bf16", "check_grad_overflow"},
-    {"$.bf16", "bf16_master_weights_and_grads"},
-    {"$.bf16", "bf16_optimizer_states"},
+    {"$.bf16", "bf16_master_weights_and_grads", "false"},
+    {"$.bf16", "bf16_optimizer_states", "false"},
     // zero_optimization
     {"$.zero_optimization", "reduce_scatter"},
     {"$.zero_optimization", "allgather_partitions"},
@@ -83,9 +84,9 @@ constexpr UnimplementedKey kKeys[] = {
     {"$.zero_optimization", "elastic_checkpoint"},
     {"$.zero_optimization", "ignore_unused_parameters"},
     {"$.zero_optimization", "zero_hpz_partition_size"},
-    {"$.zero_optimization", "zero_quantized_weights"},
-    {"$.zero_optimization", "zero_quantized_nontrainable_weights"},
-    {"$.zero_optimization", "zero_quantized_gradients"},
+    {"$.zero_optimization", "zero_quantized_weights", "false"},
+    {"$.zero_optimization", "zero_quantized_nontrainable_weights", "false"},
+    {"$.zero_optimization", "zero_quantized_gradients", "false"},
     {"$.zero_optimization", "zeropp_loco_param"},
     {"$.zero_optimization", "zenflow"},
     {"$.zero_optimization", "cpu_offload"},

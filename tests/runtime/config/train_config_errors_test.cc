@@ -107,6 +107,25 @@ TEST_CASE("The keys of current DeepSpeed releases are accepted as not implemente
   CHECK(c->engine.zero.stage == 1);
 }
 
+TEST_CASE("A not-implemented key whose value would change the arithmetic is accepted only at DeepSpeed's default") {
+  // At the default: warned as not implemented, like any key of the table.
+  json doc = With(BaseConfig(), "/optimizer/params/amsgrad", false);
+  doc = With(doc, "/gradient_predivide_factor", 1);  // 1 and 1.0 are the same number
+  Result<TrainConfig> c = Parse(doc);
+  REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  CHECK(c->unimplemented_keys ==
+        std::vector<std::string>{"$.optimizer.params.amsgrad", "$.gradient_predivide_factor"});
+  // Elsewhere: an error each, in the one report.
+  doc = With(BaseConfig(), "/optimizer/params/amsgrad", true);
+  doc = With(doc, "/zero_optimization/zero_quantized_gradients", true);
+  CHECK(ErrorOf(doc) ==
+        "2 errors in the configuration:\n"
+        "  train.json: $.optimizer.params.amsgrad: not implemented here, and true would change the training; "
+        "remove the key or give DeepSpeed's default, false\n"
+        "  train.json: $.zero_optimization.zero_quantized_gradients: not implemented here, and true would change "
+        "the training; remove the key or give DeepSpeed's default, false");
+}
+
 TEST_CASE("A config without an optimizer section trains with AdamW at DeepSpeed's defaults, said in one line") {
   json doc = BaseConfig();
   doc.erase("optimizer");
