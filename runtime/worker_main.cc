@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <tuple>
 
 #include "common/auth/secret.h"
@@ -203,7 +205,15 @@ TrainHooks OutputHooks(const std::map<std::string, std::string>& env, std::FILE*
   return output;
 }
 
-int RunTrain(const std::string& config_path) {
+// The file's text, "" when it cannot be read (the report then has no config section).
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : std::string();
+}
+
+int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   const int64_t started_ms = UnixMillis();
   // Gloo writes to sockets without MSG_NOSIGNAL: a dead peer must be an error, not SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
@@ -257,6 +267,7 @@ int RunTrain(const std::string& config_path) {
   if (!metrics.ok()) return Fail(metrics.status());
   TrainHooks output = OutputHooks(env, metrics->get());
   output.reporter = &reporter;
+  output.origin = RunOrigin{std::move(command), FileText(config_path), started_ms};
   output.first_step_done = [&](int64_t first_step) {
     output.metrics(GenerationRecordJson(*generation, id->world_size, first_step, UnixMillis()));
   };
@@ -272,7 +283,8 @@ int RunTrain(const std::string& config_path) {
   output.checkpoint_fence = [&client = **store] { return client.Check({"checkpoint_fence"}).status(); };
   auto result = Train(*config, *data, **comm, output);
   // The report of what the file holds so far, also after a failure or a stop: a partial run's
-  // curves say where it went wrong.
+  // curves say where it went wrong. The exit record first: its time ends the run's wall time.
+  output.metrics(ExitRecordJson(UnixMillis()));
   if (*metrics) WriteReport(env.at(env::kJobDir));
   if (!result.ok()) return FailTraining(result.status().WithContext("rank " + std::to_string(id->rank)), env);
   return result->stopped ? 128 + SIGTERM : 0;
@@ -360,7 +372,7 @@ int main(int argc, char** argv) {
   }
   if (train->parsed()) {
     try {
-      return dslaunch::runtime::RunTrain(config_path);
+      return dslaunch::runtime::RunTrain(config_path, std::vector<std::string>(argv, argv + argc));
     } catch (const std::bad_alloc&) {
       // The memory check passed but an allocation still failed (an estimate is not a guarantee):
       // say so instead of aborting with an uncaught exception.

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
 #include <functional>
+#include <optional>
+#include <string_view>
 #include <utility>
 
+#include "common/display_text.h"
 #include "common/report/svg_chart.h"
 
 namespace dslaunch::report {
@@ -24,7 +28,9 @@ constexpr char kStyle[] =
     "svg text{font-size:11px;fill:#444}svg .axis-title{font-size:12px;fill:#222}"
     "svg polyline{stroke-width:1.6}svg .no-data{font-size:14px;fill:#999}"
     "ul.legend{list-style:none;margin:4px;padding:0;display:flex;flex-wrap:wrap;gap:4px 14px;font-size:12px}"
-    ".swatch{display:inline-block;width:12px;height:3px;margin-right:5px;vertical-align:middle}";
+    ".swatch{display:inline-block;width:12px;height:3px;margin-right:5px;vertical-align:middle}"
+    "h2{font-size:16px;margin:20px 0 6px}pre{background:#f6f8fa;border:1px solid #ddd;border-radius:6px;"
+    "padding:8px;white-space:pre-wrap;word-break:break-all;font:12px/1.4 ui-monospace,monospace}";
 
 std::string Format(const char* format, double v) {
   char buf[64];
@@ -89,6 +95,18 @@ std::string ThroughputChart(const MetricsLog& log) {
     s.y.push_back(p.tokens_per_s);
   }
   if (!s.x.empty()) chart.series.push_back(std::move(s));
+  return RenderLineChart(chart);
+}
+
+// A figure of every step record as one line, the way the loss is drawn: `value` of each step.
+std::string StepFigureChart(const MetricsLog& log, LineChart chart, double StepPoint::*value) {
+  ChartSeries s{chart.y_label, {}, {}};
+  for (const StepPoint& p : log.steps) {
+    s.x.push_back(static_cast<double>(p.step));
+    s.y.push_back(p.*value);
+  }
+  const bool any = std::any_of(s.y.begin(), s.y.end(), [](double v) { return std::isfinite(v); });
+  if (any) chart.series.push_back(std::move(s));
   return RenderLineChart(chart);
 }
 
@@ -172,6 +190,78 @@ std::string Summary(const MetricsLog& log) {
   return text + (finished ? "; finished." : "; did not finish (no end record).");
 }
 
+// "1h 2m 3.4 s", "2m 5.0 s", "12.3 s".
+std::string Duration(int64_t ms) {
+  const int64_t h = ms / 3600000, m = ms / 60000 % 60;
+  const double sec = static_cast<double>(ms % 60000) / 1000.0;
+  std::string out;
+  if (h > 0) out += std::to_string(h) + "h ";
+  if (h > 0 || m > 0) out += std::to_string(m) + "m ";
+  return out + Format("%.1f s", sec);
+}
+
+// The job's wall time: from the first run's start to the last exit recorded (restarts and the
+// time between them included).
+std::string WallTime(const MetricsLog& log) {
+  std::optional<int64_t> start, end;
+  for (const RunSegment& s : log.segments) {
+    if (s.started_ms && (!start || *s.started_ms < *start)) start = s.started_ms;
+    if (s.ended_ms && (!end || *s.ended_ms > *end)) end = s.ended_ms;
+  }
+  std::string text;
+  if (!start || !end || *end < *start) {
+    text = "Wall time: not recorded (the records have no start time or no exit record: a runtime from before "
+           "them, or a rank 0 killed before it could write one).";
+  } else {
+    text = "Wall time: " + Duration(*end - *start) + ", from the first run's start to the last exit recorded";
+    if (log.segments.back().ended_ms) {
+      text += ".";
+    } else {
+      text += " (the last run wrote no exit record: it was killed, so it ran longer).";
+    }
+  }
+  return "<p id=\"wall-time\">" + EscapeHtml(text) + "</p>";
+}
+
+// An argument as a POSIX shell reads it back: plain when it holds only safe characters, else in
+// single quotes.
+std::string ShellWord(const std::string& arg) {
+  const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("@%+=:,./_-").find(c) != std::string_view::npos;
+  });
+  if (plain) return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The last run's command line and train.json, as it recorded them.
+std::string CommandAndConfig(const MetricsLog& log) {
+  const RunSegment* run = nullptr;
+  for (const RunSegment& s : log.segments) {
+    if (!s.command.empty() || !s.config.empty()) run = &s;
+  }
+  if (run == nullptr) return "";
+  std::string command;
+  for (const std::string& arg : run->command) command += (command.empty() ? "" : " ") + ShellWord(arg);
+  std::string out = "<section id=\"run-config\"><h2>Command and config</h2>";
+  if (!command.empty()) out += "<pre id=\"command\">" + EscapeHtml(DisplayText(command)) + "</pre>";
+  if (!run->config.empty()) out += "<pre id=\"config\">" + EscapeHtml(DisplayText(run->config)) + "</pre>";
+  return out + "</section>";
+}
+
+// The last generated sample, as text: control bytes escaped and invalid UTF-8 replaced again
+// (a file from an older runtime, or written by another program, may hold them raw).
+std::string Sample(const MetricsLog& log) {
+  for (auto it = log.segments.rbegin(); it != log.segments.rend(); ++it) {
+    if (it->sample) {
+      return "<section id=\"sample\"><h2>Sample</h2><pre id=\"sample-text\">" + EscapeHtml(DisplayText(*it->sample)) +
+             "</pre></section>";
+    }
+  }
+  return "";
+}
+
 std::string Notes(const MetricsLog& log) {
   std::string out;
   if (log.malformed > 0) {
@@ -224,9 +314,15 @@ std::string RenderReport(const MetricsLog& log, const ReportPage& page) {
            (s.generation ? std::to_string(*s.generation) : std::string()) + "\">" +
            EscapeHtml(GenerationLine(s, i)) + "</li>";
   }
-  out += "</ul>" + Notes(log);
+  out += "</ul>" + WallTime(log) + Notes(log);
   out += "<div class=\"charts\">" + LossChart(log) + ValidationChart(log) + ThroughputChart(log) +
+         StepFigureChart(log, LineChart{"lr-chart", "Learning rate", "step", "learning rate", true, {}}, &StepPoint::lr) +
+         StepFigureChart(log, LineChart{"grad-norm-chart", "Gradient norm (unscaled)", "step", "gradient norm", true, {}},
+                         &StepPoint::grad_norm) +
+         StepFigureChart(log, LineChart{"loss-scale-chart", "Loss scale", "step", "loss scale", true, {}},
+                         &StepPoint::loss_scale) +
          RankStepChart(log) + RankComputeChart(log) + "</div>";
+  out += Sample(log) + CommandAndConfig(log);
   return out + "</body></html>\n";
 }
 

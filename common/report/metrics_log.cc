@@ -66,6 +66,10 @@ class Reader {
       ++s.checkpoints_failed;
     } else if (name == "end") {
       s.ended = true;
+    } else if (name == "exit") {
+      s.ended_ms = Integer(record, "ended_ms");
+    } else if (name == "sample") {
+      s.sample = String(record, "text");
     }
   }
 
@@ -91,6 +95,15 @@ class Reader {
     s.world_size = static_cast<int>(Integer(record, "world_size").value_or(0));
     s.zero_stage = static_cast<int>(Integer(record, "zero_stage").value_or(0));
     s.precision = String(record, "precision");
+    s.started_ms = Integer(record, "started_ms");
+    if (auto command = record.find("command"); command != record.end() && command->is_array()) {
+      for (const Json& arg : *command) {
+        if (arg.is_string()) s.command.push_back(arg.get<std::string>());
+      }
+    }
+    if (auto config = record.find("config"); config != record.end() && !config->is_null()) {
+      s.config = config->is_string() ? config->get<std::string>() : config->dump(2, ' ', false, Json::error_handler_t::replace);
+    }
     log_.segments.push_back(std::move(s));
   }
 
@@ -102,6 +115,9 @@ class Reader {
     p.loss = Number(record, "loss");
     p.tokens_per_s = Number(record, "tokens_per_s");
     p.ms_per_step = Number(record, "ms_per_step");
+    p.lr = Number(record, "lr");
+    p.grad_norm = Number(record, "grad_norm");
+    p.loss_scale = Number(record, "loss_scale");
     auto skipped = record.find("skipped");
     p.skipped = skipped != record.end() && skipped->is_boolean() && skipped->get<bool>();
     p.rank_step_ms = Numbers(record, "rank_step_ms");

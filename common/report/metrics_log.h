@@ -24,6 +24,9 @@ struct StepPoint {
   double loss = 0.0;
   double tokens_per_s = 0.0;
   double ms_per_step = 0.0;
+  double lr = 0.0;                    // the learning rate the step used
+  double grad_norm = 0.0;             // unscaled; NaN when it overflowed
+  double loss_scale = 0.0;            // the fp16 loss scale (1 in fp32 and bf16)
   bool skipped = false;               // fp16: the step overflowed and was not applied
   std::vector<double> rank_step_ms;   // per rank, rank order; empty from a runtime without it
   std::vector<double> rank_collective_ms;  // the part of it inside collectives, the same order
@@ -58,6 +61,14 @@ struct RunSegment {
   int64_t checkpoints = 0;                // `checkpoint` records
   int64_t checkpoints_failed = 0;         // `checkpoint_failed` records
   bool ended = false;                     // an `end` record: the run finished its steps
+  // From the `start` record (a runtime from before them writes none): the worker's start (Unix
+  // ms), its command line, its train.json (pretty-printed JSON); from the `exit` record the end of
+  // its run, whatever the end; from a `sample` record the generated text (escaped by the writer).
+  std::optional<int64_t> started_ms;
+  std::optional<int64_t> ended_ms;
+  std::vector<std::string> command;
+  std::string config;
+  std::optional<std::string> sample;
 };
 
 // A line skipped, 1-based.

@@ -519,6 +519,12 @@ struct FaultGroup {
         ->capture_default_str();
     app.add_option("--straggler_window", o.stragglers.window, "steps of each rank the straggler rule looks at")
         ->capture_default_str();
+    app.add_option("--straggler_margin_ms", o.stragglers.margin_ms,
+                   "and only when its median is also more than MS ms/step above its peers'")
+        ->capture_default_str();
+    app.add_option("--straggler_patience", o.stragglers.patience,
+                   "checks in a row (one per step) that must agree to flag a rank, or to clear it")
+        ->capture_default_str();
   }
 
   Status Resolve(const CLI::App& app, CliOptions& o) {

@@ -127,7 +127,8 @@ struct CliOptions {
   int max_restarts = 0;                 // --max_restarts; kDeepSpeedElasticMaxRestarts with --elastic_training
   std::optional<NodeRange> elastic_nodes;  // absent: every selected host must run, no spares
   std::optional<std::chrono::milliseconds> watchdog_timeout;  // absent: no watchdog unless a rank asks
-  // --straggler_factor (0: off) and --straggler_window (docs/observability.md, "Straggler rule").
+  // --straggler_factor (0: off), --straggler_window, --straggler_margin_ms, --straggler_patience
+  // (docs/observability.md, "Straggler rule").
   StragglerOptions stragglers;
 
   // Multi-node over SSH.

@@ -39,10 +39,13 @@ void StatusFeed::OnAgentMessage(int node_rank, const control::Message& msg) {
     }
     return;  // output changes no view
   }
-  if (auto straggler = status_->OnAgentMessage(node_rank, generation, msg, loop_.UnixMillis())) {
-    const std::string line = DescribeStraggler(*straggler);
+  if (auto change = status_->OnAgentMessage(node_rank, generation, msg, loop_.UnixMillis())) {
+    const bool flagged = change->kind == StragglerChange::Kind::kFlagged;
+    const auto* progress = std::get_if<control::WorkerProgress>(&msg);
+    const std::string line = flagged ? DescribeStraggler(change->straggler, stragglers_)
+                                     : DescribeStragglerCleared(change->straggler, progress ? progress->step : -1);
     console_.PrintError("dslaunch: " + line + "\n");
-    events_.Record(generation, "straggler", line);
+    events_.Record(generation, flagged ? "straggler" : "straggler_cleared", line);
   }
   Publish();  // a heartbeat's time is news too
 }
@@ -53,7 +56,13 @@ void StatusFeed::OnAgentLost(int node_rank) {
 
 void StatusFeed::OnFinished(int exit_code) {
   if (!status_) return;
-  status_->OnFinished(exit_code);
+  // The root cause as the job ends: Publish reads it only while the job runs.
+  std::optional<RootCause::Kind> cause;
+  if (const JobTracker* tracker = source_.tracker(); tracker != nullptr && tracker->root_cause()) {
+    cause = tracker->root_cause()->kind;
+    status_->OnRootCause(DescribeRootCause(*tracker->root_cause()));
+  }
+  status_->OnFinished(exit_code, cause, loop_.UnixMillis());
   Publish();
   publish_timer_->Cancel();
 }

@@ -63,7 +63,8 @@ class StatusFeed {
   // the board's log tail; anything else to the view (a straggler is told), then Publish().
   void OnAgentMessage(int node_rank, const control::Message& msg);
   void OnAgentLost(int node_rank);
-  // The job ended with `exit_code`: the last view goes out, no later one is scheduled.
+  // The job ended with `exit_code`: the last view goes out, with the outcome (succeeded, failed,
+  // stopped: from the tracker's root cause) and the time it ended; no later one is scheduled.
   void OnFinished(int exit_code);
   // Publishes the view now when the job's state, generation or end changed, or the last publish
   // is kBoardPublishInterval old; otherwise once that time is up.

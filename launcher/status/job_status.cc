@@ -18,6 +18,12 @@ std::string_view RankStateName(RankState state) {
   return "unknown";
 }
 
+std::string_view JobOutcomeName(int exit_code, std::optional<RootCause::Kind> cause) {
+  if (exit_code == 0) return "succeeded";
+  if (cause == RootCause::Kind::kSignal) return "stopped";
+  return "failed";
+}
+
 JobStatus::JobStatus(std::string job_id, std::vector<std::string> command, int64_t started_ms,
                      StragglerOptions stragglers)
     : stragglers_(stragglers) {
@@ -25,6 +31,13 @@ JobStatus::JobStatus(std::string job_id, std::vector<std::string> command, int64
   view_.command = std::move(command);
   view_.started_ms = started_ms;
   view_.state = std::string(JobStateName(JobState::kStarting));
+  if (stragglers_.enabled()) {
+    const StragglerOptions& rule = stragglers_.options();
+    view_.straggler_factor = rule.factor;
+    view_.straggler_margin_ms = rule.margin_ms;
+    view_.straggler_window = rule.window;
+    view_.straggler_patience = rule.patience;
+  }
 }
 
 void JobStatus::OnGeneration(const LaunchPlan& plan) {
@@ -103,7 +116,7 @@ void JobStatus::OnWorkerStalled(const control::WorkerStalled& stalled) {
   if (RankView* r = FindRank(stalled.rank)) r->state = std::string(RankStateName(RankState::kStalled));
 }
 
-std::optional<Straggler> JobStatus::OnProgress(const control::WorkerProgress& p, int64_t now_ms) {
+std::optional<StragglerChange> JobStatus::OnProgress(const control::WorkerProgress& p, int64_t now_ms) {
   RankView* r = FindRank(p.rank);
   if (r == nullptr) return std::nullopt;
   r->last_report_ms = now_ms;
@@ -119,12 +132,27 @@ std::optional<Straggler> JobStatus::OnProgress(const control::WorkerProgress& p,
   // long as the straggler's.
   const std::optional<double> step_time = p.figures.compute_ms ? p.figures.compute_ms : p.figures.step_ms;
   if (!new_step || !step_time) return std::nullopt;
-  std::optional<Straggler> straggler = stragglers_.AddStepTime(p.rank, *step_time);
-  if (!straggler) return std::nullopt;
-  straggler->host = r->host;
-  r->straggler = true;
-  ++view_.stragglers_total;
-  return straggler;
+  std::optional<StragglerChange> change = stragglers_.AddStepTime(p.rank, p.step, *step_time);
+  // While flagged the page shows the latest medians, not those of the check that flagged it.
+  if (std::optional<Straggler> now = stragglers_.Flagged(p.rank)) {
+    r->straggler_median_ms = now->median_ms;
+    r->straggler_peers_median_ms = now->peers_median_ms;
+  }
+  if (!change) return std::nullopt;
+  change->straggler.host = r->host;
+  if (change->kind == StragglerChange::Kind::kFlagged) {
+    r->straggler = true;
+    r->straggler_since_step = change->straggler.since_step;
+    r->straggler_since_ms = now_ms;
+    ++view_.stragglers_total;
+  } else {
+    r->straggler = false;
+    r->straggler_median_ms.reset();
+    r->straggler_peers_median_ms.reset();
+    r->straggler_since_step = -1;
+    r->straggler_since_ms = 0;
+  }
+  return change;
 }
 
 // Rank 0 speaks for the job's curves and checkpoints (every rank trains the same model).
@@ -155,10 +183,10 @@ void JobStatus::OnCheckpoint(const ProgressFigures& f, int64_t step) {
   view_.checkpoint_save_bytes = f.ckpt_bytes;
 }
 
-std::optional<Straggler> JobStatus::OnAgentMessage(int node_rank, int generation, const control::Message& message,
+std::optional<StragglerChange> JobStatus::OnAgentMessage(int node_rank, int generation, const control::Message& message,
                                                    int64_t now_ms) {
   OnAgentHeard(node_rank, now_ms);
-  std::optional<Straggler> straggler;
+  std::optional<StragglerChange> straggler;
   std::visit(
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
@@ -181,9 +209,11 @@ void JobStatus::OnRootCause(const std::string& line) {
   if (view_.root_cause.empty()) view_.root_cause = line;
 }
 
-void JobStatus::OnFinished(int exit_code) {
+void JobStatus::OnFinished(int exit_code, std::optional<RootCause::Kind> cause, int64_t now_ms) {
   view_.state = std::string(JobStateName(JobState::kFinished));
   view_.exit_code = exit_code;
+  view_.outcome = std::string(JobOutcomeName(exit_code, cause));
+  view_.ended_ms = now_ms;
 }
 
 JobView JobStatus::View(int64_t now_ms) const {

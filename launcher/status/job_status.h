@@ -28,6 +28,12 @@ enum class RankState { kPending, kRunning, kExited, kFailed, kStalled, kStopped 
 // "stopped" (ended because the launcher stopped the job).
 std::string_view RankStateName(RankState state);
 
+// How a finished job ended, for people (JobView::outcome): "succeeded" when it exits 0,
+// "stopped" when the launcher was told to stop (its root cause is a signal: SIGTERM, SIGINT,
+// SIGUSR1's requeue), "failed" otherwise (a rank failed or hung, a node was lost, start-up
+// failed), whatever the exit code says of the class.
+std::string_view JobOutcomeName(int exit_code, std::optional<RootCause::Kind> cause);
+
 class JobStatus {
  public:
   // `command`: the program and its arguments as the user gave them; `started_ms`: when the
@@ -47,14 +53,15 @@ class JobStatus {
   void OnWorkerExited(const control::WorkerExited& exited);
   void OnWorkerStalled(const control::WorkerStalled& stalled);
 
-  // A progress report. Returns the rank when its step time makes it a straggler for the first
-  // time in this generation (the caller prints it: DescribeStraggler), already marked in the view.
-  std::optional<Straggler> OnProgress(const control::WorkerProgress& progress, int64_t now_ms);
+  // A progress report. Returns the change its step time made to the rank's straggler flag
+  // (flagged or cleared: the caller prints it, DescribeStraggler), already in the view.
+  std::optional<StragglerChange> OnProgress(const control::WorkerProgress& progress, int64_t now_ms);
 
   void OnJobState(JobState state);
   // The first root cause of the job (DescribeRootCause's line); later ones are ignored.
   void OnRootCause(const std::string& line);
-  void OnFinished(int exit_code);
+  // The job ended with `exit_code` at `now_ms`; `cause`: the kind of its root cause, if any.
+  void OnFinished(int exit_code, std::optional<RootCause::Kind> cause, int64_t now_ms);
 
   // Bytes the endpoint has sent to its clients so far.
   void SetStoreBytesSent(int64_t bytes) { view_.store_bytes_sent_total = bytes; }
@@ -63,7 +70,7 @@ class JobStatus {
   // agent was heard, and WORKER_STARTED, WORKER_EXITED, WORKER_STALLED and WORKER_PROGRESS of that
   // generation go to the calls above (a message of another generation only says the agent lives).
   // Returns what OnProgress returns.
-  std::optional<Straggler> OnAgentMessage(int node_rank, int generation, const control::Message& message,
+  std::optional<StragglerChange> OnAgentMessage(int node_rank, int generation, const control::Message& message,
                                           int64_t now_ms);
 
   // The view at `now_ms`.

@@ -36,6 +36,12 @@ struct RankView {
   std::optional<double> tokens_per_s;
   int64_t last_report_ms = 0;  // when the launcher received its last report
   bool straggler = false;     // flagged by the straggler rule (docs/observability.md)
+  // While flagged, why and since when: its median step time and its peers' median at its latest
+  // check, the step whose check flagged it and when the launcher saw that (Unix ms).
+  std::optional<double> straggler_median_ms;
+  std::optional<double> straggler_peers_median_ms;
+  int64_t straggler_since_step = -1;
+  int64_t straggler_since_ms = 0;
 };
 
 struct NodeView {
@@ -60,6 +66,10 @@ struct JobView {
   int64_t started_ms = 0;            // when the launcher started
   int64_t now_ms = 0;                // when this view was taken (uptime = now_ms - started_ms)
   std::optional<int> exit_code;      // the job's, once finished
+  // Once finished: "succeeded" (exit 0), "stopped" (the launcher was told to stop: a signal),
+  // "failed" (anything else: JobOutcomeName, job_status.h); "" before. And when it finished.
+  std::string outcome;
+  int64_t ended_ms = 0;
   std::string root_cause;            // the one-line reason it stopped early, "" if none
   std::vector<NodeView> nodes;
   std::vector<RankView> ranks;
@@ -68,8 +78,13 @@ struct JobView {
   std::vector<SeriesPoint> loss;
   std::vector<SeriesPoint> val_loss;
   std::vector<SeriesPoint> tokens_per_s;
+  // The straggler rule in force (launcher/status/straggler_detector.h); factor 0: off.
+  double straggler_factor = 0;
+  double straggler_margin_ms = 0;
+  int straggler_window = 0;
+  int straggler_patience = 0;
   // Counters for /metrics.
-  int64_t stragglers_total = 0;          // ranks flagged since the start (each once per generation)
+  int64_t stragglers_total = 0;          // times a rank was flagged since the start
   int64_t checkpoint_saves_total = 0;
   std::optional<double> checkpoint_save_seconds;  // the last save's duration
   std::optional<int64_t> checkpoint_save_bytes;   // the last save's bytes

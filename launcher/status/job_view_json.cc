@@ -23,6 +23,23 @@ json Series(const std::vector<SeriesPoint>& points) {
   return a;
 }
 
+// Why and since when a flagged rank is a straggler; null while it is not.
+json StragglerDetail(const RankView& r) {
+  if (!r.straggler) return nullptr;
+  return {{"median_ms", Optional(r.straggler_median_ms)},
+          {"peers_median_ms", Optional(r.straggler_peers_median_ms)},
+          {"since_step", r.straggler_since_step},
+          {"since_ms", r.straggler_since_ms}};
+}
+
+json StragglerRule(const JobView& v) {
+  if (v.straggler_factor <= 0) return nullptr;
+  return {{"factor", v.straggler_factor},
+          {"margin_ms", v.straggler_margin_ms},
+          {"window", v.straggler_window},
+          {"patience", v.straggler_patience}};
+}
+
 json RankJson(const RankView& r) {
   return {{"rank", r.rank},
           {"local_rank", r.local_rank},
@@ -39,7 +56,8 @@ json RankJson(const RankView& r) {
           {"loss", Optional(r.loss)},
           {"tokens_per_s", Optional(r.tokens_per_s)},
           {"last_report_ms", r.last_report_ms},
-          {"straggler", r.straggler}};
+          {"straggler", r.straggler},
+          {"straggler_detail", StragglerDetail(r)}};
 }
 
 json NodeJson(const NodeView& n) {
@@ -132,6 +150,14 @@ Result<RankView> ReadRank(const json& r, const std::string& path) {
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "tokens_per_s", v.tokens_per_s));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "last_report_ms", v.last_report_ms));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "straggler", v.straggler));
+  if (const json* d = Field(r, "straggler_detail"); d != nullptr && !d->is_null()) {
+    if (!d->is_object()) return TypeError(p + "straggler_detail", "an object or null");
+    const std::string dp = p + "straggler_detail.";
+    DSLAUNCH_RETURN_IF_ERROR(Read(*d, dp, "median_ms", v.straggler_median_ms));
+    DSLAUNCH_RETURN_IF_ERROR(Read(*d, dp, "peers_median_ms", v.straggler_peers_median_ms));
+    DSLAUNCH_RETURN_IF_ERROR(Read(*d, dp, "since_step", v.straggler_since_step));
+    DSLAUNCH_RETURN_IF_ERROR(Read(*d, dp, "since_ms", v.straggler_since_ms));
+  }
   return v;
 }
 
@@ -189,12 +215,16 @@ std::string JobViewJson(const JobView& view) {
             {"now_ms", view.now_ms},
             {"uptime_ms", view.started_ms > 0 ? view.now_ms - view.started_ms : 0},
             {"exit_code", Optional(view.exit_code)},
+            {"outcome", view.outcome.empty() ? json(nullptr) : json(view.outcome)},
+            {"ended_ms", view.ended_ms > 0 ? json(view.ended_ms) : json(nullptr)},
+            {"duration_ms", view.ended_ms > 0 ? json(view.ended_ms - view.started_ms) : json(nullptr)},
             {"root_cause", view.root_cause},
             {"nodes", std::move(nodes)},
             {"ranks", std::move(ranks)},
             {"loss", Series(view.loss)},
             {"val_loss", Series(view.val_loss)},
             {"tokens_per_s", Series(view.tokens_per_s)},
+            {"straggler_rule", StragglerRule(view)},
             {"stragglers_total", view.stragglers_total},
             {"checkpoint_saves_total", view.checkpoint_saves_total},
             {"checkpoint_save_seconds", Optional(view.checkpoint_save_seconds)},
@@ -217,6 +247,20 @@ Result<JobView> ParseJobViewJson(std::string_view text) {
   DSLAUNCH_RETURN_IF_ERROR(Read(j, "", "now_ms", v.now_ms));
   DSLAUNCH_RETURN_IF_ERROR(Read(j, "", "exit_code", v.exit_code));
   DSLAUNCH_RETURN_IF_ERROR(Read(j, "", "root_cause", v.root_cause));
+  // Absent or null before the job finished (and from a launcher older than them).
+  std::optional<std::string> outcome;
+  std::optional<int64_t> ended_ms;
+  if (Field(j, "outcome") != nullptr) DSLAUNCH_RETURN_IF_ERROR(Read(j, "", "outcome", outcome));
+  if (Field(j, "ended_ms") != nullptr) DSLAUNCH_RETURN_IF_ERROR(Read(j, "", "ended_ms", ended_ms));
+  v.outcome = outcome.value_or("");
+  v.ended_ms = ended_ms.value_or(0);
+  if (const json* rule = Field(j, "straggler_rule"); rule != nullptr && !rule->is_null()) {
+    if (!rule->is_object()) return TypeError("straggler_rule", "an object or null");
+    DSLAUNCH_RETURN_IF_ERROR(Read(*rule, "straggler_rule.", "factor", v.straggler_factor));
+    DSLAUNCH_RETURN_IF_ERROR(Read(*rule, "straggler_rule.", "margin_ms", v.straggler_margin_ms));
+    DSLAUNCH_RETURN_IF_ERROR(Read(*rule, "straggler_rule.", "window", v.straggler_window));
+    DSLAUNCH_RETURN_IF_ERROR(Read(*rule, "straggler_rule.", "patience", v.straggler_patience));
+  }
   DSLAUNCH_RETURN_IF_ERROR(ReadLists(j, v));
   DSLAUNCH_RETURN_IF_ERROR(Read(j, "", "stragglers_total", v.stragglers_total));
   DSLAUNCH_RETURN_IF_ERROR(Read(j, "", "checkpoint_saves_total", v.checkpoint_saves_total));

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <map>
 
+#include "common/display_text.h"
 #include "launcher/status/job_view_json.h"
 #include "launcher/status/page_assets.h"
 #include "launcher/status/prometheus_text.h"
@@ -79,7 +80,11 @@ StatusReply Logs(std::string_view target, const JobBoard& board) {
                           std::to_string(view.ranks.size()) + " ranks)");
   }
   std::string body;
-  for (const std::string& line : board.LogTail(static_cast<int>(*rank), static_cast<size_t>(lines))) body += line + "\n";
+  // As text for a page or a terminal: a program's escape sequences and stray bytes are shown
+  // escaped, never interpreted (the log files keep the bytes as written).
+  for (const std::string& line : board.LogTail(static_cast<int>(*rank), static_cast<size_t>(lines))) {
+    body += DisplayText(line) + "\n";
+  }
   return Live(kTextPlain, std::move(body));
 }
 

@@ -4,6 +4,8 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -81,13 +83,29 @@ class StatusServer::Impl {
   }
 
   ~Impl() {
-    asio::post(ioc_, [this] {
-      beast::error_code ec;
-      acceptor_.close(ec);
-    });
+    if (thread_.joinable()) {
+      asio::post(ioc_, [this] {
+        beast::error_code ec;
+        acceptor_.close(ec);
+        FinishStreams();
+      });
+      std::unique_lock<std::mutex> lock(flush_mu_);
+      flush_cv_.wait_for(lock, limits_.final_flush_timeout, [this] { return flush_started_ && flushing_ == 0; });
+    }
     ioc_.stop();
     if (thread_.joinable()) thread_.join();
   }
+
+  // On the server's thread, as it stops: every open stream gets the last view and is closed;
+  // each calls StreamFinished once done.
+  void FinishStreams();
+  void StreamFinished() {
+    std::lock_guard<std::mutex> lock(flush_mu_);
+    if (flushing_ > 0) --flushing_;
+    flush_cv_.notify_all();
+  }
+  // The board's view as JSON now, uncached: the last view a stream gets.
+  std::string CurrentJson() const { return JobViewJson(board_->View()); }
 
   // The view as JSON for the event streams, rendered at most once per poll interval however many
   // streams are open (a long job's curves make it the server's largest piece of work).
@@ -109,6 +127,8 @@ class StatusServer::Impl {
 
   void Register(ConnectionId id, std::weak_ptr<Session> session) { sessions_[id] = std::move(session); }
   void Unregister(ConnectionId id) { sessions_.erase(id); }
+  void RegisterStream(ConnectionId id, std::weak_ptr<Session> session) { stream_sessions_[id] = std::move(session); }
+  void UnregisterStream(ConnectionId id) { stream_sessions_.erase(id); }
   // Closes the session the request pool evicted (ConnectionPool::Admit).
   void Evict(ConnectionId id);
 
@@ -131,6 +151,12 @@ class StatusServer::Impl {
   ConnectionPool requests_;
   ConnectionPool streams_;
   std::unordered_map<ConnectionId, std::weak_ptr<Session>> sessions_;  // the request pool's, to evict
+  std::unordered_map<ConnectionId, std::weak_ptr<Session>> stream_sessions_;  // the stream pool's, to finish
+  // The final flush (~Impl): streams still to send their last view; guarded by flush_mu_.
+  std::mutex flush_mu_;
+  std::condition_variable flush_cv_;
+  size_t flushing_ = 0;
+  bool flush_started_ = false;
   std::atomic<size_t> load_requests_{0};
   std::atomic<size_t> load_streams_{0};
   asio::io_context ioc_{1};
@@ -159,8 +185,19 @@ class Session : public std::enable_shared_from_this<Session> {
       server_.requests().Release(*request_id_);
       server_.Unregister(*request_id_);
     }
-    if (stream_id_) server_.streams().Release(*stream_id_);
+    if (stream_id_) {
+      server_.streams().Release(*stream_id_);
+      server_.UnregisterStream(*stream_id_);
+    }
+    if (finishing_ && !finished_) server_.StreamFinished();  // gone before its last view was written
     server_.PublishLoad();
+  }
+
+  // The server stops: the last view if this stream has not had it, then the end of the stream.
+  void Finish() {
+    finishing_ = true;
+    timer_.cancel();
+    if (!writing_) SendFinal();
   }
 
   const std::string& client() const { return client_; }
@@ -250,6 +287,7 @@ class Session : public std::enable_shared_from_this<Session> {
                   false, false);
     }
     stream_id_ = admission.id;
+    server_.RegisterStream(*stream_id_, weak_from_this());
     server_.streams().SetIdle(*stream_id_, false);  // a stream is never evicted: a full pool refuses
     server_.requests().Release(*request_id_);  // a stream does not count against the request pool
     server_.Unregister(*request_id_);
@@ -265,11 +303,41 @@ class Session : public std::enable_shared_from_this<Session> {
   // Writes `bytes` within the write deadline, then waits for the next poll.
   void Write(std::shared_ptr<std::string> bytes) {
     stream_.expires_after(server_.limits().write_timeout);
+    writing_ = true;
     asio::async_write(stream_, asio::buffer(*bytes), [self = shared_from_this(), bytes](beast::error_code ec, size_t) {
-      if (ec) return self->Close();
+      self->writing_ = false;
+      if (ec) {
+        self->Close();
+        return self->Done();
+      }
       self->last_sent_ = std::chrono::steady_clock::now();
       self->Poll();
     });
+  }
+
+  // The last event of a stopping server: the view now, unless it is what this stream has.
+  void SendFinal() {
+    if (final_started_) return;
+    final_started_ = true;
+    std::string json = server_.CurrentJson();
+    if (json == last_json_) {
+      Close();
+      return Done();
+    }
+    last_json_ = std::move(json);
+    auto bytes = std::make_shared<std::string>(EventFrame(last_json_));
+    stream_.expires_after(server_.limits().write_timeout);
+    asio::async_write(stream_, asio::buffer(*bytes), [self = shared_from_this(), bytes](beast::error_code, size_t) {
+      self->Close();
+      self->Done();
+    });
+  }
+
+  // Tells a stopping server this stream is done (once).
+  void Done() {
+    if (!finishing_ || finished_) return;
+    finished_ = true;
+    server_.StreamFinished();
   }
 
   // Reads (and drops) what a streaming client sends, to see at once when it goes: its place in
@@ -282,6 +350,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Poll() {
+    if (finishing_) return SendFinal();
     const std::string& json = server_.EventJson();
     if (json != last_json_) {
       last_json_ = json;
@@ -314,10 +383,29 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string last_json_;
   std::chrono::steady_clock::time_point last_sent_;
+  // The server's stop (Finish): an event being written finishes first, then the last view goes.
+  bool writing_ = false;
+  bool finishing_ = false;
+  bool final_started_ = false;
+  bool finished_ = false;
   std::array<char, 512> discard_;  // WatchForClose's buffer
 };
 
 }  // namespace
+
+void StatusServer::Impl::FinishStreams() {
+  std::vector<std::shared_ptr<Session>> open;
+  for (auto& [id, weak] : stream_sessions_) {
+    if (auto session = weak.lock()) open.push_back(std::move(session));
+  }
+  {
+    std::lock_guard<std::mutex> lock(flush_mu_);
+    flushing_ = open.size();
+    flush_started_ = true;
+  }
+  flush_cv_.notify_all();
+  for (auto& session : open) session->Finish();
+}
 
 void StatusServer::Impl::Evict(ConnectionId id) {
   auto it = sessions_.find(id);

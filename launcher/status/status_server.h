@@ -45,10 +45,18 @@ inline constexpr size_t kStatusMaxEventStreams = 32;
 // page polls /api/job instead.
 inline constexpr size_t kStatusMaxEventStreamsPerClient = 8;
 
+// When the server stops (the launcher exits after the job ended), every open event stream is sent
+// the board's last view, if it has not had it, before its connection is closed, within this
+// time: so an open page learns how the job ended (docs/observability.md, "After the end"). A
+// client that reads takes it in milliseconds; one that does not holds the launcher's exit no
+// longer than this.
+inline constexpr std::chrono::seconds kStatusFinalFlushTimeout{2};
+
 struct StatusServerLimits {
   std::chrono::milliseconds header_timeout = kStatusHeaderTimeout;
   std::chrono::milliseconds idle_timeout = kStatusIdleTimeout;
   std::chrono::milliseconds write_timeout = kStatusWriteTimeout;
+  std::chrono::milliseconds final_flush_timeout = kStatusFinalFlushTimeout;
   PoolLimits requests{kStatusMaxRequestConnections, kStatusMaxRequestConnectionsPerClient};
   PoolLimits streams{kStatusMaxEventStreams, kStatusMaxEventStreamsPerClient};
 };
@@ -73,7 +81,9 @@ class StatusServer {
   // Address already in use".
   static Result<std::unique_ptr<StatusServer>> Start(const StatusServerOptions& options,
                                                      std::shared_ptr<const JobBoard> board);
-  // Stops serving: closes the listener and every connection, joins the thread.
+  // Stops serving: closes the listener, sends every event stream the board's view as it is now
+  // (unless that stream had it already) and closes it, waiting for that at most
+  // limits.final_flush_timeout; then closes every other connection and joins the thread.
   ~StatusServer();
 
   uint16_t port() const;

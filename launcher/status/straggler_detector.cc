@@ -23,13 +23,25 @@ std::string Millis(double ms) {
   return buf;
 }
 
+std::string Number(const char* form, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), form, v);
+  return buf;
+}
+
+// "412 ms/step against a median of 198 ms over 20 steps"
+std::string Figures(const Straggler& s) {
+  return Millis(s.median_ms) + " ms/step against a median of " + Millis(s.peers_median_ms) + " ms over " +
+         std::to_string(s.window) + " steps";
+}
+
+std::string Who(const Straggler& s) { return "rank " + std::to_string(s.rank) + (s.host.empty() ? "" : " on " + s.host); }
+
 }  // namespace
 
 Status ValidateStragglerOptions(const StragglerOptions& options) {
   if (!std::isfinite(options.factor) || (options.factor != 0 && options.factor <= 1)) {
-    char shown[32];
-    std::snprintf(shown, sizeof(shown), "%g", options.factor);
-    return InvalidArgumentError(std::string("--straggler_factor ") + shown +
+    return InvalidArgumentError("--straggler_factor " + Number("%g", options.factor) +
                                 " must be above 1 (a rank that many times slower than its peers is flagged), "
                                 "or 0 to turn straggler detection off");
   }
@@ -37,13 +49,32 @@ Status ValidateStragglerOptions(const StragglerOptions& options) {
     return InvalidArgumentError("--straggler_window " + std::to_string(options.window) + " must be 1.." +
                                 std::to_string(kMaxStragglerWindow) + " steps");
   }
+  if (!std::isfinite(options.margin_ms) || options.margin_ms < 0) {
+    return InvalidArgumentError("--straggler_margin_ms " + Number("%g", options.margin_ms) +
+                                " must be 0 or more (milliseconds per step a straggler is behind its peers' median "
+                                "at least)");
+  }
+  if (options.patience < 1 || options.patience > kMaxStragglerPatience) {
+    return InvalidArgumentError("--straggler_patience " + std::to_string(options.patience) + " must be 1.." +
+                                std::to_string(kMaxStragglerPatience) + " checks in a row");
+  }
   return Status::Ok();
 }
 
-std::string DescribeStraggler(const Straggler& s) {
-  return "rank " + std::to_string(s.rank) + (s.host.empty() ? "" : " on " + s.host) + " is a straggler: " +
-         Millis(s.median_ms) + " ms/step against a median of " + Millis(s.peers_median_ms) + " ms over " +
-         std::to_string(s.window) + " steps";
+std::string DescribeStraggler(const Straggler& s, const StragglerOptions& rule) {
+  return Who(s) + " is a straggler since step " + std::to_string(s.since_step) + ": " + Figures(s) + " (" +
+         Number("%.1f", s.median_ms / s.peers_median_ms) + "x; the rule: above " + Number("%g", rule.factor) +
+         "x and " + Number("%g", rule.margin_ms) + " ms more, " + std::to_string(rule.patience) +
+         (rule.patience == 1 ? " check" : " checks") + " in a row)";
+}
+
+std::string DescribeStragglerCleared(const Straggler& s, int64_t step) {
+  return Who(s) + " is no longer a straggler at step " + std::to_string(step) + ": " + Figures(s);
+}
+
+bool SlowerThanPeers(double median_ms, double peers_median_ms, const StragglerOptions& rule) {
+  return peers_median_ms > 0 && median_ms > rule.factor * peers_median_ms &&
+         median_ms - peers_median_ms > rule.margin_ms;
 }
 
 StragglerDetector::StragglerDetector(StragglerOptions options) : options_(options) {}
@@ -55,7 +86,14 @@ bool StragglerDetector::flagged(int rank) const {
   return it != ranks_.end() && it->second.flagged;
 }
 
-std::optional<Straggler> StragglerDetector::AddStepTime(int rank, double step_ms) {
+std::optional<Straggler> StragglerDetector::Flagged(int rank) const {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end() || !it->second.flagged) return std::nullopt;
+  const Rank& r = it->second;
+  return Straggler{rank, "", *r.median, r.peers_median, options_.window, r.since_step};
+}
+
+std::optional<StragglerChange> StragglerDetector::AddStepTime(int rank, int64_t step, double step_ms) {
   if (!enabled() || !std::isfinite(step_ms)) return std::nullopt;
   Rank& r = ranks_[rank];
   const size_t window = static_cast<size_t>(options_.window);
@@ -67,17 +105,26 @@ std::optional<Straggler> StragglerDetector::AddStepTime(int rank, double step_ms
   }
   if (r.window.size() < window) return std::nullopt;
   r.median = Median(r.window);
-  if (r.flagged) return std::nullopt;
-  // Only this rank is judged: its median is the one that changed, and a straggler reports too.
+  // Only this rank is checked: its median is the one that changed, and a straggler reports too.
   std::vector<double> peers;
   for (const auto& [other, p] : ranks_) {
     if (other != rank && p.median) peers.push_back(*p.median);
   }
   if (peers.empty()) return std::nullopt;
-  const double reference = Median(std::move(peers));
-  if (reference <= 0 || *r.median <= options_.factor * reference) return std::nullopt;
-  r.flagged = true;
-  return Straggler{rank, "", *r.median, reference, options_.window};
+  r.peers_median = Median(std::move(peers));
+  const bool slow = SlowerThanPeers(*r.median, r.peers_median, options_);
+  if (slow == r.flagged) {
+    r.streak = 0;
+    return std::nullopt;
+  }
+  if (++r.streak < options_.patience) return std::nullopt;
+  r.streak = 0;
+  r.flagged = slow;
+  if (slow) r.since_step = step;
+  StragglerChange change{slow ? StragglerChange::Kind::kFlagged : StragglerChange::Kind::kCleared,
+                         Straggler{rank, "", *r.median, r.peers_median, options_.window, r.since_step}};
+  if (!slow) r.since_step = -1;
+  return change;
 }
 
 }  // namespace dslaunch::launcher

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/display_text.h"
 #include "runtime/train/progress_bar.h"
 
 namespace dslaunch::runtime {
@@ -107,6 +108,13 @@ void RunReport::Start(const RunStart& start) {
     r["zero_stage"] = start.zero_stage;
     r["precision"] = start.precision;
     r["bytes_per_rank"] = MemoryRecord(start.memory);
+    if (start.origin.started_ms) r["started_ms"] = *start.origin.started_ms;
+    if (!start.origin.command.empty()) r["command"] = start.origin.command;
+    if (!start.origin.config_json.empty()) {
+      // Embedded as the object it is; a text that is not JSON (it was read, so it should be) as a string.
+      Record config = Record::parse(start.origin.config_json, nullptr, /*allow_exceptions=*/false);
+      r["config"] = config.is_discarded() ? Record(start.origin.config_json) : std::move(config);
+    }
     out_.metrics(Text(r));
   }
   if (!out_.print) return;
@@ -238,7 +246,20 @@ void RunReport::Validation(const ValidationReport& validation, Clock::duration s
 
 void RunReport::Stopped(int64_t step) { Print("step " + std::to_string(step) + " | stopped on request"); }
 
-void RunReport::Sample(const std::string& text) { Print("sample:\n" + text); }
+void RunReport::Sample(const std::string& text) {
+  const std::string shown = DisplayText(text);
+  Print("sample:\n" + shown);
+  if (out_.metrics) {
+    Record r;
+    r["event"] = "sample";
+    r["text"] = shown;
+    out_.metrics(Text(r));
+  }
+}
+
+std::string ExitRecordJson(int64_t ended_ms) {
+  return "{\"event\":\"exit\",\"ended_ms\":" + std::to_string(ended_ms) + "}";
+}
 
 void RunReport::CheckpointSummary(const std::string& summary) {
   if (!summary.empty()) Print(summary);

@@ -30,6 +30,13 @@ struct ReportOutputs {
   std::function<void(int64_t first_step)> first_step_done;  // once, after the first step's record
 };
 
+// Where the run came from, for the `start` record and the report's "Command and config".
+struct RunOrigin {
+  std::vector<std::string> command;   // the worker's command line as it ran
+  std::string config_json;            // the train.json's text as read ("" unknown); a JSON object
+  std::optional<int64_t> started_ms;  // the worker's start, Unix ms
+};
+
 // What the run trains, for the start line and record.
 struct RunStart {
   std::string model;  // "gpt", "mlp"
@@ -40,6 +47,7 @@ struct RunStart {
   int zero_stage = 0;
   std::string precision;  // "fp32", "fp16", "bf16"
   MemoryStats memory;     // bytes per rank at the start
+  RunOrigin origin;
 };
 
 // One completed optimizer step.
@@ -67,6 +75,11 @@ struct RunEnd {
   size_t checkpoints_saved = 0;
   size_t checkpoints_failed = 0;
 };
+
+// The `exit` record, written by the worker after its run, whatever its end (finished, stopped,
+// failed): {"event":"exit","ended_ms":N}, N in Unix ms. With the `start` record's started_ms it
+// gives the run's wall time.
+std::string ExitRecordJson(int64_t ended_ms);
 
 class RunReport {
  public:
@@ -104,7 +117,8 @@ class RunReport {
   void Validation(const ValidationReport& validation, Clock::duration spent);
   // "step N | stopped on request".
   void Stopped(int64_t step);
-  // "sample:\nTEXT".
+  // "sample:\nTEXT" and a `sample` record, TEXT with its control bytes escaped and invalid UTF-8
+  // replaced (common/display_text.h): a model's bytes must not drive the terminal or the page.
   void Sample(const std::string& text);
   // The saver's summary line (runtime/checkpoint/saver.h); empty: nothing.
   void CheckpointSummary(const std::string& summary);

@@ -40,10 +40,11 @@ CheckpointRun RunOf(const TrainConfig& config, const TrainTask& task) {
   return run;
 }
 
-RunStart StartOf(const TrainConfig& config, const TrainTask& task, int world, const MemoryStats& memory) {
+RunStart StartOf(const TrainConfig& config, const TrainTask& task, int world, const MemoryStats& memory,
+                 const RunOrigin& origin) {
   return RunStart{std::string(task.name()), static_cast<int64_t>(task.layout().numel()), task.FlopsPerToken(),
                   task.classifier(), world, config.engine.zero.stage,
-                  std::string(PrecisionName(config.engine.precision)), memory};
+                  std::string(PrecisionName(config.engine.precision)), memory, origin};
 }
 
 // The engine, its parameters initialised by the model or imported from model.init_from. A
@@ -243,7 +244,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   if (hooks.print) {  // every rank's own (its swap files); the launcher prefixes the rank
     for (const std::string& note : engine->notes()) hooks.print(note);
   }
-  report.Start(StartOf(config, *task, world, engine->memory()));
+  report.Start(StartOf(config, *task, world, engine->memory(), hooks.origin));
 
   Loop loop{config, comm, hooks, *task, *engine, report};
   const CheckpointRun run = RunOf(config, *task);

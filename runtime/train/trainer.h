@@ -14,6 +14,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/config/train_config.h"
 #include "runtime/train/progress_report.h"
+#include "runtime/train/run_report.h"
 #include "runtime/train/train_task.h"
 
 namespace dslaunch::runtime {
@@ -50,6 +51,8 @@ struct TrainHooks {
   // Rank 0, before it publishes a checkpoint: is this generation still the job's current one
   // (SaveOptions::fence)? Empty: not checked.
   std::function<Status()> checkpoint_fence;
+  // Where the run came from, for rank 0's `start` record (RunReport). Optional.
+  RunOrigin origin;
 };
 
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train/train_task.h)

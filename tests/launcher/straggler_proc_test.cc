@@ -34,7 +34,7 @@ std::vector<std::string> TimedJob(const TempDir& dir, int steps, const std::stri
       "  echo \"$step step_ms=$(( (now - start) / 1000 )) loss=2.5\" > \"$DSLAUNCH_PROGRESS_FILE\"; "
       "done";
   std::vector<std::string> argv = {kLauncher, "--log_dir", dir.path() + "/logs", "--events_file",
-                                   dir.path() + "/events.jsonl", "--straggler_window", "5"};
+                                   dir.path() + "/events.jsonl", "--straggler_window", "5", "--straggler_patience", "2"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   for (const std::string& a : {"--nproc_per_node", "3", "--no_python", "/bin/bash", "-c"}) argv.push_back(a);
   argv.push_back(script);
@@ -55,12 +55,13 @@ TEST_CASE("A rank slowed on purpose is named once as a straggler, on the console
   CHECK(r.exit_code == 0);
   // Rank 1's steps take about 900 ms against the others' 300 ms: three times, above 1.5.
   CHECK(Count(r.err, "is a straggler") == 1);
-  CHECK(Contains(r.err, "dslaunch: rank 1 on localhost is a straggler: "));
-  CHECK(Contains(r.err, " over 5 steps\n"));
+  CHECK(Contains(r.err, "dslaunch: rank 1 on localhost is a straggler since step "));
+  CHECK(Contains(r.err, " over 5 steps ("));
+  CHECK(Contains(r.err, "x; the rule: above 1.5x and 20 ms more, 2 checks in a row)\n"));
   const std::string events = ReadAll(dir.path() + "/events.jsonl");
   INFO(events);
   CHECK(Count(events, "\"event\":\"straggler\"") == 1);
-  CHECK(Contains(events, "rank 1 on localhost is a straggler: "));
+  CHECK(Contains(events, "rank 1 on localhost is a straggler since step "));
 }
 
 TEST_CASE("Ranks of the same speed are no stragglers, and --straggler_factor 0 turns the rule off") {

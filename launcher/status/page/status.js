@@ -41,13 +41,29 @@ function number(v, digits) {
   return Number(v).toPrecision(digits);
 }
 
+// "2026-11-28 03:50:12 UTC": the same in every browser and time zone.
+function utc(ms) { return new Date(ms).toISOString().slice(0, 19).replace('T', ' ') + ' UTC'; }
+
+function finished(v) { return v !== null && v.state === 'finished'; }
+
 function renderJob(v) {
   $('job-id').textContent = v.job_id;
-  document.title = 'dslaunch ' + v.job_id + ' (' + v.state + ')';
-  const failed = v.state === 'finished' && v.exit_code !== null && v.exit_code !== 0;
+  // Once finished the state is the outcome: succeeded, failed or stopped, with the exit code.
+  const shown = finished(v) && v.outcome ? v.outcome : v.state;
+  document.title = 'dslaunch ' + v.job_id + ' (' + shown + ')';
+  const failed = finished(v) && v.exit_code !== null && v.exit_code !== 0 && v.outcome !== 'stopped';
   const state = $('job-state');
-  state.textContent = v.state + (v.exit_code !== null ? ' (exit ' + v.exit_code + ')' : '');
-  state.className = 'state ' + (failed ? 'failed' : v.state);
+  state.textContent = shown + (v.exit_code !== null ? ' (exit ' + v.exit_code + ')' : '');
+  state.className = 'state ' + (failed ? 'failed' : shown);
+  const hasEnd = finished(v) && v.ended_ms !== null && v.ended_ms !== undefined;
+  $('job-end-label').hidden = !hasEnd;
+  $('job-end').hidden = !hasEnd;
+  if (hasEnd) {
+    $('job-outcome').textContent = shown;
+    $('job-exit-code').textContent = text(v.exit_code);
+    $('job-duration').textContent = duration(v.duration_ms);
+    $('job-ended').textContent = utc(v.ended_ms);
+  }
   $('job-command').textContent = v.command.join(' ');
   $('job-hosts').textContent = [...new Set(v.nodes.map((n) => n.host))].join(', ');
   $('job-generation').textContent = v.generation + (v.restarts ? ' (' + v.restarts + ' restarts)' : '');
@@ -60,8 +76,39 @@ function renderJob(v) {
 
 function renderUptime() {
   if (!view || !view.started_ms) return;
-  const live = view.state === 'finished' ? 0 : Date.now() - receivedAt;
+  if (finished(view) && view.ended_ms) {  // the clock stopped with the job
+    $('job-uptime').textContent = duration(view.ended_ms - view.started_ms);
+    return;
+  }
+  const live = finished(view) ? 0 : Date.now() - receivedAt;
   $('job-uptime').textContent = duration(view.now_ms - view.started_ms + live);
+}
+
+// Why and since when each flagged rank is a straggler (docs/observability.md, "Straggler rule").
+function renderStragglers(v) {
+  const list = $('straggler-list');
+  list.replaceChildren();
+  const rule = v.straggler_rule;
+  for (const r of v.ranks) {
+    const d = r.straggler_detail;
+    if (!r.straggler || !d) continue;
+    const li = document.createElement('li');
+    li.className = 'straggler';
+    li.id = 'straggler-' + r.rank;
+    li.dataset.rank = r.rank;
+    let why = 'rank ' + r.rank + ' on ' + r.host + ': ' + number(d.median_ms, 3) + ' ms/step against its peers\' median of ' +
+              number(d.peers_median_ms, 3) + ' ms';
+    if (d.peers_median_ms > 0) why += ' (' + (d.median_ms / d.peers_median_ms).toFixed(1) + 'x';
+    if (rule) {
+      why += '; flagged above ' + rule.factor + 'x and ' + rule.margin_ms + ' ms more over ' + rule.window +
+             ' steps, ' + rule.patience + (rule.patience === 1 ? ' check' : ' checks') + ' in a row';
+    }
+    if (d.peers_median_ms > 0) why += ')';
+    why += ', since step ' + d.since_step + (d.since_ms ? ' (' + utc(d.since_ms) + ')' : '');
+    li.textContent = why;
+    list.appendChild(li);
+  }
+  list.hidden = list.children.length === 0;
 }
 
 function cell(row, value, cls) {
@@ -145,6 +192,7 @@ function render(v) {
   receivedAt = Date.now();
   renderJob(v);
   renderRanks(v);
+  renderStragglers(v);
   drawChart($('chart-loss'), [{name: 'loss', points: v.loss}, {name: 'val_loss', points: v.val_loss}]);
   drawChart($('chart-tokens'), [{name: 'tokens_per_s', points: v.tokens_per_s}]);
 }
@@ -174,13 +222,28 @@ function showLog(rank) {
   refreshLog();
 }
 
+// The launcher exits once the job has finished: a lost connection after the finished view is
+// the end, not a fault. The page keeps that view and stops reconnecting.
+let ended = false;
+let pollTimer = null;
+let events = null;
+
 function setConnection(live) {
   const c = $('connection');
+  if (!live && finished(view)) {
+    ended = true;
+    if (events) events.close();
+    if (pollTimer !== null) clearInterval(pollTimer);
+    c.textContent = 'job finished; the launcher has exited';
+    c.className = 'connection ended';
+    return;
+  }
   c.textContent = live ? 'live' : 'not connected (retrying)';
   c.className = 'connection' + (live ? ' live' : ' lost');
 }
 
 async function poll() {
+  if (ended) return;
   try {
     const res = await get('/api/job');
     if (!res.ok) throw new Error(await res.text());
@@ -191,6 +254,11 @@ async function poll() {
   }
 }
 
+function startPolling(ms) {
+  poll();
+  pollTimer = setInterval(poll, ms);
+}
+
 // ?poll=MS polls /api/job every MS milliseconds instead of listening to the event stream: for a
 // proxy that buffers server-sent events, and for headless Chromium's virtual time, which stands
 // still while a stream is open (tests/launcher/status/status_page_browser_test.cc).
@@ -199,23 +267,20 @@ function start() {
   if (params.has('rank')) showLog(Number(params.get('rank')));
   const pollMs = Number(params.get('poll'));
   if (pollMs > 0) {
-    poll();
-    setInterval(poll, Math.max(pollMs, 100));
+    startPolling(Math.max(pollMs, 100));
   } else if (window.EventSource) {
-    const events = new EventSource('/api/events?token=' + encodeURIComponent(token));
+    events = new EventSource('/api/events?token=' + encodeURIComponent(token));
     events.onmessage = (e) => { render(JSON.parse(e.data)); setConnection(true); };
     events.onerror = () => {
       setConnection(false);  // EventSource reconnects by itself after a dropped stream
-      if (events.readyState === EventSource.CLOSED) {  // refused (a 503 when the streams are full): poll
-        poll();
-        setInterval(poll, POLL_MS);
+      if (!ended && events.readyState === EventSource.CLOSED) {  // refused (a 503 when the streams are full): poll
+        startPolling(POLL_MS);
       }
     };
   } else {
-    poll();
-    setInterval(poll, POLL_MS);
+    startPolling(POLL_MS);
   }
-  setInterval(() => { renderUptime(); refreshLog(); }, POLL_MS);
+  setInterval(() => { renderUptime(); if (!ended) refreshLog(); }, POLL_MS);
 }
 
 document.addEventListener('DOMContentLoaded', start);

@@ -1,5 +1,7 @@
 #include "common/report/html_report.h"
 
+#include "common/report/svg_chart.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -87,7 +89,64 @@ TEST_CASE("RenderReport of a run that failed at step 3 draws what there is and s
 TEST_CASE("RenderReport of an empty file is a page that says there is nothing") {
   const std::string html = RenderReport(ParseMetricsLog(""), kPage);
   CHECK(html.find("No training records") != std::string::npos);
-  CHECK(Count(html, "no data") == 5);
+  CHECK(Count(html, "no data") == 8);
+  CHECK(html.find("Wall time: not recorded") != std::string::npos);
+  CHECK(html.find("id=\"run-config\"") == std::string::npos);
+  CHECK(html.find("id=\"sample\"") == std::string::npos);
+}
+
+// A run as today's runtime records it: the start with its time, command and config; steps with
+// the learning rate, the gradient norm and the loss scale; the sample; the exit.
+std::string RecordedRun() {
+  std::string text =
+      R"({"event":"start","model":"gpt","parameters":1000,"world_size":2,"zero_stage":1,"precision":"fp16",)"
+      R"("started_ms":1764065700000,"command":["dslaunch-worker","train","my config.json"],)"
+      R"("config":{"train_batch_size":8,"optimizer":{"type":"AdamW","params":{"lr":0.003}},"note":"<b>&"}})" "\n";
+  for (int s = 1; s <= 4; ++s) {
+    text += R"({"event":"step","step":)" + std::to_string(s) + R"(,"loss":2.5,"lr":)" + std::to_string(0.001 * s) +
+            R"(,"loss_scale":)" + (s < 3 ? "65536" : "32768") + R"(,"grad_norm":)" + (s == 2 ? "null" : "0.5") +
+            R"(,"skipped":)" + (s == 2 ? "true" : "false") + R"(,"tokens_per_s":1000,"ms_per_step":12})" "\n";
+  }
+  text += R"({"event":"sample","text":"ab\\x1bc <i>\n\u0007"})" "\n";
+  text += R"({"event":"end","steps":4})" "\n";
+  text += R"({"event":"exit","ended_ms":1764065763250})" "\n";
+  return text;
+}
+
+TEST_CASE("RenderReport draws the learning rate, gradient norm and loss scale of every step, as the loss") {
+  const std::string html = RenderReport(ParseMetricsLog(RecordedRun()), kPage);
+  const std::string lr = Chart(html, "lr-chart");
+  CHECK(Count(lr, "<circle class=\"point\"") == 4);
+  CHECK(lr.find("<title>learning rate: 3, 0.003</title>") != std::string::npos);
+  const std::string norm = Chart(html, "grad-norm-chart");
+  CHECK(Count(norm, "<circle class=\"point\"") == 3);  // the overflowed step's null is a gap
+  CHECK(norm.find("data-points=\"3\" data-total=\"4\"") != std::string::npos);
+  const std::string scale = Chart(html, "loss-scale-chart");
+  CHECK(Count(scale, "<circle class=\"point\"") == 4);
+  CHECK(scale.find("<title>loss scale: 3, " + TickLabel(32768) + "</title>") != std::string::npos);
+  CHECK(scale.find("<title>loss scale: 2, " + TickLabel(65536) + "</title>") != std::string::npos);
+  // A runtime from before these figures: charts without lines.
+  const std::string old = RenderReport(ParseMetricsLog(Start(2) + Steps(1, 3, 2)), kPage);
+  for (const char* id : {"lr-chart", "grad-norm-chart", "loss-scale-chart"}) {
+    CAPTURE(id);
+    CHECK(Chart(old, id).find("no data") != std::string::npos);
+  }
+}
+
+TEST_CASE("RenderReport shows the command line, the config, the wall time and the sample, escaped") {
+  const std::string html = RenderReport(ParseMetricsLog(RecordedRun()), kPage);
+  CHECK(html.find("<p id=\"wall-time\">Wall time: 1m 3.2 s, from the first run&#39;s start to the last exit "
+                  "recorded.</p>") != std::string::npos);
+  CHECK(html.find("<pre id=\"command\">dslaunch-worker train &#39;my config.json&#39;</pre>") != std::string::npos);
+  CHECK(html.find("<pre id=\"config\">{\n  &quot;note&quot;: &quot;&lt;b&gt;&amp;&quot;,\n  &quot;optimizer&quot;: {") !=
+        std::string::npos);
+  CHECK(html.find("&quot;lr&quot;: 0.003") != std::string::npos);
+  // The text as the runtime escaped it, and what it left raw (BEL) escaped here: as text, never markup.
+  CHECK(html.find("<pre id=\"sample-text\">ab\\x1bc &lt;i&gt;\n\\x07</pre>") != std::string::npos);
+  // A run killed before its exit record: the time to the last exit recorded, and why it is short.
+  std::string killed = RecordedRun() + Start(2);
+  const std::string again = RenderReport(ParseMetricsLog(killed), kPage);
+  CHECK(again.find("(the last run wrote no exit record: it was killed, so it ran longer).") != std::string::npos);
 }
 
 TEST_CASE("RenderReport of a run that failed before its first step") {

@@ -390,15 +390,20 @@ TEST_CASE("ParseCommandLine reads --watchdog_timeout as seconds above 0") {
   }
 }
 
-TEST_CASE("ParseCommandLine reads --straggler_factor (0: off) and --straggler_window, and refuses bad ones") {
+TEST_CASE("ParseCommandLine reads the straggler rule's options (--straggler_factor 0: off), and refuses bad ones") {
   auto defaults = Parse({"x"});
   REQUIRE(defaults.ok());
   CHECK(defaults->options.stragglers.factor == kDefaultStragglerFactor);
   CHECK(defaults->options.stragglers.window == kDefaultStragglerWindow);
-  auto set = Parse({"--straggler_factor", "2.5", "--straggler_window", "50", "x"});
+  CHECK(defaults->options.stragglers.margin_ms == kDefaultStragglerMarginMs);
+  CHECK(defaults->options.stragglers.patience == kDefaultStragglerPatience);
+  auto set = Parse({"--straggler_factor", "2.5", "--straggler_window", "50", "--straggler_margin_ms", "7.5",
+                    "--straggler_patience", "12", "x"});
   REQUIRE(set.ok());
   CHECK(set->options.stragglers.factor == 2.5);
   CHECK(set->options.stragglers.window == 50);
+  CHECK(set->options.stragglers.margin_ms == 7.5);
+  CHECK(set->options.stragglers.patience == 12);
   auto off = Parse({"--straggler_factor", "0", "x"});
   REQUIRE(off.ok());
   CHECK(off->options.stragglers.factor == 0);
@@ -414,6 +419,10 @@ TEST_CASE("ParseCommandLine reads --straggler_factor (0: off) and --straggler_wi
        "--straggler_factor -3 must be above 1 (a rank that many times slower than its peers is flagged), or 0 to turn "
        "straggler detection off"},
       {{"--straggler_window", "0"}, "--straggler_window 0 must be 1..10000 steps"},
+      {{"--straggler_margin_ms", "-5"},
+       "--straggler_margin_ms -5 must be 0 or more (milliseconds per step a straggler is behind its peers' median at "
+       "least)"},
+      {{"--straggler_patience", "0"}, "--straggler_patience 0 must be 1..10000 checks in a row"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.message);

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -112,10 +113,32 @@ TEST_CASE("StatusFeed: the end goes out at once and no later view is scheduled")
   f.loop.Advance(milliseconds(20));
   f.feed.Publish();  // news: waits for the timer
   CHECK(f.loop.armed() == 1);
+  f.loop.Advance(milliseconds(5));
   f.source.over = true;
   f.feed.OnFinished(3);
-  CHECK(f.board->View().exit_code == 3);
+  const JobView v = f.board->View();
+  CHECK(v.state == "finished");
+  CHECK(v.exit_code == 3);
+  CHECK(v.outcome == "failed");
+  CHECK(v.ended_ms == f.loop.unix_ms);
+  CHECK(v.ended_ms - v.started_ms == 25);
   CHECK(f.loop.armed() == 0);
+}
+
+TEST_CASE("StatusFeed: a job the launcher was told to stop ends 'stopped', with the signal as its root cause") {
+  Fixture f;
+  f.feed.Open("J", Program());
+  const LaunchPlan plan = Plan(0);
+  JobTracker tracker(plan);
+  f.source.tracker_of_job = &tracker;
+  f.feed.OnGeneration(plan);
+  REQUIRE(tracker.OnSignal(SIGTERM) == Action::kStopAll);
+  f.source.over = true;
+  f.feed.OnFinished(143);
+  const JobView v = f.board->View();
+  CHECK(v.outcome == "stopped");
+  CHECK(v.exit_code == 143);
+  CHECK(v.root_cause == "the launcher received SIGTERM");
 }
 
 TEST_CASE("StatusFeed: output lines of the current generation go to the board's log tail, progress bars not") {
@@ -129,7 +152,7 @@ TEST_CASE("StatusFeed: output lines of the current generation go to the board's 
   CHECK(f.board->LogTail(1, 10) == std::vector<std::string>{"epoch 1", "epoch 2"});
 }
 
-TEST_CASE("StatusFeed: a straggler is printed and recorded in the events file once") {
+TEST_CASE("StatusFeed: a straggler and its recovery are printed and recorded in the events file once each") {
   char path[] = "/tmp/dslaunch-status-feed-XXXXXX";
   const int fd = ::mkstemp(path);
   REQUIRE(fd >= 0);
@@ -141,7 +164,7 @@ TEST_CASE("StatusFeed: a straggler is printed and recorded in the events file on
   FakeJobLoop loop;
   FakeSource source;
   // No board: the view is kept for the straggler rule alone, and nothing is published.
-  StatusFeed feed(nullptr, StragglerOptions{1.5, 1}, loop, console, *events, source);
+  StatusFeed feed(nullptr, StragglerOptions{1.5, 1, 20, 1}, loop, console, *events, source);
   feed.Open("J", Program());
   feed.OnGeneration(Plan(0));
   control::WorkerProgress fast{0, 0, 1, {}};
@@ -151,17 +174,32 @@ TEST_CASE("StatusFeed: a straggler is printed and recorded in the events file on
   feed.OnAgentMessage(0, fast);
   CHECK(pipe.Drain().empty());
   feed.OnAgentMessage(0, slow);
-  const std::string line = "rank 1 on host-0 is a straggler: 500 ms/step against a median of 100 ms over 1 steps";
+  const std::string line =
+      "rank 1 on host-0 is a straggler since step 1: 500 ms/step against a median of 100 ms over 1 steps (5.0x; the "
+      "rule: above 1.5x and 20 ms more, 1 check in a row)";
   CHECK(pipe.Drain() == "dslaunch: " + line + "\n");
   CHECK(loop.armed() == 0);  // no board: no publish timer either
+  // Back to its peers' speed: cleared, told once.
+  control::WorkerProgress recovered{0, 1, 2, {}};
+  recovered.figures.step_ms = 110.0;
+  feed.OnAgentMessage(0, recovered);
+  const std::string cleared =
+      "rank 1 on host-0 is no longer a straggler at step 2: 110 ms/step against a median of 100 ms over 1 steps";
+  CHECK(pipe.Drain() == "dslaunch: " + cleared + "\n");
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   // The events file reads the wall clock itself: compare what follows the time.
-  const std::string expected = FormatEvent(0, 0, "straggler", line);
-  const std::string got = text.str();
-  REQUIRE(got.find(",\"generation\"") != std::string::npos);
-  CHECK(got.substr(got.find(",\"generation\"")) == expected.substr(expected.find(",\"generation\"")));
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(text, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 2);
+  const std::string expected[] = {FormatEvent(0, 0, "straggler", line) , FormatEvent(0, 0, "straggler_cleared", cleared)};
+  for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(lines[i].find(",\"generation\"") != std::string::npos);
+    std::string want = expected[i].substr(expected[i].find(",\"generation\""));
+    if (!want.empty() && want.back() == '\n') want.pop_back();
+    CHECK(lines[i].substr(lines[i].find(",\"generation\"")) == want);
+  }
   std::remove(path);
 }
 

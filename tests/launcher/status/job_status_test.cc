@@ -92,7 +92,7 @@ TEST_CASE("JobStatus names how each rank ended: exited, failed, stopped, stalled
   status.OnWorkerExited(killed);
   status.OnRootCause("rank 1 failed");
   status.OnRootCause("a later failure");
-  status.OnFinished(3);
+  status.OnFinished(3, RootCause::Kind::kWorkerFailed, 4);
 
   const JobView v = status.View(5);
   CHECK(v.ranks[0].state == "exited");
@@ -108,7 +108,36 @@ TEST_CASE("JobStatus names how each rank ended: exited, failed, stopped, stalled
   CHECK(v.ranks[3].exit_text == "signal 9 (SIGKILL)");
   CHECK(v.state == "finished");
   CHECK(v.exit_code == 3);
+  CHECK(v.outcome == "failed");
+  CHECK(v.ended_ms == 4);
   CHECK(v.root_cause == "rank 1 failed");
+}
+
+TEST_CASE("JobOutcomeName: exit 0 succeeded, a signal to the launcher stopped, anything else failed") {
+  CHECK(JobOutcomeName(0, std::nullopt) == "succeeded");
+  CHECK(JobOutcomeName(0, RootCause::Kind::kSignal) == "succeeded");  // stopped, and every rank exited 0
+  CHECK(JobOutcomeName(143, RootCause::Kind::kSignal) == "stopped");
+  CHECK(JobOutcomeName(76, RootCause::Kind::kSignal) == "stopped");  // SIGUSR1: requeue
+  CHECK(JobOutcomeName(1, RootCause::Kind::kWorkerFailed) == "failed");
+  CHECK(JobOutcomeName(137, RootCause::Kind::kWorkerStalled) == "failed");
+  CHECK(JobOutcomeName(75, RootCause::Kind::kAgentLost) == "failed");
+  CHECK(JobOutcomeName(2, std::nullopt) == "failed");
+}
+
+TEST_CASE("JobStatus's finished view says the outcome, the exit code and when it ended; before, none of them") {
+  JobStatus status("J", {"x"}, 1000);
+  status.OnGeneration(Plan(0));
+  JobView running = status.View(2000);
+  CHECK(running.outcome.empty());
+  CHECK(running.ended_ms == 0);
+  CHECK_FALSE(running.exit_code);
+  status.OnFinished(0, std::nullopt, 64000);
+  const JobView v = status.View(65000);
+  CHECK(v.state == "finished");
+  CHECK(v.outcome == "succeeded");
+  CHECK(v.exit_code == 0);
+  CHECK(v.ended_ms == 64000);
+  CHECK(v.ended_ms - v.started_ms == 63000);
 }
 
 TEST_CASE("JobStatus keeps each rank's last report and rank 0's curves, a repeated figure once") {
@@ -164,39 +193,71 @@ TEST_CASE("JobStatus keeps each rank's last report and rank 0's curves, a repeat
   CHECK(v.val_loss[1].step == 3);
 }
 
-TEST_CASE("JobStatus flags a straggler once, marks it and counts it; a restart starts afresh") {
-  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 4});
+TEST_CASE("JobStatus flags a straggler, says why and since when, counts it; a restart starts afresh") {
+  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 4, 20, 2});
   status.OnGeneration(Plan(0));
-  std::vector<Straggler> flagged;
+  std::vector<StragglerChange> changes;
   for (int step = 1; step <= 10; ++step) {
     for (int rank = 0; rank < 4; ++rank) {
-      if (auto s = status.OnProgress(Progress(rank, step, rank == 2 ? 400.0 : 200.0), step)) flagged.push_back(*s);
+      if (auto c = status.OnProgress(Progress(rank, step, rank == 2 ? 400.0 : 200.0), 100 * step)) changes.push_back(*c);
       // A report of the same step again is no new sample.
-      status.OnProgress(Progress(rank, step, rank == 2 ? 400.0 : 200.0), step);
+      status.OnProgress(Progress(rank, step, rank == 2 ? 400.0 : 200.0), 100 * step);
     }
   }
-  REQUIRE(flagged.size() == 1);
-  CHECK(flagged[0] == Straggler{2, "host-1", 400.0, 200.0, 4});
-  CHECK(DescribeStraggler(flagged[0]) ==
-        "rank 2 on host-1 is a straggler: 400 ms/step against a median of 200 ms over 4 steps");
-  JobView v = status.View(11);
+  // Windows full at step 4, the second slow check at step 5.
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0] == StragglerChange{StragglerChange::Kind::kFlagged, Straggler{2, "host-1", 400.0, 200.0, 4, 5}});
+  JobView v = status.View(1100);
   CHECK(v.ranks[2].straggler);
+  CHECK(v.ranks[2].straggler_median_ms == 400.0);
+  CHECK(v.ranks[2].straggler_peers_median_ms == 200.0);
+  CHECK(v.ranks[2].straggler_since_step == 5);
+  CHECK(v.ranks[2].straggler_since_ms == 500);
   CHECK_FALSE(v.ranks[1].straggler);
+  CHECK_FALSE(v.ranks[1].straggler_median_ms);
+  CHECK(v.stragglers_total == 1);
+  CHECK(v.straggler_factor == 1.5);
+  CHECK(v.straggler_margin_ms == 20);
+  CHECK(v.straggler_window == 4);
+  CHECK(v.straggler_patience == 2);
+  // The medians follow its later steps; it recovers and is cleared after two checks.
+  for (int step = 11; step <= 12; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      if (auto c = status.OnProgress(Progress(rank, step, rank == 2 ? 500.0 : 200.0), 100 * step)) changes.push_back(*c);
+    }
+  }
+  REQUIRE(changes.size() == 1);
+  v = status.View(1300);
+  CHECK(v.ranks[2].straggler_median_ms == 450.0);  // 400, 400, 500, 500: the mean of the middle two
+  CHECK(v.ranks[2].straggler_since_step == 5);
+  for (int step = 13; step <= 20; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      if (auto c = status.OnProgress(Progress(rank, step, 200.0), 100 * step)) changes.push_back(*c);
+    }
+  }
+  // Rank 2's window at step 14: 500, 500, 200, 200 (350: still slow); at step 15 500, 200, 200,
+  // 200 (200): not slow, and cleared at the second such check, step 16.
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[1].kind == StragglerChange::Kind::kCleared);
+  CHECK(changes[1].straggler.rank == 2);
+  v = status.View(2100);
+  CHECK_FALSE(v.ranks[2].straggler);
+  CHECK_FALSE(v.ranks[2].straggler_median_ms);
+  CHECK(v.ranks[2].straggler_since_step == -1);
   CHECK(v.stragglers_total == 1);
 
   status.OnGeneration(Plan(1));
-  v = status.View(12);
+  v = status.View(2200);
   CHECK(v.generation == 1);
   CHECK(v.restarts == 1);
-  CHECK_FALSE(v.ranks[2].straggler);
   CHECK(v.stragglers_total == 1);  // since the start
-  for (int step = 1; step <= 4; ++step) {
+  for (int step = 1; step <= 5; ++step) {
     for (int rank = 0; rank < 4; ++rank) {
-      if (auto s = status.OnProgress(Progress(rank, step, rank == 2 ? 400.0 : 200.0), step)) flagged.push_back(*s);
+      if (auto c = status.OnProgress(Progress(rank, step, rank == 2 ? 400.0 : 200.0), step)) changes.push_back(*c);
     }
   }
-  CHECK(flagged.size() == 2);  // flagged again in the new generation
-  CHECK(status.View(13).stragglers_total == 2);
+  CHECK(changes.size() == 3);  // flagged again in the new generation
+  CHECK(status.View(2300).stragglers_total == 2);
 }
 
 TEST_CASE("JobStatus counts restarts from the first generation it saw (a requeued job starts above 0)") {
@@ -209,7 +270,7 @@ TEST_CASE("JobStatus counts restarts from the first generation it saw (a requeue
 }
 
 TEST_CASE("JobStatus takes the agents' messages of the current generation; another's only says the agent lives") {
-  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 1});
+  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 1, 20, 1});
   status.OnGeneration(Plan(1));
   status.OnAgentMessage(0, 1, control::Message(control::WorkerStarted{0, 1, 77, ""}), 10);  // stale
   CHECK(status.View(11).ranks[1].state == "pending");
@@ -225,19 +286,19 @@ TEST_CASE("JobStatus takes the agents' messages of the current generation; anoth
   CHECK_FALSE(status.OnAgentMessage(0, 1, control::Message(fast), 40));
   const auto flagged = status.OnAgentMessage(0, 1, control::Message(slow), 50);
   REQUIRE(flagged);
-  CHECK(flagged->rank == 1);
-  CHECK(flagged->host == "host-0");
+  CHECK(flagged->straggler.rank == 1);
+  CHECK(flagged->straggler.host == "host-0");
 }
 
 TEST_CASE("JobStatus judges stragglers by compute_ms when given: waiting makes every step_ms alike") {
-  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 3});
+  JobStatus status("J", {"x"}, 0, StragglerOptions{1.5, 3, 20, 1});
   status.OnGeneration(Plan(0));
   std::vector<Straggler> flagged;
   for (int step = 1; step <= 3; ++step) {
     for (int rank = 0; rank < 4; ++rank) {
       auto p = Progress(rank, step, 400.0);  // every rank's wall time: the straggler's
       p.figures.compute_ms = rank == 3 ? 390.0 : 100.0;
-      if (auto s = status.OnProgress(p, step)) flagged.push_back(*s);
+      if (auto s = status.OnProgress(p, step)) flagged.push_back(s->straggler);
     }
   }
   REQUIRE(flagged.size() == 1);

@@ -31,6 +31,33 @@ TEST_CASE("JobViewJson writes every field, null for figures never reported") {
   CHECK(j["loss"][0] == json::array({1, 2.98}));
   CHECK(j["val_loss"].size() == 4);
   CHECK(j["checkpoint_save_bytes"] == 123456789);
+  CHECK(j["outcome"].is_null());  // still running
+  CHECK(j["ended_ms"].is_null());
+  CHECK(j["duration_ms"].is_null());
+  CHECK(j["ranks"][3]["straggler_detail"] ==
+        json({{"median_ms", 380.0}, {"peers_median_ms", 150.0}, {"since_step", 38}, {"since_ms", v.started_ms + 90000}}));
+  CHECK(j["ranks"][0]["straggler_detail"].is_null());
+  CHECK(j["straggler_rule"] == json({{"factor", 1.5}, {"margin_ms", 20.0}, {"window", 20}, {"patience", 5}}));
+}
+
+TEST_CASE("JobViewJson of a finished job says its outcome, exit code, end and duration") {
+  JobView v = testing::SampleView();
+  v.state = "finished";
+  v.exit_code = 0;
+  v.outcome = "succeeded";
+  v.ended_ms = v.started_ms + 63250;
+  v.straggler_factor = 0;  // the rule off: no rule
+  const json j = json::parse(JobViewJson(v));
+  CHECK(j["state"] == "finished");
+  CHECK(j["outcome"] == "succeeded");
+  CHECK(j["exit_code"] == 0);
+  CHECK(j["ended_ms"] == v.started_ms + 63250);
+  CHECK(j["duration_ms"] == 63250);
+  CHECK(j["straggler_rule"].is_null());
+  auto back = ParseJobViewJson(j.dump());
+  REQUIRE(back.ok());
+  CHECK(back->outcome == "succeeded");
+  CHECK(back->ended_ms == v.started_ms + 63250);
 }
 
 TEST_CASE("JobViewJson writes a NaN loss as null") {
@@ -50,6 +77,8 @@ TEST_CASE("ParseJobViewJson reads back what JobViewJson wrote") {
   CHECK(back->ranks[3].step_ms == 412);
   CHECK(back->ranks[3].compute_ms == 380);
   CHECK(!back->ranks[2].loss.has_value());
+  CHECK(back->ranks[3].straggler_since_step == 38);
+  CHECK(back->straggler_patience == 5);
 }
 
 TEST_CASE("ParseJobViewJson names the JSON path of a bad field") {

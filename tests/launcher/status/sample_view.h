@@ -38,6 +38,14 @@ inline launcher::JobView SampleView() {
   v.ranks[1].exit_code = 1;
   v.ranks[1].exit_text = "exit 1";
   v.ranks[3].straggler = true;
+  v.ranks[3].straggler_median_ms = 380;
+  v.ranks[3].straggler_peers_median_ms = 150;
+  v.ranks[3].straggler_since_step = 38;
+  v.ranks[3].straggler_since_ms = v.started_ms + 90000;
+  v.straggler_factor = 1.5;
+  v.straggler_margin_ms = 20;
+  v.straggler_window = 20;
+  v.straggler_patience = 5;
   v.ranks[3].step_ms = 412;
   v.ranks[3].compute_ms = 380;
   v.ranks[0].compute_ms = 150;

@@ -4,7 +4,9 @@
 // loss points drawn) and again after rank 1 was killed while rank 0 is stopped (SIGSTOP), so that
 // the launcher waits out the grace period with the page up and rank 1 shown as failed. The
 // screenshot of that page is kept under the build directory (test-artifacts/status-page.png).
+#include <linux/close_range.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -17,6 +19,8 @@
 
 #include "launcher/status/job_state_file.h"
 #include "launcher/status/status_client.h"
+#include "launcher/status/status_server.h"
+#include "tests/launcher/status/sample_view.h"
 #include "runtime/data/token_shard.h"
 #include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
@@ -167,6 +171,63 @@ TEST_CASE("Headless Chromium shows the live page of a training job: ranks, loss 
   INFO(console_tail());
   CHECK(end.exit_code != 0);
   CHECK(console_text().find("dslaunch: status page at " + url + "?token=" + token + "\n") != std::string::npos);
+}
+
+// The text of the element with id `id` (its first text node, up to the next tag), "" if none.
+std::string Text(const std::string& dom, const std::string& id) {
+  const std::string tag = Tag(dom, id);
+  if (tag.empty()) return "";
+  const size_t start = dom.find(tag) + tag.size();
+  return dom.substr(start, dom.find('<', start) - start);
+}
+
+// The page's end as a browser sees it: the real server and page, a board the test fills. The
+// page streams events (not ?poll=), so Chromium's virtual time stands still until the stream
+// ends; the test waits for the stream to be open, publishes the finished view and stops the
+// server, as the launcher does when the job ends and it exits.
+TEST_CASE("Headless Chromium shows the finished state once the launcher has gone: outcome, exit code, duration") {
+  DSLAUNCH_SKIP_UNLESS(std::filesystem::exists("/usr/bin/chromium"), "chromium",
+                       "/usr/bin/chromium is missing (Debian's chromium; scripts/setup.sh installs it)");
+  const std::string token(64, 'a');
+  auto board = std::make_shared<JobBoard>();
+  JobView running = testing::SampleView();
+  board->Publish(running);
+  StatusServerOptions options;
+  options.access.token = token;
+  options.access.token_file = "/run/user/JOB.json";
+  auto server = StatusServer::Start(options, board);
+  REQUIRE(server.ok());
+  const std::string page = (*server)->Url() + "?token=" + token;
+  // The test's Subprocess passes its descriptors on; Chromium must not hold the server's
+  // listening socket open after the server stops (its reconnect would then hang in the backlog).
+  // dslaunch's own children never inherit it (common/spawn.cc).
+  REQUIRE(::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0);
+  Subprocess chromium({"/bin/bash", kChromium, "dom", page, kBudgetMs});
+  REQUIRE(WaitFor([&] { return (*server)->Load().streams == 1; }, kTimeout));
+  JobView finished = running;
+  finished.state = "finished";
+  finished.exit_code = 0;
+  finished.outcome = "succeeded";
+  finished.ended_ms = finished.started_ms + 96400;
+  board->Publish(finished);
+  server->reset();
+  auto result = chromium.Wait(kTimeout);
+  INFO("headless_chromium.sh: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  const std::string& dom = result.out;
+  CHECK(Text(dom, "job-state") == "succeeded (exit 0)");
+  CHECK(Tag(dom, "job-state").find("class=\"state succeeded\"") != std::string::npos);
+  CHECK(Text(dom, "job-outcome") == "succeeded");
+  CHECK(Text(dom, "job-exit-code") == "0");
+  CHECK(Text(dom, "job-duration") == "1m 36s");
+  CHECK(Text(dom, "job-uptime") == "1m 36s");  // stopped with the job
+  CHECK(Tag(dom, "job-end").find("hidden") == std::string::npos);
+  CHECK(Text(dom, "connection") == "job finished; the launcher has exited");
+  CHECK(Tag(dom, "connection").find("class=\"connection ended\"") != std::string::npos);
+  // Rank 3 of the sample is a straggler: why and since when.
+  CHECK(Text(dom, "straggler-3") ==
+        "rank 3 on node \"b\"\\x: 380 ms/step against its peers' median of 150 ms (2.5x; flagged above 1.5x and 20 ms "
+        "more over 20 steps, 5 checks in a row), since step 38 (2025-11-25 10:16:30 UTC)");
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // dslaunch --status_port 0 with real agents and workers: the page, the JSON, the metrics and the
 // log tails over real TCP while the job runs; `dslaunch status` and `dslaunch logs` through the
 // state file; and after the end, the state file gone and `dslaunch logs` reading the log files.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,6 +125,88 @@ TEST_CASE("dslaunch --status_port 0 serves the running job, and dslaunch status 
   auto after = RunProcess({kLauncher, "logs", "status-job", "1"}, kTimeout, env);
   CHECK(after.exit_code == 0);
   CHECK(after.out.find("rank1.stdout.log <==\nhello from rank 1\n") != std::string::npos);
+}
+
+// An event stream of the page (/api/events) on a raw socket, as a browser's EventSource holds it.
+class EventStream {
+ public:
+  EventStream(const std::string& url, const std::string& token) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    auto base = ParseBaseUrl(url);
+    REQUIRE(base.ok());
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(base->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    const std::string request = "GET /api/events?token=" + token + " HTTP/1.1\r\nHost: 127.0.0.1:" +
+                                std::to_string(base->port) + "\r\n\r\n";
+    REQUIRE(::write(fd_, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
+  }
+  ~EventStream() { ::close(fd_); }
+
+  // Reads until `until` appears in what was read, or the server closes (true), or the deadline.
+  bool Read(const std::string& until, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!until.empty() && text_.find(until) != std::string::npos) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      char buf[8192];
+      const ssize_t n = ::read(fd_, buf, sizeof(buf));
+      if (n <= 0) return true;
+      text_.append(buf, static_cast<size_t>(n));
+    }
+    return false;
+  }
+  // The JSON of the last "data:" event read.
+  nlohmann::json LastEvent() const {
+    const size_t at = text_.rfind("data: ");
+    if (at == std::string::npos) return nullptr;
+    return nlohmann::json::parse(text_.substr(at + 6, text_.find("\n\n", at) - at - 6));
+  }
+
+ private:
+  int fd_;
+  std::string text_;
+};
+
+TEST_CASE("A page's event stream open when the job ends gets its outcome, exit code and duration, then its end") {
+  struct Case {
+    const char* name;
+    const char* rank1;  // rank 1's last command, after `stop` appears
+    int exit_code;
+    const char* outcome;
+  };
+  for (const Case& c : {Case{"succeeds", "true", 0, "succeeded"}, Case{"fails", "exit 3", 3, "failed"}}) {
+    CAPTURE(c.name);
+    TempDir dir;
+    const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+    const std::string job_id = std::string("end-") + c.name;
+    const std::string script = "while [ ! -e " + dir.path() + "/stop ]; do sleep 0.05; done; if [ \"$RANK\" = 1 ]; then " +
+                               c.rank1 + "; fi";
+    Subprocess launcher({kLauncher, "--job_id", job_id, "--nproc_per_node", "2", "--grace_period", "2",
+                         "--status_port", "0", "--no_python", "/bin/sh", "-c", script},
+                        env);
+    std::optional<JobStateRecord> record;
+    REQUIRE(WaitFor([&] { return (record = StateRecord(dir, job_id)).has_value(); }, kTimeout));
+    EventStream stream(record->url, record->token);
+    stream.Read("\"state\":\"running\"", kTimeout);  // the stream is open and the job runs
+    REQUIRE(stream.LastEvent().is_object());
+    std::ofstream(dir.path() + "/stop") << "";
+    CHECK(stream.Read("", kTimeout));  // the server closes it as the launcher exits
+    auto end = launcher.Wait(kTimeout);
+    INFO(end.err);
+    CHECK(end.exit_code == c.exit_code);
+    const nlohmann::json last = stream.LastEvent();
+    REQUIRE(last.is_object());
+    CHECK(last["state"] == "finished");
+    CHECK(last["outcome"] == c.outcome);
+    CHECK(last["exit_code"] == c.exit_code);
+    REQUIRE(last["ended_ms"].is_number_integer());
+    CHECK(last["duration_ms"] == last["ended_ms"].get<int64_t>() - last["started_ms"].get<int64_t>());
+    CHECK(last["duration_ms"].get<int64_t>() >= 0);
+    CHECK(last["ranks"][1]["exit_code"] == c.exit_code);
+  }
 }
 
 TEST_CASE("Output that a full log file cannot take still reaches the status page's tail") {

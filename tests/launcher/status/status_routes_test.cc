@@ -58,6 +58,9 @@ TEST_CASE("Respond gives a rank's log tail") {
   CHECK(dflt.status == 200);
   CHECK(dflt.body.starts_with("line 100\n"));
   CHECK(Respond("GET", "/api/logs?rank=0", board).body.empty());  // a rank that printed nothing yet
+  // A program's escape sequences and invalid UTF-8 are shown escaped, as text (common/display_text.h).
+  board.AppendLog(2, "\x1b[31mred\x1b[0m\r \xC3( ok\tcaf\xC3\xA9");
+  CHECK(Respond("GET", "/api/logs?rank=2", board).body == "\\x1b[31mred\\x1b[0m\\x0d \xEF\xBF\xBD( ok\tcaf\xC3\xA9\n");
 }
 
 TEST_CASE("Respond answers bad requests with a 4xx and one line saying why") {

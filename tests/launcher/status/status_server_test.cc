@@ -425,5 +425,54 @@ TEST_CASE("StatusServer stops: the port closes and a streaming client sees the e
   CHECK(c.Read("never", std::chrono::seconds(5)).empty());  // closed, not hanging
 }
 
+// The job ends and the launcher exits at once: the finished view is published a moment before
+// the server stops, well inside the streams' poll interval.
+TEST_CASE("StatusServer stops: an open event stream gets the board's last view, then its end") {
+  Served s;
+  RawConnection c(s.server->port());
+  c.Send("GET /api/events?token=" + std::string(kToken) + " HTTP/1.1\r\nHost: " + s.host() + "\r\n\r\n");
+  REQUIRE(c.Read("\n\n").find("data: ") != std::string::npos);
+  JobView finished = testing::SampleView();
+  finished.state = "finished";
+  finished.exit_code = 0;
+  finished.outcome = "succeeded";
+  finished.ended_ms = finished.started_ms + 96000;
+  s.board->Publish(finished);
+  s.server.reset();
+  const std::string rest = c.Read("never", std::chrono::seconds(10));
+  CHECK(c.Closed());
+  CHECK(rest == "data: " + JobViewJson(finished) + "\n\n");  // the last view, once, and the end
+}
+
+TEST_CASE("StatusServer stops: a stream that had the last view already gets only its end") {
+  Served s;
+  RawConnection c(s.server->port());
+  c.Send("GET /api/events?token=" + std::string(kToken) + " HTTP/1.1\r\nHost: " + s.host() + "\r\n\r\n");
+  REQUIRE(c.Read("\n\n").find("data: ") != std::string::npos);
+  JobView finished = testing::SampleView();
+  finished.state = "finished";
+  s.board->Publish(finished);
+  CHECK(c.Read("\n\n") == "data: " + JobViewJson(finished) + "\n\n");
+  s.server.reset();
+  CHECK(c.Read("never", std::chrono::seconds(10)).empty());
+  CHECK(c.Closed());
+}
+
+TEST_CASE("StatusServer stops within the final flush timeout when a stream does not read") {
+  StatusServerOptions options = Options();
+  options.limits.final_flush_timeout = std::chrono::milliseconds(300);
+  Served s(options);
+  RawConnection c(s.server->port());
+  c.Send("GET /api/events?token=" + std::string(kToken) + " HTTP/1.1\r\nHost: " + s.host() + "\r\n\r\n");
+  REQUIRE(c.Read("\n\n").find("data: ") != std::string::npos);
+  // A view too big for the socket buffers, which this client never reads.
+  JobView huge = testing::SampleView();
+  huge.command.assign(1, std::string(32 << 20, 'x'));
+  s.board->Publish(huge);
+  const auto start = std::chrono::steady_clock::now();
+  s.server.reset();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(8));  // a bound, not a speed
+}
+
 }  // namespace
 }  // namespace dslaunch::launcher

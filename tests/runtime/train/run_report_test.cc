@@ -209,5 +209,35 @@ TEST_CASE("Empty summaries print nothing; the others print as given") {
   CHECK(report.recorder());
 }
 
+TEST_CASE("The sample is printed and recorded with control bytes escaped and invalid UTF-8 replaced") {
+  Captured c;
+  RunReport report = RunReport::ForRank(0, c.Outputs(), 1, 1);
+  report.Sample(std::string("ab\x1b[2Jc\0d\n\xC3(caf\xC3\xA9\x7f", 18));
+  REQUIRE(c.lines.size() == 1);
+  CHECK(c.lines[0] == "sample:\nab\\x1b[2Jc\\x00d\n\xEF\xBF\xBD(caf\xC3\xA9\\x7f");
+  REQUIRE(c.records.size() == 1);
+  CHECK(c.records[0] == "{\"event\":\"sample\",\"text\":\"ab\\\\x1b[2Jc\\\\x00d\\n\xEF\xBF\xBD(caf\xC3\xA9\\\\x7f\"}");
+}
+
+TEST_CASE("The start record carries the worker's start, its command line and its config; the exit record its end") {
+  Captured c;
+  RunReport report = RunReport::ForRank(0, c.Outputs(), 1, 1);
+  RunStart start = GptStart();
+  start.origin = RunOrigin{{"dslaunch-worker", "train", "cfg.json"}, "{\"train_batch_size\": 8, \"lr\": 0.003}\n",
+                           1764065700000};
+  report.Start(start);
+  REQUIRE(c.records.size() == 1);
+  const std::string& r = c.records[0];
+  CHECK(r.ends_with(",\"started_ms\":1764065700000,\"command\":[\"dslaunch-worker\",\"train\",\"cfg.json\"],"
+                    "\"config\":{\"train_batch_size\":8,\"lr\":0.003}}"));
+  // Without an origin (tests, older callers) the record is as before.
+  Captured bare;
+  RunReport plain = RunReport::ForRank(0, bare.Outputs(), 1, 1);
+  plain.Start(GptStart());
+  CHECK(bare.records[0].find("started_ms") == std::string::npos);
+  CHECK(bare.records[0].find("command") == std::string::npos);
+  CHECK(ExitRecordJson(1764065763250) == "{\"event\":\"exit\",\"ended_ms\":1764065763250}");
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
