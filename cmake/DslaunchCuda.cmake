@@ -50,7 +50,15 @@ macro(dslaunch_enable_cuda)
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   set(CMAKE_CUDA_EXTENSIONS OFF)
+  # Debian 12's stock FindCUDAToolkit (CMake 3.25.1) marks CUDA::nvToolsExt deprecated without
+  # checking that the target exists whenever the project requires CMake 3.25 or later; CUDA 13
+  # ships no libnvToolsExt, so the module stops the configure with "set_property could not find
+  # TARGET CUDA::nvToolsExt". (The machine image these sessions run on carries a patched module,
+  # a fresh Debian 12 does not.) The module is therefore read as a project requiring 3.24 would.
+  set(_dslaunch_minimum_version "${CMAKE_MINIMUM_REQUIRED_VERSION}")
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
   find_package(CUDAToolkit REQUIRED)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION "${_dslaunch_minimum_version}")
   if(DSLAUNCH_WITH_NCCL)
     add_library(dslaunch::nccl UNKNOWN IMPORTED)
     set_target_properties(dslaunch::nccl PROPERTIES
