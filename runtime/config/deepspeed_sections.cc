@@ -144,7 +144,7 @@ Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* p
   return Status::Ok();
 }
 
-Status ParseZero(Section& root, ZeroConfig* out) {
+Status ParseZero(Section& root, ZeroConfig* out, BufferKeySources* sources) {
   *out = ZeroConfig{};
   if (root.HoldsBool("zero_optimization")) {
     // DeepSpeed's old form: true is stage 1, false stage 0, with the all-gather bucket in the
@@ -162,16 +162,19 @@ Status ParseZero(Section& root, ZeroConfig* out) {
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> z, root.Child("zero_optimization"));
   if (!z) return Status::Ok();
   DSLAUNCH_RETURN_IF_ERROR(z->Int("stage", 0, 3, &out->stage));
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("reduce_bucket_size", 1, kNoMax, &out->reduce_bucket_size));
+  DSLAUNCH_RETURN_IF_ERROR(z->IntOrAuto("reduce_bucket_size", 1, kNoMax, &out->reduce_bucket_size,
+                                         &(*sources)[BufferKey::kReduceBucketSize]));
   DSLAUNCH_RETURN_IF_ERROR(z->Int("allgather_bucket_size", 1, kNoMax, &out->allgather_bucket_size));
   out->overlap_comm = out->stage == 3;  // DeepSpeed's default depends on the stage
   DSLAUNCH_RETURN_IF_ERROR(z->Bool("overlap_comm", &out->overlap_comm));
   DSLAUNCH_RETURN_IF_ERROR(z->Bool("contiguous_gradients", &out->contiguous_gradients));
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_prefetch_bucket_size", 0, kNoMax, &out->stage3_prefetch_bucket_size));
+  DSLAUNCH_RETURN_IF_ERROR(z->IntOrAuto("stage3_prefetch_bucket_size", 0, kNoMax, &out->stage3_prefetch_bucket_size,
+                                         &(*sources)[BufferKey::kPrefetchBucketSize]));
   DSLAUNCH_RETURN_IF_ERROR(
       z->Int("stage3_param_persistence_threshold", 0, kNoMax, &out->stage3_param_persistence_threshold));
   DSLAUNCH_RETURN_IF_ERROR(z->Int("stage3_max_live_parameters", 0, kNoMax, &out->stage3_max_live_parameters));
-  DSLAUNCH_RETURN_IF_ERROR(z->Int("sub_group_size", 1, kNoMax, &out->sub_group_size));
+  DSLAUNCH_RETURN_IF_ERROR(
+      z->IntOrAuto("sub_group_size", 1, kNoMax, &out->sub_group_size, &(*sources)[BufferKey::kSubGroupSize]));
   z->Known("offload_optimizer");  // ParseOptimizerOffload (offload_sections.cc)
   z->Known("offload_param");      // ParseOffloadParam (offload_sections.cc)
   z->Unimplemented({"reduce_scatter", "allgather_partitions",

@@ -149,6 +149,25 @@ Status Section::Int(std::string_view key, int64_t min, int64_t max, int* out) {
   return Status::Ok();
 }
 
+Status Section::IntOrAuto(std::string_view key, int64_t min, int64_t max, int64_t* out, KeySource* source) {
+  const Json* v = Find(key);
+  if (v == nullptr) {
+    *source = KeySource::kDefault;
+    return Status::Ok();
+  }
+  if (v->is_string() && v->get_ref<const std::string&>() == "auto") {
+    *source = KeySource::kAuto;
+    return Status::Ok();
+  }
+  std::optional<int64_t> i = AsInt(*v);
+  if (!i || *i < min || *i > max) {
+    return Error(key, "expected an integer " + RangeText(min, max) + " or \"auto\", got " + Describe(*v));
+  }
+  *out = *i;
+  *source = KeySource::kExplicit;
+  return Status::Ok();
+}
+
 Status Section::OptionalInt(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out) {
   if (!Has(key)) {
     Known(key);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "runtime/config/buffer_keys.h"
 
 namespace dslaunch::runtime::internal {
 
@@ -54,6 +55,9 @@ class Section {
 
   Status Int(std::string_view key, int64_t min, int64_t max, int64_t* out);
   Status Int(std::string_view key, int64_t min, int64_t max, int* out);
+  // An integer as Int, or the string "auto" (*out unchanged). *source says which, or kDefault when
+  // the key is absent (runtime/config/buffer_keys.h).
+  Status IntOrAuto(std::string_view key, int64_t min, int64_t max, int64_t* out, KeySource* source);
   Status OptionalInt(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out);
   Status Double(std::string_view key, double min, double max, double* out);
   Status Bool(std::string_view key, bool* out);
