@@ -152,8 +152,12 @@ Result<SizedBuffers> SizeOffloadBuffers(TrainConfig* config, int world_size, con
       size_keys_to(lo, true);
     }
   }
+  // Reported when something was sized or the run offloads: a plain run keeps its numbers silently.
+  const bool offloads = IsSized(*config, KeySource::kDefault);
   for (BufferKey key : kAllKeys) {
-    if (BufferKeyMatters(*config, key)) out.keys.push_back({key, Get(config->engine, key), config->buffer_keys[key]});
+    if ((!sized.empty() || offloads) && BufferKeyMatters(*config, key)) {
+      out.keys.push_back({key, Get(config->engine, key), config->buffer_keys[key]});
+    }
   }
 
   // An explicit value that cannot fit: the largest value of that key alone that would.

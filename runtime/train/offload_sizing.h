@@ -35,7 +35,9 @@ struct BufferChoice {
 };
 
 struct SizedBuffers {
-  std::vector<BufferChoice> keys;  // the sizable keys that matter to this run, in BufferKey order
+  // The sizable keys that matter to this run, in BufferKey order; empty when the run neither
+  // offloads to NVMe nor has a key sized ("auto").
+  std::vector<BufferChoice> keys;
   bool shrunk = false;             // DeepSpeed's defaults did not fit: the sized keys were lowered
   double budget = 0;               // bytes per rank the sizes were chosen for
 };
@@ -64,8 +66,8 @@ Result<SizedBuffers> SizeOffloadBuffers(TrainConfig* config, int world_size, con
                                         std::string_view file);
 
 // The start-up line: "offload buffers for 572.2 MiB per rank: zero_optimization.sub_group_size
-// 4700000 (sized), ..., zero_optimization.offload_param.buffer_count 5 (set)". Empty when no key
-// matters to the run.
+// 4700000 (left out), ..., zero_optimization.offload_param.buffer_count 5 (set)". Empty when
+// sized.keys is.
 std::string SizedBuffersLine(const SizedBuffers& sized);
 
 }  // namespace dslaunch::runtime

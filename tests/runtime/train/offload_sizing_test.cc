@@ -138,8 +138,10 @@ TEST_CASE("Without NVMe offload, only \"auto\" keys are sized, and only those th
   auto kept = SizeOffloadBuffers(&*left_out, 1, kFootprint, 600.0 * 1000 * 1000, "MemAvailable", "train.json");
   REQUIRE(kept.ok());
   CHECK(left_out->engine.zero.reduce_bucket_size == 500'000'000);  // DeepSpeed's default stands
-  CHECK(SizedBuffersLine(*kept) == "offload buffers for 572.2 MiB per rank: "
-                                   "zero_optimization.reduce_bucket_size 500000000 (left out)");
+  CHECK(kept->keys.empty());
+  CHECK(SizedBuffersLine(*kept).empty());  // nothing offloaded, nothing sized: no line
+  CHECK(SizedBuffersLine(*sized) == "offload buffers for 2.2 GiB per rank (DeepSpeed's defaults do not fit): "
+                                    "zero_optimization.reduce_bucket_size 27000000 (auto)");
 }
 
 TEST_CASE("When the offload buffers are most of the need, the refusal names their keys") {
