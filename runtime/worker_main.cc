@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
+#include <limits>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -40,6 +42,7 @@
 #include "runtime/train/available_memory.h"
 #include "runtime/train/generation.h"
 #include "runtime/train/memory_estimate.h"
+#include "runtime/train/offload_sizing.h"
 #include "runtime/train/progress_file.h"
 #include "runtime/train/progress_report.h"
 #include "runtime/train/trainer.h"
@@ -128,19 +131,59 @@ void PrintConfigSummary(const TrainConfig& config, int world_size) {
   std::fflush(stdout);
 }
 
-// Before anything model-sized is allocated: does the run fit this node? A machine whose available
-// memory cannot be read skips the check, with a warning from rank 0.
-Status CheckMemory(const TrainConfig& config, const WorkerIdentity& id, const std::string& config_path) {
+// A budget no machine has: every rank's reading failed, so the sizes stay DeepSpeed's and the check
+// is skipped. In MiB, as the ranks agree on it in a float.
+constexpr float kUnknownBudgetMib = std::numeric_limits<float>::max();
+
+// Before anything model-sized is allocated: the offload buffers sized to this node's memory and the
+// check that the run fits (runtime/train/offload_sizing.h, memory_estimate.h). The ranks agree on
+// the smallest budget any of them read (the sizes set collectives: every rank must choose alike).
+// A rank whose available memory cannot be read does not count; when none can, the check is
+// skipped with a warning from rank 0. *estimate receives this rank's estimate for the end line.
+Status FitMemory(TrainConfig* config, const WorkerIdentity& id, Communicator& comm, const std::string& config_path,
+                 const ProcessFootprint& footprint, double* estimate) {
   auto available = ReadAvailableMemory();
-  if (available.ok()) {
-    return CheckMemoryFits(EstimateTrainingMemory(config, id.world_size), id.local_world_size, *available,
-                           config_path);
+  const int ranks = std::max(id.local_world_size, 1);
+  // Whole KiB, in MiB: the float every rank receives is the same number.
+  float budget_mib = available.ok() ? static_cast<float>(std::floor(available->bytes / ranks / 1024.0) / 1024.0)
+                                    : kUnknownBudgetMib;
+  float negated = -budget_mib;
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllReduce(std::span<float>(&negated, 1), ReduceOp::kMax)
+                               .WithContext("agree on the memory budget"));
+  budget_mib = -negated;
+  const bool known = budget_mib < kUnknownBudgetMib;
+  const double budget = known ? static_cast<double>(budget_mib) * 1024.0 * 1024.0 : std::numeric_limits<double>::max();
+  const std::string source = available.ok() ? available->source : "unknown";
+  DSLAUNCH_ASSIGN_OR_RETURN(SizedBuffers sized,
+                            SizeOffloadBuffers(config, id.world_size, footprint, budget, source, config_path));
+  const MemoryEstimate need = EstimateTrainingMemory(*config, id.world_size, footprint);
+  *estimate = need.total();
+  if (id.rank == 0) {
+    if (std::string line = SizedBuffersLine(sized); !line.empty()) std::printf("%s\n", line.c_str());
+    std::printf("memory: about %s per rank estimated (parameters %s, gradients %s, optimizer state %s, "
+                "activations %s, buffers %s, process %s)\n",
+                FormatBytesHuman(need.total()).c_str(), FormatBytesHuman(need.parameters).c_str(),
+                FormatBytesHuman(need.gradients).c_str(), FormatBytesHuman(need.optimizer_state).c_str(),
+                FormatBytesHuman(need.activations).c_str(), FormatBytesHuman(need.buffers).c_str(),
+                FormatBytesHuman(need.process).c_str());
+    std::fflush(stdout);
   }
+  if (known) return CheckMemoryFits(need, ranks, AvailableMemory{budget * ranks, source}, config_path);
   if (id.rank == 0) {
     std::fprintf(stderr, "dslaunch-worker: warning: memory check skipped: %s\n",
                  available.status().ToString().c_str());
   }
   return Status::Ok();
+}
+
+// The end of a run: this rank's peak resident memory against its estimate (the estimate is meant
+// to be an upper bound: docs/offload.md).
+void PrintPeakMemory(double estimate) {
+  auto peak = ReadPeakResident();
+  if (!peak.ok()) return;
+  std::printf("memory: peak %s resident (VmHWM %.0f bytes), estimated %s (%.0f bytes)\n",
+              FormatBytesHuman(*peak).c_str(), *peak, FormatBytesHuman(estimate).c_str(), estimate);
+  std::fflush(stdout);
 }
 
 // This rank's client of the launcher's store, authenticated with the job's secret.
@@ -246,7 +289,7 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
         if (gloo != nullptr) gloo->SetCollectiveTimeout(CollectiveTimeoutFor(timeout, kDefaultGlooCollectiveTimeout));
       });
   reporter.Starting(0);
-  if (Status fits = CheckMemory(*config, *id, config_path); !fits.ok()) return Fail(fits);
+  const ProcessFootprint footprint = ReadProcessFootprint(*config, env);
   auto data = ReadTrainData(*config);
   if (!data.ok()) return Fail(data.status());
 
@@ -262,6 +305,10 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   generation->started_ms = started_ms;
   generation->rendezvous_ms = UnixMillis();
   gloo = comm->get();
+  double estimate = 0;
+  if (Status fits = FitMemory(&*config, *id, **comm, config_path, footprint, &estimate); !fits.ok()) {
+    return FailTraining(fits, env);
+  }
 
   auto metrics = OpenMetrics(env, *id);
   if (!metrics.ok()) return Fail(metrics.status());
@@ -287,6 +334,7 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   output.metrics(ExitRecordJson(UnixMillis()));
   if (*metrics) WriteReport(env.at(env::kJobDir));
   if (!result.ok()) return FailTraining(result.status().WithContext("rank " + std::to_string(id->rank)), env);
+  PrintPeakMemory(estimate);
   return result->stopped ? 128 + SIGTERM : 0;
 }
 

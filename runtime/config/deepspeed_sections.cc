@@ -168,7 +168,7 @@ Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* p
   return Status::Ok();
 }
 
-Status ParseZero(Section& root, ZeroConfig* out, bool* stage_known) {
+Status ParseZero(Section& root, ZeroConfig* out, bool* stage_known, BufferKeySources* sources) {
   *out = ZeroConfig{};
   *stage_known = true;
   if (root.HoldsBool("zero_optimization")) {
@@ -187,15 +187,16 @@ Status ParseZero(Section& root, ZeroConfig* out, bool* stage_known) {
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> z, root.Child("zero_optimization"));
   if (!z) return Status::Ok();
   *stage_known = z->Int("stage", 0, 3, &out->stage);
-  z->Int("reduce_bucket_size", 1, kNoMax, &out->reduce_bucket_size);
+  z->IntOrAuto("reduce_bucket_size", 1, kNoMax, &out->reduce_bucket_size, &(*sources)[BufferKey::kReduceBucketSize]);
   z->Int("allgather_bucket_size", 1, kNoMax, &out->allgather_bucket_size);
   out->overlap_comm = out->stage == 3;  // DeepSpeed's default depends on the stage
   z->Bool("overlap_comm", &out->overlap_comm);
   z->Bool("contiguous_gradients", &out->contiguous_gradients);
-  z->Int("stage3_prefetch_bucket_size", 0, kNoMax, &out->stage3_prefetch_bucket_size);
+  z->IntOrAuto("stage3_prefetch_bucket_size", 0, kNoMax, &out->stage3_prefetch_bucket_size,
+               &(*sources)[BufferKey::kPrefetchBucketSize]);
   z->Int("stage3_param_persistence_threshold", 0, kNoMax, &out->stage3_param_persistence_threshold);
   z->Int("stage3_max_live_parameters", 0, kNoMax, &out->stage3_max_live_parameters);
-  z->Int("sub_group_size", 1, kNoMax, &out->sub_group_size);
+  z->IntOrAuto("sub_group_size", 1, kNoMax, &out->sub_group_size, &(*sources)[BufferKey::kSubGroupSize]);
   z->Known("offload_optimizer");  // ParseOptimizerOffload (offload_sections.cc)
   z->Known("offload_param");      // ParseOffloadParam (offload_sections.cc)
   z->Unimplemented();

@@ -150,6 +150,25 @@ bool Section::Int(std::string_view key, int64_t min, int64_t max, int* out) {
   return true;
 }
 
+bool Section::IntOrAuto(std::string_view key, int64_t min, int64_t max, int64_t* out, KeySource* source) {
+  const Json* v = Find(key);
+  if (v == nullptr) {
+    *source = KeySource::kDefault;
+    return true;
+  }
+  if (v->is_string() && v->get_ref<const std::string&>() == "auto") {
+    *source = KeySource::kAuto;
+    return true;
+  }
+  std::optional<int64_t> i = AsInt(*v);
+  if (!i || *i < min || *i > max) {
+    return Report(Error(key, "expected an integer " + RangeText(min, max) + " or \"auto\", got " + Describe(*v)));
+  }
+  *out = *i;
+  *source = KeySource::kExplicit;
+  return true;
+}
+
 bool Section::OptionalInt(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out) {
   if (!Has(key)) {
     Known(key);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "runtime/config/buffer_keys.h"
 
 namespace dslaunch::runtime::internal {
 
@@ -58,6 +59,9 @@ class Section {
 
   bool Int(std::string_view key, int64_t min, int64_t max, int64_t* out);
   bool Int(std::string_view key, int64_t min, int64_t max, int* out);
+  // An integer as Int, or the string "auto" (*out unchanged). *source says which, or kDefault when
+  // the key is absent (runtime/config/buffer_keys.h).
+  bool IntOrAuto(std::string_view key, int64_t min, int64_t max, int64_t* out, KeySource* source);
   bool OptionalInt(std::string_view key, int64_t min, int64_t max, std::optional<int64_t>* out);
   bool Double(std::string_view key, double min, double max, double* out);
   bool Bool(std::string_view key, bool* out);

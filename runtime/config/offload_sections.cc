@@ -2,6 +2,7 @@
 // block (docs/train-json.md, docs/offload.md "Keys"): DeepSpeed's keys and defaults, parsed into the swap layer's own structs
 // (runtime/swap/offload_config.h) and checked by their validators. Keys that change nothing on
 // this CPU runtime are accepted with one warning line each.
+#include <limits>
 #include <string>
 
 #include "runtime/config/sections.h"
@@ -11,7 +12,8 @@ namespace {
 
 constexpr int kMaxBufferCount = 1 << 20;  // a bound that catches a misplaced unit, not a real limit
 
-Status ParseOffloadOptimizerBlock(Section& zero, const std::string& base_dir, swap::OffloadOptimizerConfig* out) {
+Status ParseOffloadOptimizerBlock(Section& zero, const std::string& base_dir, swap::OffloadOptimizerConfig* out,
+                                  BufferKeySources* sources) {
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> block, zero.Child("offload_optimizer"));
   if (!block) return Status::Ok();
   Section& b = *block;
@@ -23,7 +25,9 @@ Status ParseOffloadOptimizerBlock(Section& zero, const std::string& base_dir, sw
   out->device = *parsed;
   b.String("nvme_path", &out->nvme_path);
   if (!out->nvme_path.empty()) out->nvme_path = ResolvePath(base_dir, out->nvme_path);
-  b.Int("buffer_count", 0, kMaxBufferCount, &out->buffer_count);
+  int64_t buffer_count = out->buffer_count;
+  b.IntOrAuto("buffer_count", 0, kMaxBufferCount, &buffer_count, &(*sources)[BufferKey::kOptimizerBufferCount]);
+  out->buffer_count = static_cast<int>(buffer_count);
   b.Bool("pin_memory", &out->pin_memory);
   // DeepSpeed's read-ahead and write-behind switches: the ring always does both here.
   b.Unimplemented();
@@ -66,13 +70,13 @@ Status ParseAio(Section& root, swap::AioConfig* out) {
 }  // namespace
 
 Status ParseOptimizerOffload(Section& root, const std::string& base_dir, swap::OffloadOptimizerConfig* offload,
-                             swap::AioConfig* aio) {
+                             swap::AioConfig* aio, BufferKeySources* sources) {
   *offload = swap::OffloadOptimizerConfig{};
   *aio = swap::AioConfig{};
   if (!root.HoldsBool("zero_optimization")) {
     DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> zero, root.Child("zero_optimization"));
     // The two blocks are independent: both are read whatever the other holds.
-    if (zero) root.Report(ParseOffloadOptimizerBlock(*zero, base_dir, offload));
+    if (zero) root.Report(ParseOffloadOptimizerBlock(*zero, base_dir, offload, sources));
   }
   return ParseAio(root, aio);
 }
@@ -80,7 +84,8 @@ Status ParseOptimizerOffload(Section& root, const std::string& base_dir, swap::O
 // zero_optimization.offload_param: parsed into the swap layer's OffloadParamConfig and checked by
 // its validator, which needs the stage (parameters are offloaded only at stage 3, where they are
 // partitioned).
-Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, swap::OffloadParamConfig* out) {
+Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, swap::OffloadParamConfig* out,
+                         BufferKeySources* sources) {
   *out = swap::OffloadParamConfig{};
   if (root.HoldsBool("zero_optimization")) return Status::Ok();  // the old form has no sub-sections
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> z, root.Child("zero_optimization"));
@@ -95,12 +100,15 @@ Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, 
   out->device = *parsed;
   p->String("nvme_path", &out->nvme_path);
   if (!out->nvme_path.empty()) out->nvme_path = ResolvePath(base_dir, out->nvme_path);
-  p->Int("buffer_count", 0, kNoMax, &out->buffer_count);
+  int64_t buffer_count = out->buffer_count;
+  p->IntOrAuto("buffer_count", 0, std::numeric_limits<int>::max(), &buffer_count,
+               &(*sources)[BufferKey::kParamBufferCount]);
+  out->buffer_count = static_cast<int>(buffer_count);
   int64_t buffer_size = static_cast<int64_t>(out->buffer_size);
-  p->Int("buffer_size", 0, kNoMax, &buffer_size);
+  p->IntOrAuto("buffer_size", 0, kNoMax, &buffer_size, &(*sources)[BufferKey::kParamBufferSize]);
   out->buffer_size = static_cast<uint64_t>(buffer_size);
   int64_t max_in_cpu = static_cast<int64_t>(out->max_in_cpu);
-  p->Int("max_in_cpu", 0, kNoMax, &max_in_cpu);
+  p->IntOrAuto("max_in_cpu", 0, kNoMax, &max_in_cpu, &(*sources)[BufferKey::kParamMaxInCpu]);
   out->max_in_cpu = static_cast<uint64_t>(max_in_cpu);
   p->Bool("pin_memory", &out->pin_memory);
   p->Finish();

@@ -26,18 +26,22 @@ Status ParseOptimizer(Section& root, OptimizerParams* out, bool* defaulted);
 Status ParseScheduler(Section& root, LrSchedule* out);
 // The fp16 section into *loss_scaler; fp16.enabled and bf16.enabled into *precision.
 Status ParsePrecision(Section& root, LossScalerConfig* loss_scaler, Precision* precision);
+// zero_optimization; where each of its sizable buffer keys came from goes to *sources.
 // *stage_known is false when zero_optimization.stage was wrong (reported; out->stage is then 0).
-Status ParseZero(Section& root, ZeroConfig* out, bool* stage_known);
+Status ParseZero(Section& root, ZeroConfig* out, bool* stage_known, BufferKeySources* sources);
 // zero_optimization.offload_param into *out (defaults when absent), checked by
 // ValidateOffloadParamConfig against `stage`; nvme_path resolved against `base_dir`; a note for
 // keys accepted without effect ("cpu", pin_memory) goes to the warnings.
-Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, swap::OffloadParamConfig* out);
+// buffer_count, buffer_size and max_in_cpu may be "auto" (their source goes to *sources).
+Status ParseOffloadParam(Section& root, int stage, const std::string& base_dir, swap::OffloadParamConfig* out,
+                         BufferKeySources* sources);
 // zero_optimization.offload_optimizer and the top-level aio block (offload_sections.cc), each
 // checked by its validator in runtime/swap/offload_config.h; nvme_path resolves like the data
 // paths. Accepted keys with no effect here (device "cpu", pin_memory, intra_op_parallelism > 1)
 // add one warning each.
+// buffer_count may be "auto" (its source goes to *sources).
 Status ParseOptimizerOffload(Section& root, const std::string& base_dir, swap::OffloadOptimizerConfig* offload,
-                             swap::AioConfig* aio);
+                             swap::AioConfig* aio, BufferKeySources* sources);
 // activation_checkpointing (docs/train-json.md): when the block is present, sets *recompute_blocks
 // (the gpt model's, for `n_layer` blocks) to number_checkpoints capped at n_layer, or n_layer when
 // absent; nullptr for a model without blocks (mlp). Keys with no effect on a CPU rank are

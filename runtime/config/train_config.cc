@@ -111,13 +111,24 @@ void FindAuto(const Json& value, const Json::json_pointer& pointer, const std::s
   }
 }
 
+// Whether `path` ("$.zero_optimization.sub_group_size") is an offload buffer key, whose "auto" this
+// runtime resolves itself (runtime/config/buffer_keys.h).
+bool IsSizableKey(const std::string& path) {
+  for (int k = 0; k < kBufferKeyCount; ++k) {
+    if (path == "$." + std::string(BufferKeyPath(static_cast<BufferKey>(k)))) return true;
+  }
+  return false;
+}
+
 // One error naming every "auto" of the DeepSpeed keys, grouped by the file each came from: the
-// Hugging Face Trainer fills them in before DeepSpeed sees the config; nothing else does.
+// Hugging Face Trainer fills them in before DeepSpeed sees the config; nothing else does. The
+// offload buffer keys are the exception: "auto" there is sized to fit the node.
 Status CheckNoAuto(const Json& merged, const internal::ParseContext& ctx) {
   std::vector<std::pair<Json::json_pointer, std::string>> found;
   for (auto it = merged.begin(); it != merged.end(); ++it) {
     if (!IsRuntimeSection(it.key())) FindAuto(*it, Json::json_pointer() / it.key(), "$." + it.key(), &found);
   }
+  std::erase_if(found, [](const auto& entry) { return IsSizableKey(entry.second); });
   if (found.empty()) return Status::Ok();
   std::vector<std::pair<std::string, std::string>> by_file;  // file, paths
   for (const auto& [pointer, path] : found) {
@@ -162,12 +173,13 @@ void ParseRoot(Section& root, int world_size, int generation, const std::string&
   root.Double("gradient_clipping", 0.0, std::numeric_limits<double>::max(), &engine.gradient_clipping);
   root.Report(internal::ParsePrecision(root, &engine.loss_scaler, &engine.precision));
   bool stage_known = true;
-  root.Report(internal::ParseZero(root, &engine.zero, &stage_known));
+  root.Report(internal::ParseZero(root, &engine.zero, &stage_known, &config.buffer_keys));
   // With a wrong stage (reported), offload_param is checked as at stage 3, where it is allowed.
   constexpr int kStageThatAllowsEveryOffload = 3;
   root.Report(internal::ParseOffloadParam(root, stage_known ? engine.zero.stage : kStageThatAllowsEveryOffload,
-                                          base_dir, &engine.offload_param));
-  root.Report(internal::ParseOptimizerOffload(root, base_dir, &engine.offload_optimizer, &engine.aio));
+                                          base_dir, &engine.offload_param, &config.buffer_keys));
+  root.Report(
+      internal::ParseOptimizerOffload(root, base_dir, &engine.offload_optimizer, &engine.aio, &config.buffer_keys));
   root.Int("steps_per_print", 1, kNoMax, &config.steps_per_print);
   int64_t seed = static_cast<int64_t>(config.seed);
   root.Int("seed", 0, kNoMax, &seed);

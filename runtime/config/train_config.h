@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/config/buffer_keys.h"
 #include "runtime/config/checkpoint_config.h"
 #include "runtime/config/elastic_batch.h"
 #include "runtime/engine/engine_options.h"
@@ -86,6 +87,9 @@ struct TrainConfig {
   // (runtime/engine/engine_options.h, which says which key fills which field), each checked by the
   // validator next to its type. The training loop creates the engine with them as they are.
   EngineOptions engine;
+  // Which offload buffer keys were given a number, "auto", or left out (runtime/config/buffer_keys.h);
+  // SizeOffloadBuffers (runtime/train/offload_sizing.h) sets the sized ones in `engine`.
+  BufferKeySources buffer_keys;
   int64_t steps_per_print = 10;
   uint64_t seed = 42;
   ModelConfig model;

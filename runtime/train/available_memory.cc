@@ -1,5 +1,8 @@
 #include "runtime/train/available_memory.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -42,6 +45,64 @@ std::optional<double> ParseMemAvailable(std::string_view meminfo) {
     return *kb * 1024.0;
   }
   return std::nullopt;
+}
+
+std::optional<double> ParsePeakResident(std::string_view status) {
+  constexpr std::string_view kKey = "VmHWM:";
+  size_t at = 0;
+  while (at < status.size()) {
+    size_t end = status.find('\n', at);
+    if (end == std::string_view::npos) end = status.size();
+    std::string_view line = status.substr(at, end - at);
+    at = end + 1;
+    if (line.substr(0, kKey.size()) != kKey) continue;
+    line.remove_prefix(kKey.size());
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    const size_t unit = line.find(' ');
+    std::optional<double> kb = ParseNumber(line.substr(0, unit));
+    if (!kb || unit == std::string_view::npos || line.substr(unit + 1) != "kB") return std::nullopt;
+    return *kb * 1024.0;
+  }
+  return std::nullopt;
+}
+
+Result<double> ReadPeakResident() {
+  DSLAUNCH_ASSIGN_OR_RETURN(std::string status, ReadFile("/proc/self/status"));
+  std::optional<double> peak = ParsePeakResident(status);
+  if (!peak) return InternalError("/proc/self/status: no VmHWM line");
+  return *peak;
+}
+
+int ComputeThreads(const std::map<std::string, std::string>& env, int cpus) {
+  auto positive = [&](const char* name) -> std::optional<int> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    std::optional<double> v = ParseNumber(it->second);
+    if (!v || *v < 1 || *v > 1 << 20) return std::nullopt;
+    return static_cast<int>(*v);
+  };
+  const int fallback = std::max(cpus, 1);
+  const int omp = positive("OMP_NUM_THREADS").value_or(fallback);
+  const int blas = positive("OPENBLAS_NUM_THREADS").value_or(omp);
+  return omp + blas;
+}
+
+ProcessFootprint ReadProcessFootprint(const TrainConfig& config, const std::map<std::string, std::string>& env) {
+  ProcessFootprint footprint;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  footprint.compute_threads = ComputeThreads(env, cpus);
+  for (const std::string* path : {&config.data.train, &config.data.val, &config.data.train_labels,
+                                  &config.data.val_labels}) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(*path, ec);
+    if (ec) continue;
+    footprint.data_bytes += static_cast<double>(bytes);
+    footprint.largest_data_file = std::max(footprint.largest_data_file, static_cast<double>(bytes));
+  }
+  return footprint;
 }
 
 std::vector<CgroupPath> ParseMemoryCgroups(std::string_view text) {

@@ -4,6 +4,7 @@
 // parsers are pure and take the files' text.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,22 @@ std::vector<CgroupPath> ParseMemoryCgroups(std::string_view proc_self_cgroup);
 // Room under one cgroup's limit: limit - usage in bytes; nullopt for no limit ("max" in v2, or
 // v1's "unlimited" value, any limit from 2^60 bytes up) or unreadable text.
 std::optional<double> CgroupRoom(std::string_view limit_text, std::string_view usage_text);
+
+// VmHWM of /proc/self/status (the process's peak resident set) in bytes; nullopt when absent or
+// malformed.
+std::optional<double> ParsePeakResident(std::string_view proc_self_status);
+// This process's VmHWM; an error when /proc/self/status cannot be read or has none.
+Result<double> ReadPeakResident();
+
+// The rank's compute threads: OpenMP's (OMP_NUM_THREADS, else `cpus`) and OpenBLAS's own pool
+// (OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else `cpus`), counted apart since the pthread
+// build of OpenBLAS keeps its own threads. A value that is not a positive number counts as unset.
+int ComputeThreads(const std::map<std::string, std::string>& env, int cpus);
+
+// What the memory estimate needs from outside the config: the compute threads (ComputeThreads with
+// the CPUs this process may run on) and the data files' sizes (a file that cannot be stat'ed
+// counts 0: reading it fails later with its own error).
+ProcessFootprint ReadProcessFootprint(const TrainConfig& config, const std::map<std::string, std::string>& env);
 
 // Reads /proc/meminfo and the cgroup files (v2 under /sys/fs/cgroup or /sys/fs/cgroup/unified,
 // v1 under /sys/fs/cgroup/memory), walking from this process's cgroup up to the root. Fails only

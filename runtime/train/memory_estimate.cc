@@ -22,17 +22,28 @@ double MomentsPerParameter(const OptimizerParams& optimizer) {
 }
 
 struct ModelShape {
-  std::vector<double> groups;  // elements per parameter group
-  double activations = 0;      // bytes
+  std::vector<double> groups;   // elements per parameter group
+  double activations = 0;       // bytes
+  double gradients_held = 0;    // elements of the groups whose micro-step gradients are out at once
 };
 
 ModelShape ShapeOf(const TrainConfig& config) {
   const int micro = static_cast<int>(std::min<int64_t>(config.batch.micro_batch_per_gpu, 1 << 30));
+  ModelShape shape;
   if (const auto* gpt = std::get_if<GptConfig>(&config.model)) {
-    return {GptModel::GroupSizes(*gpt), GptModel::ActivationBytes(*gpt, micro)};
+    shape = {GptModel::GroupSizes(*gpt), GptModel::ActivationBytes(*gpt, micro)};
+    // The backward (runtime/models/gpt.cc) takes the embeddings' gradient (group 0, tied with the
+    // head) first and hands it back last: it is out beside each block's.
+    double others = 0;
+    for (size_t g = 1; g < shape.groups.size(); ++g) others = std::max(others, shape.groups[g]);
+    shape.gradients_held = shape.groups.front() + others;
+    return shape;
   }
   const auto& mlp = std::get<MlpConfig>(config.model);
-  return {MlpModel::GroupSizes(mlp.widths), MlpModel::ActivationBytes(mlp.widths, micro)};
+  shape = {MlpModel::GroupSizes(mlp.widths), MlpModel::ActivationBytes(mlp.widths, micro)};
+  // One layer's gradient at a time (runtime/models/mlp.cc).
+  for (double g : shape.groups) shape.gradients_held = std::max(shape.gradients_held, g);
+  return shape;
 }
 
 // Parameters on disk at stage 3 (docs/offload.md, "Parameters on disk"): rank 0 holds the
@@ -53,19 +64,48 @@ void EstimateParameterOffload(const TrainConfig& config, const ModelShape& shape
   const ShardMap shards(static_cast<size_t>(numel), world, 0, true);
   const ParameterSwapPlan plan = PlanParameterSwap(sizes, shards, engine.zero.stage3_param_persistence_threshold,
                                                    engine.offload_param.max_in_cpu);
+  const ParameterSwapPlan none_kept = PlanParameterSwap(sizes, shards, engine.zero.stage3_param_persistence_threshold, 0);
   m->parameters = (persistent + static_cast<double>(plan.resident_elements)) * storage;
+  m->keyed += static_cast<double>(plan.resident_elements - none_kept.resident_elements) * storage;  // max_in_cpu's
   const double shard = static_cast<double>(shards.own().size());
   if (storage == kFloat) m->optimizer_state += shard * kFloat;
   if (plan.record_count > 0) {
     const double record = static_cast<double>(
         swap::AlignUp(plan.record_elements * static_cast<uint64_t>(storage), swap::kDefaultDirectIoAlignment));
     m->buffers += engine.offload_param.buffer_count * record;
+    m->keyed += engine.offload_param.buffer_count * record;
   }
+}
+
+// The stage-3 acquisition (runtime/engine/parameter_store.cc, Gather): a run of groups gathered at
+// once, up to stage3_prefetch_bucket_size elements (at least the group asked for), converted to
+// fp32 live copies, through a staging buffer in the storage type (fp32: a transient one, given
+// back after the conversion) and, with parameters on disk, the owned part read into a staging
+// buffer of its own. Returns the bytes; *keyed gets the part the prefetch bucket adds.
+double Stage3Acquisition(const EngineOptions& engine, double largest_group, double numel, double world,
+                         double storage, bool params_on_disk, double* keyed) {
+  const double bucket = std::min(static_cast<double>(std::max<int64_t>(0, engine.zero.stage3_prefetch_bucket_size)),
+                                 static_cast<double>(std::max<int64_t>(0, engine.zero.stage3_max_live_parameters)));
+  const double run = std::min(numel, std::max(largest_group, bucket));
+  const double per_element = kFloat + storage + (params_on_disk ? storage / world : 0.0);
+  *keyed += (run - largest_group) * per_element;
+  return run * per_element;
+}
+
+// The collectives' own buffers with more than one rank, for a reduction chunk of `chunk` elements
+// (runtime/comm/gloo/communicator.cc): at stage 0 Gloo's ring all-reduce allocates a temporary
+// (counted as the chunk's bytes, an upper bound); at stages 1-3 the reduce-scatter keeps two ring
+// buffers of a rank's block, and stage 1 with 16-bit storage converts each chunk to fp32 first.
+double CommunicationBytes(int stage, bool fp32, double chunk, double world) {
+  if (stage == 0) return chunk * kFloat;
+  return 2 * std::ceil(chunk / world) * kFloat + (stage == 1 && !fp32 ? chunk * kFloat : 0.0);
 }
 
 }  // namespace
 
-MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size) {
+std::vector<double> ParameterGroupSizes(const TrainConfig& config) { return ShapeOf(config).groups; }
+
+MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size, const ProcessFootprint& process) {
   const EngineOptions& engine = config.engine;
   const ModelShape shape = ShapeOf(config);
   double numel = 0, largest_group = 0;
@@ -80,6 +120,8 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   const double storage = fp32 ? 4.0 : 2.0;
   const double moments = MomentsPerParameter(engine.optimizer);
   const bool state_on_disk = engine.offload_optimizer.device == swap::OffloadDevice::kNvme;
+  const bool params_on_disk = stage == 3 && engine.offload_param.device == swap::OffloadDevice::kNvme;
+  const double sub_group = std::min(shard, static_cast<double>(std::max<int64_t>(1, engine.zero.sub_group_size)));
 
   MemoryEstimate m;
   // The engine's allocations (runtime/engine/zero_engine.cc, ZeroEngine's constructor and memory()).
@@ -92,10 +134,12 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   m.gradients = (stage >= 2 ? shard : numel) * storage;
   m.optimizer_state = moments * shard * kFloat + (fp32 ? 0.0 : shard * kFloat);
   if (state_on_disk) {
-    // On disk (docs/offload.md): memory holds the ring, buffer_count records of master and moments
-    // (each record rounded up to the disk's direct-I/O alignment, a few KiB at most, not counted).
-    const double record = std::min(shard, static_cast<double>(engine.zero.sub_group_size)) * (1.0 + moments) * kFloat;
+    // On disk (docs/offload.md): memory holds the ring, buffer_count records of master and moments,
+    // each rounded up to the disk's direct-I/O alignment.
+    const double record = static_cast<double>(swap::AlignUp(
+        static_cast<uint64_t>(std::min(sub_group, 1e18) * (1.0 + moments) * kFloat), swap::kDefaultDirectIoAlignment));
     m.optimizer_state = engine.offload_optimizer.buffer_count * record;
+    m.keyed += m.optimizer_state;
   }
   m.activations = shape.activations;
 
@@ -104,28 +148,42 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size)
   // first. During training: the step's fp32 gradient (runtime/engine/step_gradient.h: a reduced
   // copy at stages 0-1 except fp32 at stage 0, which is reduced in place; at stages 2-3 none with
   // fp32, and with 16-bit storage one sub-group's range converted at a time: the whole slice in
-  // memory, a sub_group_size record with the state on disk), the reduce bucket (stages 2-3), one
-  // acquired fp32 group and its micro-step gradient. The larger of the two phases counts.
+  // memory, a sub_group_size record with the state on disk), the reduce bucket (stages 2-3), the
+  // acquired fp32 groups (with 16-bit storage or stage 3; at stage 3 the prefetch run) and their
+  // micro-step gradients. The larger of the two phases counts.
   const double startup = config.model_init_from.empty() ? largest_group * kFloat : numel * kFloat;
   double training = 0;
   if (stage == 0 && !fp32) training += numel * kFloat;
   if (stage == 1) training += shard * kFloat;
   if (stage >= 2 && !fp32) {
-    training += (state_on_disk ? std::min(shard, static_cast<double>(engine.zero.sub_group_size)) : shard) * kFloat;
+    training += (state_on_disk ? sub_group : shard) * kFloat;
+    if (state_on_disk) m.keyed += sub_group * kFloat;
   }
+  // The gradient reduction's chunk (runtime/engine/gradient_reducer.cc: the bucket's capacity).
+  const double bucket = std::min(numel, static_cast<double>(std::max<int64_t>(1, engine.zero.reduce_bucket_size)));
+  const double chunk = std::max(largest_group, bucket);
   if (stage >= 2) {
-    const double bucket = std::min(numel, static_cast<double>(std::max<int64_t>(1, engine.zero.reduce_bucket_size)));
-    training += std::max(largest_group, bucket) * kFloat;
+    training += chunk * kFloat;
+    m.keyed += (chunk - largest_group) * kFloat;
   }
-  if (!fp32 || stage == 3) training += largest_group * kFloat;  // an acquired group
-  if (!fp32 || stage >= 2) training += largest_group * kFloat;  // its micro-step gradient
+  if (world_size > 1) {
+    const double communication = CommunicationBytes(stage, fp32, chunk, world);
+    training += communication;
+    m.keyed += communication - CommunicationBytes(stage, fp32, largest_group, world);
+  }
+  if (stage == 3) {
+    training += Stage3Acquisition(engine, largest_group, numel, world, storage, params_on_disk, &m.keyed);
+  } else if (!fp32) {
+    training += largest_group * kFloat;  // an acquired group
+  }
+  if (!fp32 || stage >= 2) training += shape.gradients_held * kFloat;  // the micro-step gradients out at once
   m.buffers = std::max(startup, training);
-  if (stage == 3 && engine.offload_param.device == swap::OffloadDevice::kNvme) {
-    EstimateParameterOffload(config, shape, numel, world_size < 1 ? 1 : world_size, storage, &m);
-  }
+  if (params_on_disk) EstimateParameterOffload(config, shape, numel, world_size < 1 ? 1 : world_size, storage, &m);
   if (config.checkpoint.async && !config.checkpoint.dir.empty()) {
     m.buffers += (1.0 + moments) * std::ceil(numel / world) * kFloat;  // the host copy of the state slice
   }
+  m.process = kProcessBaselineBytes + std::max(process.compute_threads, 1) * kPerComputeThreadBytes +
+              process.data_bytes + process.largest_data_file;
   return m;
 }
 
@@ -152,12 +210,20 @@ Status CheckMemoryFits(const MemoryEstimate& need, int ranks_on_node, const Avai
                      " per rank (parameters " + FormatBytesHuman(need.parameters) + ", gradients " +
                      FormatBytesHuman(need.gradients) + ", optimizer state " + FormatBytesHuman(need.optimizer_state) +
                      ", activations " + FormatBytesHuman(need.activations) + ", buffers " +
-                     FormatBytesHuman(need.buffers) + ")";
+                     FormatBytesHuman(need.buffers) + ", process " + FormatBytesHuman(need.process) + ")";
   if (ranks > 1) text += " x " + std::to_string(ranks) + " ranks on this node = " + FormatBytesHuman(total);
   text += "; this machine has " + FormatBytesHuman(available.bytes) + " available (" + available.source + "). ";
-  text += need.activations >= need.total() / 2
-              ? "Lower train_micro_batch_size_per_gpu, model.block_size or the model's size"
-              : "Use a higher zero_optimization.stage, more nodes, fp16/bf16, or a smaller model";
+  if (need.activations >= need.total() / 2) {
+    text += "Lower train_micro_batch_size_per_gpu, model.block_size or the model's size";
+  } else if (need.keyed >= need.total() / 2) {
+    // The offload buffers are most of it (DeepSpeed's defaults make them the model's size).
+    text += FormatBytesHuman(need.keyed) + " of it is buffers the offload keys set: lower zero_optimization." +
+            "sub_group_size, reduce_bucket_size, stage3_prefetch_bucket_size, offload_optimizer.buffer_count, " +
+            "offload_param.buffer_count or offload_param.max_in_cpu, or leave them out (or \"auto\") to have " +
+            "them sized to fit";
+  } else {
+    text += "Use a higher zero_optimization.stage, more nodes, fp16/bf16, or a smaller model";
+  }
   return FailedPreconditionError(text);
 }
 

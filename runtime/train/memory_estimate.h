@@ -9,28 +9,55 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "runtime/config/train_config.h"
 
 namespace dslaunch::runtime {
 
-// Bytes one rank allocates (rank 0, which holds the largest shard). The engine's states follow
-// its own accounting (Engine::memory(), exact); activations are the model's buffers (exact);
-// `buffers` counts the transient buffers that are certain (the initial values read while the
-// engine is built, the step's fp32 gradient, the reduce bucket, one acquired group and its
-// gradient, the host copy of an asynchronous checkpoint), so the total is a slight underestimate:
-// the check refuses only runs that cannot fit.
+// Bytes one rank allocates (rank 0, which holds the largest shard), an upper bound of its peak
+// resident memory (VmHWM): the engine's states follow its own accounting (Engine::memory(),
+// exact); activations are the model's buffers (exact); `buffers` counts the transient buffers at
+// their largest (the initial values read while the engine is built, the step's fp32 gradient, the
+// reduce bucket, the acquired groups with the stage-3 prefetch run and its staging, their
+// micro-step gradients, the host copy of an asynchronous checkpoint); `process` what does not grow
+// with the model (the program and its libraries, each compute thread's BLAS buffer and stack,
+// the data files, read whole). The bound is checked against measured peaks over a matrix of
+// stages, precisions and offloads (docs/offload.md, "The estimate is an upper bound").
 struct MemoryEstimate {
   double parameters = 0;       // in their storage type, whole or shard (+ persistent groups)
   double gradients = 0;        // whole (stages 0-1) or shard (2-3), storage type
   double optimizer_state = 0;  // fp32 master weights (16-bit storage) + optimizer moments, shard
   double activations = 0;      // the model's activations and scratch gradients (one micro-batch)
   double buffers = 0;          // transient fp32 buffers, see above
-  double total() const { return parameters + gradients + optimizer_state + activations + buffers; }
+  double process = 0;          // the program, its threads and the data, see above
+  // The part of the total the offload buffer keys set (runtime/config/buffer_keys.h): the swap
+  // rings, the reduce bucket, the prefetch run, parameters kept by max_in_cpu. Included above.
+  double keyed = 0;
+  double total() const { return parameters + gradients + optimizer_state + activations + buffers + process; }
 };
 
-MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size);
+// What the estimate needs from outside the config, read at the program's edge.
+struct ProcessFootprint {
+  int compute_threads = 1;        // the rank's OpenMP/OpenBLAS threads
+  double data_bytes = 0;          // the data files' sizes, summed (each is read whole)
+  double largest_data_file = 0;   // bytes of the largest: its read buffer while it is decoded
+};
+
+// Measured constants of the `process` term (docs/offload.md, "The estimate is an upper bound"):
+// dslaunch-worker's resident memory before it allocates anything model-sized (the program, libc,
+// libstdc++, OpenBLAS, Gloo, liburing, the store client and the config), and what each compute
+// thread adds at its largest (OpenBLAS's packing buffer as far as its kernels touch it, the
+// thread's stack, its malloc arena's first heap).
+inline constexpr double kProcessBaselineBytes = 24.0 * (1 << 20);
+inline constexpr double kPerComputeThreadBytes = 2.0 * (1 << 20);
+
+MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size,
+                                      const ProcessFootprint& process = {});
+
+// Elements per parameter group of the config's model, in layout order (before any model exists).
+std::vector<double> ParameterGroupSizes(const TrainConfig& config);
 
 // What the machine has for this job's ranks on it, read at the edge.
 struct AvailableMemory {
@@ -40,8 +67,10 @@ struct AvailableMemory {
 
 // OK when `ranks_on_node` ranks of `need` fit in `available`; else kFailedPrecondition:
 // "<file>: model needs about 41.2 GiB per rank (parameters 2.0 GiB, gradients 2.0 GiB, optimizer
-// state 24.0 GiB, activations 11.7 GiB, buffers 1.5 GiB) x 2 ranks on this node = 82.4 GiB; this
-// machine has 23.1 GiB available (MemAvailable): ..." with what to change.
+// state 24.0 GiB, activations 11.7 GiB, buffers 1.5 GiB, process 92.0 MiB) x 2 ranks on this node
+// = 82.4 GiB; this machine has 23.1 GiB available (MemAvailable). ..." with what to change: the
+// activation keys when activations are half the need, the offload buffer keys when the bytes they
+// set are, the stage, nodes, precision or model size otherwise.
 Status CheckMemoryFits(const MemoryEstimate& need, int ranks_on_node, const AvailableMemory& available,
                        std::string_view file);
 

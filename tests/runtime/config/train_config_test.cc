@@ -247,7 +247,7 @@ TEST_CASE("ParseTrainConfig reports wrong types and values with their JSON path"
       {"/zero_optimization/stage", "two", "train.json: $.zero_optimization.stage: expected an integer 0-3, got \"two\""},
       {"/zero_optimization/stage", 4, "train.json: $.zero_optimization.stage: expected an integer 0-3, got 4"},
       {"/zero_optimization/overlap_comm", "yes", "train.json: $.zero_optimization.overlap_comm: expected true or false, got \"yes\""},
-      {"/zero_optimization/reduce_bucket_size", 0.5, "train.json: $.zero_optimization.reduce_bucket_size: expected an integer >= 1, got 0.5"},
+      {"/zero_optimization/reduce_bucket_size", 0.5, "train.json: $.zero_optimization.reduce_bucket_size: expected an integer >= 1 or \"auto\", got 0.5"},
       {"/zero_optimization", 2, "train.json: $.zero_optimization: expected an object, got 2"},
       {"/train_micro_batch_size_per_gpu", 0, "train.json: $.train_micro_batch_size_per_gpu: expected an integer 1-1048576, got 0"},
       {"/optimizer/type", "Lamb", "train.json: $.optimizer.type: expected one of Adam, AdamW, SGD, got \"Lamb\""},

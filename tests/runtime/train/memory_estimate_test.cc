@@ -75,6 +75,7 @@ TEST_CASE("With the state and parameters on disk no transient buffer is the mode
   c.engine.zero.stage = 3;
   c.engine.precision = Precision::kBf16;
   c.engine.zero.sub_group_size = 1000;
+  c.engine.zero.stage3_prefetch_bucket_size = 1000;  // DeepSpeed's 5e7 would gather this whole model at once
   c.engine.offload_optimizer.device = swap::OffloadDevice::kNvme;
   c.engine.offload_optimizer.nvme_path = "/var/tmp";
   c.engine.offload_param.device = swap::OffloadDevice::kNvme;
@@ -129,8 +130,9 @@ TEST_CASE("A model that cannot fit is refused with what it needs and what the ma
   // The issue's n_layer 4000 (the demo's other dimensions): before, std::bad_alloc while the model
   // was built. Figures by hand: 793,153,792 parameters (x4 bytes each for parameters and gradients,
   // x8 for AdamW's moments); activations 93.9 GiB, of which the attention matrices (4000 layers x
-  // 8 sequences x 4 heads x 256^2 floats) are 31.25 GiB; buffers: one block's initial values at
-  // start-up (198,272 floats), as fp32 at stage 0 reduces its gradient in place.
+  // 8 sequences x 4 heads x 256^2 floats) are 31.25 GiB; buffers: Gloo's all-reduce temporary of
+  // one reduction chunk (5e8 floats, 1.9 GiB; fp32 at stage 0 reduces its gradient in place);
+  // process: 24 MiB and 2 MiB for each of the default footprint's one compute thread.
   TrainConfig c = TinyGpt();
   c.batch = {16, 8, 1};
   c.model = GptConfig{4000, 4, 128, 256, 256};
@@ -140,10 +142,10 @@ TEST_CASE("A model that cannot fit is refused with what it needs and what the ma
   REQUIRE_FALSE(s.ok());
   CHECK(s.code() == StatusCode::kFailedPrecondition);
   CHECK(s.message() ==
-        "train.json: model needs about 105.7 GiB per rank (parameters 3.0 GiB, gradients 3.0 GiB, optimizer state "
-        "5.9 GiB, activations 93.9 GiB, buffers 774.5 KiB) x 2 ranks on this node = 211.4 GiB; this machine has "
-        "23.1 GiB available (MemAvailable). Lower train_micro_batch_size_per_gpu, model.block_size or the model's "
-        "size");
+        "train.json: model needs about 107.6 GiB per rank (parameters 3.0 GiB, gradients 3.0 GiB, optimizer state "
+        "5.9 GiB, activations 93.9 GiB, buffers 1.9 GiB, process 26.0 MiB) x 2 ranks on this node = 215.2 GiB; this "
+        "machine has 23.1 GiB available (MemAvailable). Lower train_micro_batch_size_per_gpu, model.block_size or the "
+        "model's size");
   // The same run fits a machine with enough memory; one rank's need is compared per rank.
   CHECK(CheckMemoryFits(m, 2, AvailableMemory{m.total() * 2, "MemAvailable"}, "train.json").ok());
   CHECK_FALSE(CheckMemoryFits(m, 2, AvailableMemory{m.total() * 2 - 1, "MemAvailable"}, "train.json").ok());
