@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/exit_codes.h"
 #include "common/heartbeat.h"
 #include "common/status.h"
 #include "launcher/elastic/elastic_policy.h"
@@ -129,6 +130,9 @@ struct CliOptions {
   std::optional<std::chrono::milliseconds> watchdog_timeout;  // absent: no watchdog unless a rank asks
   // --straggler_factor (0: off) and --straggler_window (docs/observability.md, "Straggler rule").
   StragglerOptions stragglers;
+  // --exit_codes (PET_EXIT_CODES): how the exit-code classes are written at the process's exit,
+  // the launcher's and a node-mode agent's (common/exit_codes.h, docs/exit-codes.md).
+  ExitCodeScheme exit_codes = ExitCodeScheme::kClasses;
 
   // Multi-node over SSH.
   std::string agent_path;  // empty: the local agent's absolute path
