@@ -22,6 +22,11 @@
 #   kubernetes_test.sh jobset-lost     jobset.yaml, pod 0 (the host) killed mid-run: the other pod
 #                                      exits 75 (it lost the job's host)
 #   kubernetes_test.sh pytorchjob      pytorchjob-style.yaml (only PET_* variables): both pods exit 0
+#   kubernetes_test.sh kubeflow        pytorchjob.yaml, the pods Kubeflow's operator makes (Master and
+#                                      Worker, its PET_ variables): both exit 0
+#   kubernetes_test.sh kubeflow-elastic  pytorchjob-elastic.yaml (elasticPolicy, 3 workers): all exit 0
+#   kubernetes_test.sh kubeflow-lost   pytorchjob.yaml, the Worker killed mid-run: the Master exits 203
+#                                      (PET_EXIT_CODES=kubeflow), which restartPolicy ExitCode retries
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck source=tests/container/container_lib.sh
@@ -220,6 +225,19 @@ case_elastic() {
     fail "the last generation is '$(newest_generation)', not one of 3 ranks after the shrink"
 }
 
+case_kubeflow_lost() {
+  local manifest="$here/deploy/kubernetes/pytorchjob.yaml"
+  start_all "$manifest" "$(long_override 100000)"
+  wait_for "$kStepLimit" "step 2 of the 2-pod job" at_step 2
+  echo "killing the Worker pod (SIGKILL to its container) at step $(last_step)"
+  podman kill -s KILL "${prefix}1" >/dev/null
+  expect_exit "${prefix}0" 203
+  logs_have "${prefix}0" "dslaunch: exit code 75 written as 203 (--exit_codes kubeflow)" ||
+    { show_logs 10; fail "the Master did not say that 75 was written as 203"; }
+  podman logs "${prefix}0" 2>&1 | tail -3
+  echo "the Master exited 203: restartPolicy ExitCode retries it (75 would have failed the PyTorchJob)"
+}
+
 case "$case_name" in
   indexed-train) train_all indexed-job.yaml ;;
   indexed-lost) case_indexed_lost ;;
@@ -227,5 +245,8 @@ case "$case_name" in
   jobset) train_all jobset.yaml ;;
   jobset-lost) case_jobset_lost ;;
   pytorchjob) train_all pytorchjob-style.yaml ;;
-  *) echo "usage: kubernetes_test.sh indexed-train|indexed-lost|elastic|jobset|jobset-lost|pytorchjob" >&2; exit 2 ;;
+  kubeflow) train_all pytorchjob.yaml ;;
+  kubeflow-elastic) train_all pytorchjob-elastic.yaml ;;
+  kubeflow-lost) case_kubeflow_lost ;;
+  *) echo "usage: kubernetes_test.sh indexed-train|indexed-lost|elastic|jobset|jobset-lost|pytorchjob|kubeflow|kubeflow-elastic|kubeflow-lost" >&2; exit 2 ;;
 esac
