@@ -27,6 +27,10 @@
 #   kubernetes_test.sh kubeflow-elastic  pytorchjob-elastic.yaml (elasticPolicy, 3 workers): all exit 0
 #   kubernetes_test.sh kubeflow-lost   pytorchjob.yaml, the Worker killed mid-run: the Master exits 203
 #                                      (PET_EXIT_CODES=kubeflow), which restartPolicy ExitCode retries
+#   kubernetes_test.sh kubeflow-train-py  pytorchjob-gpu.yaml's pods from deploy/pytorch/Dockerfile
+#                                      built on Debian's PyTorch (no PyTorch image can be pulled
+#                                      here), one CPU worker per pod instead of the GPUs: the
+#                                      user's train.py trains with Gloo over both pods, both exit 0
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck source=tests/container/container_lib.sh
@@ -238,6 +242,33 @@ case_kubeflow_lost() {
   echo "the Master exited 203: restartPolicy ExitCode retries it (75 would have failed the PyTorchJob)"
 }
 
+# The user's train.py (deploy/pytorch/) in a PyTorch image, as pytorchjob-gpu.yaml runs it. The
+# PyTorch base is tests/kubernetes/pytorch-base.Dockerfile (Debian's python3-torch); the
+# Dockerfile adds this tier's dslaunch image to it. No GPU here: --nproc_per_node=gpu becomes 1.
+case_kubeflow_train_py() {
+  local manifest="$here/deploy/kubernetes/pytorchjob-gpu.yaml"
+  local tag="${image##*:}"
+  local base="localhost/dslaunch-pytorch-base:$tag" user="localhost/dslaunch-user-script:$tag"
+  local t0=$SECONDS
+  podman build --network host -q -f "$here/tests/kubernetes/pytorch-base.Dockerfile" -t "$base" \
+    "$here/tests/kubernetes" >/dev/null || fail "the PyTorch stand-in base did not build"
+  podman build --network host -q -f "$here/deploy/pytorch/Dockerfile" --build-arg "PYTORCH_IMAGE=$base" \
+    --build-arg "DSLAUNCH_IMAGE=$image" -t "$user" "$here/deploy/pytorch" >/dev/null ||
+    fail "deploy/pytorch/Dockerfile did not build on $base"
+  echo "images $base and $user ready in $((SECONDS - t0)) s"
+  K8S_POD_IMAGE="$user" K8S_REPLACE_ARG="--nproc_per_node=gpu --nproc_per_node=1" start_all "$manifest" ""
+  expect_exit "${prefix}0" 0
+  expect_exit "${prefix}1" 0
+  show_logs 4
+  local last
+  last="$(podman logs "${prefix}0" 2>&1 | grep -E '^(\[rank 0[^]]*\] )?step 1000 loss ' | tail -1)"
+  [[ -n "$last" ]] || { show_logs 30; fail "the Master's log has no 'step 1000 loss' line of train.py's rank 0"; }
+  # y = sum(x) is linear: DDP with SGD fits it; a loss above 0.01 after 1000 steps is no training.
+  python3 -c 'import sys; v = float(sys.argv[1].split()[-1]); sys.exit(0 if v < 0.01 else 1)' "$last" ||
+    fail "train.py did not train: '$last'"
+  echo "train.py ran on 2 pods: $last"
+}
+
 case "$case_name" in
   indexed-train) train_all indexed-job.yaml ;;
   indexed-lost) case_indexed_lost ;;
@@ -248,5 +279,6 @@ case "$case_name" in
   kubeflow) train_all pytorchjob.yaml ;;
   kubeflow-elastic) train_all pytorchjob-elastic.yaml ;;
   kubeflow-lost) case_kubeflow_lost ;;
-  *) echo "usage: kubernetes_test.sh indexed-train|indexed-lost|elastic|jobset|jobset-lost|pytorchjob|kubeflow|kubeflow-elastic|kubeflow-lost" >&2; exit 2 ;;
+  kubeflow-train-py) case_kubeflow_train_py ;;
+  *) echo "usage: kubernetes_test.sh indexed-train|indexed-lost|elastic|jobset|jobset-lost|pytorchjob|kubeflow|kubeflow-elastic|kubeflow-lost|kubeflow-train-py" >&2; exit 2 ;;
 esac

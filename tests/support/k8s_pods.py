@@ -27,7 +27,11 @@ Usage:
     --image IMAGE --netns PATH --address IP --hosts NAME=IP[,NAME=IP...] --pvc-root DIR
     --files-root DIR (Secret/ConfigMap volumes are made under it) --name CONTAINER
     [--override-json FILE: merged into every ConfigMap key ending in .json, as a test's shortened
-    config]
+    config] [--replace-arg OLD --replacement NEW: the container argument OLD (after expansion)
+    becomes NEW, for what this machine lacks, e.g. --nproc_per_node=gpu without a GPU]
+
+PyTorchJob (kubeflow.org/v1): pods <job>-master-i and <job>-worker-i with the operator's labels and
+environment (pytorchjob_pods), container `pytorch`, each pod's DNS name its own Service's.
 """
 import argparse
 import base64
@@ -360,6 +364,10 @@ def podman_args(by_kind, pod, opts):
     values = dict(env)
     command = [expand(x, values) for x in c.get("command", [])]
     args = [expand(str(x), values) for x in c.get("args", [])]
+    if opts.replace_arg:
+        if opts.replace_arg not in args or opts.replacement is None:
+            fail(f"--replace-arg {opts.replace_arg!r}: not one of the container's arguments, or no --replacement")
+        args = [opts.replacement if a == opts.replace_arg else a for a in args]
     spec = pod["spec"]
     security = spec.get("securityContext") or {}
     out = ["--name", opts.name, "--network", f"ns:{opts.netns}", "--hostname", spec["hostname"]]
@@ -388,7 +396,7 @@ def main():
     ap.add_argument("what", choices=["summary", "hosts", "podman-args"])
     ap.add_argument("manifest")
     ap.add_argument("index", nargs="?", type=int)
-    for o in ["image", "netns", "address", "addresses", "hosts", "pvc-root", "files-root", "name", "override-json"]:
+    for o in ["image", "netns", "address", "addresses", "hosts", "pvc-root", "files-root", "name", "override-json", "replace-arg", "replacement"]:
         ap.add_argument("--" + o)
     opts = ap.parse_args()
     by_kind = load(opts.manifest)
