@@ -10,7 +10,8 @@
 #
 #   kubernetes_test.sh indexed-train   indexed-job.yaml: both pods exit 0, the checkpoint and the
 #                                      metrics land on the shared volume
-#   kubernetes_test.sh indexed-lost    indexed-job.yaml, pod 1 killed mid-run: the host pod exits 75
+#   kubernetes_test.sh indexed-lost    indexed-job.yaml: /metrics of pod 0 scraped from outside it
+#                                      (the PodMonitor's view); pod 1 killed mid-run: the host pod exits 75
 #                                      (infrastructure, ignored by the podFailurePolicy); a new set
 #                                      of pods, as the Job controller makes it, resumes from the
 #                                      newest checkpoint and finishes with exit 0
@@ -153,10 +154,24 @@ train_all() {
   echo "$1: $n pods trained 10 steps and exited 0 in $((SECONDS - t0)) s; checkpoint ${latest[0]%/latest}/global_step10"
 }
 
+# scrape_metrics SLOT: GET /metrics of the pod in SLOT from outside it, as the PodMonitor's
+# Prometheus does (the pod's address, no token: --status_bind=0.0.0.0 --status_metrics_open): 200,
+# the job's state, and a step of rank 0.
+scrape_metrics() {
+  local url="http://$(k8s_addr "$1"):8080/metrics" body
+  body="$(python3 -c 'import sys, urllib.request; r = urllib.request.urlopen(sys.argv[1], timeout=10); print(r.status); print(r.read().decode())' "$url")" ||
+    fail "GET $url (the PodMonitor's scrape) failed"
+  [[ "$(head -1 <<<"$body")" == 200 ]] || fail "GET $url: status $(head -1 <<<"$body")"
+  grep -q '^dslaunch_job_state{state="running"} 1$' <<<"$body" || fail "GET $url: no running job state in: $(head -20 <<<"$body")"
+  grep -q '^dslaunch_rank_step{rank="0",' <<<"$body" || fail "GET $url: no dslaunch_rank_step of rank 0"
+  echo "scraped $url without a token: $(grep -c '^dslaunch_' <<<"$body") samples"
+}
+
 case_indexed_lost() {
   local manifest="$here/deploy/kubernetes/indexed-job.yaml"
   start_all "$manifest" "$(long_override 100000)"
   wait_for "$kStepLimit" "step 6 of the 2-pod job (a checkpoint at step 5)" at_step 6
+  scrape_metrics 0
   echo "killing pod 1 (SIGKILL to its container) at step $(last_step)"
   podman kill -s KILL "${prefix}1" >/dev/null
   expect_exit "${prefix}0" 75
