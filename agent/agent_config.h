@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 
+#include "common/exit_codes.h"
+
 namespace dslaunch::agent {
 
 struct AgentConfig {
@@ -23,6 +25,9 @@ struct AgentConfig {
   int slots = 0;
   bool hosts_endpoint = false;
   std::chrono::seconds join_timeout{0};
+  // Node mode: how the node's exit code is written (--exit_codes, common/exit_codes.h); the
+  // dslaunch that exec'd the agent passes its own.
+  ExitCodeScheme exit_codes = ExitCodeScheme::kClasses;
 };
 
 }  // namespace dslaunch::agent

@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
   app.add_flag("--hosts_endpoint", config.hosts_endpoint, "node mode: this node hosts the endpoint");
   app.add_option("--join_timeout", join_timeout_seconds, "node mode: seconds to wait to be let in")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  std::string exit_codes = "classes";
+  app.add_option("--exit_codes", exit_codes, "node mode: classes or kubeflow (docs/exit-codes.md)");
   app.set_version_flag("--version", std::string("dslaunch-agent ") + DSLAUNCH_VERSION);
   try {
     app.parse(argc, argv);
@@ -54,6 +56,12 @@ int main(int argc, char** argv) {
     return dslaunch::agent::kAgentStartupFailed;
   }
   config.join_timeout = std::chrono::seconds(join_timeout_seconds);
+  auto scheme = dslaunch::ParseExitCodeScheme(exit_codes);
+  if (!scheme.ok()) {
+    std::cerr << "dslaunch-agent: " << scheme.status().message() << "\n";
+    return dslaunch::agent::kAgentStartupFailed;
+  }
+  config.exit_codes = *scheme;
   // The secret is the first line of stdin.
   if (!std::getline(std::cin, config.secret) || config.secret.empty()) {
     std::cerr << "dslaunch-agent: expected the job secret on stdin (the agent is started by dslaunch)\n";
@@ -72,5 +80,14 @@ int main(int argc, char** argv) {
   // as lost output: agent/workers/log_writer.h), not kill the agent with SIGXFSZ. Workers start with every
   // signal at its default (common/spawn.h).
   std::signal(SIGXFSZ, SIG_IGN);
-  return dslaunch::agent::RunAgent(config);
+  const int code = dslaunch::agent::RunAgent(config);
+  // A node-mode agent's code is its node's, what the scheduler reads; an agent of a planned job
+  // reports to its launcher with codes of its own (agent/exit_codes.h), never translated.
+  if (config.slots == 0) return code;
+  const int written = dslaunch::SchedulerExitCode(code, config.exit_codes);
+  if (written != code) {
+    std::cerr << "dslaunch-agent[" << config.host << "]: exit code " << code << " written as " << written
+              << " (--exit_codes " << dslaunch::ExitCodeSchemeName(config.exit_codes) << ")\n";
+  }
+  return written;
 }

@@ -14,7 +14,17 @@
 //                     save-on-stop: run the job again and it resumes
 //
 // A program that itself exits 75 or 76 reads as those classes; the summary line names the cause.
+//
+// Schedulers that read codes by range get the classes translated at the process's exit
+// (--exit_codes, ExitCodeScheme below): Kubeflow's PyTorchJob with `restartPolicy: ExitCode`
+// fails a replica for good on 1-127 and restarts it on 128-255, so under `kubeflow` the retryable
+// classes move above 128 and the configuration error stays where it is.
 #pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
 
 namespace dslaunch {
 
@@ -25,5 +35,26 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitInfrastructure = 75;
 // The code after EX_TEMPFAIL, reserved for "checkpointed and stopped on request: requeue me".
 inline constexpr int kExitRequeue = 76;
+
+// How the classes are written as the process's exit code (docs/exit-codes.md, "Controllers").
+enum class ExitCodeScheme {
+  kClasses,   // the codes above, unchanged (podFailurePolicy, JobSet, Slurm read them as they are)
+  kKubeflow,  // PyTorchJob's restartPolicy ExitCode: the retryable classes as 128 + class
+};
+// PyTorchJob's ExitCode policy restarts a replica that exited with 128 or more (a signal, in its
+// reading) and fails the job on 1-127. 128+75 and 128+76 are no real signal (Linux's last is 64,
+// so a signal's code is at most 192) and keep the class readable: subtract 128.
+inline constexpr int kKubeflowRetryableBase = 128;
+inline constexpr int kExitInfrastructureKubeflow = kKubeflowRetryableBase + kExitInfrastructure;  // 203
+inline constexpr int kExitRequeueKubeflow = kKubeflowRetryableBase + kExitRequeue;                // 204
+
+// The exit code the process ends with for the class `code` under `scheme`: under kKubeflow 75
+// becomes 203 and 76 becomes 204; every other code (0, 2, a rank's own code, 128+N) is unchanged.
+int SchedulerExitCode(int code, ExitCodeScheme scheme);
+
+// --exit_codes' value: "classes" or "kubeflow". kInvalidArgument naming the value and the two
+// accepted otherwise.
+Result<ExitCodeScheme> ParseExitCodeScheme(std::string_view text);
+std::string_view ExitCodeSchemeName(ExitCodeScheme scheme);
 
 }  // namespace dslaunch

@@ -431,6 +431,7 @@ int RunNode(const CliOptions& cli, const Edges& edges) {
               << (rdzv.node_rank ? " as node " + std::to_string(*rdzv.node_rank) : std::string()) << "\n";
     AgentCommand ac{ro->agent_path, rdzv.host, static_cast<uint16_t>(rdzv.port), cli.job_id,
                     rdzv.node_rank.value_or(-1), AgentCommand::Join{*slots, false, join_timeout}};
+    ac.exit_codes = cli.exit_codes;
     return Fail(ExecNodeAgent(ac, *secret), kLauncherError);
   }
   if (!facts.endpoint_is_local) {
@@ -585,6 +586,17 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
                  });
 }
 
+// The job's exit class as this process writes it (--exit_codes, docs/exit-codes.md), said on
+// stderr when it differs, so that a log shows both numbers.
+int WrittenExitCode(int code, ExitCodeScheme scheme) {
+  const int written = SchedulerExitCode(code, scheme);
+  if (written != code) {
+    std::cerr << "dslaunch: exit code " << code << " written as " << written << " (--exit_codes "
+              << ExitCodeSchemeName(scheme) << ")\n";
+  }
+  return written;
+}
+
 int Main(int argc, char** argv) {
   // As a container's PID 1, stay init (forward signals, reap orphans) and run as its child.
   if (Status s = SplitOffInitIfPid1(); !s.ok()) return Fail(s, kLauncherError);
@@ -604,7 +616,8 @@ int Main(int argc, char** argv) {
     return 0;
   }
   const CliOptions& cli = command->options;
-  return cli.rendezvous ? RunNode(cli, edges) : RunPlannedJob(cli, edges);
+  const int code = cli.rendezvous ? RunNode(cli, edges) : RunPlannedJob(cli, edges);
+  return WrittenExitCode(code, cli.exit_codes);
 }
 
 }  // namespace

@@ -502,6 +502,7 @@ struct FaultGroup {
   ElasticArgs elastic;
   int max_restarts = 0, min_elastic_nodes = 0, max_elastic_nodes = 0;
   double watchdog_seconds = 0;
+  std::string exit_codes = "classes";
 
   void Add(CLI::App& app, CliOptions& o) {
     app.add_option("--max_restarts", max_restarts,
@@ -525,6 +526,10 @@ struct FaultGroup {
     app.add_option("--straggler_patience", o.stragglers.patience,
                    "checks in a row (one per step) that must agree to flag a rank, or to clear it")
         ->capture_default_str();
+    app.add_option("--exit_codes", exit_codes,
+                   "classes: exit 75 (infrastructure), 76 (requeue); kubeflow: 203, 204, which a PyTorchJob's "
+                   "restartPolicy ExitCode retries (docs/exit-codes.md)")
+        ->capture_default_str();
   }
 
   Status Resolve(const CLI::App& app, CliOptions& o) {
@@ -533,6 +538,7 @@ struct FaultGroup {
                                                              kMaxWatchdogTimeout, "leave it out for no watchdog"));
     }
     DSLAUNCH_RETURN_IF_ERROR(ValidateStragglerOptions(o.stragglers));
+    DSLAUNCH_ASSIGN_OR_RETURN(o.exit_codes, ParseExitCodeScheme(exit_codes));
     if (app.count("--nnodes") > 0) elastic.nnodes = nnodes;
     if (app.count("--min_elastic_nodes") > 0) elastic.min_elastic_nodes = min_elastic_nodes;
     if (app.count("--max_elastic_nodes") > 0) elastic.max_elastic_nodes = max_elastic_nodes;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/exit_codes.h"
 #include "common/heartbeat.h"
 #include "common/status.h"
 #include "launcher/elastic/elastic_policy.h"
@@ -130,6 +131,9 @@ struct CliOptions {
   // --straggler_factor (0: off), --straggler_window, --straggler_margin_ms, --straggler_patience
   // (docs/observability.md, "Straggler rule").
   StragglerOptions stragglers;
+  // --exit_codes (PET_EXIT_CODES): how the exit-code classes are written at the process's exit,
+  // the launcher's and a node-mode agent's (common/exit_codes.h, docs/exit-codes.md).
+  ExitCodeScheme exit_codes = ExitCodeScheme::kClasses;
 
   // Multi-node over SSH.
   std::string agent_path;  // empty: the local agent's absolute path

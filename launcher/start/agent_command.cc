@@ -16,6 +16,9 @@ std::vector<std::string> AgentArgv(const AgentCommand& command, const std::strin
                              std::to_string(command.join->timeout.count())});
     if (command.join->hosts_endpoint) argv.push_back("--hosts_endpoint");
   }
+  if (command.exit_codes != ExitCodeScheme::kClasses) {
+    argv.insert(argv.end(), {"--exit_codes", std::string(ExitCodeSchemeName(command.exit_codes))});
+  }
   return argv;
 }
 

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/exit_codes.h"
 #include "common/exit_status.h"
 #include "common/status.h"
 #include "launcher/plan/launch_plan.h"
@@ -40,6 +41,9 @@ struct AgentCommand {
     std::chrono::seconds timeout{0};
   };
   std::optional<Join> join;
+  // How a node-mode agent writes the job's exit class at its exit (--exit_codes); the default is
+  // left off the command line.
+  ExitCodeScheme exit_codes = ExitCodeScheme::kClasses;
 };
 
 // "host:port" with IPv6 literals bracketed.

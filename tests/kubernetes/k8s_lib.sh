@@ -81,15 +81,17 @@ k8s_hosts() {
 
 # k8s_start_pod MANIFEST INDEX SLOT HOSTS NAME WORKDIR [OVERRIDE_JSON]: starts pod INDEX of
 # MANIFEST as container NAME in the namespace of SLOT (made here), its volumes under WORKDIR
-# (WORKDIR/pvc is the shared PersistentVolumeClaim root).
+# (WORKDIR/pvc is the shared PersistentVolumeClaim root). K8S_POD_IMAGE, when set, is the image
+# instead of the tier's; K8S_REPLACE_ARG="OLD NEW" replaces one container argument (k8s_pods.py).
 k8s_start_pod() {
   local manifest=$1 index=$2 slot=$3 hosts=$4 name=$5 workdir=$6 override=${7:-}
   k8s_netns_up "$slot"
-  local -a argv
-  mapfile -d '' argv < <(python3 "$K8S_PODS" podman-args "$manifest" "$index" --image "$image" \
+  local -a argv replace=()
+  if [[ -n "${K8S_REPLACE_ARG:-}" ]]; then replace=("--replace-arg=${K8S_REPLACE_ARG% *}" "--replacement=${K8S_REPLACE_ARG#* }"); fi
+  mapfile -d '' argv < <(python3 "$K8S_PODS" podman-args "$manifest" "$index" --image "${K8S_POD_IMAGE:-$image}" \
     --netns "/run/netns/${K8S_NS_PREFIX}${slot}" --address "$(k8s_addr "$slot")" --hosts "$hosts" \
     --pvc-root "$workdir/pvc" --files-root "$workdir/files/$name" --name "$name" \
-    ${override:+--override-json "$override"})
+    ${override:+--override-json "$override"} "${replace[@]}")
   [[ ${#argv[@]} -gt 4 ]] || fail "k8s_pods.py gave no podman arguments for pod $index of $manifest"
   podman run -d "${argv[@]}" >/dev/null
 }

@@ -10,7 +10,8 @@
 #
 #   kubernetes_test.sh indexed-train   indexed-job.yaml: both pods exit 0, the checkpoint and the
 #                                      metrics land on the shared volume
-#   kubernetes_test.sh indexed-lost    indexed-job.yaml, pod 1 killed mid-run: the host pod exits 75
+#   kubernetes_test.sh indexed-lost    indexed-job.yaml: /metrics of pod 0 scraped from outside it
+#                                      (the PodMonitor's view); pod 1 killed mid-run: the host pod exits 75
 #                                      (infrastructure, ignored by the podFailurePolicy); a new set
 #                                      of pods, as the Job controller makes it, resumes from the
 #                                      newest checkpoint and finishes with exit 0
@@ -22,6 +23,15 @@
 #   kubernetes_test.sh jobset-lost     jobset.yaml, pod 0 (the host) killed mid-run: the other pod
 #                                      exits 75 (it lost the job's host)
 #   kubernetes_test.sh pytorchjob      pytorchjob-style.yaml (only PET_* variables): both pods exit 0
+#   kubernetes_test.sh kubeflow        pytorchjob.yaml, the pods Kubeflow's operator makes (Master and
+#                                      Worker, its PET_ variables): both exit 0
+#   kubernetes_test.sh kubeflow-elastic  pytorchjob-elastic.yaml (elasticPolicy, 3 workers): all exit 0
+#   kubernetes_test.sh kubeflow-lost   pytorchjob.yaml, the Worker killed mid-run: the Master exits 203
+#                                      (PET_EXIT_CODES=kubeflow), which restartPolicy ExitCode retries
+#   kubernetes_test.sh kubeflow-train-py  pytorchjob-gpu.yaml's pods from deploy/pytorch/Dockerfile
+#                                      built on Debian's PyTorch (no PyTorch image can be pulled
+#                                      here), one CPU worker per pod instead of the GPUs: the
+#                                      user's train.py trains with Gloo over both pods, both exit 0
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck source=tests/container/container_lib.sh
@@ -144,10 +154,24 @@ train_all() {
   echo "$1: $n pods trained 10 steps and exited 0 in $((SECONDS - t0)) s; checkpoint ${latest[0]%/latest}/global_step10"
 }
 
+# scrape_metrics SLOT: GET /metrics of the pod in SLOT from outside it, as the PodMonitor's
+# Prometheus does (the pod's address, no token: --status_bind=0.0.0.0 --status_metrics_open): 200,
+# the job's state, and a step of rank 0.
+scrape_metrics() {
+  local url="http://$(k8s_addr "$1"):8080/metrics" body
+  body="$(python3 -c 'import sys, urllib.request; r = urllib.request.urlopen(sys.argv[1], timeout=10); print(r.status); print(r.read().decode())' "$url")" ||
+    fail "GET $url (the PodMonitor's scrape) failed"
+  [[ "$(head -1 <<<"$body")" == 200 ]] || fail "GET $url: status $(head -1 <<<"$body")"
+  grep -q '^dslaunch_job_state{state="running"} 1$' <<<"$body" || fail "GET $url: no running job state in: $(head -20 <<<"$body")"
+  grep -q '^dslaunch_rank_step{rank="0",' <<<"$body" || fail "GET $url: no dslaunch_rank_step of rank 0"
+  echo "scraped $url without a token: $(grep -c '^dslaunch_' <<<"$body") samples"
+}
+
 case_indexed_lost() {
   local manifest="$here/deploy/kubernetes/indexed-job.yaml"
   start_all "$manifest" "$(long_override 100000)"
   wait_for "$kStepLimit" "step 6 of the 2-pod job (a checkpoint at step 5)" at_step 6
+  scrape_metrics 0
   echo "killing pod 1 (SIGKILL to its container) at step $(last_step)"
   podman kill -s KILL "${prefix}1" >/dev/null
   expect_exit "${prefix}0" 75
@@ -220,6 +244,46 @@ case_elastic() {
     fail "the last generation is '$(newest_generation)', not one of 3 ranks after the shrink"
 }
 
+case_kubeflow_lost() {
+  local manifest="$here/deploy/kubernetes/pytorchjob.yaml"
+  start_all "$manifest" "$(long_override 100000)"
+  wait_for "$kStepLimit" "step 2 of the 2-pod job" at_step 2
+  echo "killing the Worker pod (SIGKILL to its container) at step $(last_step)"
+  podman kill -s KILL "${prefix}1" >/dev/null
+  expect_exit "${prefix}0" 203
+  logs_have "${prefix}0" "dslaunch: exit code 75 written as 203 (--exit_codes kubeflow)" ||
+    { show_logs 10; fail "the Master did not say that 75 was written as 203"; }
+  podman logs "${prefix}0" 2>&1 | tail -3
+  echo "the Master exited 203: restartPolicy ExitCode retries it (75 would have failed the PyTorchJob)"
+}
+
+# The user's train.py (deploy/pytorch/) in a PyTorch image, as pytorchjob-gpu.yaml runs it. The
+# PyTorch base is tests/kubernetes/pytorch-base.Dockerfile (Debian's python3-torch); the
+# Dockerfile adds this tier's dslaunch image to it. No GPU here: --nproc_per_node=gpu becomes 1.
+case_kubeflow_train_py() {
+  local manifest="$here/deploy/kubernetes/pytorchjob-gpu.yaml"
+  local tag="${image##*:}"
+  local base="localhost/dslaunch-pytorch-base:$tag" user="localhost/dslaunch-user-script:$tag"
+  local t0=$SECONDS
+  podman build --network host -q -f "$here/tests/kubernetes/pytorch-base.Dockerfile" -t "$base" \
+    "$here/tests/kubernetes" >/dev/null || fail "the PyTorch stand-in base did not build"
+  podman build --network host -q -f "$here/deploy/pytorch/Dockerfile" --build-arg "PYTORCH_IMAGE=$base" \
+    --build-arg "DSLAUNCH_IMAGE=$image" -t "$user" "$here/deploy/pytorch" >/dev/null ||
+    fail "deploy/pytorch/Dockerfile did not build on $base"
+  echo "images $base and $user ready in $((SECONDS - t0)) s"
+  K8S_POD_IMAGE="$user" K8S_REPLACE_ARG="--nproc_per_node=gpu --nproc_per_node=1" start_all "$manifest" ""
+  expect_exit "${prefix}0" 0
+  expect_exit "${prefix}1" 0
+  show_logs 4
+  local last
+  last="$(podman logs "${prefix}0" 2>&1 | grep -E '^(\[rank 0[^]]*\] )?step 1000 loss ' | tail -1)"
+  [[ -n "$last" ]] || { show_logs 30; fail "the Master's log has no 'step 1000 loss' line of train.py's rank 0"; }
+  # y = sum(x) is linear: DDP with SGD fits it; a loss above 0.01 after 1000 steps is no training.
+  python3 -c 'import sys; v = float(sys.argv[1].split()[-1]); sys.exit(0 if v < 0.01 else 1)' "$last" ||
+    fail "train.py did not train: '$last'"
+  echo "train.py ran on 2 pods: $last"
+}
+
 case "$case_name" in
   indexed-train) train_all indexed-job.yaml ;;
   indexed-lost) case_indexed_lost ;;
@@ -227,5 +291,9 @@ case "$case_name" in
   jobset) train_all jobset.yaml ;;
   jobset-lost) case_jobset_lost ;;
   pytorchjob) train_all pytorchjob-style.yaml ;;
-  *) echo "usage: kubernetes_test.sh indexed-train|indexed-lost|elastic|jobset|jobset-lost|pytorchjob" >&2; exit 2 ;;
+  kubeflow) train_all pytorchjob.yaml ;;
+  kubeflow-elastic) train_all pytorchjob-elastic.yaml ;;
+  kubeflow-lost) case_kubeflow_lost ;;
+  kubeflow-train-py) case_kubeflow_train_py ;;
+  *) echo "usage: kubernetes_test.sh indexed-train|indexed-lost|elastic|jobset|jobset-lost|pytorchjob|kubeflow|kubeflow-elastic|kubeflow-lost|kubeflow-train-py" >&2; exit 2 ;;
 esac

@@ -27,7 +27,11 @@ Usage:
     --image IMAGE --netns PATH --address IP --hosts NAME=IP[,NAME=IP...] --pvc-root DIR
     --files-root DIR (Secret/ConfigMap volumes are made under it) --name CONTAINER
     [--override-json FILE: merged into every ConfigMap key ending in .json, as a test's shortened
-    config]
+    config] [--replace-arg OLD --replacement NEW: the container argument OLD (after expansion)
+    becomes NEW, for what this machine lacks, e.g. --nproc_per_node=gpu without a GPU]
+
+PyTorchJob (kubeflow.org/v1): pods <job>-master-i and <job>-worker-i with the operator's labels and
+environment (pytorchjob_pods), container `pytorch`, each pod's DNS name its own Service's.
 """
 import argparse
 import base64
@@ -37,12 +41,16 @@ import os
 import random
 import re
 import sys
+import uuid
 
 import yaml
 
 NAMESPACE = "default"
 CLUSTER_DOMAIN = "cluster.local"
 CONTAINER = "dslaunch"  # the container of each example that runs dslaunch
+PYTORCHJOB_CONTAINER = "pytorch"  # the name Kubeflow's operator requires in a PyTorchJob
+PYTORCHJOB_PORT_NAME = "pytorchjob-port"
+PYTORCHJOB_DEFAULT_PORT = 23456  # the operator's default when no container port has the name
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generated-name suffix characters
 
 
@@ -92,9 +100,76 @@ def pods(by_kind):
                     "jobset.sigs.k8s.io/restart-attempt": "0",
                 }
                 out += job_pods(job_name, rj["template"]["spec"], annotations, subdomain)
+    for ptj in by_kind.get("PyTorchJob", []):
+        out += pytorchjob_pods(ptj)
     if not out:
-        fail("no Job or JobSet in the manifest")
+        fail("no Job, JobSet or PyTorchJob in the manifest")
     return out
+
+
+def pytorchjob_port(template):
+    for c in template["spec"]["containers"]:
+        for p in c.get("ports", []):
+            if p.get("name") == PYTORCHJOB_PORT_NAME:
+                return p["containerPort"]
+    return PYTORCHJOB_DEFAULT_PORT
+
+
+def pytorchjob_pods(ptj):
+    """What Kubeflow's training operator (kubeflow.org/v1) makes: pod <job>-master-i and
+    <job>-worker-i, each with a Service of its name (DNS <name>), the replica labels, and the
+    environment it sets: MASTER_ADDR/PORT, WORLD_SIZE, RANK and PET_MASTER_ADDR/PORT, PET_NNODES,
+    PET_NODE_RANK (Master 0, then the workers) without an elasticPolicy; with one PET_RDZV_ENDPOINT
+    (worker-0 at the pytorchjob-port), PET_RDZV_BACKEND, PET_NNODES (min:max), PET_MAX_RESTARTS,
+    PET_RDZV_ID, PET_RDZV_CONF, and no node rank."""
+    name = ptj["metadata"]["name"]
+    spec = ptj["spec"]
+    replicas = spec["pytorchReplicaSpecs"]
+    elastic = spec.get("elasticPolicy")
+    roles = [(r, replicas[r]) for r in ("Master", "Worker") if r in replicas]
+    total = sum(rs.get("replicas", 1) for _, rs in roles)
+    master_port = pytorchjob_port(roles[0][1]["template"])
+    pods_ = []
+    for role, rs in roles:
+        for i in range(rs.get("replicas", 1)):
+            if rs.get("restartPolicy") not in ("Never", "OnFailure", "Always", "ExitCode"):
+                fail(f"PyTorchJob {name}: {role} restartPolicy {rs.get('restartPolicy')!r} is not one the operator takes")
+            pod = copy.deepcopy(rs["template"])
+            pod_name = f"{name}-{role.lower()}-{i}"
+            meta = pod.setdefault("metadata", {})
+            meta["name"] = pod_name
+            meta["namespace"] = NAMESPACE
+            meta.setdefault("annotations", {})
+            meta.setdefault("labels", {}).update({
+                "training.kubeflow.org/job-name": name,
+                "training.kubeflow.org/replica-type": role.lower(),
+                "training.kubeflow.org/replica-index": str(i),
+            })
+            pod["spec"]["hostname"] = pod_name
+            index = len(pods_)
+            if elastic:
+                env = [
+                    ("PET_RDZV_ENDPOINT", f"{name}-worker-0:{pytorchjob_port(replicas['Worker']['template'])}"),
+                    ("PET_RDZV_BACKEND", elastic.get("rdzvBackend", "c10d")),
+                    ("PET_NNODES", f"{elastic['minReplicas']}:{elastic['maxReplicas']}"),
+                ]
+                if "maxRestarts" in elastic:
+                    env.append(("PET_MAX_RESTARTS", str(elastic["maxRestarts"])))
+                if "rdzvId" in elastic:
+                    env.append(("PET_RDZV_ID", elastic["rdzvId"]))
+                if elastic.get("rdzvConf"):
+                    env.append(("PET_RDZV_CONF", ",".join(f"{c['key']}={c['value']}" for c in elastic["rdzvConf"])))
+            else:
+                master = f"{name}-master-0"
+                env = [("MASTER_ADDR", master), ("MASTER_PORT", str(master_port)), ("WORLD_SIZE", str(total)),
+                       ("RANK", str(index)), ("PET_MASTER_ADDR", master), ("PET_MASTER_PORT", str(master_port)),
+                       ("PET_NNODES", str(total)), ("PET_NODE_RANK", str(index))]
+            for c in pod["spec"]["containers"]:
+                c.setdefault("env", []).extend({"name": k, "value": v} for k, v in env)
+            pod["index"] = index
+            pod["container"] = PYTORCHJOB_CONTAINER
+            pods_.append(pod)
+    return pods_
 
 
 def job_pods(job_name, spec, extra_annotations, subdomain):
@@ -133,6 +208,8 @@ def dns_names(pod):
     """The names a pod's own /etc/hosts and the cluster's DNS give it: hostname.subdomain[.ns.svc.domain]."""
     host = pod["spec"]["hostname"]
     sub = pod["spec"].get("subdomain")
+    if pod.get("container") == PYTORCHJOB_CONTAINER:  # the operator's Service of the pod's own name
+        return [f"{host}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}", f"{host}.{NAMESPACE}.svc", host]
     if not sub:
         return [host]
     return [f"{host}.{sub}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}", f"{host}.{sub}", host]
@@ -163,6 +240,7 @@ def field(pod, path, address):
     simple = {
         "metadata.name": pod["metadata"]["name"],
         "metadata.namespace": NAMESPACE,
+        "metadata.uid": pod["metadata"].setdefault("uid", str(uuid.UUID(int=random.getrandbits(128), version=4))),
         "spec.nodeName": pod["spec"]["hostname"] + "-node",
         "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
         "status.podIP": address,
@@ -273,10 +351,11 @@ def volume_args(by_kind, pod, container, opts):
 
 
 def the_container(pod):
+    wanted = pod.get("container", CONTAINER)
     for c in pod["spec"]["containers"]:
-        if c["name"] == CONTAINER:
+        if c["name"] == wanted:
             return c
-    fail(f"pod {pod['metadata']['name']}: no container named {CONTAINER}")
+    fail(f"pod {pod['metadata']['name']}: no container named {wanted}")
 
 
 def podman_args(by_kind, pod, opts):
@@ -285,6 +364,10 @@ def podman_args(by_kind, pod, opts):
     values = dict(env)
     command = [expand(x, values) for x in c.get("command", [])]
     args = [expand(str(x), values) for x in c.get("args", [])]
+    if opts.replace_arg:
+        if opts.replace_arg not in args or opts.replacement is None:
+            fail(f"--replace-arg {opts.replace_arg!r}: not one of the container's arguments, or no --replacement")
+        args = [opts.replacement if a == opts.replace_arg else a for a in args]
     spec = pod["spec"]
     security = spec.get("securityContext") or {}
     out = ["--name", opts.name, "--network", f"ns:{opts.netns}", "--hostname", spec["hostname"]]
@@ -313,7 +396,7 @@ def main():
     ap.add_argument("what", choices=["summary", "hosts", "podman-args"])
     ap.add_argument("manifest")
     ap.add_argument("index", nargs="?", type=int)
-    for o in ["image", "netns", "address", "addresses", "hosts", "pvc-root", "files-root", "name", "override-json"]:
+    for o in ["image", "netns", "address", "addresses", "hosts", "pvc-root", "files-root", "name", "override-json", "replace-arg", "replacement"]:
         ap.add_argument("--" + o)
     opts = ap.parse_args()
     by_kind = load(opts.manifest)

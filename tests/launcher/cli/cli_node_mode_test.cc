@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "launcher/cli/cli.h"
+#include "launcher/start/agent_starter.h"
 
 namespace dslaunch::launcher {
 namespace {
@@ -147,6 +148,39 @@ TEST_CASE("--standalone and --nnodes 1 stay one-node jobs on this machine") {
     CHECK_FALSE(c->options.rendezvous.has_value());
     CHECK(c->options.num_gpus == 2);
   }
+}
+
+}  // namespace
+}  // namespace dslaunch::launcher
+
+namespace dslaunch::launcher {
+namespace {
+
+TEST_CASE("--exit_codes and PET_EXIT_CODES choose how the exit classes are written; the default is the classes") {
+  CHECK(Parse({"x.py"})->options.exit_codes == ExitCodeScheme::kClasses);
+  CHECK(Parse({"--exit_codes", "kubeflow", "x.py"})->options.exit_codes == ExitCodeScheme::kKubeflow);
+  CHECK(Parse({"--exit_codes=classes", "x.py"})->options.exit_codes == ExitCodeScheme::kClasses);
+  // A manifest sets it in the pod's env; the command line still wins.
+  CHECK(Parse({"x.py"}, {{"PET_EXIT_CODES", "kubeflow"}})->options.exit_codes == ExitCodeScheme::kKubeflow);
+  CHECK(Parse({"--exit_codes", "classes", "x.py"}, {{"PET_EXIT_CODES", "kubeflow"}})->options.exit_codes ==
+        ExitCodeScheme::kClasses);
+  auto bad = Parse({"x.py"}, {{"PET_EXIT_CODES", "pytorchjob"}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "--exit_codes 'pytorchjob': expected 'classes' (75 infrastructure, 76 requeue, the default) or 'kubeflow' "
+        "(203 and 204, which a PyTorchJob with restartPolicy ExitCode retries) (options from the environment: "
+        "PET_EXIT_CODES)");
+}
+
+TEST_CASE("A node-mode agent is told the exit-code scheme only when it is not the default") {
+  AgentCommand ac{"/opt/dslaunch-agent", "job-0.job", 29400, "j", 1, AgentCommand::Join{2, false, std::chrono::seconds(300)}};
+  const std::vector<std::string> base = {"/opt/dslaunch-agent", "--endpoint", "job-0.job:29400", "--job_id", "j",
+                                         "--node_rank", "1", "--slots", "2", "--join_timeout", "300"};
+  CHECK(AgentArgv(ac, ac.endpoint_host) == base);
+  ac.exit_codes = ExitCodeScheme::kKubeflow;
+  std::vector<std::string> kubeflow = base;
+  kubeflow.insert(kubeflow.end(), {"--exit_codes", "kubeflow"});
+  CHECK(AgentArgv(ac, ac.endpoint_host) == kubeflow);
 }
 
 }  // namespace
