@@ -5,8 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <sstream>
 #include <set>
 #include <tuple>
@@ -16,7 +19,10 @@
 #include "common/job_id.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
+#include "launcher/cli/foreign_flags.h"
+#include "launcher/cli/help_text.h"
 #include "launcher/cli/node_mode_options.h"
+#include "launcher/cli/option_spelling.h"
 
 namespace dslaunch::launcher {
 namespace {
@@ -38,22 +44,18 @@ signal N) and prints which rank failed, on which host, and the end of its stderr
 --max_restarts N it starts the job again instead, up to N times (docs/elastic.md).
 )";
 
-std::string Suggest(const CLI::App& app, const std::string& unknown) {
-  std::string best;
-  size_t best_d = std::string::npos;
+// Every long name of the app's options, and the refused flags', for suggestions.
+std::vector<std::string> KnownNames(const CLI::App& app) {
+  std::vector<std::string> names = RefusedFlagNames();
   for (const CLI::Option* opt : app.get_options()) {
-    for (const std::string& l : opt->get_lnames()) {
-      std::string name = "--" + l;
-      size_t d = EditDistance(unknown, name);
-      if (d < best_d) {
-        best_d = d;
-        best = name;
-      }
-    }
+    for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
   }
-  // Only suggest a name that is plausibly what was meant.
-  if (best.empty() || best_d > std::max<size_t>(2, unknown.size() / 3)) return "";
-  return " (did you mean '" + best + "'?)";
+  return names;
+}
+
+std::string Suggest(const CLI::App& app, const std::string& unknown) {
+  const std::string best = NearestOption(unknown, KnownNames(app));
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
 // argv split at PROGRAM: the launcher's own words (argv[0] first, "--opt=" written as "--opt" "",
@@ -63,14 +65,20 @@ struct SplitArgv {
   size_t program = 0;
 };
 
-// torchrun's dashed spelling of an option ("--nproc-per-node") as dslaunch's ("--nproc_per_node"),
-// when only the latter exists; anything else unchanged.
+// A long option in the spelling its option has: as given, else with underscores (torchrun's
+// --nproc-per-node), else with dashes (--dry_run); anything else unchanged.
 std::string CanonicalName(const CLI::App& app, const std::string& name) {
   if (name.size() < 3 || name.compare(0, 2, "--") != 0 || app.get_option_no_throw(name) != nullptr) return name;
-  std::string underscored = name;
-  std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
-  return app.get_option_no_throw(underscored) != nullptr ? underscored : name;
+  for (const std::string& respelled : {Underscored(name), Dashed(name)}) {
+    if (app.get_option_no_throw(respelled) != nullptr) return respelled;
+  }
+  return name;
 }
+
+// --tee takes torchrun's value from the next word when that word has a value's shape ("3",
+// "0:3,1:2"), so that `--tee 3 train.py` never runs a program named 3; otherwise it is a switch
+// (`--tee train.py`), as dslaunch's --tee always was.
+bool IsTee(const CLI::Option* opt) { return opt->check_lname("tee"); }
 
 // Splits argv without letting CLI11 look at the program's arguments; `given` collects the options
 // that appear.
@@ -82,6 +90,7 @@ Result<SplitArgv> FindProgram(const CLI::App& app, const std::vector<std::string
     std::string a = argv[i];
     if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
       const size_t eq = a.find('=');
+      if (auto refusal = RefusalOf(a.substr(0, eq))) return InvalidArgumentError(*refusal);
       a = CanonicalName(app, a.substr(0, eq)) + (eq == std::string::npos ? "" : a.substr(eq));
     }
     if (a == "--") {
@@ -111,6 +120,17 @@ Result<SplitArgv> FindProgram(const CLI::App& app, const std::vector<std::string
       // "--opt=" is "--opt" with an empty value, as in argparse; CLI11 would take the next word.
       split.head.push_back(name);
       split.head.emplace_back();
+      continue;
+    }
+    if (IsTee(opt)) {
+      // One word for CLI11, whichever way the value came (-t3, -t 3, --tee 3, --tee=3).
+      std::string value;
+      if (inline_value) {
+        value = short_with_value ? a.substr(2) : a.substr(a.find('=') + 1);
+      } else if (i + 1 < argv.size() && LooksLikeStdStreams(argv[i + 1])) {
+        value = argv[++i];
+      }
+      split.head.push_back(value.empty() && !inline_value ? std::string("--tee") : "--tee=" + value);
       continue;
     }
     split.head.push_back(a);
@@ -146,7 +166,9 @@ Result<std::vector<std::string>> EnvironmentArguments(const CLI::App& app, const
       const std::string& value = it->second;
       const std::string option = "--" + l;
       used.push_back(var);
-      if (opt->get_items_expected_min() == 0) {  // a flag, or an option whose value is optional
+      if (IsTee(opt)) {  // torchrun's PET_TEE: a value such as 3 or 0:3 (1 is stdout, not "set")
+        args.push_back(value.empty() || value == "true" || value == "True" ? option : option + "=" + value);
+      } else if (opt->get_items_expected_min() == 0) {  // a flag, or an option whose value is optional
         if (value == "0" || value == "false" || value == "False") break;
         if (value.empty() || value == "1" || value == "true" || value == "True") {
           args.push_back(option);
@@ -287,6 +309,23 @@ Status ResolveElastic(const ElasticArgs& a, CliOptions& o) {
   return Status::Ok();
 }
 
+// A CLI11 check that the value is one of `values`: "'x': expected on or off" (CLI11's own says "x not
+// in {on,off}").
+CLI::Validator OneOf(std::vector<std::string> values) {
+  std::string expected;
+  for (size_t i = 0; i < values.size(); ++i) {
+    expected += (i == 0 ? "" : i + 1 == values.size() ? " or " : ", ") + values[i];
+  }
+  return CLI::Validator(
+      [values, expected](std::string& value) {
+        for (const std::string& v : values) {
+          if (v == value) return std::string();
+        }
+        return "'" + value + "': expected " + expected;
+      },
+      "", "one of");
+}
+
 // The status page's options as given on the command line.
 struct StatusArgs {
   bool port_given = false;
@@ -370,19 +409,24 @@ namespace {
 
 // Which hosts and slots the job uses, and the contract's MASTER_ADDR/MASTER_PORT.
 struct SelectionGroup {
+  static constexpr char kHeading[] = "Hosts and slots";
   std::string hostfile;
   int num_nodes = -1;
   std::string nproc_text;
 
   void Add(CLI::App& app, CliOptions& o) {
-    app.add_option("-H,--hostfile", hostfile, "hostfile with 'host slots=N' lines (docs/hostfile.md)");
-    app.add_option("-i,--include", o.include, "use only these hosts/slots: 'host[:s,s]@host...'");
-    app.add_option("-e,--exclude", o.exclude, "do not use these hosts/slots, same grammar as --include");
-    app.add_option("--num_nodes", num_nodes, "use the first N hosts of the hostfile");
-    app.add_option("--num_gpus,--nproc_per_node", nproc_text,
-                   "workers per host (slots 0..N-1); torchrun's auto (GPUs, else cores), gpu, cpu");
-    app.add_option("--master_addr", o.master_addr, "MASTER_ADDR for workers (default: first host)");
-    app.add_option("--master_port", o.master_port, "MASTER_PORT for workers")->capture_default_str();
+    app.add_option("-H,--hostfile", hostfile, "hostfile with 'host slots=N' lines (docs/hostfile.md); default: this "
+                   "machine alone")->option_text("FILE");
+    app.add_option("-i,--include", o.include, "use only these hosts/slots: 'host[:s,s]@host...'")->option_text("SPEC");
+    app.add_option("-e,--exclude", o.exclude, "do not use these hosts/slots, same grammar as --include")
+        ->option_text("SPEC");
+    app.add_option("--num_nodes", num_nodes, "use the first N hosts of the hostfile")->option_text("N");
+    app.add_option("--num_gpus,--nproc_per_node,--num_accelerators", nproc_text,
+                   "workers per host (slots 0..N-1); torchrun's auto (GPUs, else cores), gpu, cpu")
+        ->option_text("N");
+    app.add_option("--master_addr", o.master_addr, "MASTER_ADDR for workers (default: first host)")
+        ->option_text("ADDR");
+    app.add_option("--master_port", o.master_port, "MASTER_PORT for workers (default 29500)")->option_text("PORT");
   }
 
   Status Resolve(const CLI::App& app, CliOptions& o) const {
@@ -398,26 +442,33 @@ struct SelectionGroup {
   }
 };
 
-// How PROGRAM starts and where the workers' output goes.
+// How PROGRAM starts.
 struct ProgramGroup {
+  static constexpr char kHeading[] = "Program";
   std::string python;
 
   void Add(CLI::App& app, CliOptions& o) {
     app.add_flag("--no_python", o.no_python, "start PROGRAM directly, not under python3");
     app.add_flag("-m,--module", o.module, "PROGRAM is a Python module (python3 -m)");
+    app.add_flag("--run_path", o.run_path, "PROGRAM is a Python script whatever its name (torchrun's --run-path)");
     app.add_flag("--no_local_rank", o.no_local_rank, "do not append --local_rank=N to Python programs");
-    app.add_option("--python", python, "interpreter for .py programs and -m (default: $PYTHON_EXEC, else python3)");
-    app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch-$UID)");
-    app.add_option("--events_file", o.events_file,
-                   "append the job's events (generations started and ended, faults, decisions) to FILE, one JSON "
-                   "object per line (docs/elastic.md)");
-    app.add_flag("--tee,!--no_tee", o.tee, "echo workers' output on the console (default) or only log it");
+    app.add_option("--python", python, "interpreter for .py programs and -m (default: $PYTHON_EXEC, else python3)")
+        ->option_text("PATH");
+    app.add_option("--role", o.role, "the workers' ROLE_NAME (torchrun's --role; default: default)")
+        ->option_text("NAME");
+    app.add_option("--export", o.exports, "pass NAME (from this environment) or NAME=VALUE to every worker; repeatable")
+        ->option_text("NAME[=VALUE]");
   }
 
   Status Resolve(const CLI::App& app, CliOptions& o) const {
     if (o.module && o.no_python) {
       return InvalidArgumentError("--module and --no_python exclude each other: a module runs under python3");
     }
+    if (o.run_path && (o.no_python || o.module)) {
+      return InvalidArgumentError(std::string("--run_path and ") + (o.no_python ? "--no_python" : "--module") +
+                                  " exclude each other: --run_path runs PROGRAM as a Python script file");
+    }
+    if (o.role.empty()) return InvalidArgumentError("--role: empty name; give the workers' ROLE_NAME or leave it out");
     if (app.count("--python") > 0) {
       if (python.empty()) return InvalidArgumentError("--python: empty interpreter path");
       if (o.no_python) {
@@ -429,9 +480,77 @@ struct ProgramGroup {
   }
 };
 
+// Where the workers' output goes: the log files, and what of it the console shows (docs/cli.md,
+// "Worker output").
+struct OutputGroup {
+  static constexpr char kHeading[] = "Worker output";
+  // DeepSpeed's --enable_each_rank_log default: no directory.
+  static constexpr char kNoEachRankLog[] = "None";
+  std::string tee, redirects, local_ranks, each_rank_dir;
+  bool no_tee = false;
+
+  void Add(CLI::App& app, CliOptions& o) {
+    app.add_option("--log_dir", o.log_dir, "per-rank log files go to LOG_DIR/JOB_ID/ (default: $TMPDIR/dslaunch-$UID)")
+        ->option_text("DIR");
+    app.add_flag("-t,--tee{3}", tee,
+                 "also show these streams on the console when redirected: 0 none, 1 stdout, 2 stderr, 3 both, or "
+                 "LOCAL_RANK:N pairs (0:3,1:2); alone: 3. Everything is shown unless redirected")
+        ->expected(0, 1)
+        ->option_text("[N]");
+    app.add_flag("--no_tee", no_tee, "show no worker output on the console, only write the log files (--redirects 3)");
+    app.add_option("-r,--redirects", redirects,
+                   "streams kept off the console (only in the log files): 0-3 or LOCAL_RANK:N pairs, as --tee")
+        ->option_text("N");
+    app.add_option("--local_ranks_filter", local_ranks,
+                   "show only these local ranks' output on the console, e.g. 0 or 0,1 (the log files get all)")
+        ->option_text("RANKS");
+    app.add_option("--enable_each_rank_log", each_rank_dir,
+                   "DeepSpeed's: write each rank's output to files under DIR, not to the console (--log_dir DIR "
+                   "--redirects 3)")
+        ->option_text("DIR");
+    app.add_option("--events_file", o.events_file,
+                   "append the job's events (generations started and ended, faults, decisions) to FILE, one JSON "
+                   "object per line (docs/elastic.md)")
+        ->option_text("FILE");
+  }
+
+  Status Resolve(const CLI::App& app, CliOptions& o) const {
+    ConsoleStreams& c = o.console;
+    const bool each_rank_log = app.count("--enable_each_rank_log") > 0 && each_rank_dir != kNoEachRankLog;
+    if (no_tee) {
+      if (app.count("--tee") > 0 || app.count("--redirects") > 0) {
+        return InvalidArgumentError(std::string("--no_tee and ") + (app.count("--tee") > 0 ? "--tee" : "--redirects") +
+                                    " exclude each other: --no_tee is --redirects 3; keep one of them");
+      }
+      c.redirects.all = StdStreams::kBoth;
+    }
+    if (app.count("--redirects") > 0) {
+      DSLAUNCH_ASSIGN_OR_RETURN(c.redirects, ParseStdStreams("--redirects", redirects));
+    } else if (each_rank_log) {
+      c.redirects.all = StdStreams::kBoth;  // DeepSpeed writes each rank's output to its files only
+    }
+    if (app.count("--tee") > 0) {
+      DSLAUNCH_ASSIGN_OR_RETURN(c.tee, ParseStdStreams("--tee", tee));
+    }
+    if (app.count("--local_ranks_filter") > 0) {
+      DSLAUNCH_ASSIGN_OR_RETURN(c.local_ranks, ParseLocalRanks(local_ranks));
+    }
+    if (each_rank_log) {
+      if (each_rank_dir.empty()) return InvalidArgumentError("--enable_each_rank_log: empty directory");
+      if (app.count("--log_dir") > 0 && o.log_dir != each_rank_dir) {
+        return InvalidArgumentError("--enable_each_rank_log " + each_rank_dir + " and --log_dir " + o.log_dir +
+                                    " disagree: both name the log directory; keep one of them");
+      }
+      o.log_dir = each_rank_dir;
+    }
+    return Status::Ok();
+  }
+};
+
 // The launcher's own conduct of the job: the store proxy, stopping, heartbeats, the job id, the
-// exports, the pid file and --dry-run.
+// pid file and --dry-run.
 struct ConductGroup {
+  static constexpr char kHeading[] = "Running the job";
   std::string store_proxy = "on";
   double grace_seconds = std::chrono::duration<double>(kDefaultGracePeriod).count();
   std::string save_pid;
@@ -443,20 +562,25 @@ struct ConductGroup {
     app.add_option("--store_proxy", store_proxy,
                    "on: each node's agent carries its workers' store traffic to the launcher, one connection per "
                    "node (default); off: every worker connects to the launcher itself (docs/protocol.md)")
-        ->check(CLI::IsMember({"on", "off"}))
-        ->capture_default_str();
+        ->check(OneOf({"on", "off"}))
+        ->option_text("on|off");
     app.add_option("--grace_period", grace_seconds, "seconds between SIGTERM and SIGKILL when stopping")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->option_text("SECONDS");
     app.add_flag("--save_pid{}", save_pid, "write the launcher pid to FILE (default $TMPDIR/<pid>.ds)")
-        ->expected(0, 1);
-    app.add_flag("--dry-run{table}", dry_run, "print the launch plan (table or =json) and exit")
-        ->expected(0, 1);
-    app.add_option("--job_id", o.job_id, "job id (default: generated)");
+        ->expected(0, 1)
+        ->option_text("[=FILE]");
+    app.add_flag("--dry-run{table}", dry_run, "print the launch plan and exit, starting nothing")
+        ->expected(0, 1)
+        ->option_text("[=table|json]");
+    app.add_option("--job_id", o.job_id, "job id (default: generated)")->option_text("ID");
     app.add_option("--heartbeat_timeout", heartbeat_seconds,
-                   "seconds of silence after which an agent or the launcher counts as lost")->capture_default_str();
+                   "seconds of silence after which an agent or the launcher counts as lost")
+        ->capture_default_str()
+        ->option_text("SECONDS");
     app.add_option("--heartbeat_interval", heartbeat_interval_seconds,
-                   "seconds between heartbeats, at most half the timeout (default: min(1, timeout / 3))");
-    app.add_option("--export", o.exports, "pass NAME (from this environment) or NAME=VALUE to every worker; repeatable");
+                   "seconds between heartbeats, at most half the timeout (default: min(1, timeout / 3))")
+        ->option_text("SECONDS");
   }
 
   // Stopping and heartbeats: resolved early, before the options that depend on no other group.
@@ -498,6 +622,7 @@ struct ConductGroup {
 
 // Fault tolerance (docs/elastic.md): restarts, the elastic range, the watchdog, stragglers.
 struct FaultGroup {
+  static constexpr char kHeading[] = "Fault tolerance";
   std::string nnodes;
   ElasticArgs elastic;
   int max_restarts = 0, min_elastic_nodes = 0, max_elastic_nodes = 0;
@@ -505,20 +630,27 @@ struct FaultGroup {
 
   void Add(CLI::App& app, CliOptions& o) {
     app.add_option("--max_restarts", max_restarts,
-                   "restart the job after up to N failures (default 0: the first failure ends it; 100 with --elastic_training)");
+                   "restart the job after up to N failures (default 0: the first failure ends it; 100 with --elastic_training)")
+        ->option_text("N");
     app.add_option("--nnodes", nnodes,
-                   "N: the first N hosts (as --num_nodes); MIN:MAX: elastic, run on MIN to MAX hosts, the others are spares");
+                   "N: the first N hosts (as --num_nodes); MIN:MAX: elastic, run on MIN to MAX hosts, the others are spares")
+        ->option_text("N|MIN:MAX");
     app.add_flag("--elastic_training", elastic.elastic_training,
                  "DeepSpeed's spelling of an elastic range: --min_elastic_nodes (default 1) to --max_elastic_nodes (default all)");
-    app.add_option("--min_elastic_nodes", min_elastic_nodes, "--elastic_training: the fewest nodes to run on");
-    app.add_option("--max_elastic_nodes", max_elastic_nodes, "--elastic_training: the most nodes to run on");
+    app.add_option("--min_elastic_nodes", min_elastic_nodes, "--elastic_training: the fewest nodes to run on")
+        ->option_text("N");
+    app.add_option("--max_elastic_nodes", max_elastic_nodes, "--elastic_training: the most nodes to run on")
+        ->option_text("N");
     app.add_option("--watchdog_timeout", watchdog_seconds,
-                   "seconds without progress after which a rank counts as hung (default: off; docs/elastic.md)");
+                   "seconds without progress after which a rank counts as hung (default: off; docs/elastic.md)")
+        ->option_text("SECONDS");
     app.add_option("--straggler_factor", o.stragglers.factor,
                    "flag a rank whose median step time is more than F times its peers' (0: off; docs/observability.md)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->option_text("F");
     app.add_option("--straggler_window", o.stragglers.window, "steps of each rank the straggler rule looks at")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->option_text("STEPS");
   }
 
   Status Resolve(const CLI::App& app, CliOptions& o) {
@@ -537,22 +669,30 @@ struct FaultGroup {
 
 // Starting agents over SSH (docs/ssh.md).
 struct SshGroup {
+  static constexpr char kHeading[] = "Starting agents over SSH";
   double timeout_seconds = std::chrono::duration<double>(kSshDefaultConnectTimeout).count();
 
   void Add(CLI::App& app, CliOptions& o) {
-    app.add_option("--agent_path", o.agent_path, "dslaunch-agent on the nodes (default: this one's absolute path)");
-    app.add_option("--ssh_user", o.ssh.user, "SSH user for hosts without user@ in the hostfile");
-    app.add_option("--ssh_port", o.ssh.port, "SSH port")->capture_default_str();
-    app.add_option("--ssh_identity", o.ssh.identities, "SSH private key file; repeatable (default: ssh-agent, ~/.ssh/id_*)");
-    app.add_option("--ssh_known_hosts", o.ssh.known_hosts, "known_hosts file (default: ~/.ssh/known_hosts)");
+    app.add_option("--agent_path", o.agent_path, "dslaunch-agent on the nodes (default: this one's absolute path)")
+        ->option_text("PATH");
+    app.add_option("--ssh_user", o.ssh.user, "SSH user for hosts without user@ in the hostfile")->option_text("USER");
+    app.add_option("--ssh_port", o.ssh.port, "SSH port")->capture_default_str()->option_text("PORT");
+    app.add_option("--ssh_identity", o.ssh.identities, "SSH private key file; repeatable (default: ssh-agent, ~/.ssh/id_*)")
+        ->option_text("FILE");
+    app.add_option("--ssh_known_hosts", o.ssh.known_hosts, "known_hosts file (default: ~/.ssh/known_hosts)")
+        ->option_text("FILE");
     app.add_flag("--ssh_accept_new_host_keys", o.ssh.accept_new_host_keys,
                  "add unknown host keys to known_hosts (changed keys are still refused)");
-    app.add_option("--ssh_connect_timeout", timeout_seconds, "seconds per SSH connection attempt")->capture_default_str();
+    app.add_option("--ssh_connect_timeout", timeout_seconds, "seconds per SSH connection attempt")
+        ->capture_default_str()
+        ->option_text("SECONDS");
     app.add_option("--ssh_fanout", o.ssh.fanout, "SSH handshakes and pre-flight commands in flight at once (as pdsh -f)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->option_text("N");
     app.add_option("--ssh_tree_threshold", o.ssh.tree_threshold,
                    "past this many nodes, agents start the agents of their subtree over SSH (docs/ssh.md)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->option_text("NODES");
   }
 
   Status Resolve(CliOptions& o) const {
@@ -574,25 +714,42 @@ struct SshGroup {
 
 // Nodes that start themselves: --no_ssh, and node mode (torchrun's rendezvous; docs/node-mode.md).
 struct SelfStartGroup {
+  static constexpr char kHeading[] = "Node mode (torchrun's rendezvous) and --no_ssh";
   int node_rank = -1;
   std::string rdzv_endpoint, rdzv_id, rdzv_backend, rdzv_conf;
   bool standalone = false;
 
   void Add(CLI::App& app, CliOptions& o) {
     app.add_flag("--no_ssh", o.no_ssh, "run this same command on every node yourself, with --node_rank");
-    app.add_option("--node_rank", node_rank, "--no_ssh: this node's rank (0 hosts the launcher)");
-    app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")->capture_default_str();
+    app.add_option("--node_rank", node_rank, "this node's rank (0 hosts the launcher); node mode or --no_ssh")
+        ->option_text("N");
+    app.add_option("--rdzv_port", o.rdzv_port, "--no_ssh: port of the launcher's endpoint on node 0")
+        ->capture_default_str()
+        ->option_text("PORT");
     app.add_option("--secret_file", o.secret_file,
-                   "--no_ssh and node mode: file holding the job secret, the same on every node");
+                   "--no_ssh and node mode: file holding the job secret, the same on every node")
+        ->option_text("FILE");
     app.add_option("--rdzv_endpoint", rdzv_endpoint,
-                   "node mode: HOST[:PORT] of the rendezvous endpoint (default port: --rdzv_port); its node hosts it");
-    app.add_option("--rdzv_id", rdzv_id, "node mode: the job's id, the same on every node (as --job_id)");
-    app.add_option("--rdzv_backend", rdzv_backend, "torchrun's rendezvous backend: c10d or static (both: dslaunch's store)");
-    app.add_option("--rdzv_conf", rdzv_conf, "node mode: join_timeout=SECONDS,last_call_timeout=SECONDS");
+                   "node mode: HOST[:PORT] of the rendezvous endpoint (default port: --rdzv_port); its node hosts "
+                   "it. Port 0 on one node: a job on this machine, as --standalone")
+        ->option_text("HOST[:PORT]");
+    app.add_option("--rdzv_id", rdzv_id, "node mode: the job's id, the same on every node (as --job_id)")
+        ->option_text("ID");
+    app.add_option("--rdzv_backend", rdzv_backend, "torchrun's rendezvous backend: c10d or static (both: dslaunch's store)")
+        ->option_text("c10d|static");
+    app.add_option("--rdzv_conf", rdzv_conf, "node mode: join_timeout=SECONDS,last_call_timeout=SECONDS")
+        ->option_text("KEY=VALUE,...");
     app.add_flag("--standalone", standalone, "torchrun's one-node job with a local rendezvous (the default without a hostfile)");
+    app.add_option("--local_addr", o.local_addr,
+                   "node mode: this node's address; on the node hosting the rendezvous, the workers' MASTER_ADDR "
+                   "unless --master_addr gives one")
+        ->option_text("ADDR");
   }
 
-  Status Resolve(const CLI::App& app, CliOptions& o) const {
+  Status Resolve(const CLI::App& app, CliOptions& o, std::vector<std::string>& notes) const {
+    if (app.count("--local_addr") > 0 && o.local_addr.empty()) {
+      return InvalidArgumentError("--local_addr: empty address; give this node's address or leave it out");
+    }
     if (o.rdzv_port < 0 || o.rdzv_port > 65535) {
       return InvalidArgumentError("--rdzv_port " + std::to_string(o.rdzv_port) +
                                   " is not a TCP port (1-65535, or 0 for any free port on a one-node job)");
@@ -615,6 +772,10 @@ struct SelfStartGroup {
                                app.count("--rdzv_conf") > 0};
     DSLAUNCH_RETURN_IF_ERROR(ResolveNodeMode(node_mode, o));
     if (o.rendezvous) return Status::Ok();  // node mode: every check below is of --no_ssh mode
+    if (!o.local_addr.empty()) {
+      notes.push_back("--local_addr " + o.local_addr +
+                      ": ignored outside node mode (the workers' MASTER_ADDR is --master_addr, else the first host)");
+    }
     if (o.no_ssh) {
       if (!o.node_rank || *o.node_rank < 0) {
         return InvalidArgumentError("--no_ssh needs --node_rank N (0 on the node that hosts the launcher)");
@@ -643,19 +804,24 @@ struct SelfStartGroup {
 
 // Core binding (docs/launch-plan.md, "Core binding") and how agents start (docs/slurm.md).
 struct PlacementGroup {
+  static constexpr char kHeading[] = "Placement";
   std::string bind_core_list;
   std::string launcher;
+  static constexpr char kPdsh[] = "pdsh";  // DeepSpeed's default launcher: SSH to every node
 
   void Add(CLI::App& app, CliOptions& o) {
     app.add_flag("--bind_cores_to_rank", o.bind_cores_to_rank,
                  "give each local rank its own share of the node's cores (and NUMA node), OMP_NUM_THREADS to match");
     app.add_option("--bind_core_list", bind_core_list,
-                   "--bind_cores_to_rank: the cores to share, e.g. 0-3,8,10-11 (default: the node's, one thread per core)");
+                   "--bind_cores_to_rank: the cores to share, e.g. 0-3,8,10-11 (default: the node's, one thread per core)")
+        ->option_text("LIST");
     app.add_option("--launcher", launcher,
-                   "how agents start: slurm (srun, inside an allocation), ssh or local (default: chosen, docs/slurm.md)");
+                   "how agents start: slurm (srun, inside an allocation), ssh (also DeepSpeed's pdsh) or local "
+                   "(default: chosen, docs/slurm.md)")
+        ->option_text("slurm|ssh|local");
   }
 
-  Status Resolve(const CLI::App& app, CliOptions& o) const {
+  Status Resolve(const CLI::App& app, CliOptions& o, std::vector<std::string>& notes) const {
     if (app.count("--bind_core_list") > 0) {
       const std::string given = "--bind_core_list '" + bind_core_list + "'";
       if (!o.bind_cores_to_rank) {
@@ -667,7 +833,11 @@ struct PlacementGroup {
       o.bind_core_list = std::move(*cores);
     }
     if (app.count("--launcher") > 0) {
-      DSLAUNCH_ASSIGN_OR_RETURN(o.launcher, ParseLauncherKind(launcher));
+      if (auto refusal = RefusalOfLauncher(launcher)) return InvalidArgumentError(*refusal);
+      if (launcher == kPdsh) {
+        notes.push_back("--launcher pdsh: dslaunch starts the agents over SSH itself, as pdsh would (--launcher ssh)");
+      }
+      DSLAUNCH_ASSIGN_OR_RETURN(o.launcher, ParseLauncherKind(launcher == kPdsh ? "ssh" : launcher));
       if (o.no_ssh || o.rendezvous) {
         return InvalidArgumentError(std::string("--launcher and ") + (o.no_ssh ? "--no_ssh" : "node mode") +
                                     " exclude each other: there every node's agent is started by the node's own dslaunch");
@@ -679,16 +849,20 @@ struct PlacementGroup {
 
 // The live status page (docs/observability.md).
 struct StatusGroup {
+  static constexpr char kHeading[] = "Status page";
   StatusArgs status;
 
   void Add(CLI::App& app) {
     app.add_option("--status_port", status.port,
-                   "serve the live job page, JSON and /metrics on this port (0: any free port; default: off)");
+                   "serve the live job page, JSON and /metrics on this port (0: any free port; default: off)")
+        ->option_text("PORT");
     app.add_option("--status_bind", status.bind,
-                   "--status_port: the IP address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+                   "--status_port: the IP address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+        ->option_text("ADDR");
     app.add_option("--status_host", status.hosts,
                    "--status_port: a name the page is opened by besides its address (repeat or comma-separate)")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->option_text("NAME");
     app.add_flag("--status_metrics_open", status.metrics_open,
                  "--status_port: serve /metrics without the job's token (for a Prometheus scraper)");
   }
@@ -700,52 +874,169 @@ struct StatusGroup {
   }
 };
 
-// Every group of the command line, declared in the order --help lists them.
+// torchrun's and DeepSpeed's flags that change nothing in dslaunch: accepted, so that their
+// command lines run, each with a note saying why it changes nothing (docs/cli.md).
+struct CompatGroup {
+  static constexpr char kHeading[] = "Accepted from torchrun and DeepSpeed, changing nothing here";
+  double monitor_interval = 0;
+  std::string start_method, comment;
+  bool no_ssh_check = false, force_multi = false;
+
+  void Add(CLI::App& app) {
+    app.add_option("--monitor_interval", monitor_interval,
+                   "torchrun's polling interval: agents hear of a worker's exit at once, without polling")
+        ->option_text("SECONDS");
+    app.add_option("--start_method", start_method,
+                   "torchrun's spawn, fork or forkserver: every worker is a new process (as spawn)")
+        ->check(OneOf({"spawn", "fork", "forkserver"}))
+        ->option_text("spawn|fork|forkserver");
+    app.add_flag("--no_ssh_check", no_ssh_check, "DeepSpeed's: the SSH pre-flight is how dslaunch starts its agents");
+    app.add_flag("--force_multi", force_multi,
+                 "DeepSpeed's: other hosts always start over SSH; this machine alone runs here without it");
+    app.add_option("--comment", comment, "DeepSpeed's comment for srun: not passed on")->option_text("COMMENT");
+  }
+
+  Status Resolve(const CLI::App& app, std::vector<std::string>& notes) const {
+    if (app.count("--monitor_interval") > 0) {
+      if (!std::isfinite(monitor_interval) || monitor_interval < 0) {
+        return InvalidArgumentError("--monitor_interval: expected seconds >= 0 (e.g. 0.1)");
+      }
+      notes.push_back("--monitor_interval: ignored: the agents hear of a worker's exit at once, without polling");
+    }
+    if (app.count("--start_method") > 0 && start_method != "spawn") {
+      notes.push_back("--start_method " + start_method +
+                      ": ignored: every worker is a new process (fork and exec), as with spawn");
+    }
+    if (no_ssh_check) {
+      notes.push_back("--no_ssh_check: ignored: the pre-flight over SSH is part of starting each node's agent");
+    }
+    if (force_multi) {
+      notes.push_back("--force_multi: ignored: other hosts always start over SSH, and a job on this machine alone "
+                      "runs here without SSH");
+    }
+    if (app.count("--comment") > 0) notes.push_back("--comment: ignored: dslaunch passes no comment to srun");
+    return Status::Ok();
+  }
+};
+
+// Every group of the command line, declared in the order --help lists them. A group's options are
+// added under its heading (kHeading); adding an option to a group is one add_option in its Add.
 struct OptionGroups {
   SelectionGroup selection;
   ProgramGroup program;
+  OutputGroup output;
   ConductGroup conduct;
   FaultGroup fault;
   SshGroup ssh;
   SelfStartGroup self_start;
   PlacementGroup placement;
   StatusGroup status;
+  CompatGroup compat;
 
   void Add(CLI::App& app, CliOptions& o) {
-    selection.Add(app, o);
-    program.Add(app, o);
-    conduct.Add(app, o);
-    fault.Add(app, o);
-    ssh.Add(app, o);
-    self_start.Add(app, o);
-    placement.Add(app, o);
-    status.Add(app);
+    auto under = [&app](const char* heading) { app.option_defaults()->group(heading); };
+    under(SelectionGroup::kHeading), selection.Add(app, o);
+    under(ProgramGroup::kHeading), program.Add(app, o);
+    under(OutputGroup::kHeading), output.Add(app, o);
+    under(ConductGroup::kHeading), conduct.Add(app, o);
+    under(FaultGroup::kHeading), fault.Add(app, o);
+    under(SshGroup::kHeading), ssh.Add(app, o);
+    under(SelfStartGroup::kHeading), self_start.Add(app, o);
+    under(PlacementGroup::kHeading), placement.Add(app, o);
+    under(StatusGroup::kHeading), status.Add(app);
+    under(CompatGroup::kHeading), compat.Add(app);
   }
 
-  Status Resolve(const CLI::App& app, CliOptions& o) {
+  Status Resolve(const CLI::App& app, CliOptions& o, std::vector<std::string>& notes) {
     DSLAUNCH_RETURN_IF_ERROR(selection.Resolve(app, o));
     DSLAUNCH_RETURN_IF_ERROR(conduct.ResolveTiming(app, o));
     DSLAUNCH_RETURN_IF_ERROR(fault.Resolve(app, o));
     DSLAUNCH_RETURN_IF_ERROR(ssh.Resolve(o));
-    DSLAUNCH_RETURN_IF_ERROR(self_start.Resolve(app, o));
-    DSLAUNCH_RETURN_IF_ERROR(placement.Resolve(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(self_start.Resolve(app, o, notes));
+    DSLAUNCH_RETURN_IF_ERROR(placement.Resolve(app, o, notes));
     DSLAUNCH_RETURN_IF_ERROR(status.Resolve(app, o));
     DSLAUNCH_RETURN_IF_ERROR(conduct.ResolveOutputs(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(output.Resolve(app, o));
     DSLAUNCH_RETURN_IF_ERROR(program.Resolve(app, o));
+    DSLAUNCH_RETURN_IF_ERROR(compat.Resolve(app, notes));
     return SelfStartGroup::ValidateJob(app, o);
   }
 };
 
+constexpr char kGeneralHeading[] = "General";
+
+// What a number option's value must look like, by its metavar, for messages.
+std::string ExpectedNumber(const CLI::Option& opt) {
+  const std::string& metavar = opt.get_option_text();
+  if (metavar == "SECONDS") return "a number of seconds (e.g. 30 or 0.5)";
+  if (metavar == "PORT") return "a TCP port number (e.g. 29500)";
+  if (opt.get_type_name() == "FLOAT") return "a number (e.g. 1.5)";
+  return "a whole number (e.g. 4)";
+}
+
 // CLI11 reads an empty value as 0 for a number, so "--rdzv_port ''" would mean "any free port"
-// and "--grace_period ''" no grace at all: an empty number is an error instead.
-void RefuseEmptyNumbers(CLI::App& app) {
+// and "--grace_period ''" no grace at all: an empty number is an error instead. Any other value
+// that is not a number of the option's kind is refused saying what one looks like (CLI11 would say
+// only "Could not convert").
+void CheckNumbers(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     const std::string type = opt->get_type_name();
-    if (type == "INT" || type == "UINT" || type == "FLOAT") {
-      opt->check([](const std::string& value) { return value.empty() ? std::string("empty value, expected a number") : std::string(); },
-                 "", "non-empty number");
-    }
+    const bool integer = type == "INT" || type == "UINT";
+    if (!integer && type != "FLOAT") continue;
+    const std::string expected = ExpectedNumber(*opt);
+    opt->check(
+        [integer, expected](const std::string& value) {
+          if (value.empty()) return std::string("empty value, expected a number");
+          bool valid = false;
+          if (integer) {
+            int64_t n = 0;
+            auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+            if (end == value.data() + value.size() &&
+                (ec == std::errc::result_out_of_range || (ec == std::errc() && (n < INT32_MIN || n > INT32_MAX)))) {
+              return "'" + value + "' is out of range: expected " + expected;
+            }
+            valid = ec == std::errc() && end == value.data() + value.size();
+          } else {
+            char* end = nullptr;
+            errno = 0;
+            std::strtod(value.c_str(), &end);
+            valid = end == value.c_str() + value.size() && errno != ERANGE;
+          }
+          return valid ? std::string() : "'" + value + "' is not " + expected;
+        },
+        "", "number");
   }
+}
+
+// The help text: usage with the subcommands, then the options by group (help_text.h).
+std::string HelpText(const CLI::App& app) {
+  HelpPage page;
+  page.usage = {"dslaunch [OPTIONS] PROGRAM [ARGS...]", "dslaunch status [JOB_ID]",
+                "dslaunch logs [--lines N] [--log_dir DIR] JOB_ID RANK", "dslaunch report JOB_DIR"};
+  page.description =
+      "Start a distributed training job on a set of machines and keep it alive. Options come before PROGRAM; "
+      "ARGS are passed to PROGRAM untouched. Every long option may be spelled with underscores (DeepSpeed) or "
+      "dashes (torchrun), and read from PET_<NAME> (docs/cli.md).";
+  std::vector<HelpEntry> general;
+  for (const CLI::Option* opt : app.get_options()) {
+    std::string names;
+    for (const std::string& n : opt->get_snames()) names += (names.empty() ? "-" : ", -") + n;
+    for (const std::string& n : opt->get_lnames()) names += (names.empty() ? "--" : ", --") + n;
+    const std::string& metavar = opt->get_option_text();
+    if (!metavar.empty()) names += (metavar.front() == '[' && metavar[1] == '=' ? "" : " ") + metavar;
+    std::string text = opt->get_description();
+    if (!opt->get_default_str().empty() && text.find("default") == std::string::npos) {
+      text += " (default " + opt->get_default_str() + ")";
+    }
+    HelpEntry entry{opt->get_group(), names, text};
+    (entry.group == kGeneralHeading ? general : page.entries).push_back(std::move(entry));
+  }
+  page.entries.push_back({"Subcommands", "status [JOB_ID]", "the rank table of a running job (--status_port)"});
+  page.entries.push_back({"Subcommands", "logs JOB_ID RANK", "a rank's output, running or finished"});
+  page.entries.push_back({"Subcommands", "report JOB_DIR", "rebuild a job's report.html from its metrics"});
+  for (HelpEntry& e : general) page.entries.push_back(std::move(e));
+  page.footer = kExamples;
+  return FormatHelp(page);
 }
 
 // ParseCommandLine, with `from_environment` naming the PET_ variables it took.
@@ -753,17 +1044,16 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
                          std::vector<std::string>& from_environment) {
   CliCommand command;
   CliOptions& o = command.options;
-  CLI::App app{
-      "dslaunch: start a distributed training job on a set of machines and keep it alive.\n"
-      "Usage: dslaunch [OPTIONS] PROGRAM [ARGS...]   (ARGS are passed to PROGRAM untouched)",
-      "dslaunch"};
-  app.footer(kExamples);
+  CLI::App app{"", "dslaunch"};  // --help is HelpText's, not CLI11's
   // A repeated option takes its last value, as argparse (and so DeepSpeed and torchrun) does.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.set_version_flag("--version", std::string("dslaunch ") + DSLAUNCH_VERSION);
+  app.set_help_flag("-h,--help", "print this help and exit")->group(kGeneralHeading);
+  app.set_version_flag("--version", std::string("dslaunch ") + DSLAUNCH_VERSION)
+      ->description("print the version and exit")
+      ->group(kGeneralHeading);
   OptionGroups groups;
   groups.Add(app, o);
-  RefuseEmptyNumbers(app);
+  CheckNumbers(app);
 
   std::set<const CLI::Option*> given;
   auto split = FindProgram(app, argv, given);
@@ -777,7 +1067,7 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   try {
     app.parse(static_cast<int>(head.size()), head.data());
   } catch (const CLI::CallForHelp&) {
-    command.print = app.help();
+    command.print = HelpText(app);
     return command;
   } catch (const CLI::CallForVersion&) {
     command.print = std::string("dslaunch ") + DSLAUNCH_VERSION + "\n";
@@ -796,7 +1086,7 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
   o.program = argv[program_at];
   if (o.program.empty()) return InvalidArgumentError("empty PROGRAM: an empty argument stands where PROGRAM goes");
   o.program_args.assign(argv.begin() + static_cast<long>(program_at) + 1, argv.end());
-  DSLAUNCH_RETURN_IF_ERROR(groups.Resolve(app, o));
+  DSLAUNCH_RETURN_IF_ERROR(groups.Resolve(app, o, command.notes));
   return command;
 }
 

@@ -206,6 +206,14 @@ void JobRunner::Impl::StartGeneration(const std::vector<int>& active, const std:
   }
 }
 
+int JobRunner::Impl::LocalRankOf(int node_rank, int rank) const {
+  if (node_rank < 0 || node_rank >= static_cast<int>(plan_.nodes.size())) return -1;
+  const std::vector<WorkerPlan>& workers = plan_.nodes[node_rank].workers;
+  // A node's workers have consecutive global ranks in local-rank order (PlanLaunch).
+  const int local = workers.empty() ? -1 : rank - workers.front().rank;
+  return local >= 0 && local < static_cast<int>(workers.size()) ? workers[local].local_rank : -1;
+}
+
 control::Assignment JobRunner::Impl::MakeAssignment(int node_rank) const {
   const NodePlan& node = plan_.nodes[node_rank];
   control::Assignment a;
@@ -214,7 +222,7 @@ control::Assignment JobRunner::Impl::MakeAssignment(int node_rank) const {
   a.log_dir = options_.log_dir;
   a.working_dir = options_.working_dir;
   a.grace_period_ms = options_.grace_period.count();
-  a.tee = options_.tee;
+  a.tee = !options_.console.ShowsNothing();
   a.heartbeat_interval_ms = options_.heartbeat_interval.count();
   a.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
   a.env = node.env;  // once per node; each worker's own variables go with it
@@ -382,7 +390,7 @@ void JobRunner::Impl::OnAgentMessageOfGeneration(int candidate, int node_rank, c
         } else {
           if (m.generation != plan_.generation) return;  // a stale peer is never trusted
           if constexpr (std::is_same_v<T, control::Output>) {
-            console_.PrintOutput(m, host);
+            if (options_.console.Shows(LocalRankOf(node_rank, m.rank), m.stream)) console_.PrintOutput(m, host);
           } else if constexpr (std::is_same_v<T, control::WorkerStarted>) {
             if (++workers_started_ == plan_.world_size) options_.events.Record(plan_.generation, "workers_started");
           } else if constexpr (std::is_same_v<T, control::WorkerExited>) {

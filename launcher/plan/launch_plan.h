@@ -54,6 +54,9 @@ struct NodePlan {
   std::map<std::string, std::string> env;
 };
 
+// torchrun's role name unless --role gives another: dslaunch runs one role per job.
+inline constexpr char kRoleNameDefault[] = "default";
+
 // What the plan carries to every node as the options gave it: the job, its generation and the
 // settings every worker's environment states. Declared once: PlanOptions and LaunchPlan are both
 // made of it, and PlanLaunch hands it over whole.
@@ -74,6 +77,7 @@ struct PlanFacts {
   // agent splits bind_core_list (empty: its own CPU affinity) between its local ranks.
   bool bind_cores_to_rank = false;
   std::vector<int> bind_core_list;
+  std::string role_name = kRoleNameDefault;  // --role: every worker's ROLE_NAME
 };
 
 struct LaunchPlan : PlanFacts {
