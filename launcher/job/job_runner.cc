@@ -206,14 +206,6 @@ void JobRunner::Impl::StartGeneration(const std::vector<int>& active, const std:
   }
 }
 
-int JobRunner::Impl::LocalRankOf(int node_rank, int rank) const {
-  if (node_rank < 0 || node_rank >= static_cast<int>(plan_.nodes.size())) return -1;
-  const std::vector<WorkerPlan>& workers = plan_.nodes[node_rank].workers;
-  // A node's workers have consecutive global ranks in local-rank order (PlanLaunch).
-  const int local = workers.empty() ? -1 : rank - workers.front().rank;
-  return local >= 0 && local < static_cast<int>(workers.size()) ? workers[local].local_rank : -1;
-}
-
 control::Assignment JobRunner::Impl::MakeAssignment(int node_rank) const {
   const NodePlan& node = plan_.nodes[node_rank];
   control::Assignment a;
@@ -390,7 +382,9 @@ void JobRunner::Impl::OnAgentMessageOfGeneration(int candidate, int node_rank, c
         } else {
           if (m.generation != plan_.generation) return;  // a stale peer is never trusted
           if constexpr (std::is_same_v<T, control::Output>) {
-            if (options_.console.Shows(LocalRankOf(node_rank, m.rank), m.stream)) console_.PrintOutput(m, host);
+            const int local_rank =
+                node_rank < static_cast<int>(plan_.nodes.size()) ? LocalRankOf(plan_.nodes[node_rank], m.rank) : -1;
+            if (options_.console.Shows(local_rank, m.stream)) console_.PrintOutput(m, host);
           } else if constexpr (std::is_same_v<T, control::WorkerStarted>) {
             if (++workers_started_ == plan_.world_size) options_.events.Record(plan_.generation, "workers_started");
           } else if constexpr (std::is_same_v<T, control::WorkerExited>) {

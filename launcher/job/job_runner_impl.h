@@ -60,8 +60,6 @@ class JobRunner::Impl final : private FleetEvents, private JoinEvents, private S
   bool Begin(const std::vector<int>& unreachable);
   void StartGeneration(const std::vector<int>& active, const std::string& reason, int64_t fault_time_ms);
   control::Assignment MakeAssignment(int node_rank) const;
-  // The local rank of global `rank` on node `node_rank` of this generation; -1 when it is not there.
-  int LocalRankOf(int node_rank, int rank) const;
   void Apply(Action action);
   void ArmStopDeadline(std::chrono::milliseconds after);
   std::chrono::milliseconds StopGrace() const;

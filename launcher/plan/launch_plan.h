@@ -100,6 +100,10 @@ struct PlanOptions : PlanFacts {
 // (kTrainConfig); anything else is run directly (kExecutable).
 ProgramKind ClassifyProgram(std::string_view program, bool no_python, bool module);
 
+// The local rank of global `rank` among `node`'s workers; -1 when it is not one of them. O(1): a
+// node's workers have consecutive global ranks in local-rank order (PlanLaunch).
+int LocalRankOf(const NodePlan& node, int rank);
+
 // The argv of the worker with this local rank: see ProgramKind. --local_rank=N goes right after the
 // script or module name, before the user's ARGS (as DeepSpeed's launch.py does), and only for the
 // Python kinds when program.local_rank_arg is set; executables learn it from LOCAL_RANK.
