@@ -2,8 +2,9 @@
 //
 // Options come before PROGRAM; everything from PROGRAM on is passed to the workers untouched,
 // even arguments that look like dslaunch options. Parsing is pure (argv in, typed options out):
-// CLI11 exceptions never leave this file, unknown options are kInvalidArgument with a
-// suggestion. Option reference: docs/cli.md.
+// CLI11 exceptions never leave launcher/cli/ (the options themselves are declared group by group
+// in option_groups.cc), unknown options are kInvalidArgument with a suggestion. Option reference:
+// docs/cli.md.
 #pragma once
 
 #include <chrono>
