@@ -253,7 +253,9 @@ Terminal ReadTerminal() {
 Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, const Terminal& terminal, bool local) {
   DSLAUNCH_ASSIGN_OR_RETURN(auto exports, WorkerExports(cli, edges, local));
   PlanOptions po;
-  po.program.kind = ClassifyProgram(cli.program, cli.no_python, cli.module);
+  // torchrun's --run_path runs PROGRAM as a Python script whatever its name ends in.
+  po.program.kind = cli.run_path ? ProgramKind::kPythonScript : ClassifyProgram(cli.program, cli.no_python, cli.module);
+  po.role_name = cli.role;
   const bool python_program =
       po.program.kind == ProgramKind::kPythonScript || po.program.kind == ProgramKind::kPythonModule;
   if (cli.python && !python_program) {
@@ -300,7 +302,7 @@ Result<JobRunnerOptions> RunnerOptions(const CliOptions& cli, const Edges& edges
   ro.heartbeat_timeout = cli.heartbeat_timeout;
   ro.heartbeat_interval = cli.heartbeat_interval;
   DSLAUNCH_ASSIGN_OR_RETURN(ro.events, EventLog::Open(cli.events_file));
-  ro.tee = cli.tee;
+  ro.console = cli.console;
   ro.store_proxy = cli.store_proxy;
   ro.stragglers = cli.stragglers;
   ro.board = MakeBoard(cli);
@@ -440,7 +442,8 @@ int RunNode(const CliOptions& cli, const Edges& edges) {
               << "; the other nodes must reach this one at " << endpoint << "\n";
   }
   CliOptions contract = cli;
-  if (contract.master_addr.empty()) contract.master_addr = rdzv.host;  // rank 0 runs on this node
+  // Rank 0 runs on this node: its --local_addr if given, else the endpoint's host.
+  if (contract.master_addr.empty()) contract.master_addr = cli.local_addr.empty() ? rdzv.host : cli.local_addr;
   auto po = BasePlanOptions(contract, edges, terminal, /*local=*/false);
   if (!po.ok()) return Fail(po.status(), kUsageError);
   if (cli.dry_run) {
@@ -615,6 +618,7 @@ int Main(int argc, char** argv) {
     std::cout << *command->print;
     return 0;
   }
+  for (const std::string& note : command->notes) std::cerr << "dslaunch: note: " << note << "\n";
   const CliOptions& cli = command->options;
   const int code = cli.rendezvous ? RunNode(cli, edges) : RunPlannedJob(cli, edges);
   return WrittenExitCode(code, cli.exit_codes);

@@ -2,8 +2,9 @@
 //
 // Options come before PROGRAM; everything from PROGRAM on is passed to the workers untouched,
 // even arguments that look like dslaunch options. Parsing is pure (argv in, typed options out):
-// CLI11 exceptions never leave this file, unknown options are kInvalidArgument with a
-// suggestion. Option reference: docs/cli.md.
+// CLI11 exceptions never leave launcher/cli/ (the options themselves are declared group by group
+// in option_groups.cc), unknown options are kInvalidArgument with a suggestion. Option reference:
+// docs/cli.md.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,8 @@
 #include "common/status.h"
 #include "launcher/elastic/elastic_policy.h"
 #include "launcher/node_mode/membership.h"
+#include "launcher/plan/console_streams.h"
+#include "launcher/plan/launch_plan.h"
 #include "launcher/slurm/allocation.h"
 #include "launcher/start/ssh/options.h"
 #include "launcher/status/straggler_detector.h"
@@ -105,11 +108,20 @@ struct CliOptions {
   bool no_python = false;
   bool module = false;
   bool no_local_rank = false;
+  // torchrun's --run_path: PROGRAM is a Python script whatever its name ends in.
+  bool run_path = false;
+  // torchrun's --role: the workers' ROLE_NAME.
+  std::string role = kRoleNameDefault;
+  // torchrun's --local_addr: this node's address; in node mode the workers' MASTER_ADDR on the node
+  // that hosts the rendezvous, unless --master_addr gives one. Empty: not given.
+  std::string local_addr;
   // --python: interpreter for .py programs and --module; absent: PYTHON_EXEC from the launcher's
   // environment (torchrun's variable), else kDefaultPython. Read at the edge (main.cc).
   std::optional<std::string> python;
   std::string log_dir;  // empty: each node's per-user default (docs/launcher.md, "Log files")
-  bool tee = true;
+  // Which workers' streams the console shows (--tee, --no_tee, --redirects, --local_ranks_filter,
+  // --enable_each_rank_log); the log files always get everything.
+  ConsoleStreams console;
   // --store_proxy on|off: the agents proxy their workers' store traffic (docs/protocol.md, "Store
   // proxy"); off: workers connect to the launcher's endpoint themselves.
   bool store_proxy = true;
@@ -176,6 +188,10 @@ struct CliOptions {
 struct CliCommand {
   CliOptions options;
   std::optional<std::string> print;  // set for --help / --version
+  // One line each about a torchrun or DeepSpeed flag that was accepted but changes nothing here, or
+  // means something slightly different (docs/cli.md, "torchrun's and DeepSpeed's flags"), for the
+  // program to print before it starts.
+  std::vector<std::string> notes;
 };
 
 // The policy's options for a job whose hostfile selection has `candidates` hosts: no range means
@@ -184,13 +200,16 @@ struct CliCommand {
 // option as given, when MIN exceeds `candidates`.
 Result<ElasticOptions> ElasticOptionsFor(const CliOptions& options, int candidates);
 
-// Parses argv (argv[0] is the program name). torchrun's dashed spellings (--nproc-per-node) are the
-// options' aliases. An option absent from argv is read from `environment`'s PET_<NAME> when there
+// Parses argv (argv[0] is the program name). Every long option has two spellings, DeepSpeed's
+// underscores and torchrun's dashes (--nproc_per_node, --nproc-per-node). torchrun's and
+// DeepSpeed's flags are accepted with their meaning, or refused naming what to use instead
+// (foreign_flags.h). An option absent from argv is read from `environment`'s PET_<NAME> when there
 // is one (NAME: any of the option's long names in upper case, dashes as underscores; the variables
 // Kubernetes' PyTorchJob sets), the command line winning. Errors are kInvalidArgument and name the
-// offending argument, e.g. "unknown option '--hostfiel' (did you mean '--hostfile'?)",
-// "--grace_period 1e+10: expected seconds from 0 to 86400", with "(from PET_NNODES)" where an
-// environment variable gave it. Never throws.
+// offending argument, e.g. "unknown option '--hostfiel' (did you mean '--hostfile'?)" (suggested
+// in the spelling the user wrote), "--grace_period: 'abc' is not a number of seconds (e.g. 30 or
+// 0.5)", "--grace_period 1e+10: expected seconds from 0 to 86400", with "(from PET_NNODES)" where
+// an environment variable gave it. --help gives the text of help_text.h in `print`. Never throws.
 Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv,
                                     const std::map<std::string, std::string>& environment = {});
 

@@ -52,8 +52,9 @@ Status ParseEndpoint(const std::string& text, int default_port, RendezvousOption
   r.port = default_port;
   if (!port.empty()) {
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), r.port);
-    if (ec != std::errc() || end != port.data() + port.size() || r.port < 1 || r.port > 65535) {
-      return InvalidArgumentError("--rdzv_endpoint '" + text + "': port '" + port + "' is not a TCP port (1-65535)");
+    if (ec != std::errc() || end != port.data() + port.size() || r.port < 0 || r.port > 65535) {
+      return InvalidArgumentError("--rdzv_endpoint '" + text + "': port '" + port +
+                                  "' is not a TCP port (1-65535, or 0 for any free port on a one-node job)");
     }
   }
   return Status::Ok();
@@ -122,8 +123,16 @@ Status ResolveNodeMode(const NodeModeArgs& a, CliOptions& o) {
         "node mode (--node_rank, --rdzv_id or --rdzv_conf without a hostfile) needs the rendezvous endpoint: "
         "--rdzv_endpoint HOST[:PORT] or --master_addr HOST, the address of the node that hosts it");
   }
+  DSLAUNCH_RETURN_IF_ERROR(ParseRendezvousConf(a.conf, r));
   if (r.port == 0) {
-    return InvalidArgumentError("node mode: the rendezvous port must be known to every node; give a port other than 0");
+    // torchrun's single-node idiom (torchtitan's default, --rdzv-endpoint localhost:0): a free port
+    // that nobody else needs to know, which is a job on this machine as --standalone is.
+    if (most_nodes > 1 || (o.node_rank && *o.node_rank > 0)) {
+      return InvalidArgumentError("node mode: port 0 (any free port) is for a one-node job; with more nodes every "
+                                  "node must know the rendezvous port: give one other than 0");
+    }
+    o.node_rank.reset();
+    return Status::Ok();
   }
   if (o.elastic_nodes) {
     if (!o.elastic_nodes->max_nodes) {
@@ -139,7 +148,6 @@ Status ResolveNodeMode(const NodeModeArgs& a, CliOptions& o) {
     return InvalidArgumentError("--node_rank " + std::to_string(*r.node_rank) + " is outside the " +
                                 std::to_string(r.max_nodes) + " nodes of --nnodes");
   }
-  DSLAUNCH_RETURN_IF_ERROR(ParseRendezvousConf(a.conf, r));
   if (o.job_id.empty()) {
     // Every node must name the job alike before it can authenticate: without --rdzv_id (torchrun's
     // default is "none") the endpoint names it.

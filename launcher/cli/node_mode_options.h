@@ -28,7 +28,8 @@ struct NodeModeArgs {
   bool rendezvous_given = false;  // --rdzv_endpoint, --rdzv_id or --rdzv_conf
 };
 
-// "HOST[:PORT]" or "[V6]:PORT" / "[V6]" into r.host and r.port (`default_port` without one).
+// "HOST[:PORT]" or "[V6]:PORT" / "[V6]" into r.host and r.port (`default_port` without one); PORT
+// is 0 to 65535.
 Status ParseEndpoint(const std::string& text, int default_port, RendezvousOptions& r);
 
 // --rdzv_conf: torchrun's comma-separated KEY=VALUE list, with the keys dslaunch's rendezvous has
@@ -39,7 +40,9 @@ Status ParseRendezvousConf(const std::string& text, RendezvousOptions& r);
 // hostfile and --no_ssh, any of --rdzv_endpoint, --rdzv_id, --rdzv_conf or --node_rank asks for it
 // (torchrun's c10d and static rendezvous command lines both have one); --nnodes alone keeps its
 // hostfile meaning. Reads o.num_nodes, o.elastic_nodes, o.node_rank, o.master_addr, o.rdzv_port,
-// which ParseCommandLine has filled. kInvalidArgument naming the options for what cannot work.
+// which ParseCommandLine has filled. An endpoint port of 0 (torchrun's "localhost:0", any free
+// port) on a one-node job is a job on this machine, as --standalone: no rendezvous is set.
+// kInvalidArgument naming the options for what cannot work (port 0 with more than one node).
 Status ResolveNodeMode(const NodeModeArgs& args, CliOptions& o);
 
 }  // namespace dslaunch::launcher

@@ -214,7 +214,7 @@ control::Assignment JobRunner::Impl::MakeAssignment(int node_rank) const {
   a.log_dir = options_.log_dir;
   a.working_dir = options_.working_dir;
   a.grace_period_ms = options_.grace_period.count();
-  a.tee = options_.tee;
+  a.tee = !options_.console.ShowsNothing();
   a.heartbeat_interval_ms = options_.heartbeat_interval.count();
   a.heartbeat_timeout_ms = options_.heartbeat_timeout.count();
   a.env = node.env;  // once per node; each worker's own variables go with it
@@ -382,7 +382,9 @@ void JobRunner::Impl::OnAgentMessageOfGeneration(int candidate, int node_rank, c
         } else {
           if (m.generation != plan_.generation) return;  // a stale peer is never trusted
           if constexpr (std::is_same_v<T, control::Output>) {
-            console_.PrintOutput(m, host);
+            const int local_rank =
+                node_rank < static_cast<int>(plan_.nodes.size()) ? LocalRankOf(plan_.nodes[node_rank], m.rank) : -1;
+            if (options_.console.Shows(local_rank, m.stream)) console_.PrintOutput(m, host);
           } else if constexpr (std::is_same_v<T, control::WorkerStarted>) {
             if (++workers_started_ == plan_.world_size) options_.events.Record(plan_.generation, "workers_started");
           } else if constexpr (std::is_same_v<T, control::WorkerExited>) {

@@ -35,6 +35,7 @@
 #include "launcher/elastic/elastic_policy.h"
 #include "launcher/job/event_log.h"
 #include "launcher/job/job_spec.h"
+#include "launcher/plan/console_streams.h"
 #include "launcher/plan/launch_plan.h"
 #include "launcher/start/agent_starter.h"
 #include "launcher/status/job_board.h"
@@ -68,7 +69,9 @@ struct JobRunnerOptions {
   std::chrono::milliseconds grace_period{0};
   std::chrono::milliseconds heartbeat_timeout{0};
   std::chrono::milliseconds heartbeat_interval = kHeartbeatInterval;
-  bool tee = true;
+  // Which workers' lines the console shows (--tee, --redirects, --local_ranks_filter); agents send
+  // none when it shows nothing.
+  ConsoleStreams console;
   bool store_proxy = true;  // --store_proxy: agents proxy their workers' store traffic
   bool show_host = false;  // prefix output lines with the host (multi-node jobs)
   EventLog events;         // --events_file

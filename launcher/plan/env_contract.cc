@@ -56,7 +56,7 @@ std::map<std::string, std::string> NodeEnvironment(const LaunchPlan& plan, const
   set(env::kTorchElasticMaxRestarts, std::to_string(plan.max_restarts));
   set(env::kTorchElasticRunId, plan.job_id);
   set(env::kRoleWorldSize, std::to_string(plan.world_size));
-  set(env::kRoleName, kRoleNameDefault);
+  set(env::kRoleName, plan.role_name);
   if (plan.watchdog_timeout_ms > 0) {
     set(env::kWatchdogTimeout, FormatDecimalSeconds(plan.watchdog_timeout_ms));
   } else {

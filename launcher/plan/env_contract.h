@@ -22,14 +22,11 @@ namespace dslaunch::launcher {
 // DSLAUNCH_FAULT_TIME_MS), which win over `extra_env` on a name conflict. CUDA_VISIBLE_DEVICES is JoinSlots(node.slots), or "" when plan.no_devices.
 // Reads plan.world_size, plan.nodes.size(), plan.master_addr/master_port, plan.store_address,
 // plan.job_id, plan.generation, plan.max_restarts, plan.restart_reason, plan.fault_time_ms,
-// plan.no_devices; node.node_rank, node.slots, node.workers.size()
+// plan.no_devices, plan.role_name; node.node_rank, node.slots, node.workers.size()
 // (the local world size, so the node's workers must be in place). Ignores node.env. Does not add
 // OMP_NUM_THREADS or the store credential: the agent adds those.
 std::map<std::string, std::string> NodeEnvironment(const LaunchPlan& plan, const NodePlan& node,
                                                    const std::map<std::string, std::string>& extra_env);
-
-// torchrun's role name: dslaunch runs one role per job.
-inline constexpr char kRoleNameDefault[] = "default";
 
 // The variables that differ between the workers of a node: RANK, ROLE_RANK and LOCAL_RANK.
 std::map<std::string, std::string> RankEnvironment(const WorkerPlan& worker);

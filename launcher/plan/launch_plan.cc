@@ -81,6 +81,13 @@ Status ValidateOptions(const Resources& resources, const PlanOptions& options) {
 
 }  // namespace
 
+int LocalRankOf(const NodePlan& node, int rank) {
+  if (node.workers.empty()) return -1;
+  const int index = rank - node.workers.front().rank;
+  if (index < 0 || index >= static_cast<int>(node.workers.size())) return -1;
+  return node.workers[static_cast<size_t>(index)].local_rank;
+}
+
 ProgramKind ClassifyProgram(std::string_view program, bool no_python, bool module) {
   if (no_python) return ProgramKind::kExecutable;
   if (module) return ProgramKind::kPythonModule;

@@ -54,6 +54,9 @@ struct NodePlan {
   std::map<std::string, std::string> env;
 };
 
+// torchrun's role name unless --role gives another: dslaunch runs one role per job.
+inline constexpr char kRoleNameDefault[] = "default";
+
 // What the plan carries to every node as the options gave it: the job, its generation and the
 // settings every worker's environment states. Declared once: PlanOptions and LaunchPlan are both
 // made of it, and PlanLaunch hands it over whole.
@@ -74,6 +77,7 @@ struct PlanFacts {
   // agent splits bind_core_list (empty: its own CPU affinity) between its local ranks.
   bool bind_cores_to_rank = false;
   std::vector<int> bind_core_list;
+  std::string role_name = kRoleNameDefault;  // --role: every worker's ROLE_NAME
 };
 
 struct LaunchPlan : PlanFacts {
@@ -95,6 +99,10 @@ struct PlanOptions : PlanFacts {
 // kPythonScript; a PROGRAM ending in ".json" is a train.json for the bundled runtime
 // (kTrainConfig); anything else is run directly (kExecutable).
 ProgramKind ClassifyProgram(std::string_view program, bool no_python, bool module);
+
+// The local rank of global `rank` among `node`'s workers; -1 when it is not one of them. O(1): a
+// node's workers have consecutive global ranks in local-rank order (PlanLaunch).
+int LocalRankOf(const NodePlan& node, int rank);
 
 // The argv of the worker with this local rank: see ProgramKind. --local_rank=N goes right after the
 // script or module name, before the user's ARGS (as DeepSpeed's launch.py does), and only for the

@@ -107,7 +107,7 @@ TEST_CASE("Node mode refuses what it cannot do, saying what to give instead") {
            Case{{"--node_rank", "0", "x.py"},
                 "node mode (--node_rank, --rdzv_id or --rdzv_conf without a hostfile) needs the rendezvous endpoint: "
                 "--rdzv_endpoint HOST[:PORT] or --master_addr HOST, the address of the node that hosts it"},
-           Case{{"--rdzv_endpoint", "a:b", "x.py"}, "--rdzv_endpoint 'a:b': port 'b' is not a TCP port (1-65535)"},
+           Case{{"--rdzv_endpoint", "a:b", "x.py"}, "--rdzv_endpoint 'a:b': port 'b' is not a TCP port (1-65535, or 0 for any free port on a one-node job)"},
            Case{{"--rdzv_endpoint", "fe80::1:29400", "x.py"},
                 "--rdzv_endpoint 'fe80::1:29400': expected HOST[:PORT] (IPv6 in brackets: [ADDR]:PORT)"},
            Case{{"--rdzv_endpoint", "h", "--nnodes", "2", "--node_rank", "2", "x.py"},

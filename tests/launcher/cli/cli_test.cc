@@ -38,7 +38,7 @@ TEST_CASE("ParseCommandLine reads every option") {
   CHECK(o.master_port == 1234);
   CHECK(o.no_local_rank);
   CHECK(o.log_dir == "/l");
-  CHECK_FALSE(o.tee);
+  CHECK(o.console.ShowsNothing());
   CHECK(o.grace_period == std::chrono::milliseconds(1500));
   CHECK(o.save_pid == "");
   CHECK(o.dry_run == DryRunFormat::kJson);
@@ -72,7 +72,7 @@ TEST_CASE("ParseCommandLine defaults") {
   REQUIRE(c.ok());
   CHECK_FALSE(c->options.hostfile.has_value());
   CHECK(c->options.master_port == 29500);
-  CHECK(c->options.tee);
+  CHECK(c->options.console == ConsoleStreams{});
   CHECK(c->options.grace_period == kDefaultGracePeriod);
   auto d = Parse({"--dry-run", "train.py"});
   REQUIRE(d.ok());
@@ -553,7 +553,7 @@ TEST_CASE("ParseCommandLine refuses bad or conflicting node counts and restart b
            Case{{"--max_restarts", "-1"},
                 "--max_restarts -1: expected a number of restarts >= 0 (0: the first failure ends the job)"},
            Case{{"--max-restartz", "3"},
-                "unknown option '--max-restartz' (did you mean '--max_restarts'?); run 'dslaunch --help' for the list"},
+                "unknown option '--max-restartz' (did you mean '--max-restarts'?); run 'dslaunch --help' for the list"},
        }) {
     std::vector<std::string> args = c.args;
     args.push_back("x");

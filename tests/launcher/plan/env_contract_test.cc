@@ -64,6 +64,16 @@ TEST_CASE("WorkerEnvironment sets every variable of the contract") {
   CHECK(env == want);
 }
 
+TEST_CASE("WorkerEnvironment gives every worker the plan's role name as ROLE_NAME (torchrun's --role)") {
+  LaunchPlan plan = TwoNodePlan();
+  plan.role_name = "trainer";
+  for (const NodePlan& node : plan.nodes) {
+    for (const WorkerPlan& worker : node.workers) {
+      CHECK(WorkerEnvironment(plan, node, worker, {{"ROLE_NAME", "from-export"}}).at("ROLE_NAME") == "trainer");
+    }
+  }
+}
+
 TEST_CASE("WorkerEnvironment of generation 0 has no restart reason, even one the launcher inherited") {
   LaunchPlan plan = TwoNodePlan();
   plan.generation = 0;

@@ -119,6 +119,19 @@ TEST_CASE("PlanLaunch assigns node ranks in order and global ranks node by node"
   CHECK(n1.workers[2].argv == Argv{"python3", "-u", "train.py", "--local_rank=2", "--lr", "3e-4"});
 }
 
+TEST_CASE("LocalRankOf finds a global rank's local rank on its node, and -1 elsewhere") {
+  Result<LaunchPlan> plan = PlanLaunch({{"", "worker-0", {0, 1}}, {"", "worker-1", {2, 3, 5}}}, ScriptOptions());
+  REQUIRE(plan.ok());
+  const NodePlan& n1 = plan->nodes[1];
+  CHECK(LocalRankOf(n1, 2) == 0);
+  CHECK(LocalRankOf(n1, 3) == 1);
+  CHECK(LocalRankOf(n1, 4) == 2);
+  CHECK(LocalRankOf(n1, 1) == -1);  // node 0's
+  CHECK(LocalRankOf(n1, 5) == -1);  // past the job
+  CHECK(LocalRankOf(plan->nodes[0], 1) == 1);
+  CHECK(LocalRankOf(NodePlan{}, 0) == -1);
+}
+
 TEST_CASE("PlanLaunch gives every worker the contract environment") {
   PlanOptions options = ScriptOptions();
   options.extra_env = {{"NCCL_DEBUG", "INFO"}, {"RANK", "99"}};
