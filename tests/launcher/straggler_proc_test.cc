@@ -36,7 +36,7 @@ std::vector<std::string> TimedJob(const TempDir& dir, int steps, const std::stri
   std::vector<std::string> argv = {kLauncher, "--log_dir", dir.path() + "/logs", "--events_file",
                                    dir.path() + "/events.jsonl", "--straggler_window", "5", "--straggler_patience", "2"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  for (const std::string& a : {"--nproc_per_node", "3", "--no_python", "/bin/bash", "-c"}) argv.push_back(a);
+  for (const char* a : {"--nproc_per_node", "3", "--no_python", "/bin/bash", "-c"}) argv.push_back(a);
   argv.push_back(script);
   return argv;
 }
