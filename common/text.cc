@@ -65,4 +65,13 @@ std::string FormatSeconds(std::chrono::milliseconds d) {
   return buf;
 }
 
+std::string JoinText(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += separator;
+    out += parts[i];
+  }
+  return out;
+}
+
 }  // namespace dslaunch

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dslaunch {
 
@@ -22,6 +23,9 @@ std::string JsonNumber(double v);
 // `text` as a JSON string literal, with its quotes: '"', '\\' and control characters escaped,
 // other bytes (UTF-8) as they are.
 std::string JsonString(std::string_view text);
+
+// `parts` with `separator` between them: {"a", "b"}, ", " -> "a, b"; "" for none.
+std::string JoinText(const std::vector<std::string>& parts, std::string_view separator);
 
 // A duration for people, in seconds with one decimal: 10400 ms -> "10.4 s".
 std::string FormatSeconds(std::chrono::milliseconds d);

@@ -72,12 +72,6 @@ std::string FindAgentDir(const std::string& runtime_dir, std::string_view job_id
   return found;
 }
 
-std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "" : std::string(sep)) + p;
-  return out;
-}
-
 std::string DescribeWorker(const RecordedWorker& w) {
   return "rank " + std::to_string(w.rank) + " of generation " + std::to_string(w.generation) + ", process group " +
          std::to_string(w.leader.pid);
@@ -139,7 +133,7 @@ Result<FenceReport> FenceEarlierAgent(const std::string& runtime_dir, std::strin
     first = false;
     if (alive.empty()) return report;
     if (Clock::now() >= deadline) {
-      return UnavailableError("fence: " + Join(alive, "; ") + " of agent " + std::to_string(agent_pid) +
+      return UnavailableError("fence: " + JoinText(alive, "; ") + " of agent " + std::to_string(agent_pid) +
                               " still alive " + FormatSeconds(timeout) +
                               " after SIGKILL; the node cannot take part until they are gone");
     }
@@ -154,13 +148,13 @@ std::string DescribeFence(const FenceReport& report, pid_t agent_pid) {
     std::vector<std::string> workers;
     for (const RecordedWorker& w : report.killed) workers.push_back(DescribeWorker(w));
     what.push_back(std::to_string(report.killed.size()) + (report.killed.size() == 1 ? " worker (" : " workers (") +
-                   Join(workers, "; ") + ")");
+                   JoinText(workers, "; ") + ")");
   }
   if (what.empty()) {
     return "nothing of the agent (pid " + std::to_string(agent_pid) +
            ") that held this node's place before is alive";
   }
-  return "killed " + Join(what, " and ") + " of the agent that held this node's place before; they are gone";
+  return "killed " + JoinText(what, " and ") + " of the agent that held this node's place before; they are gone";
 }
 
 }  // namespace dslaunch::agent

@@ -1,13 +1,9 @@
 #include "agent/workers/master_addr_check.h"
 
+#include "common/text.h"
+
 namespace dslaunch::agent {
 namespace {
-
-std::string Joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
 
 // What to do, the same in both forms of the warning.
 std::string Advice(const std::string& node) {
@@ -25,8 +21,8 @@ std::string MasterAddrWarning(const std::string& master_addr, const Result<HostA
   }
   if (!probe->local.empty()) return "";
   const std::string resolved =
-      probe->resolved.size() == 1 && probe->resolved.front() == master_addr ? "" : " (" + Joined(probe->resolved) + ")";
-  const std::string held = node_addresses.empty() ? "" : " (its addresses: " + Joined(node_addresses) + ")";
+      probe->resolved.size() == 1 && probe->resolved.front() == master_addr ? "" : " (" + JoinText(probe->resolved, ", ") + ")";
+  const std::string held = node_addresses.empty() ? "" : " (its addresses: " + JoinText(node_addresses, ", ") + ")";
   return "warning: MASTER_ADDR " + master_addr + resolved + " is not an address of " + where + held +
          ": a PyTorch env:// rendezvous listens on rank 0's node and every rank connects to MASTER_ADDR, "
          "so the ranks would wait there until its timeout; " +
