@@ -18,29 +18,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/support/requirements.sh
+source tests/support/memory_cgroup.sh
 cap_mib="${1:-920}"
 n_layer="${2:-36}"
 n_embd="${3:-768}"
 steps="${4:-4}"
 min_ratio="${5:-4}"
 
-memroot=/sys/fs/cgroup/memory
-if [[ $EUID -ne 0 || ! -w "$memroot" ]]; then
-  skip_or_fail cgroup_memory "needs root and the cgroup v1 memory controller at $memroot"
-  exit 0
-fi
+memory_cgroup_require
 bin="${DSLAUNCH_BIN_DIR:-build/bin}"  # CTest passes its build's
 [[ -x "$bin/dslaunch" && -x "$bin/dslaunch-worker" ]] || { echo "build first (scripts/build.sh)" >&2; exit 2; }
 [[ -f data/fortunes.train.bin ]] || scripts/prepare-data.sh >/dev/null
 
 work="$(mktemp -d /var/tmp/dslaunch-offload-XXXXXX)"
-cg="$memroot/dslaunch-offload-$$"
+cg="$memory_cgroup_root/dslaunch-offload-$$"
 cleanup() {
-  if [[ -d "$cg" ]]; then
-    # Anything left in the group is ours: move it out so that the group can be removed.
-    while read -r pid; do echo "$pid" > "$memroot/cgroup.procs" 2>/dev/null || true; done < "$cg/cgroup.procs"
-    rmdir "$cg" 2>/dev/null || true
-  fi
+  memory_cgroup_remove "$cg"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -75,17 +68,11 @@ PY
 # run NAME: dslaunch with one rank inside a fresh cgroup capped at cap_mib; prints its output and
 # the group's peak; returns dslaunch's exit code.
 run() {
-  local name="$1"
-  mkdir "$cg"
-  echo $((cap_mib * 1024 * 1024)) > "$cg/memory.limit_in_bytes"
-  # No swap: the cap is the memory the job may use.
-  echo $((cap_mib * 1024 * 1024)) > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
-  local rc=0
-  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$cg" \
+  local name="$1" rc=0
+  memory_cgroup_run "$cg" $((cap_mib * 1024 * 1024)) \
     "$bin/dslaunch" --log_dir "$work/logs" --job_id "$name" --nproc_per_node 1 "$work/$name.json" \
     > "$work/$name.out" 2>&1 || rc=$?
-  peak=$(cat "$cg/memory.max_usage_in_bytes")
-  rmdir "$cg"
+  peak=$memory_cgroup_peak
   sed 's/^/    /' "$work/$name.out" | tail -n 25
   echo "  $name: exit $rc, peak memory of the cgroup $((peak / 1024 / 1024)) MiB against a cap of $cap_mib MiB"
   return $rc

@@ -14,24 +14,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/support/requirements.sh
+source tests/support/memory_cgroup.sh
 cap="${1:-600000000}"
 steps="${2:-2}"
 
-memroot=/sys/fs/cgroup/memory
-if [[ $EUID -ne 0 || ! -w "$memroot" ]]; then
-  skip_or_fail cgroup_memory "needs root and the cgroup v1 memory controller at $memroot"
-  exit 0
-fi
+memory_cgroup_require
 bin="${DSLAUNCH_BIN_DIR:-build/bin}"  # CTest passes its build's
 [[ -x "$bin/dslaunch" && -x "$bin/dslaunch-worker" ]] || { echo "build first (scripts/build.sh)" >&2; exit 2; }
 
 work="$(mktemp -d /var/tmp/dslaunch-sized-XXXXXX)"
-cg="$memroot/dslaunch-sized-$$"
+cg="$memory_cgroup_root/dslaunch-sized-$$"
 cleanup() {
-  if [[ -d "$cg" ]]; then
-    while read -r pid; do echo "$pid" > "$memroot/cgroup.procs" 2>/dev/null || true; done < "$cg/cgroup.procs"
-    rmdir "$cg" 2>/dev/null || true
-  fi
+  memory_cgroup_remove "$cg"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -63,16 +57,11 @@ PY
 # run NAME: dslaunch with one rank inside a fresh cgroup capped at $cap bytes (no swap); its output
 # in $work/NAME.out, the group's peak in $peak; returns dslaunch's exit code.
 run() {
-  local name="$1"
-  mkdir "$cg"
-  echo "$cap" > "$cg/memory.limit_in_bytes"
-  echo "$cap" > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
-  local rc=0
-  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$cg" \
+  local name="$1" rc=0
+  memory_cgroup_run "$cg" "$cap" \
     "$bin/dslaunch" --log_dir "$work/logs" --job_id "$name" --nproc_per_node 1 "$work/$name.json" \
     > "$work/$name.out" 2>&1 || rc=$?
-  peak=$(cat "$cg/memory.max_usage_in_bytes")
-  rmdir "$cg"
+  peak=$memory_cgroup_peak
   grep -v '\] step ' "$work/$name.out" | sed 's/^/    /' | tail -n 12
   echo "  $name: exit $rc, peak memory of the cgroup $peak bytes against a cap of $cap bytes"
   return $rc
