@@ -11,42 +11,14 @@
 
 #include "runtime/config/train_config.h"
 #include "runtime/config/unimplemented_keys.h"
+#include "tests/runtime/config/train_json_fixture.h"
 
 namespace dslaunch::runtime {
 namespace {
 
-using nlohmann::json;
+using namespace dslaunch::runtime::testing;
 
-// A minimal valid train.json; cases patch it.
-json BaseConfig() {
-  return json::parse(R"({
-    "train_micro_batch_size_per_gpu": 4,
-    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
-    "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16},
-    "data": {"train": "data/train.bin"},
-    "train": {"steps": 10}
-  })");
-}
-
-Result<TrainConfig> ParseText(const std::string& text) {
-  return ParseTrainConfig(text, "train.json", 2, [](const std::string& path) -> Result<std::string> {
-    return NotFoundError(path + ": no such file");
-  });
-}
-
-Result<TrainConfig> Parse(const json& doc) { return ParseText(doc.dump()); }
-
-std::string ErrorOf(const json& doc) {
-  Result<TrainConfig> r = Parse(doc);
-  if (r.ok()) return "OK";
-  CHECK(r.status().code() == StatusCode::kInvalidArgument);
-  return r.status().message();
-}
-
-json With(json doc, const std::string& pointer, json value) {
-  doc[json::json_pointer(pointer)] = std::move(value);
-  return doc;
-}
+Result<TrainConfig> ParseText(const std::string& text) { return ParseTrainConfig(text, "train.json", 2, NoFiles()); }
 
 constexpr char kIgnored[] =
     ": unknown key, ignored (DeepSpeed ignores keys it does not know; check the spelling if it was meant for "

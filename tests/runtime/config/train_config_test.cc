@@ -8,25 +8,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "tests/runtime/config/train_json_fixture.h"
+
 namespace dslaunch::runtime {
 namespace {
 
-using nlohmann::json;
-
-// A minimal valid train.json; cases patch it.
-json BaseConfig() {
-  return json::parse(R"({
-    "train_micro_batch_size_per_gpu": 4,
-    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
-    "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16},
-    "data": {"train": "data/train.bin"},
-    "train": {"steps": 10}
-  })");
-}
-
-ConfigLoader NoFiles() {
-  return [](const std::string& path) -> Result<std::string> { return NotFoundError(path + ": no such file"); };
-}
+using namespace dslaunch::runtime::testing;
 
 ConfigLoader FakeFiles(std::map<std::string, std::string> files) {
   return [files](const std::string& path) -> Result<std::string> {
@@ -34,23 +21,6 @@ ConfigLoader FakeFiles(std::map<std::string, std::string> files) {
     if (it == files.end()) return NotFoundError(path + ": no such file");
     return it->second;
   };
-}
-
-Result<TrainConfig> Parse(const json& doc, int world = 2) {
-  return ParseTrainConfig(doc.dump(), "train.json", world, NoFiles());
-}
-
-std::string ErrorOf(const json& doc, int world = 2) {
-  Result<TrainConfig> r = Parse(doc, world);
-  if (r.ok()) return "OK";
-  CHECK(r.status().code() == StatusCode::kInvalidArgument);
-  return r.status().message();
-}
-
-// Sets the value at a JSON pointer ("/zero_optimization/stage").
-json With(json doc, const std::string& pointer, json value) {
-  doc[json::json_pointer(pointer)] = std::move(value);
-  return doc;
 }
 
 json Without(json doc, const std::string& key) {
