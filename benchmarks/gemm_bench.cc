@@ -23,7 +23,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/ops/cpu/sgemm_probe.h"
+
 namespace {
+
+using namespace dslaunch::runtime;
 
 // Repetitions before timing: the first calls fault in pages and size OpenBLAS's buffers.
 constexpr int kWarmupCalls = 2;
@@ -31,28 +35,15 @@ constexpr int kWarmupCalls = 2;
 // to the sum of |a_i b_i| (fp32 accumulation over K <= 4096 terms).
 constexpr double kCheckTolerance = 1e-4;
 
-enum class Product { kForward, kInputGrad, kWeightGrad };
+using ops::LinearProduct;
+using ops::ProductShape;
 
-// One call of LinearForward/LinearBackward on an n x in -> n x out layer.
+// A product of the step, named for the table, and how often a training step runs it.
 struct Shape {
   std::string name;
-  Product product;
-  int n, in, out;
+  ProductShape dims;
   int per_step;  // times a training step runs it (layers x 1)
 };
-
-// The sgemm's M, N, K for a shape.
-struct Dims {
-  int m, n, k;
-};
-Dims DimsOf(const Shape& s) {
-  switch (s.product) {
-    case Product::kForward: return {s.n, s.out, s.in};
-    case Product::kInputGrad: return {s.n, s.in, s.out};
-    case Product::kWeightGrad: return {s.out, s.in, s.n};
-  }
-  return {};
-}
 
 struct Timing {
   double seconds_per_call;
@@ -60,7 +51,8 @@ struct Timing {
 };
 
 // Runs the product as runtime/ops/cpu/ops.h does, returns seconds per call, and checks a few elements.
-Timing TimeShape(const Shape& s, double min_seconds, std::mt19937& rng) {
+Timing TimeShape(const Shape& shape, double min_seconds, std::mt19937& rng) {
+  const ProductShape& s = shape.dims;
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   auto fill = [&](std::vector<float>& v) {
     for (auto& x : v) x = u(rng);
@@ -69,24 +61,9 @@ Timing TimeShape(const Shape& s, double min_seconds, std::mt19937& rng) {
   std::vector<float> x(static_cast<size_t>(s.n) * s.in), w(static_cast<size_t>(s.out) * s.in),
       y(static_cast<size_t>(s.n) * s.out);
   fill(x), fill(w), fill(y);
-  const auto [m, nn, k] = DimsOf(s);
+  const int m = s.m(), nn = s.cols(), k = s.k();
   std::vector<float> c(static_cast<size_t>(m) * nn, 0.0f);  // the product's output
-  auto call = [&] {
-    switch (s.product) {
-      case Product::kForward:  // y = x w^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.n, s.out, s.in, 1.0f, x.data(), s.in, w.data(), s.in,
-                    0.0f, c.data(), s.out);
-        break;
-      case Product::kInputGrad:  // dx = dy w
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.n, s.in, s.out, 1.0f, y.data(), s.out, w.data(),
-                    s.in, 0.0f, c.data(), s.in);
-        break;
-      case Product::kWeightGrad:  // dw = dy^T x
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s.out, s.in, s.n, 1.0f, y.data(), s.out, x.data(), s.in,
-                    0.0f, c.data(), s.in);
-        break;
-    }
-  };
+  auto call = [&] { ops::RunProduct(s, x.data(), w.data(), y.data(), c.data()); };
   for (int i = 0; i < kWarmupCalls; ++i) call();
   using Clock = std::chrono::steady_clock;
   long calls = 0;
@@ -104,9 +81,9 @@ Timing TimeShape(const Shape& s, double min_seconds, std::mt19937& rng) {
     for (int t = 0; t < k; ++t) {
       double a = 0, b = 0;
       switch (s.product) {
-        case Product::kForward: a = x[static_cast<size_t>(i) * s.in + t], b = w[static_cast<size_t>(j) * s.in + t]; break;
-        case Product::kInputGrad: a = y[static_cast<size_t>(i) * s.out + t], b = w[static_cast<size_t>(t) * s.in + j]; break;
-        case Product::kWeightGrad: a = y[static_cast<size_t>(t) * s.out + i], b = x[static_cast<size_t>(t) * s.in + j]; break;
+        case LinearProduct::kForward: a = x[static_cast<size_t>(i) * s.in + t], b = w[static_cast<size_t>(j) * s.in + t]; break;
+        case LinearProduct::kInputGrad: a = y[static_cast<size_t>(i) * s.out + t], b = w[static_cast<size_t>(t) * s.in + j]; break;
+        case LinearProduct::kWeightGrad: a = y[static_cast<size_t>(t) * s.out + i], b = x[static_cast<size_t>(t) * s.in + j]; break;
       }
       sum += a * b;
       mag += std::abs(a * b);
@@ -137,21 +114,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   const int c = embd, n = rows;
-  // A block's four linear layers; the language-model head (V x C, V = 256 here) is small.
-  const std::vector<Shape> model = {
-      {"qkv      fwd  y = x W^T", Product::kForward, n, c, 3 * c, 1},
-      {"qkv      dx   dy W", Product::kInputGrad, n, c, 3 * c, 1},
-      {"qkv      dW   dy^T x", Product::kWeightGrad, n, c, 3 * c, 1},
-      {"attn out fwd", Product::kForward, n, c, c, 1},
-      {"attn out dx", Product::kInputGrad, n, c, c, 1},
-      {"attn out dW", Product::kWeightGrad, n, c, c, 1},
-      {"mlp fc   fwd", Product::kForward, n, c, 4 * c, 1},
-      {"mlp fc   dx", Product::kInputGrad, n, c, 4 * c, 1},
-      {"mlp fc   dW", Product::kWeightGrad, n, c, 4 * c, 1},
-      {"mlp proj fwd", Product::kForward, n, 4 * c, c, 1},
-      {"mlp proj dx", Product::kInputGrad, n, 4 * c, c, 1},
-      {"mlp proj dW", Product::kWeightGrad, n, 4 * c, c, 1},
-  };
+  // A block's four linear layers (the language-model head, V x C with V = 256 here, is small), as
+  // the runtime's start-up probe times them (runtime/ops/cpu/sgemm_choice.h).
+  const char* const kNames[] = {"qkv      fwd  y = x W^T", "qkv      dx   dy W", "qkv      dW   dy^T x",
+                                "attn out fwd", "attn out dx", "attn out dW",
+                                "mlp fc   fwd", "mlp fc   dx", "mlp fc   dW",
+                                "mlp proj fwd", "mlp proj dx", "mlp proj dW"};
+  std::vector<Shape> model;
+  for (const ProductShape& dims : ops::GptBlockProducts(n, c)) model.push_back({kNames[model.size()], dims, 1});
   std::printf("sgemm on %s; %d thread(s); rows %d, n_embd %d\n", openblas_get_config(),
               openblas_get_num_threads(), n, c);
   std::printf("%-26s %6s %6s %6s %10s %10s\n", "product", "M", "N", "K", "ms", "GFLOP/s");
@@ -159,10 +129,9 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   double flops_total = 0, seconds_total = 0;
   auto report = [&](const Shape& s) {
-    const auto [m, nn, k] = DimsOf(s);
     const Timing t = TimeShape(s, seconds, rng);
-    const double flops = 2.0 * m * nn * k;
-    std::printf("%-26s %6d %6d %6d %10.3f %10.1f%s\n", s.name.c_str(), m, nn, k, 1e3 * t.seconds_per_call,
+    const double flops = s.dims.flops();
+    std::printf("%-26s %6d %6d %6d %10.3f %10.1f%s\n", s.name.c_str(), s.dims.m(), s.dims.cols(), s.dims.k(), 1e3 * t.seconds_per_call,
                 flops / t.seconds_per_call / 1e9, t.ok ? "" : "  WRONG RESULT");
     all_ok = all_ok && t.ok;
     return std::pair{flops, t.seconds_per_call};
@@ -173,7 +142,7 @@ int main(int argc, char** argv) {
     seconds_total += s.per_step * secs;
   }
   constexpr int kSquare = 2048;
-  report(Shape{"square (reference)", Product::kForward, kSquare, kSquare, kSquare, 0});
+  report(Shape{"square (reference)", {LinearProduct::kForward, kSquare, kSquare, kSquare}, 0});
   std::printf("sgemm GFLOP/s (model mix): %.1f\n", flops_total / seconds_total / 1e9);
   if (!all_ok) {
     std::fprintf(stderr, "dslaunch-gemm-bench: a product differs from its reference\n");

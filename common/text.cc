@@ -74,4 +74,16 @@ std::string JoinText(const std::vector<std::string>& parts, std::string_view sep
   return out;
 }
 
+std::vector<std::string> SplitText(std::string_view text, char separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == separator) {
+      parts.emplace_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return parts;
+}
+
 }  // namespace dslaunch

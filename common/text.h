@@ -27,6 +27,9 @@ std::string JsonString(std::string_view text);
 // `parts` with `separator` between them: {"a", "b"}, ", " -> "a, b"; "" for none.
 std::string JoinText(const std::vector<std::string>& parts, std::string_view separator);
 
+// `text` cut at every `separator`: "a:b::c" -> {"a", "b", "", "c"}; "" -> {""}. JoinText's inverse.
+std::vector<std::string> SplitText(std::string_view text, char separator);
+
 // A duration for people, in seconds with one decimal: 10400 ms -> "10.4 s".
 std::string FormatSeconds(std::chrono::milliseconds d);
 

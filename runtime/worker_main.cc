@@ -5,6 +5,7 @@
 //   dslaunch-worker prepare-text IN... OUT.bin [--val VAL.bin] [--val_fraction 0.1]
 //   dslaunch-worker make-digits OUT_DIR [--train N] [--val N]   (synthetic IDX images for `mlp`)
 //   dslaunch-worker export CKPT OUT.safetensors [--dtype fp32|bf16|fp16] [--hf_config --n_head N | --config train.json]
+//   dslaunch-worker sgemm-probe SHAPE...             (run by train: this process's kernels, timed and checked)
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cerrno>
@@ -39,8 +40,10 @@
 #include "runtime/data/idx_synthetic.h"
 #include "runtime/data/prepare_text.h"
 #include "runtime/data/token_shard.h"
+#include "runtime/ops/cpu/sgemm_probe.h"
 #include "runtime/train/available_memory.h"
 #include "runtime/train/generation.h"
+#include "runtime/train/kernel_choice.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/offload_sizing.h"
 #include "runtime/train/progress_file.h"
@@ -269,6 +272,23 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   if (!watchdog_env.ok()) return Fail(watchdog_env.status());
   auto config = ReadTrainConfig(config_path, id->world_size, id->generation);
   if (!config.ok()) return FailConfig(config.status());
+  // The node's matrix kernels, before anything else: applying them re-executes this process
+  // (runtime/train/kernel_choice.h).
+  auto kernel = ChooseNodeKernel(env, *config, "/proc/self/exe");
+  if (!kernel.ok()) {
+    return kernel.status().code() == StatusCode::kInvalidArgument ? FailConfig(kernel.status())
+                                                                  : FailTraining(kernel.status(), env);
+  }
+  if (Status applied = ApplyNodeKernel(*kernel, env, command); !applied.ok()) return FailTraining(applied, env);
+  if (const std::string running = ops::OpenBlasKernelName(); running != kernel->choice.kernel) {
+    return FailTraining(InternalError("this worker runs OpenBLAS's " + running + " kernels, not the " +
+                                      kernel->choice.kernel + " kernels chosen for its node"),
+                        env);
+  }
+  if (id->local_rank == 0) {
+    std::printf("%s\n", kernel->line.c_str());
+    std::fflush(stdout);
+  }
   if (id->rank == 0) PrintConfigSummary(*config, id->world_size);
 
   // Progress reports for the agent's hang detection, from now on (runtime/train/progress_report.h). The
@@ -314,7 +334,8 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   if (!metrics.ok()) return Fail(metrics.status());
   TrainHooks output = OutputHooks(env, metrics->get());
   output.reporter = &reporter;
-  output.origin = RunOrigin{std::move(command), FileText(config_path), started_ms};
+  output.origin = RunOrigin{std::move(command), FileText(config_path), started_ms, kernel->choice.kernel,
+                            kernel->choice.gflops, kernel->choice.default_kernel, kernel->choice.default_gflops};
   output.first_step_done = [&](int64_t first_step) {
     output.metrics(GenerationRecordJson(*generation, id->world_size, first_step, UnixMillis()));
   };
@@ -377,6 +398,24 @@ int RunExport(const std::string& checkpoint, const std::string& out, const Expor
   return 0;
 }
 
+// The probe of one kernel (runtime/train/kernel_choice.h runs it once per kernel): times SHAPEs
+// ("F:256:512:1536", runtime/ops/cpu/sgemm_choice.h) with this process's OpenBLAS kernels, checks
+// the known product, and prints one line "core_type= kernel=NAME gflops=X exact=0|1".
+int RunSgemmProbe(const std::vector<std::string>& shapes) {
+  std::vector<ops::ProductShape> products;
+  for (const std::string& text : shapes) {
+    auto shape = ops::ParseProductShape(text);
+    if (!shape.ok()) return Fail(shape.status());
+    products.push_back(*shape);
+  }
+  ops::KernelRate rate;
+  rate.kernel = ops::OpenBlasKernelName();
+  rate.exact = ops::KnownProductsExact();
+  rate.gflops = ops::TimeProducts(products, kProbeBudget);
+  std::printf("%s\n", ops::FormatKernelRate(rate).c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
 
@@ -413,6 +452,9 @@ int main(int argc, char** argv) {
   exp->add_option("--n_head", export_options.n_head, "attention heads of the gpt model (not recorded in the checkpoint)")
       ->check(CLI::PositiveNumber);
   exp->add_option("--config", export_options.train_config, "the run's train.json: gives n_head, checked against the checkpoint");
+  std::vector<std::string> probe_shapes;
+  CLI::App* probe = app.add_subcommand("sgemm-probe", "time and check this process's OpenBLAS kernels (run by train)");
+  probe->add_option("shapes", probe_shapes, "products F|I|W:N:IN:OUT")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -429,6 +471,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (probe->parsed()) return dslaunch::runtime::RunSgemmProbe(probe_shapes);
   if (digits->parsed()) return dslaunch::runtime::RunMakeDigits(digits_dir, digits_train, digits_val);
   if (exp->parsed()) {
     export_options.dtype = export_dtype == "bf16"   ? dslaunch::runtime::DType::kBFloat16

@@ -4,7 +4,8 @@
 #
 #   scripts/setup.sh          build and test dependencies
 #   scripts/setup.sh --demo   only what the build and scripts/demo.sh need
-#   scripts/setup.sh --bench  also what the benchmarks compare against (pdsh; torchrun comes with python3-torch)
+#   scripts/setup.sh --bench  also what the benchmarks compare against (pdsh; torchrun comes with python3-torch;
+#                             BLIS and oneDNN for scripts/bench-blas.sh)
 set -euo pipefail
 
 # What the build and the demo need (scripts/demo.sh installs only these: a first run in minutes).
@@ -38,7 +39,7 @@ packages=(
   chromium prometheus
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(pdsh)
+  packages+=(pdsh libblis-dev libdnnl-dev)
 elif [[ "${1:-}" == "--demo" ]]; then
   packages=("${demo_packages[@]}")
 elif [[ $# -gt 0 ]]; then

@@ -171,6 +171,10 @@ std::string Summary(const MetricsLog& log) {
   if (first.parameters > 0) text += ", " + std::to_string(first.parameters) + " parameters";
   text += ", " + Plural(first.world_size, "rank") + ", ZeRO stage " + std::to_string(first.zero_stage);
   if (!first.precision.empty()) text += ", " + EscapeHtml(first.precision);
+  if (!first.sgemm_kernel.empty() && std::isfinite(first.sgemm_gflops)) {
+    text += ", OpenBLAS " + EscapeHtml(first.sgemm_kernel) + " kernels (" + Format("%.1f", first.sgemm_gflops) +
+            " GFLOP/s)";
+  }
   text += "; " + Plural(static_cast<int64_t>(log.segments.size()), "generation");
   if (log.steps.empty()) return text + "; no step completed.";
   const StepPoint& last = log.steps.back();

@@ -96,6 +96,8 @@ class Reader {
     s.zero_stage = static_cast<int>(Integer(record, "zero_stage").value_or(0));
     s.precision = String(record, "precision");
     s.started_ms = Integer(record, "started_ms");
+    s.sgemm_kernel = String(record, "sgemm_kernel");
+    s.sgemm_gflops = Number(record, "sgemm_gflops");
     if (auto command = record.find("command"); command != record.end() && command->is_array()) {
       for (const Json& arg : *command) {
         if (arg.is_string()) s.command.push_back(arg.get<std::string>());

@@ -66,6 +66,10 @@ struct RunSegment {
   // its run, whatever the end; from a `sample` record the generated text (escaped by the writer).
   std::optional<int64_t> started_ms;
   std::optional<int64_t> ended_ms;
+  // From the `start` record: the OpenBLAS kernels the run's node chose and their GFLOP/s on the
+  // model's products ("" and NaN when not recorded).
+  std::string sgemm_kernel;
+  double sgemm_gflops = 0.0;
   std::vector<std::string> command;
   std::string config;
   std::optional<std::string> sample;

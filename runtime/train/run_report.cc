@@ -110,6 +110,12 @@ void RunReport::Start(const RunStart& start) {
     r["bytes_per_rank"] = MemoryRecord(start.memory);
     if (start.origin.started_ms) r["started_ms"] = *start.origin.started_ms;
     if (!start.origin.command.empty()) r["command"] = start.origin.command;
+    if (!start.origin.sgemm_kernel.empty()) {
+      r["sgemm_kernel"] = start.origin.sgemm_kernel;
+      r["sgemm_gflops"] = start.origin.sgemm_gflops;
+      r["sgemm_default_kernel"] = start.origin.sgemm_default_kernel;
+      r["sgemm_default_gflops"] = start.origin.sgemm_default_gflops;
+    }
     if (!start.origin.config_json.empty()) {
       // Embedded as the object it is; a text that is not JSON (it was read, so it should be) as a string.
       Record config = Record::parse(start.origin.config_json, nullptr, /*allow_exceptions=*/false);

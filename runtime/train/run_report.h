@@ -35,6 +35,12 @@ struct RunOrigin {
   std::vector<std::string> command;   // the worker's command line as it ran
   std::string config_json;            // the train.json's text as read ("" unknown); a JSON object
   std::optional<int64_t> started_ms;  // the worker's start, Unix ms
+  // The node's OpenBLAS kernels and their rate on the model's products, and OpenBLAS's own
+  // (runtime/train/kernel_choice.h); "" when unknown.
+  std::string sgemm_kernel;
+  double sgemm_gflops = 0.0;
+  std::string sgemm_default_kernel;
+  double sgemm_default_gflops = 0.0;
 };
 
 // What the run trains, for the start line and record.

@@ -23,6 +23,18 @@ TEST_CASE("EnvironmentMap splits at the first '=' and skips entries without one"
   CHECK(EnvironmentMap(nullptr).empty());
 }
 
+TEST_CASE("SplitText cuts at every separator and is JoinText's inverse") {
+  CHECK(SplitText("", ':') == std::vector<std::string>{""});
+  CHECK(SplitText(":", ':') == std::vector<std::string>{"", ""});
+  CHECK(SplitText("a", ':') == std::vector<std::string>{"a"});
+  CHECK(SplitText("a:b::c", ':') == std::vector<std::string>{"a", "b", "", "c"});
+  CHECK(SplitText(":a:", ':') == std::vector<std::string>{"", "a", ""});
+  CHECK(SplitText("\xc3\xa9:\xe2\x80\xae", ':') == std::vector<std::string>{"\xc3\xa9", "\xe2\x80\xae"});
+  for (const char* text : {"", "x", "a b c", " lead", "trail ", "  "}) {
+    CHECK(JoinText(SplitText(text, ' '), " ") == text);
+  }
+}
+
 TEST_CASE("FormatSeconds prints seconds with one decimal") {
   CHECK(FormatSeconds(std::chrono::milliseconds(10400)) == "10.4 s");
   CHECK(FormatSeconds(std::chrono::milliseconds(0)) == "0.0 s");

@@ -101,6 +101,7 @@ std::string RecordedRun() {
   std::string text =
       R"({"event":"start","model":"gpt","parameters":1000,"world_size":2,"zero_stage":1,"precision":"fp16",)"
       R"("started_ms":1764065700000,"command":["dslaunch-worker","train","my config.json"],)"
+      R"("sgemm_kernel":"SkylakeX<i>","sgemm_gflops":131.14,"sgemm_default_kernel":"Prescott","sgemm_default_gflops":27.3,)"
       R"("config":{"train_batch_size":8,"optimizer":{"type":"AdamW","params":{"lr":0.003}},"note":"<b>&"}})" "\n";
   for (int s = 1; s <= 4; ++s) {
     text += R"({"event":"step","step":)" + std::to_string(s) + R"(,"loss":2.5,"lr":)" + std::to_string(0.001 * s) +
@@ -133,8 +134,11 @@ TEST_CASE("RenderReport draws the learning rate, gradient norm and loss scale of
   }
 }
 
-TEST_CASE("RenderReport shows the command line, the config, the wall time and the sample, escaped") {
+TEST_CASE("RenderReport shows the command line, the config, the wall time, the kernels and the sample, escaped") {
   const std::string html = RenderReport(ParseMetricsLog(RecordedRun()), kPage);
+  CHECK(html.find(", fp16, OpenBLAS SkylakeX&lt;i&gt; kernels (131.1 GFLOP/s); 1 generation;") != std::string::npos);
+  // A runtime from before the kernel choice: no kernels named.
+  CHECK(RenderReport(ParseMetricsLog(Start(2) + Steps(1, 3, 2)), kPage).find("kernels (") == std::string::npos);
   CHECK(html.find("<p id=\"wall-time\">Wall time: 1m 3.2 s, from the first run&#39;s start to the last exit "
                   "recorded.</p>") != std::string::npos);
   CHECK(html.find("<pre id=\"command\">dslaunch-worker train &#39;my config.json&#39;</pre>") != std::string::npos);

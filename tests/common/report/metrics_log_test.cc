@@ -37,6 +37,8 @@ TEST_CASE("ParseMetricsLog reads a finished run: its start, steps, validations a
   CHECK(s.last_loss == 5.25);
   CHECK(s.checkpoints == 1);
   CHECK(s.ended);
+  CHECK(s.sgemm_kernel.empty());  // a runtime from before the kernel choice
+  CHECK(std::isnan(s.sgemm_gflops));
   REQUIRE(log.steps.size() == 2);
   CHECK(log.steps[0].rank_step_ms == std::vector<double>{12.5, 13.25});
   CHECK(log.steps[1].rank_step_ms.empty());  // a runtime without the field
@@ -60,6 +62,17 @@ TEST_CASE("ParseMetricsLog splits the runs of a restarted job at each start reco
   CHECK(log.segments[1].seconds_lost == 1.5);
   REQUIRE(log.steps.size() == 3);
   CHECK(log.steps[2].segment == 1);
+}
+
+TEST_CASE("ParseMetricsLog reads the node's OpenBLAS kernels from the start record") {
+  const MetricsLog log = ParseMetricsLog(
+      R"({"event":"start","model":"gpt","sgemm_kernel":"SkylakeX","sgemm_gflops":131.1,"sgemm_default_kernel":"Prescott",)"
+      R"("sgemm_default_gflops":27.3})" "\n" R"({"event":"start","model":"gpt","sgemm_kernel":7,"sgemm_gflops":"fast"})");
+  REQUIRE(log.segments.size() == 2);
+  CHECK(log.segments[0].sgemm_kernel == "SkylakeX");
+  CHECK(log.segments[0].sgemm_gflops == 131.1);
+  CHECK(log.segments[1].sgemm_kernel.empty());  // wrong types are as absent
+  CHECK(std::isnan(log.segments[1].sgemm_gflops));
 }
 
 TEST_CASE("ParseMetricsLog skips malformed lines and names the first") {

@@ -1,0 +1,168 @@
+// The node's OpenBLAS kernels through the real `dslaunch`, agents and dslaunch-worker processes
+// (runtime/train/kernel_choice.h, docs/engine.md "Matrix kernels"): timed once per node in child
+// processes, the choice written to the job directory, applied by every worker re-executing itself
+// (a worker checks that it runs the kernels chosen), stated in one start-up line and in
+// metrics.jsonl; DSLAUNCH_SGEMM_KERNEL and the user's OPENBLAS_CORETYPE steer it.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "runtime/data/token_shard.h"
+#include "runtime/ops/cpu/sgemm_choice.h"
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::testing {
+namespace {
+
+const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
+constexpr auto kJobTimeout = std::chrono::seconds(120);
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The files of `logs`'s one job directory whose names start with `prefix`.
+std::vector<std::string> JobFiles(const std::string& logs, const std::string& prefix) {
+  std::vector<std::string> found;
+  for (const auto& job : std::filesystem::directory_iterator(logs)) {
+    if (!job.is_directory()) continue;
+    for (const auto& f : std::filesystem::directory_iterator(job.path())) {
+      if (f.path().filename().string().rfind(prefix, 0) == 0) found.push_back(f.path().string());
+    }
+  }
+  return found;
+}
+
+struct Job {
+  TempDir dir;
+  std::string config;
+  Job() {
+    std::vector<uint16_t> tokens;
+    for (int i = 0; i < 600; ++i) tokens.push_back(static_cast<uint16_t>((i * 7 + i / 13) % 32));
+    REQUIRE(runtime::WriteTokenShard(dir.path() + "/train.bin", tokens).ok());
+    config = dir.path() + "/tiny.json";
+    std::ofstream(config) << R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, "steps_per_print": 1,
+      "optimizer": {"type": "AdamW"},
+      "model": {"type": "gpt", "n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "vocab_size": 32},
+      "data": {"train": "train.bin"}, "train": {"steps": 2}})";
+  }
+  ProcessResult Run(const std::vector<std::string>& env = {}) {
+    return RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", config}, kJobTimeout, env);
+  }
+};
+
+// The "sgemm: ..." lines of the output.
+std::vector<std::string> KernelLines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::regex line(R"(\[rank \d+\] (sgemm: [^\n]*))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it) {
+    lines.push_back((*it)[1]);
+  }
+  return lines;
+}
+
+TEST_CASE("The node's kernels are timed once, chosen by the rule, applied in every worker and stated once") {
+  Job job;
+  auto r = job.Run({"DSLAUNCH_SGEMM_KERNEL=auto"});
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // The rates the node's first worker timed, one line per kernel, OpenBLAS's own first.
+  const auto files = JobFiles(job.dir.path() + "/logs", "sgemm-kernels.");
+  std::vector<std::string> rate_files;
+  for (const auto& f : files) {
+    if (f.find(".lock") == std::string::npos) rate_files.push_back(f);
+  }
+  REQUIRE(rate_files.size() == 1);
+  std::vector<runtime::ops::KernelRate> rates;
+  std::istringstream lines(ReadText(rate_files[0]));
+  for (std::string line; std::getline(lines, line);) {
+    auto rate = runtime::ops::ParseKernelRate(line);
+    REQUIRE_MESSAGE(rate.ok(), line);
+    rates.push_back(*rate);
+  }
+  const auto candidates = runtime::ops::CandidateCoreTypes(runtime::ops::ReadCpuFeatures());
+  REQUIRE(rates.size() == 1 + candidates.size());
+  CHECK(rates[0].core_type.empty());
+  for (size_t i = 0; i < candidates.size(); ++i) CHECK(rates[i + 1].core_type == candidates[i]);
+  for (const auto& rate : rates) {
+    CHECK(rate.error.empty());
+    CHECK(rate.exact);
+    CHECK(rate.gflops > 0);
+  }
+  // The line states the rule's choice from those rates, once (one node: local rank 0).
+  auto choice = runtime::ops::ChooseKernel(rates);
+  REQUIRE(choice.ok());
+  const std::vector<std::string> stated = KernelLines(r.out);
+  REQUIRE(stated.size() == 1);
+  CHECK(stated[0] == runtime::ops::KernelChoiceLine(*choice, "timed on this node"));
+  CHECK(Count(r.out, "[rank 0] sgemm: ") == 1);
+  // metrics.jsonl holds it too.
+  const auto metrics = JobFiles(job.dir.path() + "/logs", "metrics.jsonl");
+  REQUIRE(metrics.size() == 1);
+  CHECK(Count(ReadText(metrics[0]), "\"sgemm_kernel\":\"" + choice->kernel + "\"") == 1);
+  CHECK(Count(ReadText(metrics[0]), "\"sgemm_default_kernel\":\"" + choice->default_kernel + "\"") == 1);
+}
+
+TEST_CASE("DSLAUNCH_SGEMM_KERNEL forces a kernel: both workers re-execute and run it") {
+  const auto candidates = runtime::ops::CandidateCoreTypes(runtime::ops::ReadCpuFeatures());
+  if (std::find(candidates.begin(), candidates.end(), "Sandybridge") == candidates.end()) {
+    MESSAGE("skipped: this CPU has no AVX");
+    return;
+  }
+  Job job;
+  auto r = job.Run({"DSLAUNCH_SGEMM_KERNEL=Sandybridge"});
+  INFO(r.out);
+  INFO(r.err);
+  // Each worker fails if the kernels it runs after re-executing are not the ones chosen.
+  REQUIRE(r.exit_code == 0);
+  const auto stated = KernelLines(r.out);
+  REQUIRE(stated.size() == 1);
+  CHECK(stated[0].rfind("sgemm: OpenBLAS Sandybridge kernels, ", 0) == 0);
+  CHECK(stated[0].find("(DSLAUNCH_SGEMM_KERNEL=Sandybridge)") != std::string::npos);
+  CHECK(Count(r.out, "[rank 1] step 2 |") + Count(r.out, "[rank 0] step 2 |") == 1);
+}
+
+TEST_CASE("The user's OPENBLAS_CORETYPE is honoured and only timed") {
+  const auto candidates = runtime::ops::CandidateCoreTypes(runtime::ops::ReadCpuFeatures());
+  if (std::find(candidates.begin(), candidates.end(), "Sandybridge") == candidates.end()) {
+    MESSAGE("skipped: this CPU has no AVX");
+    return;
+  }
+  Job job;
+  auto r = job.Run({"OPENBLAS_CORETYPE=Sandybridge", "DSLAUNCH_SGEMM_KERNEL=auto"});
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto stated = KernelLines(r.out);
+  REQUIRE(stated.size() == 1);
+  CHECK(stated[0].rfind("sgemm: OpenBLAS Sandybridge kernels (OpenBLAS's own choice), ", 0) == 0);
+  CHECK(stated[0].find("also measured") == std::string::npos);
+  CHECK(stated[0].find("(OPENBLAS_CORETYPE=Sandybridge set by the user)") != std::string::npos);
+}
+
+TEST_CASE("A DSLAUNCH_SGEMM_KERNEL that names no kernel ends the job with the configuration exit class") {
+  Job job;
+  auto r = job.Run({"DSLAUNCH_SGEMM_KERNEL=skylake"});
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(Count(r.err, "DSLAUNCH_SGEMM_KERNEL='skylake': expected auto, default or one of SkylakeX, Haswell, "
+                     "Sandybridge") >= 1);
+  CHECK(Count(r.out, "step 1 |") == 0);
+}
+
+}  // namespace
+}  // namespace dslaunch::testing
