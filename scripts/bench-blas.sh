@@ -19,7 +19,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # The benchmark and the runtime's product code, compiled against each other library.
-sources=(benchmarks/gemm_bench.cc runtime/ops/cpu/sgemm_probe.cc runtime/ops/cpu/sgemm_choice.cc common/text.cc)
+sources=(benchmarks/gemm_bench.cc runtime/ops/cpu/sgemm_probe.cc runtime/ops/cpu/sgemm_choice.cc common/text.cc
+  common/status.cc)
 flags=(-std=c++20 -O2 -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 g++ "${flags[@]}" -o "$work/gemm-blis" "${sources[@]}" benchmarks/other_blas/blis_names.cc \
   /usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4 -fopenmp
