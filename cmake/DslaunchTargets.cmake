@@ -15,12 +15,20 @@ function(dslaunch_apply_flags target)
   endif()
 endfunction()
 
+# DSLAUNCH_UNITY_BUILD (CMakeLists.txt): the files of a library or program compiled in batches.
+# Files in one batch share one translation unit, so their file-local names (anonymous namespaces,
+# statics) must differ: a name two files need is declared once in a header.
+function(dslaunch_apply_unity target)
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ${DSLAUNCH_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
+endfunction()
+
 # dslaunch_library(NAME SOURCES ... [DEPS ...]): a static library aliased as dslaunch::NAME.
 function(dslaunch_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(dslaunch_${name} STATIC ${ARG_SOURCES})
   add_library(dslaunch::${name} ALIAS dslaunch_${name})
   dslaunch_apply_flags(dslaunch_${name})
+  dslaunch_apply_unity(dslaunch_${name})
   target_link_libraries(dslaunch_${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
@@ -29,6 +37,7 @@ function(dslaunch_executable name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   dslaunch_apply_flags(${name})
+  dslaunch_apply_unity(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/bin")
 endfunction()

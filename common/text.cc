@@ -74,6 +74,8 @@ std::string JoinText(const std::vector<std::string>& parts, std::string_view sep
   return out;
 }
 
+std::string SingleQuoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
 std::vector<std::string> SplitText(std::string_view text, char separator) {
   std::vector<std::string> parts;
   size_t start = 0;

@@ -2,7 +2,8 @@
 # Training speed: tokens/s and model-FLOPs utilisation (MFU) of `dslaunch-worker train` for
 # configs/gpt-bench.json and configs/gpt-demo.json on 1 and 2 local ranks, one thread per rank,
 # against this machine's single-thread sgemm FLOP/s measured in the same run
-# (build/bin/dslaunch-gemm-bench, on the GPT step's shapes). Prints a Markdown table for
+# (build/bin/dslaunch-gemm-bench, on the GPT step's shapes, the best of OpenBLAS's own kernels and
+# the core types the CPU supports). Prints a Markdown table for
 # docs/benchmarks.md.
 #
 #   scripts/bench-train.sh [steps] [repeats]   (defaults 30 and 2; the first print interval is warm-up)
@@ -44,11 +45,23 @@ def sgemm_gflops(out):
 
 gemm = [os.path.join(build_dir, "bin", "dslaunch-gemm-bench"), "--seconds", "1"]
 load_before = open("/proc/loadavg").read().split()[0]
-gemm_out = max((run(gemm) for _ in range(repeats)), key=sgemm_gflops)
+# The best sgemm this machine has: OpenBLAS's own kernels and each core type the CPU supports (the
+# runtime picks among the same: docs/engine.md, "Matrix kernels").
+flags = open("/proc/cpuinfo").read()
+have = lambda f: re.search(r"\b" + f + r"\b", flags) is not None
+cores = [None]
+if all(have(f) for f in ("avx512f", "avx512bw", "avx512dq", "avx512vl")): cores.append("SkylakeX")
+if have("avx2") and have("fma"): cores.append("Haswell")
+def gemm_env(core):
+    return dict(env, OPENBLAS_CORETYPE=core) if core else env
+def run_gemm(core):
+    p = subprocess.run(gemm, env=gemm_env(core), capture_output=True, text=True, check=True)
+    return p.stdout
+gemm_out, best_core = max(((run_gemm(c), c) for c in cores for _ in range(repeats)), key=lambda r: sgemm_gflops(r[0]))
 sgemm = sgemm_gflops(gemm_out) * 1e9
 # The same on both cores at once (two processes): what each core gives when both are busy.
 def both_cores():
-    procs = [subprocess.Popen(gemm, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [subprocess.Popen(gemm, env=gemm_env(best_core), stdout=subprocess.PIPE, text=True) for _ in range(2)]
     return [sgemm_gflops(p.communicate()[0]) for p in procs]
 sgemm_both = max((both_cores() for _ in range(repeats)), key=sum)
 
@@ -64,6 +77,7 @@ def measure(config_path, ranks):
         json.dump(config, f)
     out = run([os.path.join(build_dir, "bin", "dslaunch"), "--log_dir", os.path.join(work, "logs"),
                "--nproc_per_node", str(ranks), tmp])
+    kernels.add(re.search(r"\[rank 0\] sgemm: OpenBLAS (\S+) kernels", out).group(1))
     flops = re.search(r"\[rank 0\] model gpt: .*?([0-9.e+]+) FLOPs per token", out)
     lines = re.findall(r"\[rank 0\] step (\d+) \| .*\| ([0-9.]+) tokens/s \| ([0-9.]+) ms/step", out)
     if not flops or len(lines) < 2:
@@ -80,6 +94,7 @@ def measure(config_path, ranks):
     return tokens / seconds, seconds * 1e3 / (prev - int(lines[0][0])), float(flops.group(1))
 
 rows = []
+kernels = set()
 for config in ("configs/gpt-bench.json", "configs/gpt-demo.json"):
     for ranks in (1, 2):
         tps, ms, fpt = max((measure(config, ranks) for _ in range(repeats)), key=lambda r: r[0])
@@ -95,6 +110,7 @@ with open("/proc/cpuinfo") as f:
 print(f"machine: {os.cpu_count()} cores, {cpu}; date: {time.strftime('%Y-%m-%d')}; "
       f"load average (1 min) before: {load_before}, after: {open('/proc/loadavg').read().split()[0]}")
 print(gemm_out.rstrip())
+print(f"the workers ran OpenBLAS's {', '.join(sorted(kernels))} kernels")
 print(f"sgemm on both cores at once (two processes): {sgemm_both[0]:.1f} + {sgemm_both[1]:.1f} GFLOP/s\n")
 print(f"{steps} steps per run, best of {repeats}, the first print interval skipped; OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1; "
       f"MFU against {sgemm / 1e9:.1f} GFLOP/s per rank (single-thread sgemm, model mix)\n")

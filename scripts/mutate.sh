@@ -161,7 +161,9 @@ print(f"scratch tree {src}: {sync_tree()} file(s) updated from {root}", flush=Tr
 setup_log = os.path.join(logs, "setup.log")
 open(setup_log, "w").close()
 if not os.path.isfile(os.path.join(build, "build.ninja")):
-    if run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DDSLAUNCH_BUILD_BENCHMARKS=OFF"], setup_log) != 0:
+    # One unit per file: a mutant then recompiles its own file, not a batch of eight.
+    if run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DDSLAUNCH_BUILD_BENCHMARKS=OFF",
+            "-DDSLAUNCH_UNITY_BUILD=OFF"], setup_log) != 0:
         sys.exit(f"configuring {build} failed: see {setup_log}")
 all_targets = sorted({t for m in mutations for t in m.targets})
 if not build_targets(all_targets, setup_log):

@@ -12,11 +12,11 @@
 namespace dslaunch::launcher {
 namespace {
 
-bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+bool IsSpaceOrTab(char c) { return c == ' ' || c == '\t'; }
 
 std::string_view TrimBlanks(std::string_view s) {
-  while (!s.empty() && IsBlank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsBlank(s.back())) s.remove_suffix(1);
+  while (!s.empty() && IsSpaceOrTab(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpaceOrTab(s.back())) s.remove_suffix(1);
   return s;
 }
 
@@ -72,7 +72,7 @@ Result<std::optional<std::pair<std::string, std::string>>> ParseLine(std::string
   // `export NAME=VALUE`, so that the same file can be sourced by a shell.
   constexpr std::string_view kExport = "export";
   if (text.size() > kExport.size() && text.substr(0, kExport.size()) == kExport &&
-      IsBlank(text[kExport.size()])) {
+      IsSpaceOrTab(text[kExport.size()])) {
     text = TrimBlanks(text.substr(kExport.size()));
   }
 
@@ -97,7 +97,7 @@ Result<std::optional<std::pair<std::string, std::string>>> ParseLine(std::string
     std::string_view after = TrimBlanks(rest);
     // A comment may follow the closing quote, but only after a blank (`"x" # note`); `"x"#y` or
     // `"x"y` are ambiguous between shells and dotenv dialects, so they are errors.
-    bool comment = !after.empty() && after.front() == '#' && !rest.empty() && IsBlank(rest.front());
+    bool comment = !after.empty() && after.front() == '#' && !rest.empty() && IsSpaceOrTab(rest.front());
     if (!after.empty() && !comment) {
       return LineError(path, number, name + ": unexpected text after the closing quote");
     }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "common/text.h"
 #include "common/unique_fd.h"
 
 namespace dslaunch::launcher {
@@ -38,7 +39,6 @@ std::vector<std::string_view> SplitBlanks(std::string_view s) {
   return tokens;
 }
 
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // "fe80::1" or "fe80::1%eth0" (a zone id names the link of a link-local address).
 bool IsIpv6Address(std::string_view s) {
@@ -78,7 +78,7 @@ bool IsUserName(std::string_view s) {
 // Splits "[user@]host" and validates both parts. On error returns the message (no location).
 Result<std::pair<std::string, std::string>> ParseHostSpec(std::string_view spec) {
   if (spec.find('=') != std::string_view::npos) {
-    return InvalidArgumentError("missing host before " + Quote(spec));
+    return InvalidArgumentError("missing host before " + SingleQuoted(spec));
   }
   std::string_view user;
   std::string_view host = spec;
@@ -86,23 +86,23 @@ Result<std::pair<std::string, std::string>> ParseHostSpec(std::string_view spec)
     user = spec.substr(0, at);
     host = spec.substr(at + 1);
     if (host.find('@') != std::string_view::npos) {
-      return InvalidArgumentError("invalid host " + Quote(spec) + ": more than one '@'");
+      return InvalidArgumentError("invalid host " + SingleQuoted(spec) + ": more than one '@'");
     }
     if (!IsUserName(user)) {
-      return InvalidArgumentError("invalid user name " + Quote(user) + " in " + Quote(spec) +
+      return InvalidArgumentError("invalid user name " + SingleQuoted(user) + " in " + SingleQuoted(spec) +
                                   " (letters, digits, '.', '_', '-'; not starting with '-')");
     }
   }
-  if (host.empty()) return InvalidArgumentError("missing host name in " + Quote(spec));
+  if (host.empty()) return InvalidArgumentError("missing host name in " + SingleQuoted(spec));
   if (host.front() == '[') {
     if (host.size() < 2 || host.back() != ']' || !IsIpv6Address(host.substr(1, host.size() - 2))) {
-      return InvalidArgumentError("invalid bracketed IPv6 address " + Quote(host));
+      return InvalidArgumentError("invalid bracketed IPv6 address " + SingleQuoted(host));
     }
     host = host.substr(1, host.size() - 2);
   } else if (host.find(':') != std::string_view::npos) {
-    if (!IsIpv6Address(host)) return InvalidArgumentError("invalid IPv6 address " + Quote(host));
+    if (!IsIpv6Address(host)) return InvalidArgumentError("invalid IPv6 address " + SingleQuoted(host));
   } else if (!IsHostName(host)) {
-    return InvalidArgumentError("invalid host name " + Quote(host) +
+    return InvalidArgumentError("invalid host name " + SingleQuoted(host) +
                                 " (letters, digits, '.', '_', '-'; starting with a letter or digit)");
   }
   return std::make_pair(std::string(user), std::string(host));
@@ -116,7 +116,7 @@ Result<int> ParseSlotCount(std::string_view key, std::string_view value) {
   bool all_digits = !digits.empty();
   for (char c : digits) all_digits = all_digits && IsDigit(c);
   if (!all_digits) {
-    return InvalidArgumentError(std::string(key) + " must be a positive integer, got " + Quote(value));
+    return InvalidArgumentError(std::string(key) + " must be a positive integer, got " + SingleQuoted(value));
   }
   if (negative) {
     return InvalidArgumentError(std::string(key) + " must be at least 1, got " + std::string(value));
@@ -150,10 +150,10 @@ Result<HostEntry> ParseHostLine(std::string_view content, int line) {
     std::size_t eq = token.find('=');
     if (eq == std::string_view::npos) {
       if (!seen_key) {
-        return InvalidArgumentError("malformed line " + Quote(content) +
+        return InvalidArgumentError("malformed line " + SingleQuoted(content) +
                                     ": expected 'HOST slots=N [max_slots=M]' (one host per line)");
       }
-      return InvalidArgumentError("trailing junk " + Quote(token) + " after the host entry");
+      return InvalidArgumentError("trailing junk " + SingleQuoted(token) + " after the host entry");
     }
     seen_key = true;
     std::string_view key = token.substr(0, eq);
@@ -163,11 +163,11 @@ Result<HostEntry> ParseHostLine(std::string_view content, int line) {
       if (target.has_value()) return InvalidArgumentError(std::string(key) + "= given twice");
       DSLAUNCH_ASSIGN_OR_RETURN(target, ParseSlotCount(key, value));
     } else {
-      return InvalidArgumentError("unknown key " + Quote(key) + " (expected slots or max_slots)");
+      return InvalidArgumentError("unknown key " + SingleQuoted(key) + " (expected slots or max_slots)");
     }
   }
   if (!slots.has_value()) {
-    return InvalidArgumentError("missing slots=N for host " + Quote(entry.host));
+    return InvalidArgumentError("missing slots=N for host " + SingleQuoted(entry.host));
   }
   entry.slots = *slots;
   if (entry.max_slots.has_value() && *entry.max_slots < entry.slots) {
@@ -202,7 +202,7 @@ Result<Hostfile> ParseHostfile(std::string_view text, std::string_view path) {
     if (!entry.ok()) return entry.status().WithContext(Location(path, line));
     for (const HostEntry& earlier : hostfile.hosts) {
       if (SameHost(earlier.host, entry->host)) {
-        return InvalidArgumentError(Location(path, line) + ": duplicate host " + Quote(entry->host) +
+        return InvalidArgumentError(Location(path, line) + ": duplicate host " + SingleQuoted(entry->host) +
                                     " (first at line " + std::to_string(earlier.line) + ")");
       }
     }
@@ -217,7 +217,7 @@ Result<Hostfile> ParseHostfile(std::string_view text, std::string_view path) {
 }
 
 Result<Hostfile> ReadHostfile(const std::string& path) {
-  std::string where = "hostfile " + Quote(path);
+  std::string where = "hostfile " + SingleQuoted(path);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
     int err = errno;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/cpu_list.h"
+#include "common/text.h"
 #include "launcher/plan/env_contract.h"
 #include "launcher/plan/hostfile.h"
 
@@ -21,13 +22,12 @@ constexpr char kLoopbackAddress[] = "127.0.0.1";
 constexpr std::string_view kPythonSuffix = ".py";
 constexpr std::string_view kTrainConfigSuffix = ".json";
 
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 Status ValidateOptions(const Resources& resources, const PlanOptions& options) {
   const ProgramSpec& program = options.program;
   if (program.program.empty()) return InvalidArgumentError("no program to launch (empty PROGRAM)");
   if (program.kind != ProgramKind::kExecutable && program.python.empty()) {
-    return InvalidArgumentError("empty python interpreter for " + Quote(program.program));
+    return InvalidArgumentError("empty python interpreter for " + SingleQuoted(program.program));
   }
   if (options.master_port < kMinPort || options.master_port > kMaxPort) {
     return InvalidArgumentError("--master_port " + std::to_string(options.master_port) +
@@ -43,7 +43,7 @@ Status ValidateOptions(const Resources& resources, const PlanOptions& options) {
   for (const auto& [name, value] : options.extra_env) {
     if (name.empty() || name.find('=') != std::string::npos ||
         name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
-      return InvalidArgumentError("invalid environment variable " + Quote(name) +
+      return InvalidArgumentError("invalid environment variable " + SingleQuoted(name) +
                                   " (names must be non-empty without '=', no NUL anywhere)");
     }
   }
@@ -57,21 +57,21 @@ Status ValidateOptions(const Resources& resources, const PlanOptions& options) {
     if (!options.bind_core_list.empty() && options.bind_core_list.size() < node.slots.size()) {
       const size_t cores = options.bind_core_list.size();
       return InvalidArgumentError(core_list + " gives " + std::to_string(cores) + " core" + (cores == 1 ? "" : "s") +
-                                  " but host " + Quote(node.host) + " runs " + std::to_string(node.slots.size()) +
+                                  " but host " + SingleQuoted(node.host) + " runs " + std::to_string(node.slots.size()) +
                                   " local ranks; each rank needs at least one core: list more cores or run "
                                   "fewer ranks per node");
     }
     if (node.slots.empty()) {
-      return InvalidArgumentError("host " + Quote(node.host) + " has no slot selected");
+      return InvalidArgumentError("host " + SingleQuoted(node.host) + " has no slot selected");
     }
     std::set<int> seen;
     for (int slot : node.slots) {
       if (slot < 0) {
-        return InvalidArgumentError("host " + Quote(node.host) + ": negative slot id " +
+        return InvalidArgumentError("host " + SingleQuoted(node.host) + ": negative slot id " +
                                     std::to_string(slot));
       }
       if (!seen.insert(slot).second) {
-        return InvalidArgumentError("host " + Quote(node.host) + ": slot " + std::to_string(slot) +
+        return InvalidArgumentError("host " + SingleQuoted(node.host) + ": slot " + std::to_string(slot) +
                                     " selected twice");
       }
     }

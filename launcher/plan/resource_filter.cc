@@ -5,6 +5,8 @@
 #include <string_view>
 #include <utility>
 
+#include "common/text.h"
+
 namespace dslaunch::launcher {
 namespace {
 
@@ -14,12 +16,11 @@ constexpr char kNodeSeparator = '@';
 constexpr char kSlotListStart = ':';
 constexpr char kSlotSeparator = ',';
 
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // "hostfile 'hosts'" or, for LocalHostfile(), "the local host list".
 std::string Describe(const Hostfile& hostfile) {
   return hostfile.path.empty() ? std::string("the local host list (no --hostfile)")
-                               : "hostfile " + Quote(hostfile.path);
+                               : "hostfile " + SingleQuoted(hostfile.path);
 }
 
 std::vector<int> AllSlots(int count) {
@@ -41,12 +42,12 @@ struct HostSelection {
 // Parses a slot id of `spec`: a decimal integer in 0..host.slots-1.
 Result<int> ParseSlotId(std::string_view flag, std::string_view spec, std::string_view token,
                         const HostEntry& host, const Hostfile& hostfile) {
-  std::string where = std::string(flag) + " " + Quote(spec);
+  std::string where = std::string(flag) + " " + SingleQuoted(spec);
   if (token.empty()) return InvalidArgumentError(where + ": empty slot id");
   long long id = 0;
   for (char c : token) {
     if (c < '0' || c > '9') {
-      return InvalidArgumentError(where + ": slot " + Quote(token) +
+      return InvalidArgumentError(where + ": slot " + SingleQuoted(token) +
                                   " is not a non-negative integer");
     }
     id = std::min<long long>(id * 10 + (c - '0'), kMaxSlotsPerHost);  // saturate: still out of range
@@ -57,7 +58,7 @@ Result<int> ParseSlotId(std::string_view flag, std::string_view spec, std::strin
       origin = "; " + Describe(hostfile);
       if (host.line > 0) origin += " line " + std::to_string(host.line);
     }
-    return InvalidArgumentError(where + ": host " + Quote(host.host) + " has no slot " +
+    return InvalidArgumentError(where + ": host " + SingleQuoted(host.host) + " has no slot " +
                                 std::string(token) + " (it has " + SlotRange(host.slots) + origin +
                                 ")");
   }
@@ -73,7 +74,7 @@ Result<std::vector<HostSelection>> ParseFilter(std::string_view flag, std::strin
   while (true) {
     std::size_t end = text.find(kNodeSeparator, pos);
     std::string_view spec = text.substr(pos, end == std::string_view::npos ? end : end - pos);
-    std::string where = std::string(flag) + " " + Quote(text);
+    std::string where = std::string(flag) + " " + SingleQuoted(text);
     if (spec.empty()) return InvalidArgumentError(where + ": empty host entry");
 
     std::string_view host_name;
@@ -81,33 +82,33 @@ Result<std::vector<HostSelection>> ParseFilter(std::string_view flag, std::strin
     if (spec.front() == '[') {
       std::size_t close = spec.find(']');
       if (close == std::string_view::npos) {
-        return InvalidArgumentError(std::string(flag) + " " + Quote(spec) + ": missing ']'");
+        return InvalidArgumentError(std::string(flag) + " " + SingleQuoted(spec) + ": missing ']'");
       }
       host_name = spec.substr(1, close - 1);
       rest = spec.substr(close + 1);
       if (!rest.empty() && rest.front() != kSlotListStart) {
-        return InvalidArgumentError(std::string(flag) + " " + Quote(spec) + ": unexpected " +
-                                    Quote(rest) + " after ']'");
+        return InvalidArgumentError(std::string(flag) + " " + SingleQuoted(spec) + ": unexpected " +
+                                    SingleQuoted(rest) + " after ']'");
       }
     } else {
       std::size_t colon = spec.find(kSlotListStart);
       host_name = spec.substr(0, colon);
       if (colon != std::string_view::npos) rest = spec.substr(colon);
       if (rest.find(kSlotListStart, 1) != std::string_view::npos) {
-        return InvalidArgumentError(std::string(flag) + " " + Quote(spec) +
+        return InvalidArgumentError(std::string(flag) + " " + SingleQuoted(spec) +
                                     ": more than one ':' (write IPv6 hosts in brackets, e.g. "
                                     "'[fe80::1]:0,1')");
       }
     }
     if (host_name.empty()) {
-      return InvalidArgumentError(std::string(flag) + " " + Quote(spec) + ": missing host name");
+      return InvalidArgumentError(std::string(flag) + " " + SingleQuoted(spec) + ": missing host name");
     }
 
     auto found = std::find_if(hostfile.hosts.begin(), hostfile.hosts.end(),
                               [&](const HostEntry& h) { return SameHost(h.host, host_name); });
     if (found == hostfile.hosts.end()) {
-      return InvalidArgumentError(std::string(flag) + " " + Quote(spec) + ": host " +
-                                  Quote(host_name) + " is not in " + Describe(hostfile));
+      return InvalidArgumentError(std::string(flag) + " " + SingleQuoted(spec) + ": host " +
+                                  SingleQuoted(host_name) + " is not in " + Describe(hostfile));
     }
     HostSelection& selection = selections[static_cast<std::size_t>(found - hostfile.hosts.begin())];
     if (rest.empty()) {
@@ -160,7 +161,7 @@ Result<Resources> ApplyExclude(const Hostfile& hostfile, const std::string& excl
     if (!slots.empty()) resources.push_back(NodeResources{host.user, host.host, std::move(slots)});
   }
   if (resources.empty()) {
-    return InvalidArgumentError("--exclude " + Quote(exclude) + " leaves no slot to run on in " +
+    return InvalidArgumentError("--exclude " + SingleQuoted(exclude) + " leaves no slot to run on in " +
                                 Describe(hostfile));
   }
   return resources;
@@ -172,12 +173,12 @@ Result<Resources> SelectResources(const Hostfile& hostfile, const FilterOptions&
   bool has_include = !options.include.empty();
   bool has_exclude = !options.exclude.empty();
   if (has_include && has_exclude) {
-    return InvalidArgumentError("--include " + Quote(options.include) + " and --exclude " +
-                                Quote(options.exclude) + " are mutually exclusive");
+    return InvalidArgumentError("--include " + SingleQuoted(options.include) + " and --exclude " +
+                                SingleQuoted(options.exclude) + " are mutually exclusive");
   }
   if (has_include || has_exclude) {
-    std::string filter = has_include ? "--include " + Quote(options.include)
-                                     : "--exclude " + Quote(options.exclude);
+    std::string filter = has_include ? "--include " + SingleQuoted(options.include)
+                                     : "--exclude " + SingleQuoted(options.exclude);
     if (options.num_nodes.has_value()) {
       return InvalidArgumentError("--num_nodes " + std::to_string(*options.num_nodes) +
                                   " cannot be combined with " + filter);
@@ -225,7 +226,7 @@ Result<Resources> SelectResources(const Hostfile& hostfile, const FilterOptions&
       if (host.max_slots.has_value() && count > *host.max_slots) {
         return InvalidArgumentError("--num_gpus/--nproc_per_node " + std::to_string(count) +
                                     " exceeds max_slots=" + std::to_string(*host.max_slots) +
-                                    " of host " + Quote(host.host) + " (" + Describe(hostfile) +
+                                    " of host " + SingleQuoted(host.host) + " (" + Describe(hostfile) +
                                     " line " + std::to_string(host.line) + ")");
       }
     }

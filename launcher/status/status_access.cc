@@ -11,7 +11,6 @@
 namespace dslaunch::launcher {
 namespace {
 
-constexpr char kTextPlain[] = "text/plain; charset=utf-8";
 // The longest Host value a refusal quotes: enough for any real name, and no echo of a flood.
 constexpr size_t kMaxQuotedHost = 100;
 

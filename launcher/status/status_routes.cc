@@ -11,7 +11,6 @@
 namespace dslaunch::launcher {
 namespace {
 
-constexpr char kTextPlain[] = "text/plain; charset=utf-8";
 constexpr char kJson[] = "application/json";
 // The page may load only what it came with: no CDN, no outside fetch (issue 13).
 constexpr char kPagePolicy[] = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'";

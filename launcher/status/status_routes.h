@@ -22,6 +22,9 @@ namespace dslaunch::launcher {
 // Lines of a rank's output /api/logs returns without `lines=`: a screenful and more.
 inline constexpr size_t kDefaultLogLines = 200;
 
+// The content type of the page's plain-text replies (errors, /metrics).
+inline constexpr char kTextPlain[] = "text/plain; charset=utf-8";
+
 struct StatusReply {
   int status = 200;
   std::string content_type;

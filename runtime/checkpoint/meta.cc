@@ -23,9 +23,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// ZeRO's stages are 0-3.
-constexpr int kMaxZeroStage = 3;
-
 std::string Hex32(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%08x", v);

@@ -12,7 +12,7 @@
 namespace dslaunch::runtime {
 namespace {
 
-const std::string kNvmePathKey = std::string(kOffloadParamKey) + ".nvme_path";
+const std::string kParameterNvmePathKey = std::string(kOffloadParamKey) + ".nvme_path";
 
 }  // namespace
 
@@ -73,7 +73,7 @@ Status ParameterSwap<S>::Prepare(const swap::OffloadParamConfig& config) {
   // the check asks for the whole world's files (this rank's times the world: an upper bound).
   const uint64_t record = swap::AlignUp(plan_.record_elements * sizeof(S), swap::kDefaultDirectIoAlignment);
   const uint64_t world = shards_.Counts(0, 0).size();
-  return swap::CheckSwapDirectory(config.nvme_path, plan_.record_count * record * world, kNvmePathKey);
+  return swap::CheckSwapDirectory(config.nvme_path, plan_.record_count * record * world, kParameterNvmePathKey);
 }
 
 template <class S>

@@ -56,7 +56,7 @@ std::unique_ptr<OptimizerStateStore> MakeStateStore(const OptimizerParams& optim
 bool Offloaded(const EngineOptions& options) { return options.offload_optimizer.device == swap::OffloadDevice::kNvme; }
 
 // The JSON path of the setting CheckSwapDirectory's errors name.
-constexpr std::string_view kNvmePathKey = "zero_optimization.offload_optimizer.nvme_path";
+constexpr std::string_view kOptimizerNvmePathKey = "zero_optimization.offload_optimizer.nvme_path";
 
 // Before any rank creates its swap file: stale files of ended runs removed (each one a line in
 // `notes`) and the directory checked for this rank's bytes.
@@ -64,7 +64,7 @@ Status PrepareSwapDirectory(const EngineOptions& options, size_t numel, std::vec
   const std::string& dir = options.offload_optimizer.nvme_path;
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<swap::StaleSwapFile> stale, swap::RemoveStaleSwapFiles(dir));
   for (const swap::StaleSwapFile& f : stale) notes.push_back(swap::DescribeRemoval(f));
-  return swap::CheckSwapDirectory(dir, NvmeStateBytes(options.optimizer, numel), kNvmePathKey);
+  return swap::CheckSwapDirectory(dir, NvmeStateBytes(options.optimizer, numel), kOptimizerNvmePathKey);
 }
 
 // The optimizer state in a swap file (docs/offload.md "The optimizer state on disk"), created and

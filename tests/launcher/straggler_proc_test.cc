@@ -16,12 +16,6 @@ const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
 // Hang guard for one launcher run.
 constexpr std::chrono::seconds kRunTimeout{90};
 
-size_t Count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
-  return n;
-}
-
 // Each rank runs `steps` steps of `sleep` seconds (rank 1: `slow_sleep`), timing each with bash's
 // $EPOCHREALTIME and reporting "STEP step_ms=MS" after it. The agent polls every 200 ms, so steps
 // of 0.3 s or more are each seen.

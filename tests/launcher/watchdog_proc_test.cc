@@ -22,12 +22,6 @@ constexpr std::chrono::seconds kRunTimeout{90};
 constexpr int kStalledSleepSeconds = 60;
 constexpr double kStalledJobBoundSeconds = 30;
 
-size_t Count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
-  return n;
-}
-
 // `ranks` workers running `script` under bash; each first writes its pid to DIR/rankN.pid.
 std::vector<std::string> BashJob(const TempDir& dir, int ranks, const std::string& script) {
   return {kLauncher, "--log_dir", dir.path() + "/logs", "--grace_period", "2", "--nproc_per_node",

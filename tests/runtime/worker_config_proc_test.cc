@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "runtime/data/token_shard.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -16,12 +17,6 @@ namespace {
 const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
 // A tiny model's few steps take about a second here; the bound is for a machine shared by builds.
 constexpr auto kJobTimeout = std::chrono::seconds(120);
-
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
 
 TEST_CASE("A train.json with several errors ends the job with exit code 2 and lists every error with its path") {
   TempDir dir;

@@ -5,6 +5,7 @@
 // metrics.jsonl; DSLAUNCH_SGEMM_KERNEL and the user's OPENBLAS_CORETYPE steer it.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -12,6 +13,8 @@
 
 #include "runtime/data/token_shard.h"
 #include "runtime/ops/cpu/sgemm_choice.h"
+#include "tests/support/proc_checks.h"
+#include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -19,19 +22,6 @@ namespace {
 
 const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
 constexpr auto kJobTimeout = std::chrono::seconds(120);
-
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The files of `logs`'s one job directory whose names start with `prefix`.
 std::vector<std::string> JobFiles(const std::string& logs, const std::string& prefix) {
@@ -63,6 +53,13 @@ struct Job {
   }
 };
 
+// Whether this CPU can run OpenBLAS's Sandybridge kernels (AVX), which the tests force: they are
+// not the widest on any CPU of the last decade, so a forced choice differs from the automatic one.
+bool CpuRunsSandybridgeKernels() {
+  const auto candidates = runtime::ops::CandidateCoreTypes(runtime::ops::ReadCpuFeatures());
+  return std::find(candidates.begin(), candidates.end(), "Sandybridge") != candidates.end();
+}
+
 // The "sgemm: ..." lines of the output.
 std::vector<std::string> KernelLines(const std::string& out) {
   std::vector<std::string> lines;
@@ -87,7 +84,7 @@ TEST_CASE("The node's kernels are timed once, chosen by the rule, applied in eve
   }
   REQUIRE(rate_files.size() == 1);
   std::vector<runtime::ops::KernelRate> rates;
-  std::istringstream lines(ReadText(rate_files[0]));
+  std::istringstream lines(ReadWhole(rate_files[0]));
   for (std::string line; std::getline(lines, line);) {
     auto rate = runtime::ops::ParseKernelRate(line);
     REQUIRE_MESSAGE(rate.ok(), line);
@@ -112,16 +109,12 @@ TEST_CASE("The node's kernels are timed once, chosen by the rule, applied in eve
   // metrics.jsonl holds it too.
   const auto metrics = JobFiles(job.dir.path() + "/logs", "metrics.jsonl");
   REQUIRE(metrics.size() == 1);
-  CHECK(Count(ReadText(metrics[0]), "\"sgemm_kernel\":\"" + choice->kernel + "\"") == 1);
-  CHECK(Count(ReadText(metrics[0]), "\"sgemm_default_kernel\":\"" + choice->default_kernel + "\"") == 1);
+  CHECK(Count(ReadWhole(metrics[0]), "\"sgemm_kernel\":\"" + choice->kernel + "\"") == 1);
+  CHECK(Count(ReadWhole(metrics[0]), "\"sgemm_default_kernel\":\"" + choice->default_kernel + "\"") == 1);
 }
 
 TEST_CASE("DSLAUNCH_SGEMM_KERNEL forces a kernel: both workers re-execute and run it") {
-  const auto candidates = runtime::ops::CandidateCoreTypes(runtime::ops::ReadCpuFeatures());
-  if (std::find(candidates.begin(), candidates.end(), "Sandybridge") == candidates.end()) {
-    MESSAGE("skipped: this CPU has no AVX");
-    return;
-  }
+  DSLAUNCH_SKIP_UNLESS(CpuRunsSandybridgeKernels(), "avx", "this CPU has no AVX for OpenBLAS's Sandybridge kernels");
   Job job;
   auto r = job.Run({"DSLAUNCH_SGEMM_KERNEL=Sandybridge"});
   INFO(r.out);
@@ -136,11 +129,7 @@ TEST_CASE("DSLAUNCH_SGEMM_KERNEL forces a kernel: both workers re-execute and ru
 }
 
 TEST_CASE("The user's OPENBLAS_CORETYPE is honoured and only timed") {
-  const auto candidates = runtime::ops::CandidateCoreTypes(runtime::ops::ReadCpuFeatures());
-  if (std::find(candidates.begin(), candidates.end(), "Sandybridge") == candidates.end()) {
-    MESSAGE("skipped: this CPU has no AVX");
-    return;
-  }
+  DSLAUNCH_SKIP_UNLESS(CpuRunsSandybridgeKernels(), "avx", "this CPU has no AVX for OpenBLAS's Sandybridge kernels");
   Job job;
   auto r = job.Run({"OPENBLAS_CORETYPE=Sandybridge", "DSLAUNCH_SGEMM_KERNEL=auto"});
   INFO(r.out);

@@ -19,6 +19,13 @@ inline bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
 
+// How often `what` occurs in `text`, without overlaps (a line printed once, not once per rank).
+inline size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 // A whole file's bytes; "" when it cannot be read (also a /proc file of a process that is gone).
 // Plain read(2): a /proc file whose process exits during the read fails with ESRCH, which
 // std::ifstream's iterators turn into an exception (a flaky "basic_filebuf::underflow" failure).

@@ -28,6 +28,7 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   ipv6:    an IPv6 loopback address (::1)
 //   sse42:   the SSE4.2 crc32 instruction (the hardware CRC-32C path)
 //   f16c:    the F16C conversion instructions (the hardware fp16 path)
+//   avx:     AVX, for OpenBLAS's Sandybridge kernels (the forced kernel choice)
 //   pidns:   `unshare --pid --fork --mount-proc` (root, or user namespaces): dslaunch as PID 1
 //   slurm:   Slurm and munge on the test cluster (scripts/slurm-cluster.sh)
 //   container: root and podman, for the container tier (bash: tests/container/container_lib.sh)
@@ -38,7 +39,7 @@ inline constexpr char kSkipToken[] = "DSLAUNCH_TEST_SKIPPED";
 //   torch:   /usr/bin/python3 imports torch (Debian's python3-torch): the PyTorch DDP cluster test
 //   gpu:     a CUDA device (tests/support/gpu_device.h); .ci/run allows it to skip, since CI
 //            machines have none, and scripts/gpu-check.sh requires it
-inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "pidns", "slurm", "io_uring",
+inline constexpr std::string_view kRequirementNames[] = {"cluster", "ipv6", "sse42", "f16c", "avx", "pidns", "slurm", "io_uring",
                                                          "promtool", "chromium", "torch", "gpu"};
 
 // True when `list` (comma-separated names, or "all") names `requirement`.
