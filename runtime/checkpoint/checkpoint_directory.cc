@@ -13,13 +13,11 @@ namespace dslaunch::runtime {
 namespace fs = std::filesystem;
 namespace {
 
-std::string Join(const std::string& dir, std::string_view name) { return (fs::path(dir) / name).string(); }
-
 // The shard of partition `p` against meta.json: present, its size, and its header's own record
 // of step, rank, world size and slice (written by the save next to the tensors).
 Status CheckShard(const std::string& path, const CheckpointMeta& meta, size_t p) {
   const CheckpointPartition& part = meta.partitions[p];
-  const std::string file = Join(path, part.file);
+  const std::string file = PathIn(path, part.file);
   std::error_code ec;
   if (!fs::exists(file, ec)) return DataLossError(file + " is missing (meta.json lists it)");
   const uintmax_t size = fs::file_size(file, ec);
@@ -51,7 +49,7 @@ Result<CheckpointDirectoryListing> ListCheckpointDirectory(const std::string& di
   listing.dir = dir;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return listing;
-  const std::string latest = Join(dir, kLatestFileName);
+  const std::string latest = PathIn(dir, kLatestFileName);
   listing.latest_exists = fs::exists(latest, ec);
   if (listing.latest_exists) {
     Result<std::string> text = ReadFile(latest);
@@ -75,7 +73,7 @@ Result<CheckpointDirectoryListing> ListCheckpointDirectory(const std::string& di
 }
 
 Status CheckStepDirectory(const std::string& path, int64_t step, int rank, int world) {
-  const std::string meta_path = Join(path, kMetaFileName);
+  const std::string meta_path = PathIn(path, kMetaFileName);
   std::error_code ec;
   if (!fs::exists(meta_path, ec)) return NotFoundError(path + " has no meta.json: a save that did not finish");
   DSLAUNCH_ASSIGN_OR_RETURN(std::string text, ReadFile(meta_path));
@@ -96,7 +94,7 @@ void ApplyRetention(FileSystem& files, const std::string& dir, int keep) {
   int kept = 0;
   for (const auto& entry : listing->steps) {  // newest first
     if (!entry.has_meta) continue;
-    const std::string path = Join(dir, StepDirectoryName(entry.step));
+    const std::string path = PathIn(dir, StepDirectoryName(entry.step));
     if (kept < keep) {
       if (CheckStepDirectory(path, entry.step).ok()) ++kept;
       continue;
@@ -112,7 +110,7 @@ std::vector<std::string> RemoveUnfinishedStepDirectories(FileSystem& files, cons
   if (!listing.ok()) return lines;
   for (const auto& entry : listing->steps) {
     if (entry.has_meta || entry.step == except) continue;
-    const std::string path = Join(dir, StepDirectoryName(entry.step));
+    const std::string path = PathIn(dir, StepDirectoryName(entry.step));
     const Status removed = files.RemoveAll(path);
     lines.push_back(removed.ok() ? "removed " + path + ": a save that did not finish (no meta.json)"
                                  : "could not remove " + path + " (a save that did not finish): " + removed.message());

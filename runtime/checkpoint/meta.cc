@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint/names.h"
+#include "runtime/engine/engine_options.h"
 
 namespace dslaunch::runtime {
 

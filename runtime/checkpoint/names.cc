@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/names.h"
 
 #include <charconv>
+#include <filesystem>
 #include <limits>
 #include <cstdio>
 
@@ -61,5 +62,9 @@ std::optional<std::string> ParseLatestFileText(std::string_view text) {
 }
 
 std::string TemporaryFileName(std::string_view name) { return std::string(name) + std::string(kTemporarySuffix); }
+
+std::string PathIn(const std::string& dir, std::string_view name) {
+  return (std::filesystem::path(dir) / name).string();
+}
 
 }  // namespace dslaunch::runtime

@@ -38,6 +38,9 @@ std::string LatestFileText(int64_t step);
 // that is empty or contains '/' (it must name an entry of the checkpoint directory).
 std::optional<std::string> ParseLatestFileText(std::string_view text);
 
+// `name` in directory `dir` ("DIR/name"; "name" alone for an empty dir), as std::filesystem joins them.
+std::string PathIn(const std::string& dir, std::string_view name);
+
 // The name a durable write of `name` goes through before it is renamed: "<name>.tmp".
 std::string TemporaryFileName(std::string_view name);
 

@@ -10,24 +10,20 @@
 namespace dslaunch::runtime {
 namespace {
 
-std::string Join(const std::string& dir, std::string_view name) {
-  return (std::filesystem::path(dir) / name).string();
-}
-
 // What the listing shows a step-0 run would overwrite: the newest step directory with meta.json,
 // else `latest`; empty when there is nothing.
 std::string Evidence(const CheckpointDirectoryListing& dir) {
   for (const auto& entry : dir.steps) {
-    if (entry.has_meta) return "newest: " + Join(dir.dir, StepDirectoryName(entry.step));
+    if (entry.has_meta) return "newest: " + PathIn(dir.dir, StepDirectoryName(entry.step));
   }
-  return dir.latest_exists ? Join(dir.dir, kLatestFileName) : "";
+  return dir.latest_exists ? PathIn(dir.dir, kLatestFileName) : "";
 }
 
 // kNewest's order: what `latest` names and the older ones, or (without a usable `latest`)
 // every step directory with meta.json; newest first.
 void PlanNewest(const CheckpointDirectoryListing& dir, ResumePlan& plan) {
   plan.mode = ResumeMode::kNewest;
-  const std::string latest = Join(dir.dir, kLatestFileName);
+  const std::string latest = PathIn(dir.dir, kLatestFileName);
   std::optional<int64_t> latest_step;
   if (!dir.latest_exists) {
     plan.scan_reason = latest + " is missing";
@@ -49,7 +45,7 @@ void PlanNewest(const CheckpointDirectoryListing& dir, ResumePlan& plan) {
   }
   for (const auto& entry : dir.steps) {  // newest first
     if (!entry.has_meta || (latest_step && entry.step > *latest_step)) continue;
-    plan.candidates.push_back({Join(dir.dir, StepDirectoryName(entry.step)), entry.step});
+    plan.candidates.push_back({PathIn(dir.dir, StepDirectoryName(entry.step)), entry.step});
   }
 }
 

@@ -54,7 +54,7 @@ std::optional<uint64_t> ElementCount(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
+std::string CompactShapeText(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
   return s + "]";
@@ -89,10 +89,10 @@ Result<std::string> EncodeHeader(const std::vector<TensorData>& tensors,
     const std::optional<uint64_t> count = ElementCount(t.shape);
     uint64_t expected = 0;
     if (!count || __builtin_mul_overflow(*count, *size, &expected)) {
-      return InvalidArgumentError(where + ": invalid shape " + ShapeString(t.shape));
+      return InvalidArgumentError(where + ": invalid shape " + CompactShapeText(t.shape));
     }
     if (expected != t.bytes) {
-      return InvalidArgumentError(where + ": shape " + ShapeString(t.shape) + " of " + t.dtype + " is " +
+      return InvalidArgumentError(where + ": shape " + CompactShapeText(t.shape) + " of " + t.dtype + " is " +
                                   std::to_string(expected) + " bytes but " + std::to_string(t.bytes) +
                                   " bytes were given");
     }
@@ -163,10 +163,10 @@ Result<SafetensorsTensor> ParseTensor(const std::string& name, const nlohmann::j
   const std::optional<uint64_t> count = ElementCount(t.shape);
   uint64_t expected = 0;
   if (!count || __builtin_mul_overflow(*count, *size, &expected)) {
-    return DataLossError(where + ": shape " + ShapeString(t.shape) + " is too large");
+    return DataLossError(where + ": shape " + CompactShapeText(t.shape) + " is too large");
   }
   if (expected != t.bytes()) {
-    return DataLossError(where + ": shape " + ShapeString(t.shape) + " of " + t.dtype + " needs " +
+    return DataLossError(where + ": shape " + CompactShapeText(t.shape) + " of " + t.dtype + " needs " +
                          std::to_string(expected) + " bytes but data_offsets " + Range(t.begin, t.end) + " hold " +
                          std::to_string(t.bytes()));
   }
