@@ -3,13 +3,9 @@
 #include "runtime/swap/swap_stream.h"
 
 #include <doctest/doctest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 
-#include "runtime/swap/swap_directory.h"
 #include "tests/fakes/fake_io_engine.h"
 #include "tests/runtime/swap/swap_test_files.h"
 #include "tests/support/subprocess.h"
@@ -128,28 +124,6 @@ TEST_CASE("The ring streams real swap files on disk and on tmpfs through both en
       }
     }
   }
-}
-
-TEST_CASE("The swap file of a killed process is removed at the next start") {
-  TempDir dir("/var/tmp");
-  pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    auto file = SwapFile::Create({dir.path(), SwapKind::kOptimizer, 2, 4096, 4});
-    ::raise(SIGKILL);  // a crash: no destructor runs
-    ::_exit(1);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  REQUIRE(WIFSIGNALED(status));
-  std::string left = SwapDirectory(dir.path()) + "/optimizer.rank2.pid" + std::to_string(child) + ".swp";
-  REQUIRE(std::filesystem::exists(left));
-  auto removed = RemoveStaleSwapFiles(dir.path());
-  REQUIRE(removed.ok());
-  REQUIRE(removed->size() == 1);
-  CHECK((*removed)[0].path == left);
-  CHECK((*removed)[0].bytes == 4 * 4096);
-  CHECK_FALSE(std::filesystem::exists(left));
 }
 
 }  // namespace
