@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "common/env_names.h"
 #include "common/text.h"
@@ -30,6 +29,11 @@ constexpr int kMinProbeRows = 64;
 // The fewest rows of a wide model's probe, below kMinProbeRows when one pass would take too long.
 constexpr int kMinWideRows = 16;
 constexpr int kMinProbeWidth = 128;
+// The widest a probe's products get: a GPT width of 2048 (its MLP weight 8192 x 2048, 64 MiB) and
+// mlp layers of 4096. Kernel rates stop changing long before; a probe must not need the model's
+// memory.
+constexpr int kMaxProbeGptWidth = 2048;
+constexpr int kMaxProbeLayerWidth = 4096;
 
 // Every core type CandidateCoreTypes can give, whatever the CPU.
 std::vector<std::string> KnownCoreTypes() {
@@ -43,7 +47,7 @@ std::vector<std::string> KnownCoreTypes() {
 std::vector<ProductShape> ProbeProducts(const TrainConfig& config) {
   const int64_t micro = std::max<int64_t>(config.batch.micro_batch_per_gpu, 1);
   if (const auto* gpt = std::get_if<GptConfig>(&config.model)) {
-    const int c = std::max(gpt->n_embd, kMinProbeWidth);
+    const int c = std::clamp(gpt->n_embd, kMinProbeWidth, kMaxProbeGptWidth);
     const int64_t rows = micro * std::max(config.data.seq_len, 1);
     // A block's products total 2 x 3 x 12 c^2 operations per row.
     const auto cap = static_cast<int64_t>(kProbePassFlops / (72.0 * c * c));
@@ -52,9 +56,9 @@ std::vector<ProductShape> ProbeProducts(const TrainConfig& config) {
   }
   const auto& mlp = std::get<MlpConfig>(config.model);
   std::vector<ProductShape> all;
-  const int n = static_cast<int>(std::clamp<int64_t>(micro, kMinProbeRows, ops::kMaxProbeSize));
+  const int n = static_cast<int>(std::clamp<int64_t>(micro, kMinProbeRows, kMaxProbeLayerWidth));
   for (size_t i = 0; i + 1 < mlp.widths.size(); ++i) {
-    const int in = std::min(mlp.widths[i], ops::kMaxProbeSize), out = std::min(mlp.widths[i + 1], ops::kMaxProbeSize);
+    const int in = std::min(mlp.widths[i], kMaxProbeLayerWidth), out = std::min(mlp.widths[i + 1], kMaxProbeLayerWidth);
     for (const ProductShape& s : ops::LinearLayerProducts(n, in, out)) all.push_back(s);
   }
   return all;

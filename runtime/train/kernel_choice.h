@@ -34,7 +34,8 @@ inline constexpr std::chrono::seconds kProbeTimeout{20};
 // The products a probe times for this config's model: a GPT block's twelve (GptBlockProducts) or
 // an mlp's layers, at the model's width, with the rows raised to 64 and the width to 128 (a tiny
 // test model's sizes measure call overhead, not kernels) and cut so that one pass is about
-// 1 GFLOP, down to 16 rows (TimeProducts stops within its budget anyway). Pure.
+// 1 GFLOP, down to 16 rows (TimeProducts stops within its budget anyway); widths beyond 2048 (gpt)
+// or 4096 (mlp layers, and their rows) are cut there, so that a probe never needs much memory. Pure.
 std::vector<ops::ProductShape> ProbeProducts(const TrainConfig& config);
 
 // What DSLAUNCH_SGEMM_KERNEL and OPENBLAS_CORETYPE ask for. Pure.

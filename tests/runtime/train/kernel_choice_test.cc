@@ -45,6 +45,11 @@ TEST_CASE("the probe times the model's own block, rows cut to about 1 GFLOP per 
   auto wide = ProbeProducts(Gpt(1600, 4, 1024));
   CHECK(wide[0].n == 16);
   CHECK(wide[0].in == 1600);
+  // Beyond 2048 wide the probe stops growing: its largest weight stays 8192 x 2048.
+  auto widest = ProbeProducts(Gpt(65536, 1, 8));
+  CHECK(widest[0].in == 2048);
+  CHECK(widest[0].n == 16);
+  for (const ProductShape& s : widest) CHECK(static_cast<double>(s.in) * s.out <= 8192.0 * 2048);
   // A test's tiny model: 16 wide, 2 x 8 rows -> 128 wide, 64 rows.
   auto tiny = ProbeProducts(Gpt(16, 2, 8));
   CHECK(tiny[0].n == 64);
@@ -67,6 +72,10 @@ TEST_CASE("an mlp's probe is its layers' products at its micro-batch, at least 6
   CHECK(products[5].out == 10);
   config.batch.micro_batch_per_gpu = 500;
   CHECK(ProbeProducts(config)[0].n == 500);
+  config.model = MlpConfig{{1 << 20, 10}};
+  config.batch.micro_batch_per_gpu = 1 << 20;
+  CHECK(ProbeProducts(config)[0].in == 4096);
+  CHECK(ProbeProducts(config)[0].n == 4096);
 }
 
 TEST_CASE("DSLAUNCH_SGEMM_KERNEL and the user's OPENBLAS_CORETYPE steer the choice") {
