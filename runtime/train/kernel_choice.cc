@@ -252,8 +252,18 @@ Status WriteRates(const std::string& path, const std::vector<KernelRate>& rates)
   return Status::Ok();
 }
 
+// Whether `rates` are for OpenBLAS's own kernels and then `core_types`, in that order.
+bool RatesAreFor(const std::vector<KernelRate>& rates, const std::vector<std::string>& core_types) {
+  if (rates.size() != core_types.size() + 1 || !rates[0].core_type.empty()) return false;
+  for (size_t i = 0; i < core_types.size(); ++i) {
+    if (rates[i + 1].core_type != core_types[i]) return false;
+  }
+  return true;
+}
+
 // The node's rates: read from `path`, or timed and written there, under an exclusive lock so that
-// the node's workers time once between them and none reads a half-written file.
+// the node's workers time once between them and none reads a half-written file. A file for other
+// kernels (a job id used again with another DSLAUNCH_SGEMM_KERNEL) is timed again and replaced.
 Result<std::vector<KernelRate>> NodeRates(const std::string& path, const std::string& self_exe,
                                           const std::vector<ProductShape>& products,
                                           const std::map<std::string, std::string>& env,
@@ -269,9 +279,8 @@ Result<std::vector<KernelRate>> NodeRates(const std::string& path, const std::st
     }
   }
   Result<std::vector<KernelRate>> rates = std::vector<KernelRate>();
-  if (::access(path.c_str(), F_OK) == 0) {
-    rates = ReadRates(path);
-  } else {
+  if (::access(path.c_str(), F_OK) == 0) rates = ReadRates(path);
+  if (!rates.ok() || !RatesAreFor(*rates, core_types)) {
     rates = TimeKernels(self_exe, products, env, core_types);
     if (Status written = WriteRates(path, *rates); !written.ok()) rates = written;
   }

@@ -35,6 +35,15 @@ std::vector<std::string> JobFiles(const std::string& logs, const std::string& pr
   return found;
 }
 
+// The node's rate files (not their locks) in `logs`'s job directories.
+std::vector<std::string> RateFiles(const std::string& logs) {
+  std::vector<std::string> files;
+  for (const auto& f : JobFiles(logs, "sgemm-kernels.")) {
+    if (f.size() < 5 || f.compare(f.size() - 5, 5, ".lock") != 0) files.push_back(f);
+  }
+  return files;
+}
+
 struct Job {
   TempDir dir;
   std::string config;
@@ -48,8 +57,11 @@ struct Job {
       "model": {"type": "gpt", "n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "vocab_size": 32},
       "data": {"train": "train.bin"}, "train": {"steps": 2}})";
   }
-  ProcessResult Run(const std::vector<std::string>& env = {}) {
-    return RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", config}, kJobTimeout, env);
+  ProcessResult Run(const std::vector<std::string>& env = {}, const std::vector<std::string>& options = {}) {
+    std::vector<std::string> argv = {kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2"};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.push_back(config);
+    return RunProcess(argv, kJobTimeout, env);
   }
 };
 
@@ -77,11 +89,7 @@ TEST_CASE("The node's kernels are timed once, chosen by the rule, applied in eve
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   // The rates the node's first worker timed, one line per kernel, OpenBLAS's own first.
-  const auto files = JobFiles(job.dir.path() + "/logs", "sgemm-kernels.");
-  std::vector<std::string> rate_files;
-  for (const auto& f : files) {
-    if (f.find(".lock") == std::string::npos) rate_files.push_back(f);
-  }
+  const auto rate_files = RateFiles(job.dir.path() + "/logs");
   REQUIRE(rate_files.size() == 1);
   std::vector<runtime::ops::KernelRate> rates;
   std::istringstream lines(ReadWhole(rate_files[0]));
@@ -126,6 +134,28 @@ TEST_CASE("DSLAUNCH_SGEMM_KERNEL forces a kernel: both workers re-execute and ru
   CHECK(stated[0].rfind("sgemm: OpenBLAS Sandybridge kernels, ", 0) == 0);
   CHECK(stated[0].find("(DSLAUNCH_SGEMM_KERNEL=Sandybridge)") != std::string::npos);
   CHECK(Count(r.out, "[rank 1] step 2 |") + Count(r.out, "[rank 0] step 2 |") == 1);
+}
+
+TEST_CASE("A rate file for other kernels in the job directory is timed again, not trusted") {
+  DSLAUNCH_SKIP_UNLESS(CpuRunsSandybridgeKernels(), "avx", "this CPU has no AVX for OpenBLAS's Sandybridge kernels");
+  Job job;
+  auto first = job.Run({"DSLAUNCH_SGEMM_KERNEL=default"}, {"--job_id", "first"});
+  REQUIRE_MESSAGE(first.exit_code == 0, first.err);
+  CHECK(KernelLines(first.out).at(0).find("(OpenBLAS's own choice)") != std::string::npos);
+  // That file holds OpenBLAS's own rate only, not what a forced kernel needs; placed in the next
+  // job's directory (a job id cannot be used twice), it must not decide that job's kernels.
+  const auto earlier = RateFiles(job.dir.path() + "/logs");
+  REQUIRE(earlier.size() == 1);
+  std::filesystem::create_directories(job.dir.path() + "/logs/again");
+  std::filesystem::copy_file(earlier[0], job.dir.path() + "/logs/again/" +
+                                             std::filesystem::path(earlier[0]).filename().string());
+  auto second = job.Run({"DSLAUNCH_SGEMM_KERNEL=Sandybridge"}, {"--job_id", "again"});
+  INFO(second.out);
+  INFO(second.err);
+  REQUIRE(second.exit_code == 0);
+  CHECK(KernelLines(second.out).at(0).rfind("sgemm: OpenBLAS Sandybridge kernels, ", 0) == 0);
+  const std::string again = job.dir.path() + "/logs/again/" + std::filesystem::path(earlier[0]).filename().string();
+  CHECK(Count(ReadWhole(again), "core_type=Sandybridge") == 1);
 }
 
 TEST_CASE("The user's OPENBLAS_CORETYPE is honoured and only timed") {
