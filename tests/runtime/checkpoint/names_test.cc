@@ -39,6 +39,16 @@ TEST_CASE("Shard file names carry the rank in five digits and parse back") {
   }
 }
 
+TEST_CASE("PathIn joins a directory and a name as std::filesystem does") {
+  CHECK(PathIn("ckpt", "latest") == "ckpt/latest");
+  CHECK(PathIn("ckpt/", "latest") == "ckpt/latest");
+  CHECK(PathIn("/abs/ckpt", "global_step7") == "/abs/ckpt/global_step7");
+  CHECK(PathIn("", "latest") == "latest");
+  CHECK(PathIn("ckpt", "") == "ckpt/");
+  CHECK(PathIn("d\xc3\xa9j\xc3\xa0", "meta.json") == "d\xc3\xa9j\xc3\xa0/meta.json");
+  CHECK(PathIn("-ckpt", "@:[") == "-ckpt/@:[");
+}
+
 TEST_CASE("The latest file names a step directory, and its text is parsed leniently but safely") {
   CHECK(LatestFileText(8) == "global_step8\n");
   CHECK(ParseLatestFileText("global_step8\n") == std::optional<std::string>("global_step8"));
