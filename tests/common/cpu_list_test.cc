@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <random>
+#include <set>
+
 namespace dslaunch {
 namespace {
 
@@ -60,6 +63,43 @@ TEST_CASE("FormatCpuList writes the shortest list and parses back") {
     auto back = ParseCpuList(FormatCpuList(cpus));
     REQUIRE(back.ok());
     CHECK(*back == cpus);
+  }
+}
+
+// The slow reference: every maximal run of consecutive ids as "A-B" (or "A" alone), comma-joined.
+std::string ReferenceCpuList(const std::set<int>& cpus) {
+  std::string out;
+  for (auto it = cpus.begin(); it != cpus.end();) {
+    int first = *it, last = *it;
+    for (++it; it != cpus.end() && *it == last + 1; ++it) last = *it;
+    if (!out.empty()) out += ",";
+    out += first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
+  }
+  return out;
+}
+
+TEST_CASE("FormatCpuList matches a slow reference on random sets, and every list parses back") {
+  std::mt19937 rng(2811);
+  for (int round = 0; round < 2000; ++round) {
+    std::set<int> cpus;
+    const int count = static_cast<int>(rng() % 40);  // 0-39 ids: empty, one, even and odd sizes
+    const int span = 1 + static_cast<int>(rng() % 100);
+    for (int i = 0; i < count; ++i) cpus.insert(static_cast<int>(rng() % span));
+    if (rng() % 10 == 0) cpus.insert(kMaxCpuId - 1);  // the extreme
+    const std::vector<int> sorted(cpus.begin(), cpus.end());
+    CAPTURE(ReferenceCpuList(cpus));
+    CHECK(FormatCpuList(sorted) == ReferenceCpuList(cpus));
+    auto back = ParseCpuList(FormatCpuList(sorted));
+    REQUIRE(back.ok());
+    CHECK(*back == sorted);
+  }
+}
+
+TEST_CASE("ParseCpuList refuses leading and trailing special characters and non-ASCII digits") {
+  for (const char* text : {"-0", "@0", ":0", "[0-3]", "0-3]", "0:3", "0@1", "0-3,", ",0", " 0", "0 ", "0\n\n",
+                           "\xd9\xa1", "1\xc2\xa0", "+1", "0-3\t"}) {
+    CAPTURE(text);
+    CHECK_FALSE(ParseCpuList(text).ok());
   }
 }
 
