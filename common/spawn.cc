@@ -1,11 +1,13 @@
 #include "common/spawn.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <linux/mempolicy.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <cstring>
 
 #include "common/cpu_list.h"
+#include "common/unique_fd.h"
 
 extern char** environ;
 
@@ -182,6 +185,43 @@ Result<pid_t> SpawnProcess(const SpawnOptions& options) {
   if (pid < 0) return ErrnoError("vfork", err);
   // vfork resumed the parent only after the child exec'd (or exited): its process group exists.
   return pid;
+}
+
+Result<ProgramOutput> RunAndReadOutput(SpawnOptions options, std::chrono::milliseconds timeout, size_t max_bytes,
+                                       bool with_stderr) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  options.stdout_fd = write_end.get();
+  if (with_stderr) options.stderr_fd = write_end.get();
+  DSLAUNCH_ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(options));
+  write_end = UniqueFd();  // the child's copy is the only writer left: its exit ends the read
+  ProgramOutput result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    pollfd p{read_end.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    char buffer[4096];
+    ssize_t n = ::read(read_end.get(), buffer, sizeof(buffer));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;
+    if (result.output.size() < max_bytes) {
+      result.output.append(buffer, std::min(static_cast<size_t>(n), max_bytes - result.output.size()));
+    }
+  }
+  if (result.timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
 }
 
 }  // namespace dslaunch

@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,6 +50,21 @@ struct SpawnOptions {
   // Docker's seccomp profile), the child writes a warning to its stderr and runs unbound.
   std::optional<int> memory_node;
 };
+
+// What RunAndReadOutput saw of a program that ran to its end (or was killed at its deadline).
+struct ProgramOutput {
+  std::string output;     // its stdout (and stderr, when asked), up to the byte limit
+  bool timed_out = false;  // it had not closed its output by the deadline and was killed
+  int exit_code = -1;      // its exit status; -1 when a signal ended it
+  int signal = 0;          // the signal that ended it; 0 when it exited
+};
+
+// Runs `options` (its stdout, and its stderr when `with_stderr`, replaced by a pipe) and reads
+// the output to its end, keeping at most `max_bytes`; kills the program with SIGKILL when it has
+// not closed its output within `timeout`; then reaps it. Fails only where it cannot start it
+// (SpawnProcess's errors, or no pipe).
+Result<ProgramOutput> RunAndReadOutput(SpawnOptions options, std::chrono::milliseconds timeout, size_t max_bytes,
+                                       bool with_stderr);
 
 // Starts the process and returns its pid. Fails (kInvalidArgument) for an empty argv and
 // (kInternal) if vfork fails. The fds in `options` stay owned by the caller.

@@ -1,19 +1,13 @@
 #include "launcher/machine/gpu_discovery.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <csignal>
 #include <optional>
 
 #include "common/exit_status.h"
 #include "common/spawn.h"
-#include "common/unique_fd.h"
 #include "launcher/machine/nvidia_smi.h"
 
 namespace dslaunch::launcher {
@@ -81,45 +75,17 @@ std::string FindNvidiaSmi(const std::string& path) {
 
 // Runs `program -L`, stdout and stderr together, within `timeout`.
 Result<int> CountWithNvidiaSmi(const std::string& program, std::chrono::milliseconds timeout) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
-  UniqueFd read_end(fds[0]), write_end(fds[1]);
   SpawnOptions so;
   so.argv = {program, "-L"};
-  so.stdout_fd = write_end.get();
-  so.stderr_fd = write_end.get();
   so.exec_error_prefix = "dslaunch: ";
-  DSLAUNCH_ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(so));
-  write_end = UniqueFd();
-  std::string output;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool timed_out = false;
-  while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{read_end.get(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
-    char buffer[4096];
-    ssize_t n = ::read(read_end.get(), buffer, sizeof(buffer));
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) break;
-    if (output.size() < kMaxOutputBytes) output.append(buffer, static_cast<size_t>(n));
-  }
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
+  DSLAUNCH_ASSIGN_OR_RETURN(ProgramOutput run, RunAndReadOutput(so, timeout, kMaxOutputBytes, /*with_stderr=*/true));
+  if (run.timed_out) {
     return UnavailableError(program + " -L did not answer within " +
                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
                             " s (a hung driver?)");
   }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  auto count = CountNvidiaSmiGpus(code, output);
+  const int code = run.signal == 0 ? run.exit_code : 128 + run.signal;
+  auto count = CountNvidiaSmiGpus(code, run.output);
   if (!count.ok()) return UnavailableError(program + ": " + count.status().message());
   return count;
 }

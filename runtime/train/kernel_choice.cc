@@ -1,11 +1,7 @@
 #include "runtime/train/kernel_choice.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +10,7 @@
 #include <fstream>
 
 #include "common/env_names.h"
+#include "common/spawn.h"
 #include "common/text.h"
 
 namespace dslaunch::runtime {
@@ -146,6 +143,9 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return out;
 }
 
+// A probe prints one line of a hundred bytes or so.
+constexpr size_t kMaxProbeOutputBytes = 4096;
+
 // Runs one probe and reads its line; a failure is a rate with `error` set.
 KernelRate RunProbe(const std::string& self_exe, const std::vector<ProductShape>& products,
                     const std::map<std::string, std::string>& env, const std::string& core_type) {
@@ -155,52 +155,17 @@ KernelRate RunProbe(const std::string& self_exe, const std::vector<ProductShape>
     failed.error = std::move(why);
     return failed;
   };
-  std::vector<std::string> args = {self_exe, "sgemm-probe"};
-  for (const ProductShape& s : products) args.push_back(ops::FormatProductShape(s));
-  std::vector<std::string> envs = ProbeEnvironment(env, core_type);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  pid_t pid = 0;
-  std::vector<char*> argv = CStrings(args), envp = CStrings(envs);
-  const int spawned = ::posix_spawn(&pid, self_exe.c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (spawned != 0) {
-    ::close(fds[0]);
-    return fail("cannot run " + self_exe + ": " + std::strerror(spawned));
-  }
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + kProbeTimeout;
-  bool timed_out = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    char buffer[512];
-    const ssize_t got = ::read(fds[0], buffer, sizeof(buffer));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    out.append(buffer, static_cast<size_t>(got));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) return fail("no answer within " + std::to_string(kProbeTimeout.count()) + " s");
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return fail(WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                    : "exit " + std::to_string(WEXITSTATUS(status)));
-  }
+  SpawnOptions probe;
+  probe.argv = {self_exe, "sgemm-probe"};
+  for (const ProductShape& s : products) probe.argv.push_back(ops::FormatProductShape(s));
+  probe.env = ProbeEnvironment(env, core_type);
+  probe.exec_error_prefix = "dslaunch-worker: ";
+  auto run = RunAndReadOutput(probe, kProbeTimeout, kMaxProbeOutputBytes, /*with_stderr=*/false);
+  if (!run.ok()) return fail("cannot run " + self_exe + ": " + run.status().message());
+  if (run->timed_out) return fail("no answer within " + std::to_string(kProbeTimeout.count()) + " s");
+  if (run->signal != 0) return fail("killed by signal " + std::to_string(run->signal));
+  if (run->exit_code != 0) return fail("exit " + std::to_string(run->exit_code));
+  std::string out = std::move(run->output);
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   auto rate = ops::ParseKernelRate(out);
   if (!rate.ok()) return fail(rate.status().message());

@@ -82,6 +82,16 @@ std::vector<std::string> KernelLines(const std::string& out) {
   return lines;
 }
 
+// The one "sgemm: ..." line of a job that must have succeeded.
+std::string KernelLineOfSuccess(const ProcessResult& r) {
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto stated = KernelLines(r.out);
+  REQUIRE(stated.size() == 1);
+  return stated[0];
+}
+
 TEST_CASE("The node's kernels are timed once, chosen by the rule, applied in every worker and stated once") {
   Job job;
   auto r = job.Run({"DSLAUNCH_SGEMM_KERNEL=auto"});
@@ -124,15 +134,11 @@ TEST_CASE("The node's kernels are timed once, chosen by the rule, applied in eve
 TEST_CASE("DSLAUNCH_SGEMM_KERNEL forces a kernel: both workers re-execute and run it") {
   DSLAUNCH_SKIP_UNLESS(CpuRunsSandybridgeKernels(), "avx", "this CPU has no AVX for OpenBLAS's Sandybridge kernels");
   Job job;
-  auto r = job.Run({"DSLAUNCH_SGEMM_KERNEL=Sandybridge"});
-  INFO(r.out);
-  INFO(r.err);
   // Each worker fails if the kernels it runs after re-executing are not the ones chosen.
-  REQUIRE(r.exit_code == 0);
-  const auto stated = KernelLines(r.out);
-  REQUIRE(stated.size() == 1);
-  CHECK(stated[0].rfind("sgemm: OpenBLAS Sandybridge kernels, ", 0) == 0);
-  CHECK(stated[0].find("(DSLAUNCH_SGEMM_KERNEL=Sandybridge)") != std::string::npos);
+  auto r = job.Run({"DSLAUNCH_SGEMM_KERNEL=Sandybridge"});
+  const std::string stated = KernelLineOfSuccess(r);
+  CHECK(stated.rfind("sgemm: OpenBLAS Sandybridge kernels, ", 0) == 0);
+  CHECK(stated.find("(DSLAUNCH_SGEMM_KERNEL=Sandybridge)") != std::string::npos);
   CHECK(Count(r.out, "[rank 1] step 2 |") + Count(r.out, "[rank 0] step 2 |") == 1);
 }
 
@@ -162,14 +168,10 @@ TEST_CASE("The user's OPENBLAS_CORETYPE is honoured and only timed") {
   DSLAUNCH_SKIP_UNLESS(CpuRunsSandybridgeKernels(), "avx", "this CPU has no AVX for OpenBLAS's Sandybridge kernels");
   Job job;
   auto r = job.Run({"OPENBLAS_CORETYPE=Sandybridge", "DSLAUNCH_SGEMM_KERNEL=auto"});
-  INFO(r.out);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  const auto stated = KernelLines(r.out);
-  REQUIRE(stated.size() == 1);
-  CHECK(stated[0].rfind("sgemm: OpenBLAS Sandybridge kernels (OpenBLAS's own choice), ", 0) == 0);
-  CHECK(stated[0].find("also measured") == std::string::npos);
-  CHECK(stated[0].find("(OPENBLAS_CORETYPE=Sandybridge set by the user)") != std::string::npos);
+  const std::string stated = KernelLineOfSuccess(r);
+  CHECK(stated.rfind("sgemm: OpenBLAS Sandybridge kernels (OpenBLAS's own choice), ", 0) == 0);
+  CHECK(stated.find("also measured") == std::string::npos);
+  CHECK(stated.find("(OPENBLAS_CORETYPE=Sandybridge set by the user)") != std::string::npos);
 }
 
 TEST_CASE("A DSLAUNCH_SGEMM_KERNEL that names no kernel ends the job with the configuration exit class") {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/config/train_config.h"
+#include "tests/runtime/config/train_json_fixture.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -12,13 +13,7 @@ namespace {
 using nlohmann::json;
 
 json Doc(int stage, json offload_param) {
-  json doc = json::parse(R"({
-    "train_micro_batch_size_per_gpu": 4,
-    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
-    "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16},
-    "data": {"train": "data/train.bin"},
-    "train": {"steps": 10}
-  })");
+  json doc = testing::BaseConfig();
   doc["zero_optimization"] = {{"stage", stage}, {"offload_param", std::move(offload_param)}};
   return doc;
 }
