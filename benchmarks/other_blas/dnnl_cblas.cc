@@ -1,10 +1,10 @@
-// The calls of gemm_bench.cc and runtime/ops/cpu/sgemm_probe.cc answered by oneDNN (libdnnl-dev, 2.6): cblas_sgemm in row-major order
-// through dnnl_sgemm, whose arguments are row-major already, so that scripts/bench-blas.sh can
-// time oneDNN on the same products. Not part of the CMake build: oneDNN is not a dependency.
+// The calls of gemm_bench.cc and runtime/ops/cpu/sgemm_probe.cc answered by oneDNN (libdnnl-dev,
+// 2.6): cblas_sgemm through dnnl_sgemm, whose arguments are row-major (a column-major call is
+// the transposed row-major product), so that scripts/bench-blas.sh can time oneDNN on the same
+// products. Not part of the CMake build: oneDNN is not a dependency.
 #include <cblas.h>
 #include <dnnl.h>
 
-#include <cstdlib>
 #include <string>
 
 extern "C" {
@@ -12,9 +12,12 @@ void cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta, co
                  const blasint m, const blasint n, const blasint k, const float alpha, const float* a,
                  const blasint lda, const float* b, const blasint ldb, const float beta, float* c,
                  const blasint ldc) {
-  if (order != CblasRowMajor) std::abort();  // the benchmark calls row-major only
-  dnnl_sgemm(ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', m, n, k, alpha, a, lda, b, ldb, beta, c,
-             ldc);
+  const char op_a = ta == CblasNoTrans ? 'N' : 'T', op_b = tb == CblasNoTrans ? 'N' : 'T';
+  if (order == CblasRowMajor) {
+    dnnl_sgemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {  // column-major C = A B is row-major C^T = B^T A^T
+    dnnl_sgemm(op_b, op_a, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+  }
 }
 
 char* openblas_get_config() {
