@@ -31,7 +31,6 @@ control::Register RegisterMessage(const AgentConfig& config) {
   reg.host = config.host;
   reg.pid = ::getpid();
   reg.slots = config.slots;
-  reg.hosts_endpoint = config.hosts_endpoint;
   return reg;
 }
 

@@ -23,7 +23,6 @@ struct AgentConfig {
   // node mode), asking for node_rank (-1: by arrival), and waits up to join_timeout to be let in;
   // its exit code is then its node's (NodeModeExitCode).
   int slots = 0;
-  bool hosts_endpoint = false;
   std::chrono::seconds join_timeout{0};
   // Node mode: how the node's exit code is written (--exit_codes, common/exit_codes.h); the
   // dslaunch that exec'd the agent passes its own.

@@ -39,7 +39,6 @@ int main(int argc, char** argv) {
   int join_timeout_seconds = 0;
   app.add_option("--slots", config.slots, "node mode: join the rendezvous with this many workers")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
-  app.add_flag("--hosts_endpoint", config.hosts_endpoint, "node mode: this node hosts the endpoint");
   app.add_option("--join_timeout", join_timeout_seconds, "node mode: seconds to wait to be let in")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   std::string exit_codes = "classes";

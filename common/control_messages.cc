@@ -47,12 +47,11 @@ bool GetEnv(ByteReader& r, std::map<std::string, std::string>& env, const std::s
 
 void Put(ByteWriter& w, const Register& m) {
   w.String(m.job_id).I32(m.generation).I32(m.node_rank).U32(m.protocol_version).String(m.version)
-      .String(m.host).I64(m.pid).I32(m.slots).Bool(m.hosts_endpoint);
+      .String(m.host).I64(m.pid).I32(m.slots);
 }
 bool Get(ByteReader& r, Register& m, std::string& why) {
   return r.String(m.job_id) && r.I32(m.generation) && r.I32(m.node_rank) &&
-         r.U32(m.protocol_version) && r.String(m.version) && r.String(m.host) && r.I64(m.pid) && r.I32(m.slots) &&
-         r.Bool(m.hosts_endpoint);
+         r.U32(m.protocol_version) && r.String(m.version) && r.String(m.host) && r.I64(m.pid) && r.I32(m.slots);
 }
 
 void Put(ByteWriter& w, const Assignment& m) {

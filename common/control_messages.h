@@ -32,7 +32,7 @@ namespace dslaunch::control {
 // 7: ASSIGNMENT carries fence_agent_pid (the agent that held the node's place before: its
 //    workers must be gone before this agent starts any, docs/elastic.md "Fencing a lost node");
 //    RELEASE carries a reason; OUTPUT_LOST (a rank's output could not be written to its log file).
-inline constexpr uint32_t kProtocolVersion = 7;
+inline constexpr uint32_t kProtocolVersion = 8;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -65,7 +65,6 @@ struct Register {
   // --nproc_per_node); node_rank is the rank it asks for, or -1 for one by arrival. 0: not a
   // node-mode join (node_rank is then the candidate index).
   int32_t slots = 0;
-  bool hosts_endpoint = false;  // node mode: the agent of the node that hosts the endpoint
 };
 
 struct WorkerAssignment {

@@ -432,7 +432,7 @@ int RunNode(const CliOptions& cli, const Edges& edges) {
               << *slots << " worker" << (*slots == 1 ? "" : "s")
               << (rdzv.node_rank ? " as node " + std::to_string(*rdzv.node_rank) : std::string()) << "\n";
     AgentCommand ac{ro->agent_path, rdzv.host, static_cast<uint16_t>(rdzv.port), cli.job_id,
-                    rdzv.node_rank.value_or(-1), AgentCommand::Join{*slots, false, join_timeout}};
+                    rdzv.node_rank.value_or(-1), AgentCommand::Join{*slots, join_timeout}};
     ac.exit_codes = cli.exit_codes;
     return Fail(ExecNodeAgent(ac, *secret), kLauncherError);
   }

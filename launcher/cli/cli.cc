@@ -229,20 +229,25 @@ std::string HelpText(const CLI::App& app) {
   return FormatHelp(page);
 }
 
-// ParseCommandLine, with `from_environment` naming the PET_ variables it took.
-Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment,
-                         std::vector<std::string>& from_environment) {
-  CliCommand command;
-  CliOptions& o = command.options;
-  CLI::App app{"", "dslaunch"};  // --help is HelpText's, not CLI11's
+// Every option of the command line on `app`, writing into `o` and `groups`.
+void Declare(CLI::App& app, OptionGroups& groups, CliOptions& o) {
   // A repeated option takes its last value, as argparse (and so DeepSpeed and torchrun) does.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_help_flag("-h,--help", "print this help and exit")->group(kGeneralHeading);
   app.set_version_flag("--version", std::string("dslaunch ") + DSLAUNCH_VERSION)
       ->description("print the version and exit")
       ->group(kGeneralHeading);
-  OptionGroups groups;
   groups.Add(app, o);
+}
+
+// ParseCommandLine, with `from_environment` naming the PET_ variables it took.
+Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment,
+                         std::vector<std::string>& from_environment) {
+  CliCommand command;
+  CliOptions& o = command.options;
+  CLI::App app{"", "dslaunch"};  // --help is HelpText's, not CLI11's
+  OptionGroups groups;
+  Declare(app, groups, o);
 
   std::set<const CLI::Option*> given;
   auto split = FindProgram(app, argv, given);
@@ -280,6 +285,22 @@ Result<CliCommand> Parse(const std::vector<std::string>& argv, const std::map<st
 }
 
 }  // namespace
+
+std::vector<std::vector<std::string>> OptionSpellings() {
+  CLI::App app{"", "dslaunch"};
+  OptionGroups groups;
+  CliOptions o;
+  Declare(app, groups, o);
+  std::vector<std::vector<std::string>> options;
+  for (const CLI::Option* opt : app.get_options()) {
+    std::vector<std::string> names;
+    for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
+    if (names.empty()) continue;
+    for (const std::string& s : opt->get_snames()) names.push_back("-" + s);
+    options.push_back(std::move(names));
+  }
+  return options;
+}
 
 Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv,
                                     const std::map<std::string, std::string>& environment) {

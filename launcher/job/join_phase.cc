@@ -52,12 +52,6 @@ Status JoinPhase::RefuseJoin(AgentLink& link, const std::string& host, const std
 }
 
 Status JoinPhase::OnJoin(AgentLink& link, const control::Register& reg) {
-  if (reg.hosts_endpoint) {
-    return RefuseJoin(link, reg.host,
-                      "node '" + reg.host +
-                          "' says it hosts the rendezvous endpoint, which this node does; give every "
-                          "node the same --rdzv_endpoint");
-  }
   if (events_.JobOver()) return RefuseJoin(link, reg.host, "the job is over");
   JoinRequest request{reg.host, reg.slots, reg.node_rank >= 0 ? std::optional<int>(reg.node_rank) : std::nullopt,
                       false};

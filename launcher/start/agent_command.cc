@@ -14,7 +14,6 @@ std::vector<std::string> AgentArgv(const AgentCommand& command, const std::strin
   if (command.join) {
     argv.insert(argv.end(), {"--slots", std::to_string(command.join->slots), "--join_timeout",
                              std::to_string(command.join->timeout.count())});
-    if (command.join->hosts_endpoint) argv.push_back("--hosts_endpoint");
   }
   if (command.exit_codes != ExitCodeScheme::kClasses) {
     argv.insert(argv.end(), {"--exit_codes", std::string(ExitCodeSchemeName(command.exit_codes))});

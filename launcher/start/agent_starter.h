@@ -37,7 +37,6 @@ struct AgentCommand {
   // Node mode (docs/node-mode.md): the agent joins the rendezvous with this many workers.
   struct Join {
     int slots = 1;
-    bool hosts_endpoint = false;
     std::chrono::seconds timeout{0};
   };
   std::optional<Join> join;

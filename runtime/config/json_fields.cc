@@ -1,6 +1,7 @@
 #include "runtime/config/json_fields.h"
 
 #include "common/text.h"
+#include "runtime/config/train_config.h"
 #include "runtime/config/unimplemented_keys.h"
 
 #include <algorithm>
@@ -81,8 +82,22 @@ std::string Describe(const Json& value) {
   return s;
 }
 
-const Json* Section::Find(std::string_view key) {
+void Section::Record(std::string_view key, bool implemented) {
   known_.insert(std::string(key));
+  if (ctx_->keys_read == nullptr) return;
+  // "$.model.layers[2]" -> "$.model.layers[]": one path per key, whatever the element.
+  std::string path;
+  const std::string child = ChildPath(path_, key);
+  for (size_t i = 0; i < child.size(); ++i) {
+    path += child[i];
+    if (child[i] != '[') continue;
+    while (i + 1 < child.size() && child[i + 1] != ']') ++i;
+  }
+  (implemented ? ctx_->keys_read->implemented : ctx_->keys_read->unimplemented).insert(path);
+}
+
+const Json* Section::Find(std::string_view key) {
+  Record(key, true);
   auto it = object_->find(std::string(key));
   return it == object_->end() ? nullptr : &*it;
 }
@@ -278,8 +293,10 @@ void Section::Unimplemented(std::string_view table_section) {
   const std::string_view section = table_section.empty() ? std::string_view(path_) : table_section;
   for (const UnimplementedKey& entry : UnimplementedKeys()) {
     if (entry.section != section) continue;
-    const Json* v = Find(entry.key);
-    if (v == nullptr) continue;
+    Record(entry.key, false);
+    auto found = object_->find(std::string(entry.key));
+    if (found == object_->end()) continue;
+    const Json* v = &*found;
     if (!entry.only.empty() && *v != Json::parse(entry.only)) {
       Report(Error(entry.key, "not implemented here, and " + Describe(*v) +
                                   " would change the training; remove the key or give DeepSpeed's default, " +

@@ -17,6 +17,10 @@
 #include "common/status.h"
 #include "runtime/config/buffer_keys.h"
 
+namespace dslaunch::runtime {
+struct ConfigKeys;  // train_config.h
+}  // namespace dslaunch::runtime
+
 namespace dslaunch::runtime::internal {
 
 using Json = nlohmann::json;
@@ -33,6 +37,9 @@ struct ParseContext {
   // Every error found so far, each a whole message "<file>: <JSON path>: <problem>": the parse
   // goes on past an error so that one run reports them all (docs/train-json.md, "Errors").
   std::vector<std::string>* errors = nullptr;
+  // When set, every key a getter or Known() asks for, present or not, and apart from them the
+  // recognised-but-unimplemented keys that Unimplemented() looks for (ConfigKeysRead).
+  ConfigKeys* keys_read = nullptr;
 };
 
 // "$.a.b" with `key` appended.
@@ -81,7 +88,7 @@ class Section {
   // this one's path (the "bfloat16" spelling of "$.bf16").
   void Unimplemented(std::string_view table_section = "");
   // Records a key as known without reading it (the caller reads it some other way).
-  void Known(std::string_view key) { known_.insert(std::string(key)); }
+  void Known(std::string_view key) { Record(key, true); }
   // The keys that no getter asked for: one that is a likely typo of a known key of this section
   // (within the edit distance of Suggest) is an error with the suggestion; any other is a warning,
   // "unknown key, ignored", as DeepSpeed ignores keys it does not know.
@@ -108,6 +115,8 @@ class Section {
 
  private:
   const Json* Find(std::string_view key);
+  // Records `key` as known to this section and, when the context asks, its path as read.
+  void Record(std::string_view key, bool implemented);
   std::string FileFor(const Json::json_pointer& pointer) const;
 
   const ParseContext* ctx_;

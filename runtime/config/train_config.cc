@@ -215,14 +215,14 @@ Status CollectedErrors(std::vector<std::string> errors) {
 }
 
 Result<TrainConfig> ParseUnguarded(std::string_view json_text, const std::string& file, int world_size,
-                                   const ConfigLoader& loader, int generation) {
+                                   const ConfigLoader& loader, int generation, ConfigKeys* keys_read = nullptr) {
   if (world_size < 1) return InvalidArgumentError(file + ": world size " + std::to_string(world_size) + " < 1");
   if (generation < 0) return InvalidArgumentError(file + ": generation " + std::to_string(generation) + " < 0");
   DSLAUNCH_ASSIGN_OR_RETURN(Json inline_doc, ParseObject(json_text, file));
   std::string base_dir = std::filesystem::path(file).parent_path().string();
   TrainConfig config;
   std::vector<std::string> errors;
-  internal::ParseContext ctx{file, "", &inline_doc, &config.unimplemented_keys, &config.warnings, &errors};
+  internal::ParseContext ctx{file, "", &inline_doc, &config.unimplemented_keys, &config.warnings, &errors, keys_read};
   Json merged = inline_doc;
   auto ref = inline_doc.find(kDeepSpeedConfigKey);
   if (ref != inline_doc.end()) {
@@ -259,6 +259,18 @@ Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_vie
   } catch (const std::exception& e) {  // nlohmann_json must not escape; any throw here is a bug
     return InternalError(file + ": unexpected error while parsing: " + StripExceptionId(e.what()));
   }
+}
+
+Result<ConfigKeys> ConfigKeysRead(std::string_view json_text, std::string_view path, int world_size,
+                                  const ConfigLoader& loader) {
+  std::string file(path);
+  ConfigKeys keys;
+  try {
+    DSLAUNCH_RETURN_IF_ERROR(ParseUnguarded(json_text, file, world_size, loader, 0, &keys).status());
+  } catch (const std::exception& e) {
+    return InternalError(file + ": unexpected error while parsing: " + StripExceptionId(e.what()));
+  }
+  return keys;
 }
 
 Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size, int generation) {

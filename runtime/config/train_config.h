@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -138,6 +139,20 @@ inline constexpr size_t kMaxConfigBytes = 16u << 20;
 // (no model-sized allocation: see runtime/train/memory_estimate.h for that check).
 Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_view path, int world_size,
                                      const ConfigLoader& loader, int generation = 0);
+
+// The key paths a parse reads, for the settings harness (tests/settings/): a test checks that each
+// has a test that sets it in a file and observes its effect where it acts. Paths are JSON paths
+// ("$.fp16.loss_scale_window", an array's elements as "[]").
+struct ConfigKeys {
+  std::set<std::string> implemented;    // every key a getter asked for, present or not
+  std::set<std::string> unimplemented;  // the recognised-but-unimplemented keys looked for
+};
+
+// The keys ParseTrainConfig reads from `json_text`: a section's keys only where the section is
+// present (an absent "fp16" reads "$.fp16" alone), the optimizer's and scheduler's params for the
+// type given. Errors as ParseTrainConfig's.
+Result<ConfigKeys> ConfigKeysRead(std::string_view json_text, std::string_view path, int world_size,
+                                  const ConfigLoader& loader);
 
 // Reads `path` and any referenced DeepSpeed config from disk, then ParseTrainConfig.
 Result<TrainConfig> ReadTrainConfig(const std::string& path, int world_size, int generation = 0);

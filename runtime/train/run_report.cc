@@ -20,6 +20,17 @@ using Record = nlohmann::ordered_json;
 // nlohmann's own formatter prints the shortest text that reads back as the same double, which
 // is a different text for about 1 value in 800 once rounded to 9 digits ("0.17648503199999999"):
 // metrics.jsonl keeps the digits it always had (docs/engine.md, "Metrics").
+// A loss scale as recorded: a whole number (every dynamic scale is a power of two, up to 2^64 and
+// more) as an integer, exact where 9 digits would round it (2^30 = 1073741824 is not 1073741820);
+// a fractional static scale as a float.
+Record ExactScale(double scale) {
+  constexpr double kLargestExactInteger = 9007199254740992.0;  // 2^53: every integer below is a double
+  if (scale >= 0 && scale <= kLargestExactInteger && scale == std::floor(scale)) {
+    return static_cast<int64_t>(scale);
+  }
+  return scale;
+}
+
 void Dump(const Record& value, std::string& out) {
   switch (value.type()) {
     case Record::value_t::object: {
@@ -191,7 +202,7 @@ void RunReport::Step(const StepReport& step, Clock::time_point now) {
     r["step"] = step.step;
     r["loss"] = static_cast<double>(step.loss);
     r["lr"] = step.stats.lr;
-    r["loss_scale"] = step.stats.loss_scale;
+    r["loss_scale"] = ExactScale(step.stats.loss_scale);
     r["grad_norm"] = step.stats.grad_norm;
     r["skipped"] = step.stats.skipped;
     r["tokens_per_s"] = per_second;

@@ -173,7 +173,7 @@ TEST_CASE("--exit_codes and PET_EXIT_CODES choose how the exit classes are writt
 }
 
 TEST_CASE("A node-mode agent is told the exit-code scheme only when it is not the default") {
-  AgentCommand ac{"/opt/dslaunch-agent", "job-0.job", 29400, "j", 1, AgentCommand::Join{2, false, std::chrono::seconds(300)}};
+  AgentCommand ac{"/opt/dslaunch-agent", "job-0.job", 29400, "j", 1, AgentCommand::Join{2, std::chrono::seconds(300)}};
   const std::vector<std::string> base = {"/opt/dslaunch-agent", "--endpoint", "job-0.job:29400", "--job_id", "j",
                                          "--node_rank", "1", "--slots", "2", "--join_timeout", "300"};
   CHECK(AgentArgv(ac, ac.endpoint_host) == base);

@@ -158,22 +158,6 @@ TEST_CASE("JoinPhase: a signal while joining releases the joined nodes with the 
   CHECK(f.loop.armed() == 0);  // the last call's timer is gone
 }
 
-TEST_CASE("JoinPhase: a node that says it hosts the endpoint is refused, naming --rdzv_endpoint") {
-  Fixture f(Spec(2, 2));
-  f.Open();
-  f.pipe.Drain();
-  Agent a(f.link_events);
-  control::Register reg = Join("host1", 1);
-  reg.hosts_endpoint = true;
-  REQUIRE(f.join.OnJoin(a.link, reg).ok());
-  const std::string why =
-      "node 'host1' says it hosts the rendezvous endpoint, which this node does; give every node the same "
-      "--rdzv_endpoint";
-  CHECK(f.lifecycle.refused == std::vector<std::pair<AgentLink*, std::string>>{{&a.link, why}});
-  CHECK(f.pipe.Drain() == "dslaunch: rendezvous: refused host1: " + why + "\n");
-  CHECK_FALSE(f.lifecycle.job.has_value());
-}
-
 TEST_CASE("JoinPhase: a node that leaves before the start frees its place for another") {
   Fixture f(Spec(3, 3));
   f.Open();

@@ -47,7 +47,7 @@ StepReport Step(int64_t step, double seconds = 0.5, int64_t tokens = 100) {
 
 RunStart GptStart() {
   MemoryStats memory{4000000, 2000000, 16000000, 123};
-  return RunStart{"gpt", 1000000, 6.5e6, false, 2, 1, "fp16", memory};
+  return RunStart{"gpt", 1000000, 6.5e6, false, 2, 1, "fp16", memory, RunOrigin{}};
 }
 
 TEST_CASE("A rank other than 0 gets a report that writes nothing") {
@@ -113,6 +113,21 @@ TEST_CASE("Step records keep the key order and 9 significant digits that readers
                             ",\"lr\":0.176485032,\"loss_scale\":65536,\"grad_norm\":null,\"skipped\":true,"
                             "\"tokens_per_s\":" + JsonNumber(1000 / 0.003) + ",\"ms_per_step\":3}");
   CHECK(c.records[0].rfind("{\"event\":\"step\",\"step\":1,", 0) == 0);
+}
+
+TEST_CASE("A step record's loss scale is exact past 9 digits, and a fractional static scale stays a number") {
+  Captured c;
+  RunReport report = RunReport::ForRank(0, c.Outputs(), 10, 20);
+  report.TrainingStarts(0, Clock::time_point{});
+  for (double scale : {1073741824.0, 18014398509481984.0, 0.5}) {  // 2^30, 2^54 (past a double's integers), 1/2
+    StepReport step = Step(1);
+    step.stats.loss_scale = scale;
+    report.Step(step, Clock::time_point{} + milliseconds(3));
+  }
+  REQUIRE(c.records.size() == 3);
+  CHECK(c.records[0].find(",\"loss_scale\":1073741824,") != std::string::npos);
+  CHECK(c.records[1].find(",\"loss_scale\":1.80143985e+16,") != std::string::npos);
+  CHECK(c.records[2].find(",\"loss_scale\":0.5,") != std::string::npos);
 }
 
 TEST_CASE("Step records end with every rank's step time and time in collectives when the loop gathered them") {
@@ -223,8 +238,9 @@ TEST_CASE("The start record carries the worker's start, its command line and its
   Captured c;
   RunReport report = RunReport::ForRank(0, c.Outputs(), 1, 1);
   RunStart start = GptStart();
-  start.origin = RunOrigin{{"dslaunch-worker", "train", "cfg.json"}, "{\"train_batch_size\": 8, \"lr\": 0.003}\n",
-                           1764065700000};
+  start.origin.command = {"dslaunch-worker", "train", "cfg.json"};
+  start.origin.config_json = "{\"train_batch_size\": 8, \"lr\": 0.003}\n";
+  start.origin.started_ms = 1764065700000;
   report.Start(start);
   REQUIRE(c.records.size() == 1);
   const std::string& r = c.records[0];

@@ -1,0 +1,329 @@
+// Settings end to end for train.json (docs/testing.md, "Settings end to end"): each key is given in
+// the file's text, which goes through ParseTrainConfig into Train() on in-process ranks, the path
+// dslaunch-worker takes, and its effect is observed where it acts: in the step records (loss, lr,
+// loss scale, grad norm), the validation and sample records, the start record, the printed lines.
+//
+// "Reaches the engine" rows compare three runs: the base file; the base file with the key; and the
+// base file parsed, with the key's field set in C++ on the TrainConfig. The second must equal the
+// third record for record (the value arrived exactly) and differ from the first (it acts).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "runtime/config/train_config.h"
+#include "tests/fakes/train_on_threads.h"
+
+namespace dslaunch::runtime::testing {
+namespace {
+
+using nlohmann::json;
+
+// A tiny GPT that trains a few steps in milliseconds; every step printed and recorded.
+json BaseDoc() {
+  return json::parse(R"({
+    "train_batch_size": 8,
+    "train_micro_batch_size_per_gpu": 2,
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}},
+    "steps_per_print": 1,
+    "seed": 5,
+    "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 8, "vocab_size": 32},
+    "data": {"train": "train.bin"},
+    "train": {"steps": 4, "eval_steps": 1}
+  })");
+}
+
+TrainConfig Parsed(const json& doc, int world) {
+  Result<TrainConfig> config = ParseTrainConfig(doc.dump(), "train.json", world, [](const std::string& path) {
+    return Result<std::string>(NotFoundError(path));
+  });
+  REQUIRE_MESSAGE(config.ok(), config.status().message());
+  config->source_sha256 = "test";
+  return *config;
+}
+
+// What rank 0 recorded and printed, less what varies from run to run (times, rates, the command
+// and the config's text).
+struct Observed {
+  std::vector<json> records;
+  std::vector<std::string> lines;
+  Status status;
+
+  std::vector<json> Of(const std::string& kind) const {
+    std::vector<json> out;
+    for (const json& r : records) {
+      if (r.value("event", "") == kind) out.push_back(r);
+    }
+    return out;
+  }
+  std::vector<double> Field(const std::string& kind, const std::string& field) const {
+    std::vector<double> out;
+    for (const json& r : Of(kind)) out.push_back(r.at(field).get<double>());
+    return out;
+  }
+};
+
+Observed Run(const TrainConfig& config, int world) {
+  Observed seen;
+  auto results = TrainOnThreads(world, config, PatternTokens(true), [&](int rank) {
+    TrainHooks hooks;
+    if (rank != 0) return hooks;
+    hooks.metrics = [&](const std::string& line) {
+      json record = json::parse(line);
+      for (const char* varies : {"tokens_per_s", "ms_per_step", "rank_step_ms", "rank_collective_ms", "started_ms",
+                                 "ended_ms", "seconds", "load_seconds", "stall_seconds", "command", "config",
+                                 "sgemm_gflops", "sgemm_default_gflops"}) {
+        record.erase(varies);
+      }
+      seen.records.push_back(record);
+    };
+    hooks.print = [&](const std::string& line) { seen.lines.push_back(line); };
+    return hooks;
+  });
+  seen.status = results[0].status();
+  return seen;
+}
+
+Observed RunDoc(const json& doc, int world = 1) { return Run(Parsed(doc, world), world); }
+
+json With(json doc, const std::string& pointer, const json& value) {
+  doc[json::json_pointer(pointer)] = value;
+  return doc;
+}
+
+std::string Dump(const Observed& o) {
+  std::string text;
+  for (const json& r : o.records) text += r.dump() + "\n";
+  return text;
+}
+
+// The printed lines less their rates: "step 1 | loss ... | grad norm 1.5564 | 105626 tokens/s | 0.6 ms/step".
+std::vector<std::string> Steady(const std::vector<std::string>& lines) {
+  static const std::regex kRates(R"( \| [0-9.e+]+ tokens/s \| [0-9.e+]+ ms/step)");
+  std::vector<std::string> out;
+  for (const std::string& line : lines) out.push_back(std::regex_replace(line, kRates, ""));
+  return out;
+}
+
+// A key whose value must arrive in the engine exactly: the file with it, and the base with the
+// field set in C++, give the same records, which differ from the base's.
+struct EngineRow {
+  std::string pointer;  // where the key goes in the base document
+  json value;
+  std::function<void(TrainConfig&)> set;  // the same value, set on the parsed base
+  json base_patch = json::object();       // pointer -> value applied to the base first (e.g. SGD)
+  int world = 1;
+};
+
+std::vector<EngineRow> EngineRows() {
+  auto sgd = json{{"/optimizer/type", "SGD"}, {"/optimizer/params/momentum", 0.9}};
+  auto adam = json{{"/optimizer/type", "Adam"}, {"/optimizer/params/weight_decay", 0.1}};
+  return {
+      {"/optimizer/params/lr", 0.02, [](TrainConfig& c) { c.engine.optimizer.lr = 0.02; }},
+      {"/optimizer/params/betas", {0.5, 0.9},
+       [](TrainConfig& c) {
+         c.engine.optimizer.beta1 = 0.5;
+         c.engine.optimizer.beta2 = 0.9;
+       }},
+      {"/optimizer/params/eps", 0.5, [](TrainConfig& c) { c.engine.optimizer.eps = 0.5; }},
+      {"/optimizer/params/weight_decay", 0.5, [](TrainConfig& c) { c.engine.optimizer.weight_decay = 0.5; }},
+      {"/optimizer/params/bias_correction", false,
+       [](TrainConfig& c) { c.engine.optimizer.bias_correction = false; }},
+      {"/optimizer/params/adam_w_mode", false, [](TrainConfig& c) { c.engine.optimizer.kind = OptimizerKind::kAdam; }, adam},
+      {"/optimizer/type", "SGD", [](TrainConfig& c) { c.engine.optimizer.kind = OptimizerKind::kSgd; }},
+      {"/optimizer/params/momentum", 0.5, [](TrainConfig& c) { c.engine.optimizer.momentum = 0.5; }, sgd},
+      {"/optimizer/params/dampening", 0.5, [](TrainConfig& c) { c.engine.optimizer.dampening = 0.5; }, sgd},
+      {"/optimizer/params/nesterov", true, [](TrainConfig& c) { c.engine.optimizer.nesterov = true; }, sgd},
+      {"/gradient_clipping", 0.05, [](TrainConfig& c) { c.engine.gradient_clipping = 0.05; }},
+      {"/seed", 11, [](TrainConfig& c) { c.seed = 11; }},
+      {"/fp16/enabled", true,
+       [](TrainConfig& c) {
+         c.engine.precision = Precision::kFp16;
+       }},
+      {"/bf16/enabled", true, [](TrainConfig& c) { c.engine.precision = Precision::kBf16; }},
+      {"/bfloat16/enabled", true, [](TrainConfig& c) { c.engine.precision = Precision::kBf16; }},
+      {"/fp16/initial_scale_power", 10, [](TrainConfig& c) { c.engine.loss_scaler.initial_scale_power = 10; },
+       json{{"/fp16/enabled", true}}},
+      {"/fp16/loss_scale", 128.0, [](TrainConfig& c) { c.engine.loss_scaler.loss_scale = 128.0; },
+       json{{"/fp16/enabled", true}}},
+      {"/fp16/loss_scale_window", 2, [](TrainConfig& c) { c.engine.loss_scaler.loss_scale_window = 2; },
+       json{{"/fp16/enabled", true}}},
+      {"/gradient_accumulation_steps", 2,
+       [](TrainConfig& c) {
+         c.batch.gradient_accumulation_steps = 2;
+         c.batch.train_batch_size = 4;
+       },
+       json{{"/train_batch_size", nullptr}}},
+      {"/train_micro_batch_size_per_gpu", 4,
+       [](TrainConfig& c) {
+         c.batch.micro_batch_per_gpu = 4;
+         c.batch.gradient_accumulation_steps = 2;
+       }},
+      {"/train_batch_size", 4,
+       [](TrainConfig& c) {
+         c.batch.train_batch_size = 4;
+         c.batch.gradient_accumulation_steps = 2;
+       }},
+      {"/model/n_layer", 1, [](TrainConfig& c) { std::get<GptConfig>(c.model).n_layer = 1; }},
+      {"/model/n_embd", 32, [](TrainConfig& c) { std::get<GptConfig>(c.model).n_embd = 32; }},
+      {"/model/n_head", 4, [](TrainConfig& c) { std::get<GptConfig>(c.model).n_head = 4; }},
+      {"/model/vocab_size", 40, [](TrainConfig& c) { std::get<GptConfig>(c.model).vocab_size = 40; }},
+      {"/model/block_size", 4,
+       [](TrainConfig& c) {
+         std::get<GptConfig>(c.model).block_size = 4;
+         c.data.seq_len = 4;
+       }},
+      {"/data/seq_len", 4, [](TrainConfig& c) { c.data.seq_len = 4; }},
+      {"/zero_optimization/stage", 2, [](TrainConfig& c) { c.engine.zero.stage = 2; }, json::object(), 2},
+      {"/train/steps", 3, [](TrainConfig& c) { c.train.steps = 3; }},
+      {"/train/eval_interval", 2, [](TrainConfig& c) { c.train.eval_interval = 2; }},
+      {"/train/eval_steps", 3, [](TrainConfig& c) { c.train.eval_steps = 3; }},
+      {"/train/sample_tokens", 5, [](TrainConfig& c) { c.train.sample_tokens = 5; }},
+      // A byte-level vocabulary, so that the prompt and the sample are text.
+      {"/train/sample_prompt", "ab", [](TrainConfig& c) { c.train.sample_prompt = "ab"; },
+       json{{"/train/sample_tokens", 32}, {"/model/vocab_size", 256}}},
+      {"/steps_per_print", 2, [](TrainConfig& c) { c.steps_per_print = 2; }},
+  };
+}
+
+TEST_CASE("Every train.json key given in the file reaches the engine: the same records as the field set in C++, "
+          "others than without it") {
+  for (const EngineRow& row : EngineRows()) {
+    INFO(row.pointer << " = " << row.value.dump());
+    json base = BaseDoc();
+    for (auto it = row.base_patch.begin(); it != row.base_patch.end(); ++it) {
+      if (it->is_null()) {
+        base.erase(std::string(it.key()).substr(1));
+      } else {
+        base = With(base, it.key(), *it);
+      }
+    }
+    const Observed without = RunDoc(base, row.world);
+    const Observed in_file = RunDoc(With(base, row.pointer, row.value), row.world);
+    TrainConfig direct = Parsed(base, row.world);
+    row.set(direct);
+    const Observed in_code = Run(direct, row.world);
+    REQUIRE_MESSAGE(in_file.status.ok(), in_file.status.message());
+    REQUIRE(in_code.status.ok());
+    CHECK(Dump(in_file) == Dump(in_code));
+    CHECK(Steady(in_file.lines) == Steady(in_code.lines));
+    CHECK((Dump(in_file) != Dump(without) || Steady(in_file.lines) != Steady(without.lines)));
+  }
+}
+
+TEST_CASE("optimizer.params.lr without a scheduler is the rate of every step") {
+  const Observed o = RunDoc(With(BaseDoc(), "/optimizer/params/lr", 0.02));
+  REQUIRE(o.status.ok());
+  CHECK(o.Field("step", "lr") == std::vector<double>(4, 0.02));
+}
+
+TEST_CASE("The scheduler's rate at each step: WarmupLR linear from warmup_min_lr to warmup_max_lr over "
+          "warmup_num_steps, the first step at the bottom (DeepSpeed's iteration -1)") {
+  json doc = BaseDoc();
+  doc["train"]["steps"] = 7;
+  doc["scheduler"] = json::parse(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.01, "warmup_max_lr": 0.05,
+                                    "warmup_num_steps": 4, "warmup_type": "linear"}})");
+  const Observed o = RunDoc(doc);
+  REQUIRE(o.status.ok());
+  // Step k applies iteration k - 2: -1 (the bottom), then 0/4, 1/4, 2/4, 3/4 of the way, then the top.
+  const std::vector<double> lr = o.Field("step", "lr");
+  const std::vector<double> expected = {0.01, 0.01, 0.02, 0.03, 0.04, 0.05, 0.05};
+  REQUIRE(lr.size() == expected.size());
+  for (size_t i = 0; i < lr.size(); ++i) CHECK(lr[i] == doctest::Approx(expected[i]).epsilon(1e-12));
+}
+
+TEST_CASE("The scheduler's rate at each step: WarmupDecayLR decays linearly to 0 at total_num_steps") {
+  json doc = BaseDoc();
+  doc["train"]["steps"] = 6;
+  doc["scheduler"] = json::parse(R"({"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.04,
+                                    "warmup_num_steps": 2, "warmup_type": "linear", "total_num_steps": 6}})");
+  const Observed o = RunDoc(doc);
+  REQUIRE(o.status.ok());
+  // Iterations -1, 0, 1 warm up (0, 0, 0.02); from iteration 2 the rate falls by 0.04/4 a step.
+  const std::vector<double> expected = {0.0, 0.0, 0.02, 0.04, 0.03, 0.02};
+  const std::vector<double> lr = o.Field("step", "lr");
+  REQUIRE(lr.size() == expected.size());
+  for (size_t i = 0; i < lr.size(); ++i) CHECK(lr[i] == doctest::Approx(expected[i]).epsilon(1e-12));
+}
+
+TEST_CASE("The scheduler's rate at each step: WarmupCosineLR scales lr from warmup_min_ratio up, then down a "
+          "cosine to cos_min_ratio at total_num_steps") {
+  json doc = BaseDoc();
+  doc["train"]["steps"] = 6;
+  doc["optimizer"]["params"]["lr"] = 0.1;
+  doc["scheduler"] = json::parse(R"({"type": "WarmupCosineLR", "params": {"warmup_min_ratio": 0.2, "cos_min_ratio": 0.1,
+                                    "warmup_num_steps": 2, "warmup_type": "linear", "total_num_steps": 6}})");
+  const Observed o = RunDoc(doc);
+  REQUIRE(o.status.ok());
+  const std::vector<double> lr = o.Field("step", "lr");
+  REQUIRE(lr.size() == 6);
+  CHECK(lr[0] == 0.0);  // iteration -1: DeepSpeed's WarmupCosineLR gives 0 before its first step
+  // The warm-up: ratio 0.2 at iteration 0, halfway to 1 at iteration 1.
+  CHECK(lr[1] == doctest::Approx(0.1 * 0.2));
+  CHECK(lr[2] == doctest::Approx(0.1 * 0.6));
+  // The cosine after the warm-up, to total_num_steps 6 (ratio 0.1): iteration i >= 2 is
+  // 0.1 + 0.9 * (1 + cos(pi * (i - 2 + 1) / 4)) / 2 of lr (DeepSpeed counts the first step after
+  // the warm-up as step 1 of the cosine).
+  for (int i = 2; i <= 4; ++i) {
+    const double ratio = 0.1 + 0.9 * (1 + std::cos(M_PI * (i - 2 + 1) / 4.0)) / 2;
+    CHECK(lr[static_cast<size_t>(i + 1)] == doctest::Approx(0.1 * ratio));
+  }
+}
+
+TEST_CASE("The scheduler's warmup_type log rises as ln(iteration + 1) / ln(warmup_num_steps)") {
+  json doc = BaseDoc();
+  doc["train"]["steps"] = 5;
+  doc["scheduler"] = json::parse(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.08,
+                                    "warmup_num_steps": 4, "warmup_type": "log"}})");
+  const Observed o = RunDoc(doc);
+  REQUIRE(o.status.ok());
+  const std::vector<double> lr = o.Field("step", "lr");
+  REQUIRE(lr.size() == 5);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(lr[static_cast<size_t>(i + 1)] == doctest::Approx(0.08 * std::log(i + 1.0) / std::log(4.0)));
+  }
+}
+
+TEST_CASE("fp16: initial_scale_power is the first step's loss scale, loss_scale_window good steps double it, and "
+          "a static loss_scale holds") {
+  json doc = With(BaseDoc(), "/fp16", json::parse(R"({"enabled": true, "initial_scale_power": 9,
+                                                      "loss_scale_window": 2})"));
+  doc["train"]["steps"] = 5;
+  const Observed o = RunDoc(doc);
+  REQUIRE(o.status.ok());
+  // The scale doubles on the (window + 1)-th clean step, as DeepSpeed's current DynamicLossScaler.
+  CHECK(o.Field("step", "loss_scale") == std::vector<double>{512, 512, 512, 1024, 1024});
+  const Observed fixed = RunDoc(With(doc, "/fp16/loss_scale", 64.0));
+  REQUIRE(fixed.status.ok());
+  CHECK(fixed.Field("step", "loss_scale") == std::vector<double>(5, 64));
+}
+
+TEST_CASE("fp16: hysteresis overflows are skipped at the same scale before it halves, and min_loss_scale ends a "
+          "run that overflows at it") {
+  // 2^30 overflows fp16 in this model's backward: the scaler halves until it fits.
+  json doc = With(BaseDoc(), "/fp16", json::parse(R"({"enabled": true, "initial_scale_power": 30,
+                                                      "hysteresis": 1})"));
+  doc["train"]["steps"] = 3;
+  const Observed once = RunDoc(doc);
+  REQUIRE(once.status.ok());
+  const Observed twice = RunDoc(With(doc, "/fp16/hysteresis", 3));
+  REQUIRE(twice.status.ok());
+  const std::vector<double> scale1 = once.Field("step", "loss_scale");
+  const std::vector<double> scale3 = twice.Field("step", "loss_scale");
+  REQUIRE(scale1.size() >= 2);
+  REQUIRE(scale3.size() >= 3);
+  
+  CHECK(scale1[1] == scale1[0] / 2);  // hysteresis 1: halved at the first overflow
+  CHECK(scale3[1] == scale3[0]);      // hysteresis 3: the first two overflows keep the scale
+  CHECK(scale3[2] == scale3[0]);
+  const Observed floor = RunDoc(With(doc, "/fp16/min_loss_scale", 1073741824.0));
+  CHECK_FALSE(floor.status.ok());
+  CHECK(floor.status.message().find("overflow even at fp16.min_loss_scale") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime::testing
