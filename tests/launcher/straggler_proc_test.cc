@@ -73,5 +73,17 @@ TEST_CASE("Ranks of the same speed are no stragglers, and --straggler_factor 0 t
   CHECK_FALSE(Contains(ReadAll(off_dir.path() + "/events.jsonl"), "straggler"));
 }
 
+TEST_CASE("--straggler_margin_ms: a rank three times slower but less than the margin above its peers is no "
+          "straggler") {
+  // Rank 1's 900 ms steps are 600 ms above the others': flagged at the default margin of 20 ms
+  // (the first case), not under a margin of 2,000 ms.
+  TempDir dir;
+  auto r = RunProcess(TimedJob(dir, 10, "0.3", "0.9", {"--straggler_margin_ms", "2000"}), kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(Contains(r.err, "straggler"));
+  CHECK_FALSE(Contains(ReadAll(dir.path() + "/events.jsonl"), "straggler"));
+}
+
 }  // namespace
 }  // namespace dslaunch::testing

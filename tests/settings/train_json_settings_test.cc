@@ -8,7 +8,10 @@
 // third record for record (the value arrived exactly) and differ from the first (it acts).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -16,7 +19,9 @@
 #include <vector>
 
 #include "runtime/config/train_config.h"
+#include "runtime/config/unimplemented_keys.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime::testing {
 namespace {
@@ -187,6 +192,12 @@ std::vector<EngineRow> EngineRows() {
       {"/train/sample_prompt", "ab", [](TrainConfig& c) { c.train.sample_prompt = "ab"; },
        json{{"/train/sample_tokens", 32}, {"/model/vocab_size", 256}}},
       {"/steps_per_print", 2, [](TrainConfig& c) { c.steps_per_print = 2; }},
+      // Keys that change no loss: their effect is the engine's buffers, in the end record's bytes.
+      {"/zero_optimization/reduce_bucket_size", 1000,
+       [](TrainConfig& c) { c.engine.zero.reduce_bucket_size = 1000; }, json{{"/zero_optimization/stage", 2}}, 2},
+      {"/zero_optimization/stage3_param_persistence_threshold", 1000,
+       [](TrainConfig& c) { c.engine.zero.stage3_param_persistence_threshold = 1000; },
+       json{{"/zero_optimization/stage", 3}}, 2},
   };
 }
 
@@ -323,6 +334,67 @@ TEST_CASE("fp16: hysteresis overflows are skipped at the same scale before it ha
   const Observed floor = RunDoc(With(doc, "/fp16/min_loss_scale", 1073741824.0));
   CHECK_FALSE(floor.status.ok());
   CHECK(floor.status.message().find("overflow even at fp16.min_loss_scale") != std::string::npos);
+}
+
+TEST_CASE("deepspeed_config: the referenced file's keys reach the engine as the same keys inline do") {
+  dslaunch::testing::TempDir dir;
+  const json keys = json::parse(R"({"gradient_clipping": 0.05, "optimizer": {"type": "AdamW", "params": {"lr": 0.02}},
+                                    "train_batch_size": 4})");
+  std::ofstream(dir.path() + "/ds.json") << keys.dump();
+  json doc = BaseDoc();
+  for (const char* moved : {"optimizer", "train_batch_size"}) doc.erase(moved);
+  doc["deepspeed_config"] = "ds.json";
+  std::ofstream(dir.path() + "/train.json") << doc.dump();
+  Result<TrainConfig> referenced = ReadTrainConfig(dir.path() + "/train.json", 1);
+  REQUIRE_MESSAGE(referenced.ok(), referenced.status().message());
+  referenced->source_sha256 = "test";
+  const Observed via_file = Run(*referenced, 1);
+  json inline_doc = BaseDoc();
+  inline_doc.update(keys);
+  const Observed in_line = RunDoc(inline_doc);
+  REQUIRE(via_file.status.ok());
+  CHECK(Dump(via_file) == Dump(in_line));
+  CHECK(Dump(via_file) != Dump(RunDoc(BaseDoc())));
+}
+
+TEST_CASE("checkpoint.keep_last keeps that many newest checkpoints of checkpoint.dir, saved every checkpoint.interval") {
+  for (int keep : {0, 2}) {
+    CAPTURE(keep);
+    dslaunch::testing::TempDir dir;
+    json doc = BaseDoc();
+    doc["checkpoint"] = {{"dir", dir.path() + "/ckpt"}, {"interval", 1}};
+    if (keep > 0) doc["checkpoint"]["keep_last"] = keep;
+    REQUIRE(RunDoc(doc).status.ok());
+    std::vector<std::string> kept;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/ckpt")) {
+      if (e.is_directory()) kept.push_back(e.path().filename().string());
+    }
+    std::sort(kept.begin(), kept.end());
+    CHECK(kept == (keep == 0 ? std::vector<std::string>{"global_step1", "global_step2", "global_step3", "global_step4"}
+                             : std::vector<std::string>{"global_step3", "global_step4"}));
+  }
+}
+
+TEST_CASE("Every recognised-but-unimplemented DeepSpeed key given in the file is named in the start-up warning") {
+  size_t keys = 0;
+  for (const internal::UnimplementedKey& entry : internal::UnimplementedKeys()) {
+    const std::string section(entry.section);
+    const std::string key(entry.key);
+    INFO(section << "." << key);
+    std::string pointer = section.substr(1);  // "$.a.b" -> ".a.b"
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    json doc = BaseDoc();
+    if (pointer.starts_with("/bf16")) doc["bf16"]["enabled"] = true;
+    if (pointer.starts_with("/scheduler")) doc["scheduler"]["type"] = "WarmupLR";
+    doc[json::json_pointer(pointer + "/" + key)] = entry.only.empty() ? json(true) : json::parse(entry.only);
+    Result<TrainConfig> config = ParseTrainConfig(doc.dump(), "train.json", 1, [](const std::string& path) {
+      return Result<std::string>(NotFoundError(path));
+    });
+    REQUIRE_MESSAGE(config.ok(), config.status().message());
+    CHECK(UnimplementedWarning(*config).find(section + "." + key) != std::string::npos);
+    ++keys;
+  }
+  CHECK(keys >= 50);
 }
 
 }  // namespace

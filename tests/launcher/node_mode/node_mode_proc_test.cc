@@ -6,10 +6,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "common/exit_codes.h"
@@ -299,6 +301,30 @@ TEST_CASE("Node mode needs the shared secret, never from the command line") {
   auto r = RunProcess(Node(dir, port, {"--nnodes", "2", "--node_rank", "0"}, {}), kRunTimeout, {"DSLAUNCH_JOB_SECRET="});
   CHECK(r.exit_code == kExitUsage);
   CHECK(Contains(r.err, "node mode needs the job secret on every node: --secret_file FILE"));
+}
+
+TEST_CASE("Node mode: --secret_file gives every node the secret, and --rdzv_id names the job they join") {
+  TempDir dir;
+  ReservedPort port;
+  const std::string secret = dir.path() + "/secret";
+  std::ofstream(secret) << "0123456789abcdef0123456789abcdef\n";
+  REQUIRE(::chmod(secret.c_str(), 0600) == 0);
+  const std::vector<std::string> expect = {"--expect_world", "2", "--expect_nodes", "2"};
+  // No secret in the environment: only the file can let the nodes in.
+  const std::vector<std::string> no_env_secret = {"DSLAUNCH_JOB_SECRET="};
+  std::vector<std::string> options = {"--nnodes", "2", "--nproc_per_node", "1", "--secret_file", secret,
+                                      "--rdzv_id", "named-job"};
+  Subprocess node1(Node(dir, port, WithRank(options, "1"), expect), no_env_secret);
+  Subprocess node0(Node(dir, port, WithRank(options, "0"), expect), no_env_secret);
+  auto r0 = node0.Wait(kRunTimeout);
+  auto r1 = node1.Wait(kRunTimeout);
+  INFO(r0.err);
+  INFO(r1.err);
+  CHECK(r0.exit_code == 0);
+  CHECK(r1.exit_code == 0);
+  CHECK(Contains(r1.err, "dslaunch: joining the rendezvous of job named-job at 127.0.0.1:"));
+  CHECK(std::filesystem::is_directory(dir.path() + "/logs/named-job"));
+  CheckNoWorkerAlive(dir.path(), 2);
 }
 
 }  // namespace

@@ -14,9 +14,11 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "launcher/status/job_state_file.h"
 #include "launcher/status/status_client.h"
+#include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::launcher {
@@ -267,6 +269,102 @@ TEST_CASE("dslaunch --status_port on a port in use fails before starting anythin
   CHECK(second.out.find("hello") == std::string::npos);
   std::ofstream(dir.path() + "/stop") << "";
   CHECK(first.Wait(kTimeout).exit_code == 0);
+}
+
+// One request over a plain socket to `ip`:`port`, with the Host header and token given; the
+// response's status code, or 0 when the connection was refused.
+int RawGet(const std::string& ip, uint16_t port, const std::string& host, const std::string& token,
+           const std::string& target) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  REQUIRE(::inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) == 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return 0;
+  }
+  std::string request = "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n";
+  if (!token.empty()) request += "Authorization: Bearer " + token + "\r\n";
+  request += "\r\n";
+  REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buf[4096];
+  pollfd p{fd, POLLIN, 0};
+  while (::poll(&p, 1, 10000) == 1) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    response.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  REQUIRE(response.starts_with("HTTP/1.1 "));
+  return std::stoi(response.substr(9, 3));
+}
+
+// This machine's first IPv4 address that is not loopback ("" when it has none).
+std::string NonLoopbackAddress() {
+  auto r = RunProcess({"/usr/bin/hostname", "-I"}, kTimeout);
+  std::istringstream words(r.out);
+  std::string word;
+  while (words >> word) {
+    in_addr a{};
+    if (::inet_pton(AF_INET, word.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) != 127) return word;
+  }
+  return "";
+}
+
+TEST_CASE("--status_bind 0.0.0.0 serves another address of the machine, which the default loopback bind does not") {
+  const std::string other = NonLoopbackAddress();
+  if (other.empty()) {
+    std::printf("%s: network: this machine has no IPv4 address besides loopback\n", testing::kSkipToken);
+    return;
+  }
+  for (bool open : {true, false}) {
+    CAPTURE(open);
+    TempDir dir;
+    const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+    std::vector<std::string> extra = {"--status_port", "0"};
+    if (open) extra.insert(extra.end(), {"--status_bind", "0.0.0.0"});
+    Subprocess launcher(JobArgv(dir, "bind", extra), env);
+    std::optional<JobStateRecord> record;
+    REQUIRE(WaitFor([&] { return (record = StateRecord(dir, "bind")).has_value(); }, kTimeout));
+    auto url = ParseBaseUrl(record->url);
+    REQUIRE(url.ok());
+    const std::string host = other + ":" + std::to_string(url->port);
+    CHECK(RawGet(other, url->port, host, record->token, "/api/job") == (open ? 200 : 0));
+    std::ofstream(dir.path() + "/stop") << "";
+    CHECK(launcher.Wait(kTimeout).exit_code == 0);
+  }
+}
+
+TEST_CASE("--status_host NAME lets requests for that name in, others stay refused; --status_metrics_open serves "
+          "/metrics without the token, and nothing else") {
+  TempDir dir;
+  const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+  Subprocess launcher(
+      JobArgv(dir, "named", {"--status_port", "0", "--status_host", "trainer.example", "--status_metrics_open"}), env);
+  std::optional<JobStateRecord> record;
+  REQUIRE(WaitFor([&] { return (record = StateRecord(dir, "named")).has_value(); }, kTimeout));
+  auto url = ParseBaseUrl(record->url);
+  REQUIRE(url.ok());
+  const std::string port = ":" + std::to_string(url->port);
+  CHECK(RawGet("127.0.0.1", url->port, "trainer.example" + port, record->token, "/api/job") == 200);
+  CHECK(RawGet("127.0.0.1", url->port, "other.example" + port, record->token, "/api/job") == 403);
+  CHECK(RawGet("127.0.0.1", url->port, "127.0.0.1" + port, "", "/metrics") == 200);
+  CHECK(RawGet("127.0.0.1", url->port, "127.0.0.1" + port, "", "/api/job") == 401);
+  std::ofstream(dir.path() + "/stop") << "";
+  CHECK(launcher.Wait(kTimeout).exit_code == 0);
+  // Without the option /metrics needs the token.
+  TempDir closed_dir;
+  Subprocess closed(JobArgv(closed_dir, "closed", {"--status_port", "0"}), {"TMPDIR=" + closed_dir.path()});
+  std::optional<JobStateRecord> closed_record;
+  REQUIRE(WaitFor([&] { return (closed_record = StateRecord(closed_dir, "closed")).has_value(); }, kTimeout));
+  auto closed_url = ParseBaseUrl(closed_record->url);
+  REQUIRE(closed_url.ok());
+  CHECK(RawGet("127.0.0.1", closed_url->port, "127.0.0.1:" + std::to_string(closed_url->port), "", "/metrics") == 401);
+  std::ofstream(closed_dir.path() + "/stop") << "";
+  CHECK(closed.Wait(kTimeout).exit_code == 0);
 }
 
 TEST_CASE("dslaunch logs opens only regular files: a link to /dev/zero and a FIFO are refused at once, naming the file") {
