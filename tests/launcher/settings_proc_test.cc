@@ -70,27 +70,20 @@ TEST_CASE("--grace_period: a worker that ignores SIGTERM is killed that many sec
   CHECK(seconds < 10);
   CHECK_FALSE(ProcessAlive(worker));
 
-  // The agent's own stop (SIGTERM to the agent, as a scheduler preempting the node sends) keeps
-  // the job's grace period too: the launcher hands it over in the assignment.
+  // The agents keep the job's grace period for a stop of their own too: a launcher killed with
+  // SIGKILL cannot stop its workers, so its agent does (the job cannot restart: the whole grace
+  // period, which the launcher handed over in the assignment).
   TempDir own;
   const std::string own_pid = own.path() + "/worker.pid";
   Subprocess job(Job(own, {"--grace_period", "1"}, "trap '' TERM; echo $$ > " + own_pid + "; while :; do sleep 0.1; done"));
   REQUIRE(WaitFor([&] { return fs::exists(own_pid) && fs::file_size(own_pid) > 0; }, std::chrono::seconds(30)));
   const pid_t own_worker = std::stoi(ReadWhole(own_pid));
-  const std::string status = ReadWhole("/proc/" + std::to_string(own_worker) + "/status");
-  const size_t ppid_at = status.find("PPid:\t");
-  REQUIRE(ppid_at != std::string::npos);
-  const pid_t agent = std::stoi(status.substr(ppid_at + 6));
-  REQUIRE(Contains(ReadWhole("/proc/" + std::to_string(agent) + "/cmdline"), "dslaunch-agent"));
-  const auto told = std::chrono::steady_clock::now();
-  REQUIRE(::kill(agent, SIGTERM) == 0);
+  const auto killed = std::chrono::steady_clock::now();
+  job.Signal(SIGKILL);
   REQUIRE(WaitFor([&] { return !ProcessAlive(own_worker); }, std::chrono::seconds(20)));
-  const double own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - told).count();
+  const double own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   CHECK(own_seconds >= 1.0);
   CHECK(own_seconds < 10);
-  auto ended = job.Wait(kRunTimeout);
-  INFO(ended.err);
-  CHECK(ended.exit_code != 0);
 }
 
 TEST_CASE("--master_port reaches the workers' MASTER_PORT") {

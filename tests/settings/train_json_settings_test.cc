@@ -397,5 +397,29 @@ TEST_CASE("Every recognised-but-unimplemented DeepSpeed key given in the file is
   CHECK(keys >= 50);
 }
 
+TEST_CASE("Keys this runtime accepts without an effect say so at start-up, each naming its key") {
+  struct Case {
+    const char* pointer;
+    json value;
+  };
+  for (const Case& c : std::vector<Case>{{"/activation_checkpointing/partition_activations", true},
+                                         {"/activation_checkpointing/cpu_checkpointing", true},
+                                         {"/activation_checkpointing/contiguous_memory_optimization", true},
+                                         {"/activation_checkpointing/synchronize_checkpoint_boundary", true},
+                                         {"/activation_checkpointing/profile", true}}) {
+    INFO(std::string(c.pointer));
+    Result<TrainConfig> config = ParseTrainConfig(With(BaseDoc(), c.pointer, c.value).dump(), "train.json", 1,
+                                                  [](const std::string& path) {
+                                                    return Result<std::string>(NotFoundError(path));
+                                                  });
+    REQUIRE_MESSAGE(config.ok(), config.status().message());
+    std::string path = std::string("$") + c.pointer;
+    std::replace(path.begin(), path.end(), '/', '.');
+    std::string warnings;
+    for (const std::string& w : config->warnings) warnings += w + "\n";
+    CHECK_MESSAGE(warnings.find("train.json: " + path + ": ") != std::string::npos, warnings);
+  }
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime::testing

@@ -1,4 +1,4 @@
-// The resume of every piece of engine state (docs/checkpoint.md, "What a checkpoint holds"): a
+// The resume of every piece of engine state (docs/checkpoint.md, "Tests"): a
 // checkpoint taken at a step where the loss scaler (scale, clean steps since the last overflow,
 // hysteresis left), the learning-rate schedule's position, the optimizer's step count and the data
 // order all differ from their initial values resumes into bitwise the steps of the uninterrupted
