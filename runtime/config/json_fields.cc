@@ -85,15 +85,7 @@ std::string Describe(const Json& value) {
 void Section::Record(std::string_view key, bool implemented) {
   known_.insert(std::string(key));
   if (ctx_->keys_read == nullptr) return;
-  // "$.model.layers[2]" -> "$.model.layers[]": one path per key, whatever the element.
-  std::string path;
-  const std::string child = ChildPath(path_, key);
-  for (size_t i = 0; i < child.size(); ++i) {
-    path += child[i];
-    if (child[i] != '[') continue;
-    while (i + 1 < child.size() && child[i + 1] != ']') ++i;
-  }
-  (implemented ? ctx_->keys_read->implemented : ctx_->keys_read->unimplemented).insert(path);
+  (implemented ? ctx_->keys_read->implemented : ctx_->keys_read->unimplemented).insert(ChildPath(path_, key));
 }
 
 const Json* Section::Find(std::string_view key) {

@@ -142,7 +142,7 @@ Result<TrainConfig> ParseTrainConfig(std::string_view json_text, std::string_vie
 
 // The key paths a parse reads, for the settings harness (tests/settings/): a test checks that each
 // has a test that sets it in a file and observes its effect where it acts. Paths are JSON paths
-// ("$.fp16.loss_scale_window", an array's elements as "[]").
+// ("$.fp16.loss_scale_window"; no key of the schema is read inside an array).
 struct ConfigKeys {
   std::set<std::string> implemented;    // every key a getter asked for, present or not
   std::set<std::string> unimplemented;  // the recognised-but-unimplemented keys looked for

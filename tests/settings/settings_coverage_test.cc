@@ -144,8 +144,7 @@ Settings CommandLineSettings() {
 
 // The key's last name as a test writes it: quoted in a JSON text ("$.fp16.loss_scale_window" ->
 // "\"loss_scale_window\""), or ending a JSON pointer ("/fp16/loss_scale_window\"").
-std::vector<std::string> KeyWords(std::string path) {
-  if (path.ends_with("[]")) path.resize(path.size() - 2);
+std::vector<std::string> KeyWords(const std::string& path) {
   const std::string name = path.substr(path.rfind('.') + 1);
   return {"\"" + name + "\"", "/" + name + "\""};
 }

@@ -232,46 +232,48 @@ TEST_CASE("optimizer.params.lr without a scheduler is the rate of every step") {
   CHECK(o.Field("step", "lr") == std::vector<double>(4, 0.02));
 }
 
+// Each step's rate of a run of `steps` steps with `scheduler` (the section's JSON text).
+std::vector<double> Rates(int64_t steps, const char* scheduler, double lr = 3e-3) {
+  json doc = BaseDoc();
+  doc["train"]["steps"] = steps;
+  doc["optimizer"]["params"]["lr"] = lr;
+  doc["scheduler"] = json::parse(scheduler);
+  const Observed o = RunDoc(doc);
+  REQUIRE_MESSAGE(o.status.ok(), o.status.message());
+  std::vector<double> rates = o.Field("step", "lr");
+  REQUIRE(rates.size() == static_cast<size_t>(steps));
+  return rates;
+}
+
+void CheckRates(const std::vector<double>& rates, const std::vector<double>& expected) {
+  REQUIRE(rates.size() == expected.size());
+  for (size_t i = 0; i < rates.size(); ++i) {
+    CAPTURE(i);
+    CHECK(rates[i] == doctest::Approx(expected[i]).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("The scheduler's rate at each step: WarmupLR linear from warmup_min_lr to warmup_max_lr over "
           "warmup_num_steps, the first step at the bottom (DeepSpeed's iteration -1)") {
-  json doc = BaseDoc();
-  doc["train"]["steps"] = 7;
-  doc["scheduler"] = json::parse(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.01, "warmup_max_lr": 0.05,
-                                    "warmup_num_steps": 4, "warmup_type": "linear"}})");
-  const Observed o = RunDoc(doc);
-  REQUIRE(o.status.ok());
   // Step k applies iteration k - 2: -1 (the bottom), then 0/4, 1/4, 2/4, 3/4 of the way, then the top.
-  const std::vector<double> lr = o.Field("step", "lr");
-  const std::vector<double> expected = {0.01, 0.01, 0.02, 0.03, 0.04, 0.05, 0.05};
-  REQUIRE(lr.size() == expected.size());
-  for (size_t i = 0; i < lr.size(); ++i) CHECK(lr[i] == doctest::Approx(expected[i]).epsilon(1e-12));
+  CheckRates(Rates(7, R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.01, "warmup_max_lr": 0.05,
+                         "warmup_num_steps": 4, "warmup_type": "linear"}})"),
+             {0.01, 0.01, 0.02, 0.03, 0.04, 0.05, 0.05});
 }
 
 TEST_CASE("The scheduler's rate at each step: WarmupDecayLR decays linearly to 0 at total_num_steps") {
-  json doc = BaseDoc();
-  doc["train"]["steps"] = 6;
-  doc["scheduler"] = json::parse(R"({"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.04,
-                                    "warmup_num_steps": 2, "warmup_type": "linear", "total_num_steps": 6}})");
-  const Observed o = RunDoc(doc);
-  REQUIRE(o.status.ok());
   // Iterations -1, 0, 1 warm up (0, 0, 0.02); from iteration 2 the rate falls by 0.04/4 a step.
-  const std::vector<double> expected = {0.0, 0.0, 0.02, 0.04, 0.03, 0.02};
-  const std::vector<double> lr = o.Field("step", "lr");
-  REQUIRE(lr.size() == expected.size());
-  for (size_t i = 0; i < lr.size(); ++i) CHECK(lr[i] == doctest::Approx(expected[i]).epsilon(1e-12));
+  CheckRates(Rates(6, R"({"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.04,
+                         "warmup_num_steps": 2, "warmup_type": "linear", "total_num_steps": 6}})"),
+             {0.0, 0.0, 0.02, 0.04, 0.03, 0.02});
 }
 
 TEST_CASE("The scheduler's rate at each step: WarmupCosineLR scales lr from warmup_min_ratio up, then down a "
           "cosine to cos_min_ratio at total_num_steps") {
-  json doc = BaseDoc();
-  doc["train"]["steps"] = 6;
-  doc["optimizer"]["params"]["lr"] = 0.1;
-  doc["scheduler"] = json::parse(R"({"type": "WarmupCosineLR", "params": {"warmup_min_ratio": 0.2, "cos_min_ratio": 0.1,
-                                    "warmup_num_steps": 2, "warmup_type": "linear", "total_num_steps": 6}})");
-  const Observed o = RunDoc(doc);
-  REQUIRE(o.status.ok());
-  const std::vector<double> lr = o.Field("step", "lr");
-  REQUIRE(lr.size() == 6);
+  const std::vector<double> lr = Rates(6, R"({"type": "WarmupCosineLR", "params": {"warmup_min_ratio": 0.2,
+                                            "cos_min_ratio": 0.1, "warmup_num_steps": 2, "warmup_type": "linear",
+                                            "total_num_steps": 6}})",
+                                       0.1);
   CHECK(lr[0] == 0.0);  // iteration -1: DeepSpeed's WarmupCosineLR gives 0 before its first step
   // The warm-up: ratio 0.2 at iteration 0, halfway to 1 at iteration 1.
   CHECK(lr[1] == doctest::Approx(0.1 * 0.2));
@@ -286,14 +288,8 @@ TEST_CASE("The scheduler's rate at each step: WarmupCosineLR scales lr from warm
 }
 
 TEST_CASE("The scheduler's warmup_type log rises as ln(iteration + 1) / ln(warmup_num_steps)") {
-  json doc = BaseDoc();
-  doc["train"]["steps"] = 5;
-  doc["scheduler"] = json::parse(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.08,
-                                    "warmup_num_steps": 4, "warmup_type": "log"}})");
-  const Observed o = RunDoc(doc);
-  REQUIRE(o.status.ok());
-  const std::vector<double> lr = o.Field("step", "lr");
-  REQUIRE(lr.size() == 5);
+  const std::vector<double> lr = Rates(5, R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.08,
+                                            "warmup_num_steps": 4, "warmup_type": "log"}})");
   for (int i = 0; i < 4; ++i) {
     CHECK(lr[static_cast<size_t>(i + 1)] == doctest::Approx(0.08 * std::log(i + 1.0) / std::log(4.0)));
   }
