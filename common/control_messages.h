@@ -32,6 +32,7 @@ namespace dslaunch::control {
 // 7: ASSIGNMENT carries fence_agent_pid (the agent that held the node's place before: its
 //    workers must be gone before this agent starts any, docs/elastic.md "Fencing a lost node");
 //    RELEASE carries a reason; OUTPUT_LOST (a rank's output could not be written to its log file).
+// 8: REGISTER without hosts_endpoint (set by an agent flag that no launcher passed).
 inline constexpr uint32_t kProtocolVersion = 8;
 
 enum class MessageType : uint8_t {

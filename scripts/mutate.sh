@@ -23,6 +23,14 @@
 # times), build/ is configured once with Ninja and ccache, so each mutant rebuilds only what the
 # mutated file touches and restoring it is a cache hit. Builds use -j${DSLAUNCH_MUTATE_JOBS:-2};
 # each test run is limited to ${DSLAUNCH_MUTATE_TIMEOUT:-600} s (a mutant that hangs is caught).
+#
+#   scripts/mutate.sh --reuse-build build   start from the working tree's own build directory
+#
+# With --reuse-build DIR the scratch copy is tree/: the first run copies the whole working tree
+# with DIR (objects, programs, CMake's absolute paths) there, and every run mutates it in a
+# private mount namespace (unshare -m, root) where tree/ is bind-mounted over the working tree's
+# path, so that DIR's absolute paths name the copy. Nothing but what changed since DIR was built is
+# compiled before the first mutant; the working tree itself is never touched.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 exec python3 - "$root" "$@" <<'PY'
@@ -42,12 +50,22 @@ parser.add_argument("--list", default=os.path.join(root, "tests", "mutations.txt
 parser.add_argument("--line", type=int, help="run only the mutation on this line of the list")
 parser.add_argument("--match", help="run only the lines that contain this text")
 parser.add_argument("--check", action="store_true", help="only check that every pattern occurs exactly once")
+parser.add_argument("--reuse-build", metavar="DIR",
+                    help="start from the working tree's build directory DIR (a copy of both, mutated under unshare -m)")
+parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)  # the re-run in the namespace
 args = parser.parse_args(sys.argv[2:])
 
 work = os.environ.get("DSLAUNCH_MUTATE_DIR", "/tmp/dslaunch-mutate")
 jobs = os.environ.get("DSLAUNCH_MUTATE_JOBS", "2")
 timeout = int(os.environ.get("DSLAUNCH_MUTATE_TIMEOUT", "600"))
-src, build, logs = (os.path.join(work, d) for d in ("src", "build", "logs"))
+logs = os.path.join(work, "logs")
+if args.reuse_build:
+    # Inside the namespace the working tree's path holds the copy: src and build are its own, and
+    # the working tree is seen at work/real.
+    src, build = root, os.path.join(root, args.reuse_build)
+else:
+    src, build = os.path.join(work, "src"), os.path.join(work, "build")
+sync_from = os.path.join(work, "real") if args.inside else root
 
 
 class Mutation:
@@ -89,11 +107,11 @@ def sync_tree():
     """Copies the working tree's files into src/, only those that differ. A copied file gets the
     current time, not its source's: the source may be older than the scratch build's object made
     from the previous version, and Ninja would then keep that stale object."""
-    listed = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+    listed = subprocess.run(["git", "-C", sync_from, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             check=True, capture_output=True).stdout.decode().split("\0")
     copied = 0
     for rel in filter(None, listed):
-        here, there = os.path.join(root, rel), os.path.join(src, rel)
+        here, there = os.path.join(sync_from, rel), os.path.join(src, rel)
         if not os.path.isfile(here) or os.path.islink(here):
             continue
         if os.path.isfile(there):
@@ -138,9 +156,9 @@ if args.match:
 if not mutations:
     sys.exit(f"{args.list}: no mutation selected")
 
-broken = [m for m in mutations if occurrences(root, m) != 1]
+broken = [m for m in mutations if occurrences(sync_from, m) != 1]
 for m in broken:
-    n = occurrences(root, m)
+    n = occurrences(sync_from, m)
     print(f"BROKEN {m.describe()}: " + ("no such file" if n < 0 else f"the pattern occurs {n} times, not once"))
 if args.check:
     print(f"{len(mutations) - len(broken)} of {len(mutations)} patterns occur exactly once")
@@ -149,6 +167,27 @@ if broken:
     sys.exit(3)
 
 start = time.monotonic()
+if args.reuse_build and not args.inside:
+    # Outside: make or refresh the copy, then run this script again where it stands in for the
+    # working tree. The copy's files are synced inside (sync_tree), from the real tree bound at
+    # work/real, since the working tree's own path then names the copy.
+    if not os.path.isfile(os.path.join(root, args.reuse_build, "build.ninja")):
+        sys.exit(f"--reuse-build {args.reuse_build}: {os.path.join(root, args.reuse_build)} is not a configured build")
+    if os.path.realpath(work).startswith(os.path.realpath(root) + os.sep):
+        sys.exit(f"--reuse-build: DSLAUNCH_MUTATE_DIR {work} is inside the working tree, which the copy hides")
+    tree, real = os.path.join(work, "tree"), os.path.join(work, "real")
+    if not os.path.isdir(tree):
+        print(f"copying {root} with {args.reuse_build}/ to {tree} (once)", flush=True)
+        os.makedirs(work, exist_ok=True)
+        subprocess.run(["cp", "-a", root, tree], check=True)
+    os.makedirs(real, exist_ok=True)
+    inner = ["python3", "-", root] + sys.argv[2:] + ["--inside"]
+    script = open(os.path.join(root, "scripts", "mutate.sh")).read()
+    program = script[script.index("<<'PY'\n") + len("<<'PY'\n"):script.rindex("\nPY")]
+    shell = (f"mount --bind {shlex.quote(root)} {shlex.quote(real)} && "
+             f"mount --bind {shlex.quote(tree)} {shlex.quote(root)} && exec " + " ".join(map(shlex.quote, inner)))
+    sys.exit(subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", shell], input=program.encode())
+             .returncode)
 os.makedirs(logs, exist_ok=True)
 os.makedirs(build, exist_ok=True)
 lock = open(os.path.join(work, "lock"), "w")  # one run at a time per scratch tree
@@ -157,10 +196,10 @@ try:
 except BlockingIOError:
     print(f"another scripts/mutate.sh is using {work}; waiting for it", flush=True)
     fcntl.flock(lock, fcntl.LOCK_EX)
-print(f"scratch tree {src}: {sync_tree()} file(s) updated from {root}", flush=True)
+print(f"scratch tree {src}: {sync_tree()} file(s) updated from {sync_from}", flush=True)
 setup_log = os.path.join(logs, "setup.log")
 open(setup_log, "w").close()
-if not os.path.isfile(os.path.join(build, "build.ninja")):
+if not args.reuse_build and not os.path.isfile(os.path.join(build, "build.ninja")):
     # One unit per file: a mutant then recompiles its own file, not a batch of eight.
     if run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DDSLAUNCH_BUILD_BENCHMARKS=OFF",
             "-DDSLAUNCH_UNITY_BUILD=OFF"], setup_log) != 0:

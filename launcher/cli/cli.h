@@ -215,8 +215,8 @@ Result<CliCommand> ParseCommandLine(const std::vector<std::string>& argv,
 
 // Every option ParseCommandLine knows, each as its long names ("--num_gpus", "--nproc_per_node",
 // "--num_accelerators") and then its short one if any ("-m"), in --help's order; the dashed
-// spellings of the long names are not listed. For the settings
-// harness (tests/settings/), which checks that each has a test observing its effect.
+// spellings of the long names are not listed. For the settings harness (tests/settings/), which
+// checks that each has a test observing its effect.
 std::vector<std::vector<std::string>> OptionSpellings();
 
 }  // namespace dslaunch::launcher

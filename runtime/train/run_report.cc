@@ -15,14 +15,9 @@ namespace {
 // ("{\"event\":\"step\",\"step\":N"; scripts/bench-elastic.sh, the proc tests).
 using Record = nlohmann::ordered_json;
 
-// Floating-point values are written as "%.9g" (9 significant digits, as common/text.h's
-// JsonNumber: a float's value exactly, a double's to 1e-9 relative), non-finite ones as null.
-// nlohmann's own formatter prints the shortest text that reads back as the same double, which
-// is a different text for about 1 value in 800 once rounded to 9 digits ("0.17648503199999999"):
-// metrics.jsonl keeps the digits it always had (docs/engine.md, "Metrics").
-// A loss scale as recorded: a whole number (every dynamic scale is a power of two, up to 2^64 and
-// more) as an integer, exact where 9 digits would round it (2^30 = 1073741824 is not 1073741820);
-// a fractional static scale as a float.
+// A loss scale as recorded: a whole number up to 2^53 (every dynamic scale is a power of two) as an
+// integer, exact where 9 digits would round it (2^30 = 1073741824, not 1073741820); a larger or a
+// fractional (static) scale as a float.
 Record ExactScale(double scale) {
   constexpr double kLargestExactInteger = 9007199254740992.0;  // 2^53: every integer below is a double
   if (scale >= 0 && scale <= kLargestExactInteger && scale == std::floor(scale)) {
@@ -31,6 +26,11 @@ Record ExactScale(double scale) {
   return scale;
 }
 
+// Floating-point values are written as "%.9g" (9 significant digits, as common/text.h's
+// JsonNumber: a float's value exactly, a double's to 1e-9 relative), non-finite ones as null.
+// nlohmann's own formatter prints the shortest text that reads back as the same double, which
+// is a different text for about 1 value in 800 once rounded to 9 digits ("0.17648503199999999"):
+// metrics.jsonl keeps the digits it always had (docs/engine.md, "Metrics").
 void Dump(const Record& value, std::string& out) {
   switch (value.type()) {
     case Record::value_t::object: {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "common/endpoint/endpoint.h"
@@ -41,6 +42,11 @@ constexpr auto kNoInterval = std::chrono::hours(1);
 UniqueFd ConnectFrom(const char* source, uint16_t port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   REQUIRE(fd.valid());
+  // The source port is chosen at connect(), for this destination: a port chosen at bind() may
+  // be one whose connection to the same destination port is still in TIME_WAIT from an earlier
+  // test, and connect() then fails with EADDRINUSE (one CI run here did, under ctest -j2).
+  const int defer = 1;
+  REQUIRE(::setsockopt(fd.get(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &defer, sizeof(defer)) == 0);
   sockaddr_in from{};
   from.sin_family = AF_INET;
   ::inet_pton(AF_INET, source, &from.sin_addr);
@@ -50,7 +56,9 @@ UniqueFd ConnectFrom(const char* source, uint16_t port) {
   to.sin_port = htons(port);
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to));
-  REQUIRE_MESSAGE(rc == 0, "connect from " << source << " to port " << port << ": " << std::strerror(errno));
+  const int error = errno;
+  REQUIRE_MESSAGE(rc == 0, "connect from " << std::string(source) << " to port " << port << ": "
+                                           << std::string(std::strerror(error)));
   return fd;
 }
 
