@@ -139,6 +139,43 @@ TEST_CASE("An unknown host key is refused before anything starts, with the finge
   CHECK(ReadPidFiles(dir.path()).empty());
 }
 
+TEST_CASE("--ssh_accept_new_host_keys records the unknown host keys in --ssh_known_hosts and the job runs") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  std::string empty_known_hosts = dir.path() + "/known_hosts";
+  std::ofstream(empty_known_hosts) << "";
+  auto r = RunProcess(Launch(*c, dir, {"--ssh_known_hosts", empty_known_hosts, "--ssh_accept_new_host_keys"},
+                             {"--expect_world", "8"}),
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  std::ifstream recorded(empty_known_hosts);
+  std::string line;
+  int lines = 0;
+  while (std::getline(recorded, line)) lines += line.empty() ? 0 : 1;
+  CHECK(lines == kNodes);
+}
+
+TEST_CASE("--ssh_port and --ssh_user are what the launcher logs in with: another port or user is refused, naming it") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  // Nothing listens on port 2222 of the nodes.
+  auto port = RunProcess(Launch(*c, dir, {"--ssh_port", "2222"}, {}), kRunTimeout);
+  INFO(port.err);
+  CHECK(port.exit_code == kExitInfrastructure);
+  CHECK(Contains(port.err, "node 0 (" + c->Addr(0) + "): port 2222: cannot connect (timeout "));
+  // The nodes let only root in with the cluster's key; the hostfile names no user.
+  TempDir user_dir;
+  auto user = RunProcess(Launch(*c, user_dir, {"--ssh_user", "nobody"}, {}), kRunTimeout);
+  INFO(user.err);
+  CHECK(user.exit_code == kExitInfrastructure);
+  CHECK(Contains(user.err, "node 0 (" + c->Addr(0) + "): authentication as 'nobody' failed"));
+  CHECK(ReadPidFiles(dir.path()).empty());
+  CHECK(ReadPidFiles(user_dir.path()).empty());
+}
+
 TEST_CASE("An unreachable host is reported by pre-flight and nothing starts anywhere") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
@@ -152,6 +189,9 @@ TEST_CASE("An unreachable host is reported by pre-flight and nothing starts anyw
   CHECK(r.exit_code == kExitInfrastructure);
   CHECK(Contains(r.err, "172.30.77.99"));
   CHECK(Contains(r.err, "nothing was started"));
+  // --ssh_connect_timeout 1 is the connect's own limit: the address times out after 1 s.
+  CHECK(Contains(r.err, "node 4 (172.30.77.99): cannot connect (timeout 1000 ms): Timeout connecting to 172.30.77.99\n"));
+  CHECK(r.seconds < 9);
   CHECK(ReadPidFiles(dir.path()).empty());
 }
 

@@ -122,6 +122,19 @@ TEST_CASE("An elastic job shrinks when a node is lost and takes the node back wh
   CHECK(WaitFor([&] { return JobProcesses(job).empty(); }, std::chrono::seconds(20)));
 }
 
+TEST_CASE("DeepSpeed's --elastic_training with --max_elastic_nodes 3 runs on three of the four hosts") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  TempDir dir;
+  auto r = RunProcess(Launch(*c, dir, "elastic-deepspeed", {"--elastic_training", "--max_elastic_nodes", "3"},
+                             {"--expect_world", "6", "--expect_nodes", "3"}),
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.out, "rank 5 of 6: environment ok\n"));
+  CHECK_FALSE(Contains(r.out, "rank 6 of"));
+}
+
 TEST_CASE("An elastic job starts on the hosts that pass pre-flight and names the one that does not") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());

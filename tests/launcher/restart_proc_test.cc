@@ -28,6 +28,23 @@ std::vector<std::string> Launch(const TempDir& dir, std::vector<std::string> opt
   return argv;
 }
 
+TEST_CASE("DeepSpeed's --elastic_training restarts a failed job (budget 100) and --min_elastic_nodes is checked "
+          "against the hosts there are") {
+  TempDir dir;
+  auto r = RunProcess(Launch(dir, {"--elastic_training"},
+                             {"--fail_rank", "1", "--exit_code", "3", "--until_generation", "1"}),
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.err, "; restarting on the same 1 node (restart 1 of 100)\n"));
+  TempDir refused_dir;
+  auto refused = RunProcess(Launch(refused_dir, {"--elastic_training", "--min_elastic_nodes", "2"}, {}), kRunTimeout);
+  CHECK(refused.exit_code == 2);
+  CHECK(Contains(refused.err, "--elastic_training --min_elastic_nodes 2: the job needs at least 2 nodes but the "
+                              "hostfile selection has 1"));
+  CHECK(ReadPidFiles(refused_dir.path()).empty());
+}
+
 TEST_CASE("A failed worker restarts the generation on the same node, and the job succeeds") {
   TempDir dir;
   auto r = RunProcess(Launch(dir, {"--max_restarts", "2"},

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/model_file.h"
 #include "runtime/config/train_config.h"
 #include "runtime/config/unimplemented_keys.h"
 #include "tests/fakes/train_on_threads.h"
@@ -351,6 +352,25 @@ TEST_CASE("deepspeed_config: the referenced file's keys reach the engine as the 
   REQUIRE(via_file.status.ok());
   CHECK(Dump(via_file) == Dump(in_line));
   CHECK(Dump(via_file) != Dump(RunDoc(BaseDoc())));
+}
+
+TEST_CASE("model.init_from given in the file starts the run from those weights, as the field set in C++ does") {
+  dslaunch::testing::TempDir dir;
+  json trained = BaseDoc();
+  trained["checkpoint"] = {{"dir", dir.path() + "/ckpt"}};
+  REQUIRE(RunDoc(trained).status.ok());
+  const std::string weights = dir.path() + "/model.safetensors";
+  REQUIRE(ExportCheckpoint(dir.path() + "/ckpt", weights, DType::kFloat32).ok());
+
+  const Observed in_file = RunDoc(With(BaseDoc(), "/model/init_from", weights));
+  TrainConfig direct = Parsed(BaseDoc(), 1);
+  direct.model_init_from = weights;
+  const Observed in_code = Run(direct, 1);
+  REQUIRE_MESSAGE(in_file.status.ok(), in_file.status.message());
+  CHECK(Dump(in_file) == Dump(in_code));
+  CHECK(Dump(in_file) != Dump(RunDoc(BaseDoc())));
+  CHECK(std::find(in_file.lines.begin(), in_file.lines.end(), "model initialised from " + weights) !=
+        in_file.lines.end());
 }
 
 TEST_CASE("checkpoint.keep_last keeps that many newest checkpoints of checkpoint.dir, saved every checkpoint.interval") {

@@ -71,10 +71,13 @@ class SshAgentHandle : public AgentHandle {
   std::thread thread_;
 };
 
-// "ssh to HOST:PORT: reason" -> "reason": the report line names the node and host already.
+// "ssh to HOST:PORT: reason" -> "reason": the report line names the node and host already; a port
+// other than SSH's usual one stays, as "port PORT: reason", since the line would not show it.
 std::string WithoutHostPrefix(const std::string& message, const std::string& host, int port) {
   std::string prefix = "ssh to " + host + ":" + std::to_string(port) + ": ";
-  return message.starts_with(prefix) ? message.substr(prefix.size()) : message;
+  if (!message.starts_with(prefix)) return message;
+  const std::string reason = message.substr(prefix.size());
+  return port == kSshDefaultPort ? reason : "port " + std::to_string(port) + ": " + reason;
 }
 
 // Stderr kept from a staged command for the failure reason; the rest is dropped.

@@ -17,12 +17,15 @@ namespace dslaunch::launcher {
 // does not answer within 10 s is down or firewalled (OpenSSH's ConnectTimeout is commonly 10 s).
 inline constexpr std::chrono::milliseconds kSshDefaultConnectTimeout{10000};
 
+// SSH's usual port, --ssh_port's default.
+inline constexpr int kSshDefaultPort = 22;
+
 struct SshOptions {
   // --ssh_user: the login user for hosts whose hostfile line has no `user@`. Empty: local_user.
   std::string user;
   // The launcher's own user name (getpwuid at the edge). Empty: libssh's default, the same user.
   std::string local_user;
-  int port = 22;  // --ssh_port
+  int port = kSshDefaultPort;  // --ssh_port
   // --ssh_identity, repeatable: private key files tried in order, each must exist. Empty: the
   // default files home/.ssh/id_ed25519, id_ecdsa, id_rsa, those that exist.
   std::vector<std::string> identities;

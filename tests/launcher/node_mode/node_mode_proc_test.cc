@@ -327,5 +327,49 @@ TEST_CASE("Node mode: --secret_file gives every node the secret, and --rdzv_id n
   CheckNoWorkerAlive(dir.path(), 2);
 }
 
+// dslaunch-agent as a joining node's dslaunch execs it, started here by hand: `options` after
+// the endpoint, job id and node rank; the secret on its stdin.
+std::vector<std::string> JoiningAgent(const ReservedPort& port, const std::string& job_id, const std::string& options) {
+  return {"/bin/sh", "-c",
+          "echo 0123456789abcdef0123456789abcdef | exec " + kBin + "/dslaunch-agent --endpoint 127.0.0.1:" +
+              std::to_string(port.port()) + " --job_id " + job_id + " --node_rank 1 " + options};
+}
+
+TEST_CASE("Node mode: dslaunch-agent --slots joins with that many workers; --join_timeout and --exit_codes "
+          "kubeflow: an agent never let in exits 203 after that many seconds") {
+  TempDir dir;
+  ReservedPort port;
+  // The host runs one worker and waits for a second node: the agent's two workers make 3 ranks.
+  const std::vector<std::string> expect = {"--expect_world", "3", "--expect_nodes", "2"};
+  Subprocess host(Node(dir, port, {"--nnodes", "2", "--node_rank", "0", "--nproc_per_node", "1", "--rdzv_id", "agents"},
+                       expect),
+                  kSecret);
+  auto joined = RunProcess(JoiningAgent(port, "agents", "--slots 2 --join_timeout 30"), kRunTimeout,
+                           {"TMPDIR=" + dir.path()});
+  auto hosted = host.Wait(kRunTimeout);
+  INFO(joined.err);
+  INFO(hosted.err);
+  CHECK(joined.exit_code == 0);
+  CHECK(hosted.exit_code == 0);
+  CHECK(Contains(hosted.err, "dslaunch: rendezvous complete: 2 nodes, 3 workers"));
+  CheckNoWorkerAlive(dir.path(), 3);
+
+  // A host that waits for three nodes never lets the agent in before the agent's own timeout.
+  TempDir waiting_dir;
+  ReservedPort waiting_port;
+  Subprocess waiting(Node(waiting_dir, waiting_port, {"--nnodes", "3", "--node_rank", "0", "--rdzv_id", "agents2"}, {}),
+                     kSecret);
+  REQUIRE(WaitFor([&] { return Listening(waiting_port.port()); }, std::chrono::seconds(30)));
+  auto late = RunProcess(JoiningAgent(waiting_port, "agents2", "--slots 1 --join_timeout 2 --exit_codes kubeflow"),
+                         kRunTimeout, {"TMPDIR=" + waiting_dir.path()});
+  INFO(late.err);
+  CHECK(late.exit_code == kExitInfrastructureKubeflow);
+  CHECK(late.seconds >= 2.0);
+  CHECK(late.seconds < 20);
+  CHECK(Contains(late.err, "written as 203 (--exit_codes kubeflow)"));
+  waiting.Signal(SIGTERM);
+  waiting.Wait(kRunTimeout);
+}
+
 }  // namespace
 }  // namespace dslaunch::testing

@@ -14,7 +14,9 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "launcher/status/job_state_file.h"
 #include "launcher/status/status_client.h"
@@ -365,6 +367,44 @@ TEST_CASE("--status_host NAME lets requests for that name in, others stay refuse
   CHECK(RawGet("127.0.0.1", closed_url->port, "127.0.0.1:" + std::to_string(closed_url->port), "", "/metrics") == 401);
   std::ofstream(closed_dir.path() + "/stop") << "";
   CHECK(closed.Wait(kTimeout).exit_code == 0);
+}
+
+// How many different heartbeat times node 0 shows on the page of a job run with `options`
+// during `window`, sampled every 50 ms.
+size_t HeartbeatsSeen(const std::vector<std::string>& options, std::chrono::milliseconds window) {
+  TempDir dir;
+  const std::vector<std::string> env = {"TMPDIR=" + dir.path()};
+  std::vector<std::string> extra = {"--status_port", "0"};
+  extra.insert(extra.end(), options.begin(), options.end());
+  Subprocess launcher(JobArgv(dir, "beats", extra), env);
+  std::optional<JobStateRecord> record;
+  REQUIRE(WaitFor([&] { return (record = StateRecord(dir, "beats")).has_value(); }, kTimeout));
+  std::set<int64_t> seen;
+  const auto end = std::chrono::steady_clock::now() + window;
+  while (std::chrono::steady_clock::now() < end) {
+    auto job = HttpGet(record->url, record->token, "/api/job");
+    if (job.ok()) {
+      const nlohmann::json view = nlohmann::json::parse(job->body);
+      if (view["nodes"].size() == 1 && view["nodes"][0]["last_heartbeat_ms"].get<int64_t>() > 0) {
+        seen.insert(view["nodes"][0]["last_heartbeat_ms"].get<int64_t>());
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::ofstream(dir.path() + "/stop") << "";
+  CHECK(launcher.Wait(kTimeout).exit_code == 0);
+  return seen.size();
+}
+
+TEST_CASE("--heartbeat_interval is the agents' pace: a quarter second shows four times the heartbeats of the default") {
+  // In 4 s: about 16 heartbeats at 0.25 s, about 4 at the default 1 s (the page is published at
+  // most every 200 ms, so a fast pace is undercounted, never overcounted).
+  const size_t fast = HeartbeatsSeen({"--heartbeat_interval", "0.25"}, std::chrono::seconds(4));
+  const size_t default_pace = HeartbeatsSeen({}, std::chrono::seconds(4));
+  CAPTURE(fast);
+  CAPTURE(default_pace);
+  CHECK(fast >= 8);
+  CHECK(default_pace <= 6);
 }
 
 TEST_CASE("dslaunch logs opens only regular files: a link to /dev/zero and a FIFO are refused at once, naming the file") {
