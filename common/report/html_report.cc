@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/display_text.h"
+#include "common/order_statistics.h"
 #include "common/report/svg_chart.h"
 
 namespace dslaunch::report {
@@ -44,16 +45,6 @@ std::string Plural(int64_t n, const char* word) {
 
 std::string SegmentLabel(const RunSegment& s, size_t index) {
   return s.generation ? "generation " + std::to_string(*s.generation) : "run " + std::to_string(index + 1);
-}
-
-// The value at fraction q (0..1) of the sorted finite values; NaN when there are none.
-double Percentile(std::vector<double> values, double q) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
-               values.end());
-  if (values.empty()) return NAN;
-  std::sort(values.begin(), values.end());
-  const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size()))) ;
-  return values[std::min(values.size() - 1, i == 0 ? 0 : i - 1)];
 }
 
 bool CountsSamples(const MetricsLog& log) {
@@ -139,7 +130,7 @@ std::string PerRankChart(const MetricsLog& log, LineChart chart,
   for (const auto& [x, values] : steps) {
     for (auto [series, q] : {std::pair{&median, 0.5}, {&p90, 0.9}, {&largest, 1.0}}) {
       series->x.push_back(x);
-      series->y.push_back(Percentile(values, q));
+      series->y.push_back(NearestRankPercentile(values, q));
     }
   }
   chart.series = {median, p90, largest};
@@ -186,7 +177,7 @@ std::string Summary(const MetricsLog& log) {
   }
   std::vector<double> rates;
   for (const StepPoint& p : log.steps) rates.push_back(p.tokens_per_s);
-  const double median = Percentile(rates, 0.5);
+  const double median = NearestRankPercentile(rates, 0.5);
   if (std::isfinite(median)) {
     text += "; median " + Format("%.0f", median) + (CountsSamples(log) ? " samples/s" : " tokens/s");
   }

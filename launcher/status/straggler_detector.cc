@@ -4,18 +4,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/order_statistics.h"
+
 namespace dslaunch::launcher {
 namespace {
-
-// The median of `values` (non-empty): the middle one, or the mean of the two middle ones.
-double Median(std::vector<double> values) {
-  const size_t half = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(half), values.end());
-  const double upper = values[half];
-  if (values.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(half));
-  return (lower + upper) / 2;
-}
 
 std::string Millis(double ms) {
   char buf[32];

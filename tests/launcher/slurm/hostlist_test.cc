@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <random>
+#include <string>
+
 namespace dslaunch::launcher {
 namespace {
 
@@ -64,6 +68,40 @@ TEST_CASE("ExpandHostlist refuses what Slurm refuses, and unbalanced brackets, s
     REQUIRE_FALSE(hosts.ok());
     CHECK(hosts.status().code() == StatusCode::kInvalidArgument);
     CHECK(hosts.status().message() == row.message);
+  }
+}
+
+TEST_CASE("ExpandHostlist gives back the hosts a random expression was written from, in order") {
+  // Each expression is a comma-separated list of PREFIX[RANGES] groups, RANGES being numbers and
+  // N-M ranges of one zero-padded width; the expected hosts are written out one by one.
+  std::mt19937_64 rng(28);
+  const char* prefixes[] = {"n", "node-", "10.0.0.", "gpu", "r1-n"};
+  for (int trial = 0; trial < 1000; ++trial) {
+    std::string expression;
+    Hosts expected;
+    const int groups = 1 + static_cast<int>(rng() % 3);
+    for (int g = 0; g < groups; ++g) {
+      const std::string prefix = prefixes[rng() % 5];
+      const int width = 1 + static_cast<int>(rng() % 3);
+      const int limit = width == 1 ? 10 : width == 2 ? 100 : 1000;
+      std::string ranges;
+      const int parts = 1 + static_cast<int>(rng() % 3);
+      for (int p = 0; p < parts; ++p) {
+        const int lo = static_cast<int>(rng() % static_cast<uint64_t>(limit));
+        const int hi = std::min(limit - 1, lo + static_cast<int>(rng() % 4));
+        auto padded = [width](int v) {
+          std::string t = std::to_string(v);
+          return std::string(static_cast<size_t>(width) - std::min(t.size(), static_cast<size_t>(width)), '0') + t;
+        };
+        ranges += (p == 0 ? "" : ",") + padded(lo) + (hi == lo ? "" : "-" + padded(hi));
+        for (int v = lo; v <= hi; ++v) expected.push_back(prefix + padded(v));
+      }
+      expression += (g == 0 ? "" : ",") + prefix + "[" + ranges + "]";
+    }
+    CAPTURE(expression);
+    auto hosts = ExpandHostlist(expression);
+    REQUIRE(hosts.ok());
+    CHECK(*hosts == expected);
   }
 }
 
