@@ -42,7 +42,7 @@ TEST_CASE("--watchdog_timeout reaches the agents: a rank that reports progress w
   CHECK(r.exit_code == 137);
   CHECK(r.seconds < 30);
   CHECK(Contains(r.out, "[rank 0] timeout is 1.5\n"));
-  CHECK(std::regex_search(r.err, std::regex("rank 0 reported no progress for 1\\.[5-9] s \\(last step 0, watchdog "
+  CHECK(std::regex_search(r.err, std::regex("rank 0 reported no progress for [0-9.]+ s \\(last step 0, watchdog "
                                             "timeout 1\\.5 s\\)")));
   // Without the option the same rank is not watched: it runs until its own end.
   TempDir quiet;
@@ -65,7 +65,7 @@ TEST_CASE("--grace_period: a worker that ignores SIGTERM is killed that many sec
   auto r = launcher.Wait(kRunTimeout);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
   INFO(r.err);
-  CHECK(r.exit_code != 0);
+  CHECK(r.exit_code == 143);  // 128 + SIGTERM: the job was stopped
   CHECK(seconds >= 1.0);
   CHECK(seconds < 10);
   CHECK_FALSE(ProcessAlive(worker));
@@ -131,7 +131,7 @@ TEST_CASE("--save_pid FILE holds the launcher's pid while the job runs") {
   launcher.Signal(SIGTERM);
   auto r = launcher.Wait(kRunTimeout);
   INFO(r.err);
-  CHECK(r.exit_code != -1);
+  CHECK(r.exit_code == 143);
 }
 
 TEST_CASE("--exclude and -e drop hosts and slots from the plan") {

@@ -101,7 +101,7 @@ TEST_CASE("export --dtype, --hf_config with --n_head or --config: the file's ten
   auto contradiction = RunProcess({kWorker, "export", ckpt, dir.path() + "/c/model.safetensors", "--hf_config",
                                    "--config", config, "--n_head", "2"},
                                   kTimeout);
-  CHECK(contradiction.exit_code != 0);
+  CHECK(contradiction.exit_code == 1);
   CHECK(Contains(contradiction.err, "n_head 2 differs from " + config + "'s 4"));
   CHECK_FALSE(fs::exists(dir.path() + "/c/model.safetensors"));
 }
