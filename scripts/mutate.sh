@@ -46,7 +46,7 @@ import time
 
 root = sys.argv[1]
 parser = argparse.ArgumentParser(prog="scripts/mutate.sh", description="Mutation testing (docs/testing.md).")
-parser.add_argument("--list", default=os.path.join(root, "tests", "mutations.txt"))
+parser.add_argument("--list", help="the list (default: tests/mutations.txt of the working tree)")
 parser.add_argument("--line", type=int, help="run only the mutation on this line of the list")
 parser.add_argument("--match", help="run only the lines that contain this text")
 parser.add_argument("--check", action="store_true", help="only check that every pattern occurs exactly once")
@@ -66,6 +66,8 @@ if args.reuse_build:
 else:
     src, build = os.path.join(work, "src"), os.path.join(work, "build")
 sync_from = os.path.join(work, "real") if args.inside else root
+# Inside the namespace the working tree's path names the copy, which is synced only later.
+args.list = args.list or os.path.join(sync_from, "tests", "mutations.txt")
 
 
 class Mutation:

@@ -27,6 +27,16 @@ TEST_CASE("NodeMembership numbers nodes by arrival after the host node, which is
   CHECK(Order(m) == std::vector<std::string>{"a", "c", "b"});
 }
 
+TEST_CASE("NodeMembership keeps place 0 for the host node before it has joined: arrivals fill from place 1") {
+  // Enough nodes without the host (MIN 2): an arrival must not take the host's place ahead of a
+  // node that asked for rank 1.
+  NodeMembership m(2, 3);
+  REQUIRE(m.Join(Node("r1", 1)).ok());
+  REQUIRE(m.Join(Node("x")).ok());
+  REQUIRE(m.enough());
+  CHECK(Order(m) == std::vector<std::string>{"r1", "x"});
+}
+
 TEST_CASE("NodeMembership puts asked-for ranks in their places and fills the rest by arrival") {
   NodeMembership m(4, 4);
   REQUIRE(m.Join(Node("x")).ok());
