@@ -69,6 +69,29 @@ TEST_CASE("The estimate of the engine's states is the engine's own accounting, a
   }
 }
 
+TEST_CASE("At stage 3 the prefetch run is stage3_prefetch_bucket_size elements, between the largest group and the "
+          "model, in fp32 copies and their staging") {
+  TrainConfig c = TinyGpt();
+  c.engine.zero.stage = 3;
+  GptModel model(std::get<GptConfig>(c.model), 2);
+  size_t largest = 0;
+  for (const auto& g : model.layout().groups()) largest = std::max(largest, g.numel);
+  const double numel = static_cast<double>(model.layout().numel());
+  auto buffers_with = [&](int64_t bucket) {
+    TrainConfig t = c;
+    t.engine.zero.stage3_prefetch_bucket_size = bucket;
+    return EstimateTrainingMemory(t, 2);
+  };
+  const MemoryEstimate none = buffers_with(0);  // a run of the group asked for alone
+  const int64_t between = static_cast<int64_t>(largest) + 1000;
+  REQUIRE(static_cast<double>(between) < numel);
+  // fp32: each element of the run is a live fp32 copy and its fp32 staging, 8 bytes.
+  constexpr double kPerElement = 8;
+  CHECK(buffers_with(between).buffers - none.buffers == 1000 * kPerElement);
+  CHECK(buffers_with(between).keyed - none.keyed == 1000 * kPerElement);
+  CHECK(buffers_with(1'000'000'000).buffers - none.buffers == (numel - static_cast<double>(largest)) * kPerElement);
+}
+
 TEST_CASE("With the state and parameters on disk no transient buffer is the model's size, unless it is imported") {
   TrainConfig c = TinyGpt();
   c.model = GptConfig{12, 2, 32, 8, 32};
