@@ -184,6 +184,8 @@ if args.reuse_build and not args.inside:
         subprocess.run(["cp", "-a", root, tree], check=True)
     os.makedirs(real, exist_ok=True)
     inner = ["python3", "-", root] + sys.argv[2:] + ["--inside"]
+    # This program as the working tree has it (the copy's may be older), fed to python3 on stdin as
+    # the shell part above does; inside, `root` names the copy.
     script = open(os.path.join(root, "scripts", "mutate.sh")).read()
     program = script[script.index("<<'PY'\n") + len("<<'PY'\n"):script.rindex("\nPY")]
     shell = (f"mount --bind {shlex.quote(root)} {shlex.quote(real)} && "

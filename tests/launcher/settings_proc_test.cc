@@ -52,18 +52,32 @@ TEST_CASE("--watchdog_timeout reaches the agents: a rank that reports progress w
   CHECK(Contains(q.out, "[rank 0] done\n"));
 }
 
+// A worker script that writes its pid to `pid_file` and then ignores SIGTERM, forever.
+std::string IgnoresTerm(const std::string& pid_file) {
+  return "trap '' TERM; echo $$ > " + pid_file + "; while :; do sleep 0.1; done";
+}
+
+// The pid a worker wrote to `pid_file`, once it has.
+pid_t WorkerPid(const std::string& pid_file) {
+  REQUIRE(WaitFor([&] { return fs::exists(pid_file) && fs::file_size(pid_file) > 0; }, std::chrono::seconds(30)));
+  return std::stoi(ReadWhole(pid_file));
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 TEST_CASE("--grace_period: a worker that ignores SIGTERM is killed that many seconds after the launcher is told "
           "to stop") {
   TempDir dir;
   const std::string pid = dir.path() + "/worker.pid";
   // The default grace period is 30 s: a job that ends within 10 s ended by the option's 1 s.
-  Subprocess launcher(Job(dir, {"--grace_period", "1"}, "trap '' TERM; echo $$ > " + pid + "; while :; do sleep 0.1; done"));
-  REQUIRE(WaitFor([&] { return fs::exists(pid) && fs::file_size(pid) > 0; }, std::chrono::seconds(30)));
-  const pid_t worker = std::stoi(ReadWhole(pid));
+  Subprocess launcher(Job(dir, {"--grace_period", "1"}, IgnoresTerm(pid)));
+  const pid_t worker = WorkerPid(pid);
   const auto asked = std::chrono::steady_clock::now();
   launcher.Signal(SIGTERM);
   auto r = launcher.Wait(kRunTimeout);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  const double seconds = SecondsSince(asked);
   INFO(r.err);
   CHECK(r.exit_code == 143);  // 128 + SIGTERM: the job was stopped
   CHECK(seconds >= 1.0);
@@ -75,13 +89,12 @@ TEST_CASE("--grace_period: a worker that ignores SIGTERM is killed that many sec
   // period, which the launcher handed over in the assignment).
   TempDir own;
   const std::string own_pid = own.path() + "/worker.pid";
-  Subprocess job(Job(own, {"--grace_period", "1"}, "trap '' TERM; echo $$ > " + own_pid + "; while :; do sleep 0.1; done"));
-  REQUIRE(WaitFor([&] { return fs::exists(own_pid) && fs::file_size(own_pid) > 0; }, std::chrono::seconds(30)));
-  const pid_t own_worker = std::stoi(ReadWhole(own_pid));
+  Subprocess job(Job(own, {"--grace_period", "1"}, IgnoresTerm(own_pid)));
+  const pid_t own_worker = WorkerPid(own_pid);
   const auto killed = std::chrono::steady_clock::now();
   job.Signal(SIGKILL);
   REQUIRE(WaitFor([&] { return !ProcessAlive(own_worker); }, std::chrono::seconds(20)));
-  const double own_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  const double own_seconds = SecondsSince(killed);
   CHECK(own_seconds >= 1.0);
   CHECK(own_seconds < 10);
 }

@@ -22,6 +22,7 @@
 #include "runtime/config/train_config.h"
 #include "runtime/config/unimplemented_keys.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/config/train_json_fixture.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime::testing {
@@ -44,9 +45,7 @@ json BaseDoc() {
 }
 
 TrainConfig Parsed(const json& doc, int world) {
-  Result<TrainConfig> config = ParseTrainConfig(doc.dump(), "train.json", world, [](const std::string& path) {
-    return Result<std::string>(NotFoundError(path));
-  });
+  Result<TrainConfig> config = Parse(doc, world);
   REQUIRE_MESSAGE(config.ok(), config.status().message());
   config->source_sha256 = "test";
   return *config;
@@ -95,11 +94,6 @@ Observed Run(const TrainConfig& config, int world) {
 }
 
 Observed RunDoc(const json& doc, int world = 1) { return Run(Parsed(doc, world), world); }
-
-json With(json doc, const std::string& pointer, const json& value) {
-  doc[json::json_pointer(pointer)] = value;
-  return doc;
-}
 
 std::string Dump(const Observed& o) {
   std::string text;
@@ -403,9 +397,7 @@ TEST_CASE("Every recognised-but-unimplemented DeepSpeed key given in the file is
     if (pointer.starts_with("/bf16")) doc["bf16"]["enabled"] = true;
     if (pointer.starts_with("/scheduler")) doc["scheduler"]["type"] = "WarmupLR";
     doc[json::json_pointer(pointer + "/" + key)] = entry.only.empty() ? json(true) : json::parse(entry.only);
-    Result<TrainConfig> config = ParseTrainConfig(doc.dump(), "train.json", 1, [](const std::string& path) {
-      return Result<std::string>(NotFoundError(path));
-    });
+    Result<TrainConfig> config = Parse(doc, 1);
     REQUIRE_MESSAGE(config.ok(), config.status().message());
     CHECK(UnimplementedWarning(*config).find(section + "." + key) != std::string::npos);
     ++keys;
@@ -424,10 +416,7 @@ TEST_CASE("Keys this runtime accepts without an effect say so at start-up, each 
                                          {"/activation_checkpointing/synchronize_checkpoint_boundary", true},
                                          {"/activation_checkpointing/profile", true}}) {
     INFO(std::string(c.pointer));
-    Result<TrainConfig> config = ParseTrainConfig(With(BaseDoc(), c.pointer, c.value).dump(), "train.json", 1,
-                                                  [](const std::string& path) {
-                                                    return Result<std::string>(NotFoundError(path));
-                                                  });
+    Result<TrainConfig> config = Parse(With(BaseDoc(), c.pointer, c.value), 1);
     REQUIRE_MESSAGE(config.ok(), config.status().message());
     std::string path = std::string("$") + c.pointer;
     std::replace(path.begin(), path.end(), '/', '.');

@@ -20,6 +20,7 @@
 
 #include "launcher/status/job_state_file.h"
 #include "launcher/status/status_client.h"
+#include "tests/support/raw_connection.h"
 #include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
@@ -277,29 +278,12 @@ TEST_CASE("dslaunch --status_port on a port in use fails before starting anythin
 // response's status code, or 0 when the connection was refused.
 int RawGet(const std::string& ip, uint16_t port, const std::string& host, const std::string& token,
            const std::string& target) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  REQUIRE(::inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) == 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return 0;
-  }
+  testing::RawConnection c(ip, port);
+  if (!c.connected()) return 0;
   std::string request = "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n";
   if (!token.empty()) request += "Authorization: Bearer " + token + "\r\n";
-  request += "\r\n";
-  REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-  std::string response;
-  char buf[4096];
-  pollfd p{fd, POLLIN, 0};
-  while (::poll(&p, 1, 10000) == 1) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    response.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  c.Send(request + "\r\n");
+  const std::string response = c.Read("\r\n");
   REQUIRE(response.starts_with("HTTP/1.1 "));
   return std::stoi(response.substr(9, 3));
 }

@@ -19,11 +19,13 @@
 #include "launcher/status/job_view_json.h"
 #include "launcher/status/status_client.h"
 #include "tests/launcher/status/sample_view.h"
+#include "tests/support/raw_connection.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::launcher {
 namespace {
 
+using testing::RawConnection;
 using testing::WaitFor;
 
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -47,60 +49,6 @@ struct Served {
     server = std::move(*s);
   }
   std::string host() const { return "127.0.0.1:" + std::to_string(server->port()); }
-};
-
-// A raw connection: what a client that is not a browser may send, from a source address of
-// 127.0.0.0/8 of the test's choice (each is a client of its own to the server).
-class RawConnection {
- public:
-  explicit RawConnection(uint16_t port, const char* source = "127.0.0.1") : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in from{};
-    from.sin_family = AF_INET;
-    REQUIRE(::inet_pton(AF_INET, source, &from.sin_addr) == 1);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from)) == 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  }
-  ~RawConnection() { ::close(fd_); }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  void Send(const std::string& bytes) { REQUIRE(::write(fd_, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size())); }
-  // Reads until `until` appears, the peer closes, or `timeout` passes.
-  std::string Read(const std::string& until, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    std::string got;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (got.find(until) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fd_, buf, sizeof(buf));
-      if (n <= 0) {
-        closed_ = true;
-        break;
-      }
-      got.append(buf, static_cast<size_t>(n));
-    }
-    return got;
-  }
-  // Whether the server has closed the connection (reads what came before the end).
-  bool Closed() {
-    while (!closed_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) return false;
-      char buf[4096];
-      const ssize_t n = ::read(fd_, buf, sizeof(buf));
-      if (n <= 0) closed_ = true;
-    }
-    return true;
-  }
-
- private:
-  int fd_;
-  bool closed_ = false;
 };
 
 // A GET from `source` with the token and the right Host; the whole response.

@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
 #include "tests/runtime/tiny_gpt_config.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -56,11 +56,6 @@ const Case kCases[] = {
     {0, Precision::kFp32},
     {3, Precision::kFp32},
 };
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 TrainConfig Config(const Case& t, const std::string& dir) {
   TrainConfig c = TinyGptConfig(2, t.stage, kSteps);
@@ -121,7 +116,7 @@ TEST_CASE("Every piece of engine state resumes: the steps after a checkpoint tak
 
     // The saved state is not the initial one in any part.
     const fs::path saved = fs::path(full_config.checkpoint.dir) / StepDirectoryName(kSavedAt);
-    const json meta = json::parse(Slurp(saved / "meta.json"));
+    const json meta = json::parse(dslaunch::testing::ReadWhole(saved / "meta.json"));
     INFO(meta.dump());
     CHECK(meta.at("lr_scheduler").at("last_batch_iteration").get<int64_t>() >= 1);  // -1 at the start
     CHECK(meta.at("optimizer_step").get<int64_t>() >= 2);                           // 0 at the start
@@ -152,12 +147,12 @@ TEST_CASE("Every piece of engine state resumes: the steps after a checkpoint tak
     // meta.json (scaler, schedule, step counts, data position, checksums) byte for byte.
     const fs::path end_full = fs::path(full_config.checkpoint.dir) / StepDirectoryName(kSteps);
     const fs::path end_resumed = fs::path(resumed_config.checkpoint.dir) / StepDirectoryName(kSteps);
-    CHECK(Slurp(end_resumed / "meta.json") == Slurp(end_full / "meta.json"));
+    CHECK(dslaunch::testing::ReadWhole(end_resumed / "meta.json") == dslaunch::testing::ReadWhole(end_full / "meta.json"));
     for (int rank = 0; rank < 2; ++rank) {
       CAPTURE(rank);
-      const std::string shard = Slurp(end_full / ShardFileName(rank));
+      const std::string shard = dslaunch::testing::ReadWhole(end_full / ShardFileName(rank));
       CHECK_FALSE(shard.empty());
-      CHECK(Slurp(end_resumed / ShardFileName(rank)) == shard);
+      CHECK(dslaunch::testing::ReadWhole(end_resumed / ShardFileName(rank)) == shard);
     }
   }
 }
