@@ -47,6 +47,7 @@
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/loss_scaler.h"
 #include "runtime/engine/optimizer_state_store.h"
+#include "runtime/swap/io_engine.h"
 
 namespace dslaunch::runtime {
 
@@ -115,6 +116,9 @@ class Engine {
   // Collective: every rank receives the full fp32 master weights (layout.numel() values).
   virtual Status GatherParameters(std::span<float> out) = 0;
   virtual MemoryStats memory() const = 0;
+  // This rank's swap-file I/O so far, parameters and optimizer state together (io_engine.h's
+  // counts): all zero when everything is in memory.
+  virtual swap::IoStats swap_io() const = 0;
   virtual int64_t applied_steps() const = 0;
   // This rank's lines for the log from setting up state on disk (stale swap files removed, O_DIRECT
   // or io_uring unavailable), to print once at start; empty when everything is in memory.

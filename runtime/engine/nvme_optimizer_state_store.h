@@ -55,6 +55,8 @@ class NvmeOptimizerStateStore final : public OptimizerStateStore {
   std::vector<std::span<const float>> Resident() const override { return {}; }
   // The ring's buffers.
   size_t bytes() const override;
+  // Zero for an empty slice (no file, no engine).
+  swap::IoStats io() const override { return io_ != nullptr ? io_->stats() : swap::IoStats{}; }
 
   // One line each for what the caller should print once: O_DIRECT refused, io_uring unavailable.
   const std::vector<std::string>& warnings() const { return warnings_; }

@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "runtime/engine/optimizer.h"
+#include "runtime/swap/io_engine.h"
 
 namespace dslaunch::runtime {
 
@@ -66,6 +67,8 @@ class OptimizerStateStore {
   virtual std::vector<std::span<const float>> Resident() const = 0;
   // Bytes of memory the store holds (master weights it owns, and moments).
   virtual size_t bytes() const = 0;
+  // Swap-file I/O so far: all zero for a store in memory.
+  virtual swap::IoStats io() const = 0;
 };
 
 // The state in memory. The master weights are either the store's own copy (16-bit storage) or
@@ -89,6 +92,7 @@ class InMemoryOptimizerStateStore final : public OptimizerStateStore {
   Status ForEachSubGroup(StateAccess access, const Visitor& visit) override;
   std::vector<std::span<const float>> Resident() const override;
   size_t bytes() const override { return state_.bytes() + owned_.size() * sizeof(float); }
+  swap::IoStats io() const override { return {}; }
 
  private:
   InMemoryOptimizerStateStore(const OptimizerParams& optimizer, std::vector<float> owned, std::span<float> master,

@@ -242,6 +242,11 @@ size_t ParameterStore<S>::staging_bytes() const {
 }
 
 template <class S>
+swap::IoStats ParameterStore<S>::io() const {
+  return swap_ != nullptr ? swap_->io() : swap::IoStats{};
+}
+
+template <class S>
 std::vector<std::string> ParameterStore<S>::notes() const {
   return swap_ != nullptr ? swap_->notes() : std::vector<std::string>();
 }

@@ -74,6 +74,8 @@ class ParameterStore {
   size_t staging_bytes() const;
   // The swap's log lines (parameter_swap.h); empty without one.
   std::vector<std::string> notes() const;
+  // The swap's I/O so far; zero without one.
+  swap::IoStats io() const;
 
  private:
   struct Group {

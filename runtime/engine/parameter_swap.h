@@ -78,6 +78,8 @@ class ParameterSwap {
   size_t resident_bytes() const;
   size_t buffer_bytes() const;
   const ParameterSwapPlan& plan() const { return plan_; }
+  // Swap-file I/O so far; zero when nothing is on disk.
+  swap::IoStats io() const { return io_ != nullptr ? io_->stats() : swap::IoStats{}; }
   // Lines for the log: stale files removed, O_DIRECT refused, io_uring unavailable.
   const std::vector<std::string>& notes() const { return notes_; }
 

@@ -195,6 +195,8 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     return params_.Publish();
   }
 
+  swap::IoStats swap_io() const override { return swap::Combined(params_.io(), state_->io()); }
+
   MemoryStats memory() const override {
     MemoryStats m;
     m.parameters = params_.bytes();

@@ -35,10 +35,15 @@ using IoTicket = uint64_t;
 
 // Counts an engine keeps, for tests and benchmarks to see what it did.
 struct IoStats {
+  uint64_t bytes_read = 0;     // of the transfers started
+  uint64_t bytes_written = 0;
   uint64_t pieces = 0;         // block-size pieces issued
   uint64_t submit_calls = 0;   // io_uring_enter submissions (0 for the synchronous engine)
   uint64_t max_in_flight = 0;  // most pieces in flight at once
 };
+
+// Two engines' counts as one: the sums, and the larger of the two max_in_flight.
+IoStats Combined(const IoStats& a, const IoStats& b);
 
 class IoEngine {
  public:

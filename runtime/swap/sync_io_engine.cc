@@ -30,6 +30,7 @@ Status SyncIoEngine::Transfer(const IoRequest& r) {
 Result<IoTicket> SyncIoEngine::Start(const IoRequest& request) {
   IoTicket t = next_ticket_++;
   stats_.max_in_flight = 1;
+  (request.op == IoOp::kRead ? stats_.bytes_read : stats_.bytes_written) += request.buffer.size();
   done_.emplace(t, Transfer(request));
   return t;
 }

@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "runtime/swap/sync_io_engine.h"
 
 namespace dslaunch::runtime::swap {
 namespace {
@@ -46,6 +45,7 @@ Result<IoTicket> UringIoEngine::Start(const IoRequest& r) {
   std::lock_guard lock(mu_);
   if (!failed_.ok()) return failed_;
   IoTicket t = next_ticket_++;
+  (r.op == IoOp::kRead ? stats_.bytes_read : stats_.bytes_written) += r.buffer.size();
   Transfer& transfer = transfers_[t];
   for (uint64_t done = 0; done < r.buffer.size(); done += config_.block_size) {
     uint64_t len = std::min<uint64_t>(config_.block_size, r.buffer.size() - done);
@@ -155,21 +155,6 @@ Status UringIoEngine::Wait(IoTicket ticket) {
 IoStats UringIoEngine::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
-}
-
-IoEngineChoice MakeIoEngine(IoBackend backend, const AioConfig& config) {
-  IoEngineChoice choice;
-  if (backend == IoBackend::kUring) {
-    auto uring = UringIoEngine::Create(config);
-    if (uring.ok()) {
-      choice.engine = std::move(uring).value();
-      return choice;
-    }
-    choice.warning = "io_uring is not available (" + uring.status().message() +
-                     "); swap I/O uses synchronous pread/pwrite, without overlap of reads and writes";
-  }
-  choice.engine = std::make_unique<SyncIoEngine>(config.block_size);
-  return choice;
 }
 
 }  // namespace dslaunch::runtime::swap

@@ -119,6 +119,7 @@ void RunReport::Start(const RunStart& start) {
     r["zero_stage"] = start.zero_stage;
     r["precision"] = start.precision;
     r["bytes_per_rank"] = MemoryRecord(start.memory);
+    r["activation_bytes"] = start.activation_bytes;
     if (start.origin.started_ms) r["started_ms"] = *start.origin.started_ms;
     if (!start.origin.command.empty()) r["command"] = start.origin.command;
     if (!start.origin.sgemm_kernel.empty()) {
@@ -291,6 +292,12 @@ void RunReport::End(const RunEnd& end) {
   r["bytes_per_rank"] = MemoryRecord(end.memory);
   r["checkpoints_saved"] = end.checkpoints_saved;
   r["checkpoints_failed"] = end.checkpoints_failed;
+  const swap::IoStats& io = end.swap_io;
+  if (io.bytes_read + io.bytes_written > 0) {
+    r["swap_io"] = {{"bytes_read", io.bytes_read},     {"bytes_written", io.bytes_written},
+                    {"pieces", io.pieces},             {"submit_calls", io.submit_calls},
+                    {"max_in_flight", io.max_in_flight}};
+  }
   out_.metrics(Text(r));
 }
 

@@ -53,6 +53,7 @@ struct RunStart {
   int zero_stage = 0;
   std::string precision;  // "fp32", "fp16", "bf16"
   MemoryStats memory;     // bytes per rank at the start
+  size_t activation_bytes = 0;  // the model's activation buffers (TrainTask::ActivationBytes)
   RunOrigin origin;
 };
 
@@ -80,6 +81,7 @@ struct RunEnd {
   MemoryStats memory;  // with the working high-water mark
   size_t checkpoints_saved = 0;
   size_t checkpoints_failed = 0;
+  swap::IoStats swap_io;  // rank 0's swap-file I/O; the record has it when any byte moved
 };
 
 // The `exit` record, written by the worker after its run, whatever its end (finished, stopped,

@@ -57,6 +57,7 @@ class GptTask final : public TrainTask {
   bool classifier() const override { return false; }
   int64_t TokensPerSample() const override { return seq_len_; }
   double FlopsPerToken() const override { return model_.FlopsPerToken(seq_len_); }
+  size_t ActivationBytes() const override { return model_.activation_bytes(); }
   int64_t GlobalBatch() const override { return train_.global_batch(); }
 
   float ForwardTrain(ParameterAccess& params, int64_t step, int micro_step) override {
@@ -169,6 +170,7 @@ class MlpTask final : public TrainTask {
   bool classifier() const override { return true; }
   int64_t TokensPerSample() const override { return 1; }
   double FlopsPerToken() const override { return model_.FlopsPerSample(); }
+  size_t ActivationBytes() const override { return model_.activation_bytes(); }
   int64_t GlobalBatch() const override { return train_.global_batch(); }
 
   float ForwardTrain(ParameterAccess& params, int64_t step, int micro_step) override {

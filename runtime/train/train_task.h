@@ -54,6 +54,9 @@ class TrainTask {
   virtual int64_t TokensPerSample() const = 0;
   // Model FLOPs per token (or image) for forward + backward, for MFU.
   virtual double FlopsPerToken() const = 0;
+  // Bytes of the model's activation buffers for this rank's micro-batch (with recomputation, the
+  // block inputs and the internals of the blocks that keep them).
+  virtual size_t ActivationBytes() const = 0;
   // Samples in one optimizer step over all ranks.
   virtual int64_t GlobalBatch() const = 0;
 

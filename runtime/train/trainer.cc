@@ -44,7 +44,7 @@ RunStart StartOf(const TrainConfig& config, const TrainTask& task, int world, co
                  const RunOrigin& origin) {
   return RunStart{std::string(task.name()), static_cast<int64_t>(task.layout().numel()), task.FlopsPerToken(),
                   task.classifier(), world, config.engine.zero.stage,
-                  std::string(PrecisionName(config.engine.precision)), memory, origin};
+                  std::string(PrecisionName(config.engine.precision)), memory, task.ActivationBytes(), origin};
 }
 
 // The engine, its parameters initialised by the model or imported from model.init_from. A
@@ -212,8 +212,8 @@ struct Loop {
       report.Sample(text);
     }
     report.CheckpointSummary(saver.Summary());
-    report.End(
-        RunEnd{steps, engine.applied_steps(), engine.memory(), saver.saved().size(), saver.failed_steps().size()});
+    report.End(RunEnd{steps, engine.applied_steps(), engine.memory(), saver.saved().size(),
+                      saver.failed_steps().size(), engine.swap_io()});
     return Status::Ok();
   }
 };

@@ -135,6 +135,48 @@ TEST_CASE("An elasticity section chooses the batch, and refuses a world size it 
   CHECK(Losses(two.out).size() == 2);
 }
 
+// Each further key of the section given in train.json, observed in the batch the worker runs with
+// (its `batch:` line) or in its refusal (exit code 2, the key's path).
+TEST_CASE("The elasticity keys min_gpus, max_gpus, prefer_larger_batch, ignore_non_elastic_batch_info and version "
+          "change the batch the worker runs, or refuse the run naming them") {
+  TempDir dir;
+  auto section = [](const std::string& keys) {
+    return R"("elasticity": {"enabled": true, "max_train_batch_size": 8, "micro_batch_sizes": [2])" + keys + "}";
+  };
+  auto refused_with = [&](const std::string& name, int ranks, const std::string& batch_keys, const std::string& text) {
+    INFO(name);
+    auto run = Launch(dir, ranks, WriteConfig(dir, name, 1, batch_keys));
+    CHECK(run.exit_code == 2);
+    CHECK_MESSAGE(run.err.find(text) != std::string::npos, run.err);
+  };
+  // Without min_gpus and max_gpus, 8 runs at world sizes 1, 2, 4.
+  refused_with("min_gpus.json", 1, section(R"(, "min_gpus": 2)"),
+               "min_gpus.json: $.elasticity: world size 1 cannot keep the elastic train_batch_size 8: it can run at "
+               "world sizes 2, 4");
+  refused_with("max_gpus.json", 2, section(R"(, "max_gpus": 1)"),
+               "max_gpus.json: $.elasticity: world size 2 cannot keep the elastic train_batch_size 8: it can run at "
+               "world sizes 1");
+  refused_with("version.json", 2, section(R"(, "version": 0.2)"),
+               "version.json: $.elasticity: version 0.2 is not implemented");
+  refused_with("batch_given.json", 2, R"("train_batch_size": 8, )" + section(""),
+               "batch_given.json: $.train_batch_size: elasticity chooses the batch");
+  auto ignored = Launch(dir, 2, WriteConfig(dir, "ignored.json", 1,
+                                            R"("train_batch_size": 6, )" +
+                                                section(R"(, "ignore_non_elastic_batch_info": true)")));
+  CHECK(ignored.exit_code == 0);
+  CHECK(ignored.out.find("batch: elasticity chose train_batch_size 8") != std::string::npos);
+  CHECK(ignored.err.find("$.train_batch_size: ignored: elasticity chooses the batch") != std::string::npos);
+  // Micro-batches 3 and 5 up to 20 at most 4 ranks: 20 ({1, 2, 4}) and 18 ({1, 2, 3}) tie.
+  const std::string tie =
+      R"("elasticity": {"enabled": true, "max_train_batch_size": 20, "micro_batch_sizes": [3, 5], "max_gpus": 4)";
+  auto larger = Launch(dir, 2, WriteConfig(dir, "larger.json", 1, tie + "}"));
+  CHECK(larger.out.find("batch: elasticity chose train_batch_size 20, valid at world sizes 1, 2, 4; at world size 2: "
+                        "micro-batch 5 x accumulation 2") != std::string::npos);
+  auto smaller = Launch(dir, 2, WriteConfig(dir, "smaller.json", 1, tie + R"(, "prefer_larger_batch": false})"));
+  CHECK(smaller.out.find("batch: elasticity chose train_batch_size 18, valid at world sizes 1, 2, 3; at world size 2: "
+                         "micro-batch 3 x accumulation 3") != std::string::npos);
+}
+
 TEST_CASE("The progress file holds the last step and the watchdog timeout in effect after a run") {
   TempDir dir;
   const std::string config = WriteConfig(dir, "progress.json", 5, R"("train_batch_size": 8)",

@@ -5,7 +5,10 @@
 //
 // "Reaches the engine" rows compare three runs: the base file; the base file with the key; and the
 // base file parsed, with the key's field set in C++ on the TrainConfig. The second must equal the
-// third record for record (the value arrived exactly) and differ from the first (it acts).
+// third record for record (the value arrived exactly) and differ from the first (it acts). Besides
+// rank 0's records and lines, a run observes what keys with no effect on the numbers change: the
+// collectives rank 0 made (bucket and prefetch sizes), the swap files under the offload
+// directories during the first step, the swap I/O and the engine's bytes (the end record).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -21,6 +24,8 @@
 #include "runtime/checkpoint/model_file.h"
 #include "runtime/config/train_config.h"
 #include "runtime/config/unimplemented_keys.h"
+#include "runtime/swap/swap_file_name.h"
+#include "tests/fakes/recording_communicator.h"
 #include "tests/fakes/train_on_threads.h"
 #include "tests/runtime/config/train_json_fixture.h"
 #include "tests/support/subprocess.h"
@@ -57,6 +62,7 @@ struct Observed {
   std::vector<json> records;
   std::vector<std::string> lines;
   Status status;
+  uint64_t submit_calls = 0;  // the end record's swap_io.submit_calls, kept out of `records`
 
   std::vector<json> Of(const std::string& kind) const {
     std::vector<json> out;
@@ -72,28 +78,67 @@ struct Observed {
   }
 };
 
-Observed Run(const TrainConfig& config, int world) {
+// The swap files under each of `dirs` (nvme_path values), without their pid: "a/param.rank0".
+json SwapFiles(const std::vector<std::string>& dirs) {
+  json files = json::array();
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(swap::SwapDirectory(dir), ec)) {
+      std::optional<swap::SwapFileName> name = swap::ParseSwapFileName(e.path().filename().string());
+      if (!name) continue;
+      files.push_back(std::filesystem::path(dir).filename().string() + "/" + std::string(swap::SwapKindName(name->kind)) +
+                      ".rank" + std::to_string(name->rank));
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Train() on `world` threads as TrainOnThreads does, rank 0's collectives recorded. `swap_dirs`:
+// directories whose swap files are listed at the first step record.
+Observed Run(const TrainConfig& config, int world, const std::vector<std::string>& swap_dirs = {}) {
   Observed seen;
-  auto results = TrainOnThreads(world, config, PatternTokens(true), [&](int rank) {
-    TrainHooks hooks;
-    if (rank != 0) return hooks;
-    hooks.metrics = [&](const std::string& line) {
-      json record = json::parse(line);
-      for (const char* varies : {"tokens_per_s", "ms_per_step", "rank_step_ms", "rank_collective_ms", "started_ms",
-                                 "ended_ms", "seconds", "load_seconds", "stall_seconds", "command", "config",
-                                 "sgemm_gflops", "sgemm_default_gflops"}) {
-        record.erase(varies);
+  ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
+  RecordingCommunicator recorded(group.Get(0));
+  const TrainData data = PatternTokens(true);
+  std::vector<Result<TrainResult>> results(static_cast<size_t>(world), Status(StatusCode::kInternal, "not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      TrainHooks hooks;
+      if (r == 0) {
+        hooks.metrics = [&](const std::string& line) {
+          json record = json::parse(line);
+          for (const char* varies : {"tokens_per_s", "ms_per_step", "rank_step_ms", "rank_collective_ms",
+                                     "started_ms", "ended_ms", "seconds", "load_seconds", "stall_seconds", "command",
+                                     "config", "sgemm_gflops", "sgemm_default_gflops"}) {
+            record.erase(varies);
+          }
+          // With the queue refilled as pieces complete, the count of submits depends on timing.
+          if (record.contains("swap_io")) {
+            seen.submit_calls = record["swap_io"]["submit_calls"].get<uint64_t>();
+            record["swap_io"].erase("submit_calls");
+          }
+          if (record["event"] == "step" && record["step"] == 1 && !swap_dirs.empty()) {
+            seen.records.push_back({{"event", "swap_files"}, {"files", SwapFiles(swap_dirs)}});
+          }
+          seen.records.push_back(record);
+        };
+        hooks.print = [&](const std::string& line) { seen.lines.push_back(line); };
       }
-      seen.records.push_back(record);
-    };
-    hooks.print = [&](const std::string& line) { seen.lines.push_back(line); };
-    return hooks;
-  });
+      Communicator& comm = r == 0 ? static_cast<Communicator&>(recorded) : group.Get(r);
+      results[static_cast<size_t>(r)] = Train(config, data, comm, hooks);
+    });
+  }
+  for (auto& t : threads) t.join();
+  seen.records.push_back({{"event", "collectives"}, {"calls", recorded.calls()}});
   seen.status = results[0].status();
   return seen;
 }
 
-Observed RunDoc(const json& doc, int world = 1) { return Run(Parsed(doc, world), world); }
+Observed RunDoc(const json& doc, int world = 1, const std::vector<std::string>& swap_dirs = {}) {
+  return Run(Parsed(doc, world), world, swap_dirs);
+}
 
 std::string Dump(const Observed& o) {
   std::string text;
@@ -118,6 +163,11 @@ struct EngineRow {
   json base_patch = json::object();       // pointer -> value applied to the base first (e.g. SGD)
   int world = 1;
 };
+
+// Stage 3 with no persistent group: every parameter group is all-gathered when it is used.
+json Stage3Gathered() {
+  return {{"/zero_optimization", {{"stage", 3}, {"stage3_param_persistence_threshold", 0}}}};
+}
 
 std::vector<EngineRow> EngineRows() {
   auto sgd = json{{"/optimizer/type", "SGD"}, {"/optimizer/params/momentum", 0.9}};
@@ -193,12 +243,64 @@ std::vector<EngineRow> EngineRows() {
       {"/zero_optimization/stage3_param_persistence_threshold", 1000,
        [](TrainConfig& c) { c.engine.zero.stage3_param_persistence_threshold = 1000; },
        json{{"/zero_optimization/stage", 3}}, 2},
+      // Keys that change how the engine chunks its collectives: rank 0's all-gathers and the
+      // working bytes. At stage 3 with no persistent group every parameter is gathered on demand.
+      {"/zero_optimization/allgather_bucket_size", 300,
+       [](TrainConfig& c) { c.engine.zero.allgather_bucket_size = 300; }, json{{"/zero_optimization/stage", 2}}, 2},
+      {"/zero_optimization/stage3_prefetch_bucket_size", 300,
+       [](TrainConfig& c) { c.engine.zero.stage3_prefetch_bucket_size = 300; }, Stage3Gathered(), 2},
+      {"/zero_optimization/stage3_max_live_parameters", 300,
+       [](TrainConfig& c) { c.engine.zero.stage3_max_live_parameters = 300; }, Stage3Gathered(), 2},
+      // Recomputation keeps fewer activations: the start record's activation_bytes.
+      {"/activation_checkpointing/number_checkpoints", 1,
+       [](TrainConfig& c) { std::get<GptConfig>(c.model).recompute_blocks = 1; },
+       json{{"/activation_checkpointing", json::object()}}},
   };
 }
 
-TEST_CASE("Every train.json key given in the file reaches the engine: the same records as the field set in C++, "
-          "others than without it") {
-  for (const EngineRow& row : EngineRows()) {
+// Optimizer state and parameters in swap files under DIR/a, in 4 KiB pieces, every parameter group
+// on disk (none persistent, none kept in memory by max_in_cpu).
+json OffloadPatch(const std::string& dir) {
+  const json nvme = {{"device", "nvme"}, {"nvme_path", dir + "/a"}};
+  json param = nvme;
+  param["max_in_cpu"] = 0;
+  return {{"/zero_optimization", {{"stage", 3},
+                                  {"stage3_param_persistence_threshold", 0},
+                                  {"offload_optimizer", nvme},
+                                  {"offload_param", param}}},
+          {"/aio", {{"block_size", 4096}}}};
+}
+
+json Patched(json patch, const json& more) {
+  patch.update(more);
+  return patch;
+}
+
+// The offload and aio keys: their effect is in the end record's swap_io and bytes, or in where the
+// swap files are.
+std::vector<EngineRow> OffloadRows(const std::string& dir) {
+  const json base = OffloadPatch(dir);
+  return {
+      {"/aio/block_size", 8192, [](TrainConfig& c) { c.engine.aio.block_size = 8192; }, base, 2},
+      {"/aio/queue_depth", 2, [](TrainConfig& c) { c.engine.aio.queue_depth = 2; }, base, 2},
+      {"/zero_optimization/sub_group_size", 1000, [](TrainConfig& c) { c.engine.zero.sub_group_size = 1000; }, base,
+       2},
+      {"/zero_optimization/offload_optimizer/buffer_count", 2,
+       [](TrainConfig& c) { c.engine.offload_optimizer.buffer_count = 2; }, base, 2},
+      {"/zero_optimization/offload_param/buffer_count", 2,
+       [](TrainConfig& c) { c.engine.offload_param.buffer_count = 2; }, base, 2},
+      {"/zero_optimization/offload_param/max_in_cpu", 1000,
+       [](TrainConfig& c) { c.engine.offload_param.max_in_cpu = 1000; }, base, 2},
+      {"/zero_optimization/offload_param/nvme_path", dir + "/b",
+       [dir](TrainConfig& c) { c.engine.offload_param.nvme_path = dir + "/b"; }, base, 2},
+      {"/zero_optimization/offload_param/device", "nvme",
+       [](TrainConfig& c) { c.engine.offload_param.device = swap::OffloadDevice::kNvme; },
+       Patched(base, {{"/zero_optimization/offload_param/device", "none"}}), 2},
+  };
+}
+
+void CheckReachesEngine(const std::vector<EngineRow>& rows, const std::vector<std::string>& swap_dirs = {}) {
+  for (const EngineRow& row : rows) {
     INFO(row.pointer << " = " << row.value.dump());
     json base = BaseDoc();
     for (auto it = row.base_patch.begin(); it != row.base_patch.end(); ++it) {
@@ -208,17 +310,82 @@ TEST_CASE("Every train.json key given in the file reaches the engine: the same r
         base = With(base, it.key(), *it);
       }
     }
-    const Observed without = RunDoc(base, row.world);
-    const Observed in_file = RunDoc(With(base, row.pointer, row.value), row.world);
+    const Observed without = RunDoc(base, row.world, swap_dirs);
+    const Observed in_file = RunDoc(With(base, row.pointer, row.value), row.world, swap_dirs);
     TrainConfig direct = Parsed(base, row.world);
     row.set(direct);
-    const Observed in_code = Run(direct, row.world);
+    const Observed in_code = Run(direct, row.world, swap_dirs);
     REQUIRE_MESSAGE(in_file.status.ok(), in_file.status.message());
     REQUIRE(in_code.status.ok());
     CHECK(Dump(in_file) == Dump(in_code));
     CHECK(Steady(in_file.lines) == Steady(in_code.lines));
     CHECK((Dump(in_file) != Dump(without) || Steady(in_file.lines) != Steady(without.lines)));
   }
+}
+
+TEST_CASE("Every train.json key given in the file reaches the engine: the same records as the field set in C++, "
+          "others than without it") {
+  CheckReachesEngine(EngineRows());
+}
+
+TEST_CASE("Every offload and aio key given in the file reaches the swap: the same records, swap I/O and swap files "
+          "as the field set in C++, others than without it") {
+  dslaunch::testing::TempDir dir("/var/tmp");
+  for (const char* sub : {"/a", "/b"}) std::filesystem::create_directory(dir.path() + sub);
+  CheckReachesEngine(OffloadRows(dir.path()), {dir.path() + "/a", dir.path() + "/b"});
+
+  // swap_io counts both files: the parameters' I/O comes on top of the optimizer state's.
+  json both = BaseDoc();
+  const json patch = OffloadPatch(dir.path());
+  for (const auto& [pointer, value] : patch.items()) both = With(both, pointer, value);
+  const json state_only = With(both, "/zero_optimization/offload_param/device", "none");
+  const json io_both = RunDoc(both, 2).Of("end").at(0).at("swap_io");
+  const json io_state = RunDoc(state_only, 2).Of("end").at(0).at("swap_io");
+  CHECK(io_both.at("bytes_read").get<uint64_t>() > io_state.at("bytes_read").get<uint64_t>());
+  CHECK(io_both.at("bytes_written").get<uint64_t>() > io_state.at("bytes_written").get<uint64_t>());
+}
+
+TEST_CASE("aio.single_submit and aio.overlap_events given in the file change how the swap I/O is submitted") {
+  dslaunch::testing::TempDir dir("/var/tmp");
+  std::filesystem::create_directory(dir.path() + "/a");
+  json base = BaseDoc();
+  const json patch = OffloadPatch(dir.path());
+  for (const auto& [pointer, value] : patch.items()) base = With(base, pointer, value);
+  // 64 pieces of 4 KiB in each optimizer record: the queue of 8 refills many times per transfer.
+  base["model"]["n_embd"] = 64;
+  auto pieces = [](const Observed& o) { return o.Of("end").at(0).at("swap_io").at("pieces").get<uint64_t>(); };
+  const Observed refilled = RunDoc(base, 2);
+  const Observed single = RunDoc(With(base, "/aio/single_submit", true), 2);
+  const Observed batched = RunDoc(With(base, "/aio/overlap_events", false), 2);
+  for (const Observed* o : {&refilled, &single, &batched}) REQUIRE_MESSAGE(o->status.ok(), o->status.message());
+  INFO("pieces " << pieces(refilled) << ", submits " << refilled.submit_calls << " refilled, " << single.submit_calls
+                 << " single, " << batched.submit_calls << " batched");
+  CHECK(pieces(single) == pieces(refilled));
+  CHECK(pieces(batched) == pieces(refilled));
+  // Defaults: every piece that fits goes out in one submit, and the queue is refilled as each
+  // completes (about a submit per piece once the queue is full).
+  CHECK(refilled.submit_calls < pieces(refilled));
+  CHECK(refilled.submit_calls * 2 > pieces(refilled));
+  CHECK(single.submit_calls == pieces(single));  // one submit per piece
+  // Batches of up to queue_depth 8 pieces, each completed before the next.
+  CHECK(batched.submit_calls * 4 < pieces(batched));
+}
+
+TEST_CASE("zero_optimization.offload_param.buffer_size given in the file bounds the partition the swap accepts, as "
+          "the field set in C++ does") {
+  dslaunch::testing::TempDir dir("/var/tmp");
+  std::filesystem::create_directory(dir.path() + "/a");
+  json base = BaseDoc();
+  const json patch = OffloadPatch(dir.path());
+  for (const auto& [pointer, value] : patch.items()) base = With(base, pointer, value);
+  REQUIRE(RunDoc(base, 2).status.ok());
+  const Observed in_file = RunDoc(With(base, "/zero_optimization/offload_param/buffer_size", 300), 2);
+  TrainConfig direct = Parsed(base, 2);
+  direct.engine.offload_param.buffer_size = 300;
+  const Observed in_code = Run(direct, 2);
+  CHECK(in_file.status.message() == in_code.status.message());
+  CHECK(in_file.status.message().find("zero_optimization.offload_param.buffer_size: 300 elements cannot hold this "
+                                      "rank's largest parameter partition") != std::string::npos);
 }
 
 TEST_CASE("optimizer.params.lr without a scheduler is the rate of every step") {
@@ -409,14 +576,24 @@ TEST_CASE("Keys this runtime accepts without an effect say so at start-up, each 
   struct Case {
     const char* pointer;
     json value;
+    json base_patch = json::object();  // pointer -> value applied to the base first
   };
+  // pin_memory is noted where an offload device is given ("cpu": nothing moves here either).
+  const json cpu_state = {{"/zero_optimization/offload_optimizer/device", "cpu"}};
+  const json cpu_params = {{"/zero_optimization/stage", 3}, {"/zero_optimization/offload_param/device", "cpu"}};
   for (const Case& c : std::vector<Case>{{"/activation_checkpointing/partition_activations", true},
                                          {"/activation_checkpointing/cpu_checkpointing", true},
                                          {"/activation_checkpointing/contiguous_memory_optimization", true},
                                          {"/activation_checkpointing/synchronize_checkpoint_boundary", true},
-                                         {"/activation_checkpointing/profile", true}}) {
+                                         {"/activation_checkpointing/profile", true},
+                                         {"/aio/intra_op_parallelism", 4},
+                                         {"/aio/thread_count", 4},
+                                         {"/zero_optimization/offload_optimizer/pin_memory", true, cpu_state},
+                                         {"/zero_optimization/offload_param/pin_memory", true, cpu_params}}) {
     INFO(std::string(c.pointer));
-    Result<TrainConfig> config = Parse(With(BaseDoc(), c.pointer, c.value), 1);
+    json base = BaseDoc();
+    for (const auto& [pointer, value] : c.base_patch.items()) base = With(base, pointer, value);
+    Result<TrainConfig> config = Parse(With(base, c.pointer, c.value), 1);
     REQUIRE_MESSAGE(config.ok(), config.status().message());
     std::string path = std::string("$") + c.pointer;
     std::replace(path.begin(), path.end(), '/', '.');

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,27 @@ TEST_CASE("IsValidEnvName accepts shell identifiers only") {
   for (const char* name : {"", "1", "9A", "A-B", "A.B", "A B", "A=B", "É"}) {
     CAPTURE(name);
     CHECK_FALSE(IsValidEnvName(name));
+  }
+  // Special characters first, last and alone, and non-ASCII after a valid start.
+  for (const char* name : {"-A", "A-", "@A", "A@", ":A", "A:", "[A", "A[", "A]", "-", "@", ":", "[", "A\xc3\xa9",
+                           "_\xc3\x89", "A\x80"}) {
+    CAPTURE(name);
+    CHECK_FALSE(IsValidEnvName(name));
+  }
+}
+
+TEST_CASE("IsValidEnvName agrees with the shell's rule [A-Za-z_][A-Za-z0-9_]* on 20,000 random names") {
+  const std::string alphabet = "aZ_09-@:[]. =\xc3\xa9";
+  auto reference = [](const std::string& name) {
+    const std::string word = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789";
+    return !name.empty() && word.find(name.front()) < 53 && name.find_first_not_of(word) == std::string::npos;
+  };
+  std::mt19937 rng(28);
+  for (int i = 0; i < 20000; ++i) {
+    std::string name;
+    for (size_t j = rng() % 6; j > 0; --j) name += alphabet[rng() % alphabet.size()];
+    CAPTURE(name);
+    CHECK(IsValidEnvName(name) == reference(name));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -255,6 +256,66 @@ TEST_CASE("SelectResources returns a selection or an error for any filter, never
       }
     }
   }
+}
+
+// Valid filters built at random (hosts named bare or with slot lists, repeated, in any order)
+// against the selection computed the slow way: a set of (host, slot) pairs.
+TEST_CASE("SelectResources agrees with a set-based reference on 3,000 random valid include and exclude filters") {
+  // A host with a user (selected by its host name alone) and an IPv6 literal (':' inside brackets).
+  const std::vector<std::pair<std::string, int>> hosts = {{"w-0", 4}, {"w-1", 2}, {"g2", 3}, {"[fe80::1]", 1}};
+  Hostfile hostfile = MustParse("w-0 slots=4\nw-1 slots=2\nme@g2 slots=3\n[fe80::1] slots=1\n");
+  std::mt19937 rng(28);
+  for (int i = 0; i < 3000; ++i) {
+    std::set<std::pair<size_t, int>> named;  // (host index, slot)
+    std::string spec;
+    for (size_t entries = 1 + rng() % 4; entries > 0; --entries) {
+      const size_t h = rng() % 2 == 0 ? rng() % 2 : rng() % hosts.size();  // w-0 and w-1 more often: repeats
+      spec += spec.empty() ? "" : "@";
+      spec += hosts[h].first;
+      if (rng() % 2 == 0) {
+        for (int s = 0; s < hosts[h].second; ++s) named.insert({h, s});
+        continue;
+      }
+      spec += ":";
+      for (size_t k = 1 + rng() % 3; k > 0; --k) {
+        const int s = static_cast<int>(rng() % static_cast<unsigned>(hosts[h].second));
+        spec += std::to_string(s) + (k > 1 ? "," : "");
+        named.insert({h, s});
+      }
+    }
+    if (spec.empty()) continue;
+    CAPTURE(spec);
+    for (bool include : {true, false}) {
+      CAPTURE(include);
+      Resources want;
+      for (size_t h = 0; h < hosts.size(); ++h) {
+        // The hostfile keeps the IPv6 literal without its brackets.
+        NodeResources node{h == 2 ? "me" : "", h == 3 ? "fe80::1" : hosts[h].first, {}};
+        for (int s = 0; s < hosts[h].second; ++s) {
+          if (named.contains({h, s}) == include) node.slots.push_back(s);
+        }
+        if (!node.slots.empty()) want.push_back(node);
+      }
+      Result<Resources> got = SelectResources(hostfile, include ? Opts(spec, "") : Opts("", spec));
+      if (want.empty()) {
+        CHECK_FALSE(got.ok());  // everything excluded
+        continue;
+      }
+      REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+      CHECK(Describe(*got) == Describe(want));
+    }
+  }
+}
+
+TEST_CASE("SelectResources names a host with non-ASCII or filter characters that the hostfile lacks") {
+  RunCases({
+      {"non-ASCII host", "w-0 slots=2\n", Opts("w\xc3\xa9", ""), {},
+       "--include 'w\xc3\xa9': host 'w\xc3\xa9' is not in hostfile 'hosts'"},
+      {"stray ]", "w-0 slots=2\n", Opts("w-0]", ""), {}, "--include 'w-0]': host 'w-0]' is not in hostfile 'hosts'"},
+      {"unclosed [", "w-0 slots=2\n", Opts("[w-0", ""), {}, "--include '[w-0': missing ']'"},
+      {"trailing space", "w-0 slots=2\n", Opts("", "w-0 "), {},
+       "--exclude 'w-0 ': host 'w-0 ' is not in hostfile 'hosts'"},
+  });
 }
 
 TEST_CASE("SelectResources works on the local host list") {

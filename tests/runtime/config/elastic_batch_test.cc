@@ -4,6 +4,8 @@
 // micro-batch 3 at 7 for [1, 2, 3, 7] up to 32); and the split a restart uses without elasticity.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "runtime/config/elastic_batch.h"
 
 namespace dslaunch::runtime {
@@ -163,6 +165,27 @@ TEST_CASE("SplitForRestart keeps the batch with a micro-batch no larger than con
     CHECK(split->micro_batch == c.split->micro_batch);
     CHECK(split->accumulation == c.split->accumulation);
   }
+}
+
+TEST_CASE("Divisors agrees with trial division for every n up to 3,000 and bounds at the edges") {
+  for (int64_t n = 1; n <= 3000; ++n) {
+    const int64_t root = static_cast<int64_t>(std::sqrt(static_cast<double>(n)));
+    for (int64_t bound : {int64_t{0}, int64_t{1}, root - 1, root, root + 1, n - 1, n, n + 1, n / 2, 3 * n}) {
+      std::vector<int64_t> want;
+      for (int64_t d = 1; d <= n && d <= bound; ++d) {
+        if (n % d == 0) want.push_back(d);
+      }
+      CAPTURE(n);
+      CAPTURE(bound);
+      REQUIRE(Divisors(n, bound) == want);  // ascending, each once (a square's root too)
+    }
+  }
+  CHECK(Divisors(36, 100) == std::vector<int64_t>{1, 2, 3, 4, 6, 9, 12, 18, 36});
+  CHECK(Divisors(1, 0).empty());
+  CHECK(ListWorldSizes({}).empty());
+  CHECK(ListWorldSizes({7}) == "7");
+  CHECK(ListWorldSizes({1, 2, 3}, 3) == "1, 2, 3");
+  CHECK(ListWorldSizes({1, 2, 3, 4}, 3) == "1, 2, 3, ... and 1 more");
 }
 
 TEST_CASE("Divisors lists the divisors up to a bound, in order, and ListWorldSizes shortens long lists") {

@@ -75,6 +75,16 @@ void WriteAndReadBack(const SwapFile& file, IoEngine& engine, uint64_t records) 
   }
 }
 
+TEST_CASE("Combined adds two engines' counts and keeps the larger max_in_flight") {
+  const IoStats sum = Combined(IoStats{1, 2, 3, 4, 5}, IoStats{10, 20, 30, 40, 2});
+  CHECK(sum.bytes_read == 11);
+  CHECK(sum.bytes_written == 22);
+  CHECK(sum.pieces == 33);
+  CHECK(sum.submit_calls == 44);
+  CHECK(sum.max_in_flight == 5);
+  CHECK(Combined(IoStats{}, IoStats{0, 0, 0, 0, 7}).max_in_flight == 7);
+}
+
 TEST_CASE("Both engines write and read back records exactly on disk, on tmpfs and without O_DIRECT") {
   DSLAUNCH_SKIP_UNLESS(UringAvailable(), "io_uring", "io_uring_queue_init fails here");
   struct Place {
@@ -107,6 +117,8 @@ TEST_CASE("Both engines write and read back records exactly on disk, on tmpfs an
       auto engine = Engine(backend, config);
       WriteAndReadBack(*file, *engine, file->record_count());
       CHECK(engine->stats().pieces >= file->record_count() * 2 * 5);
+      CHECK(engine->stats().bytes_written == file->record_count() * file->record_stride());
+      CHECK(engine->stats().bytes_read == file->record_count() * file->record_stride());
     }
   }
 }

@@ -47,7 +47,7 @@ StepReport Step(int64_t step, double seconds = 0.5, int64_t tokens = 100) {
 
 RunStart GptStart() {
   MemoryStats memory{4000000, 2000000, 16000000, 123};
-  return RunStart{"gpt", 1000000, 6.5e6, false, 2, 1, "fp16", memory, RunOrigin{}};
+  return RunStart{"gpt", 1000000, 6.5e6, false, 2, 1, "fp16", memory, 4096, RunOrigin{}};
 }
 
 TEST_CASE("A rank other than 0 gets a report that writes nothing") {
@@ -187,7 +187,8 @@ TEST_CASE("Start, resume, validation and end give the documented lines and recor
   REQUIRE(c.records.size() == 4);
   CHECK(c.records[0] == "{\"event\":\"start\",\"model\":\"gpt\",\"parameters\":1000000,\"flops_per_token\":6500000,"
                         "\"world_size\":2,\"zero_stage\":1,\"precision\":\"fp16\",\"bytes_per_rank\":{\"parameters\":"
-                        "4000000,\"gradients\":2000000,\"optimizer_state\":16000000,\"working\":123}}");
+                        "4000000,\"gradients\":2000000,\"optimizer_state\":16000000,\"working\":123},"
+                        "\"activation_bytes\":4096}");
   CHECK(c.records[1] ==
         "{\"event\":\"resume\",\"step\":40,\"saved_world_size\":4,\"saved_zero_stage\":2,\"load_seconds\":0.25}");
   CHECK(c.records[2] == "{\"event\":\"validation\",\"step\":40,\"val_loss\":0.5,\"accuracy\":0.9875}");
@@ -195,6 +196,17 @@ TEST_CASE("Start, resume, validation and end give the documented lines and recor
                         "\"gradients\":2,\"optimizer_state\":3,\"working\":4},\"checkpoints_saved\":2,"
                         "\"checkpoints_failed\":1}");
   for (const std::string& record : c.records) CHECK(nlohmann::json::accept(record));
+}
+
+TEST_CASE("The end record carries rank 0's swap I/O when any byte moved, and no swap_io key without") {
+  Captured c;
+  RunReport report = RunReport::ForRank(0, c.Outputs(), 1, 1);
+  report.End(RunEnd{2, 2, MemoryStats{}, 0, 0, swap::IoStats{8192, 4096, 3, 2, 2}});
+  report.End(RunEnd{2, 2, MemoryStats{}, 0, 0, swap::IoStats{}});
+  REQUIRE(c.records.size() == 2);
+  CHECK(c.records[0].ends_with(",\"swap_io\":{\"bytes_read\":8192,\"bytes_written\":4096,\"pieces\":3,"
+                               "\"submit_calls\":2,\"max_in_flight\":2}}"));
+  CHECK(c.records[1].find("swap_io") == std::string::npos);
 }
 
 TEST_CASE("A classifier counts samples, and a validation without accuracy records none") {
