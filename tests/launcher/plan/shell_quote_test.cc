@@ -45,7 +45,8 @@ TEST_CASE("ShellJoin quotes each word and joins them with spaces") {
 
 TEST_CASE("A POSIX shell reads ShellJoin's output back as the same words") {
   const std::vector<std::string> words = {"", "plain", "two words", "it's", "'", "$HOME `id` $(id)", "a\nb",
-                                          "tab\there", "*?[a]", "~", "A=B", "-n", "\\", "\"", "semi;colon&amp|"};
+                                          "tab\there", "*?[a]", "~", "A=B", "-n", "\\", "\"", "semi;colon&amp|",
+                                          "-", "@host", ":x", "[a", "a]", "caf\xc3\xa9", "\xff\xfe", "x'\xc3\xa9'"};
   // printf '%s\0' WORDS... prints every word terminated by NUL, exactly as the shell parsed it.
   auto r = testing::RunProcess({"/bin/sh", "-c", "printf '%s\\0' " + ShellJoin(words)}, std::chrono::seconds(10));
   REQUIRE(r.exit_code == 0);

@@ -37,6 +37,14 @@ TEST_CASE("ParseVisibleDevices refuses what is not a list of ordinals") {
                    "(not GPU or MIG UUIDs, not negative numbers)"},
         Case{"0,,1", "CUDA_VISIBLE_DEVICES='0,,1': empty item in the list"},
         Case{"0,", "CUDA_VISIBLE_DEVICES='0,': empty item in the list"},
+        Case{",0", "CUDA_VISIBLE_DEVICES=',0': empty item in the list"},
+        Case{"0:1", "CUDA_VISIBLE_DEVICES='0:1': '0:1' is not a device ordinal; dslaunch needs ordinals like 0,2 "
+                    "(not GPU or MIG UUIDs, not negative numbers)"},
+        Case{"[0]", "CUDA_VISIBLE_DEVICES='[0]': '[0]' is not a device ordinal; dslaunch needs ordinals like 0,2 "
+                    "(not GPU or MIG UUIDs, not negative numbers)"},
+        // A fullwidth digit one (UTF-8 EF BC 91) is not an ASCII ordinal.
+        Case{"\xef\xbc\x91", "CUDA_VISIBLE_DEVICES='\xef\xbc\x91': '\xef\xbc\x91' is not a device ordinal; dslaunch "
+                             "needs ordinals like 0,2 (not GPU or MIG UUIDs, not negative numbers)"},
         Case{"1,1", "CUDA_VISIBLE_DEVICES='1,1': device 1 is listed twice"},
         Case{"1024", "CUDA_VISIBLE_DEVICES='1024': device 1024 is beyond the limit of 1024 slots per host"},
         Case{"99999999999999999999", "CUDA_VISIBLE_DEVICES='99999999999999999999': device 99999999999999999999 "
