@@ -28,6 +28,12 @@ TEST_CASE("EscapeLabelValue escapes backslash, double quote and newline only") {
   CHECK(EscapeLabelValue("say \"hi\"") == "say \\\"hi\\\"");
   CHECK(EscapeLabelValue("two\nlines") == "two\\nlines");
   CHECK(EscapeLabelValue("tab\there") == "tab\there");
+  // The edges: empty, the special characters alone, first and last, and UTF-8 kept as it is.
+  CHECK(EscapeLabelValue("").empty());
+  CHECK(EscapeLabelValue("\\") == "\\\\");
+  CHECK(EscapeLabelValue("\"x\n") == "\\\"x\\n");
+  CHECK(EscapeLabelValue("-@:[]") == "-@:[]");
+  CHECK(EscapeLabelValue("n\xc5\x93ud-\xc3\xa9") == "n\xc5\x93ud-\xc3\xa9");
 }
 
 TEST_CASE("FormatSampleValue writes the format's special values and round-trip decimals") {
