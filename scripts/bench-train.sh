@@ -14,6 +14,12 @@
 # Each run uses a temporary copy of the config with `train.steps` set, one validation batch at
 # the end and no sample, so that only training steps are timed. MFU = tokens/s x FLOPs per token
 # / (ranks x sgemm FLOP/s), FLOPs per token as the worker's start line states it (docs/model.md).
+#
+# Then the yardstick: gpt-bench on 2 ranks against the same model in PyTorch with
+# DistributedDataParallel over gloo (benchmarks/torch/gpt_ddp.py; Debian's python3-torch), the
+# same batch, AdamW and OpenBLAS kernels (the runtime's choice, given to PyTorch as
+# OPENBLAS_CORETYPE), both launched by dslaunch, the two alternating `repeats` times; the best of
+# each counts and the ratio is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --bench >/dev/null
@@ -31,8 +37,8 @@ import json, os, re, subprocess, sys, time
 steps, repeats, build_dir, work = int(sys.argv[1]), int(sys.argv[2]), os.path.abspath(sys.argv[3]), sys.argv[4]
 env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
-def run(cmd):
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=work)
+def run(cmd, run_env=None):
+    p = subprocess.run(cmd, env=run_env or env, capture_output=True, text=True, cwd=work)
     if p.returncode != 0:
         sys.exit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
     return p.stdout
@@ -65,7 +71,9 @@ def both_cores():
     return [sgemm_gflops(p.communicate()[0]) for p in procs]
 sgemm_both = max((both_cores() for _ in range(repeats)), key=sum)
 
-def measure(config_path, ranks):
+torch_script = os.path.abspath("benchmarks/torch/gpt_ddp.py")
+
+def measure(config_path, ranks, torch=False):
     with open(config_path) as f:
         config = json.load(f)
     base = os.path.dirname(os.path.abspath(config_path))
@@ -75,13 +83,25 @@ def measure(config_path, ranks):
     tmp = os.path.join(work, os.path.basename(config_path))
     with open(tmp, "w") as f:
         json.dump(config, f)
-    out = run([os.path.join(build_dir, "bin", "dslaunch"), "--log_dir", os.path.join(work, "logs"),
-               "--nproc_per_node", str(ranks), tmp])
+    launcher = [os.path.join(build_dir, "bin", "dslaunch"), "--log_dir", os.path.join(work, "logs"),
+                "--nproc_per_node", str(ranks)]
+    if torch:
+        out = run(launcher + [torch_script, tmp], dict(env, PYTHON_EXEC="/usr/bin/python3",
+                                                       OPENBLAS_CORETYPE=best_core or ""))
+        lines = re.findall(r"\[rank 0\] step (\d+) \| .*\| ([0-9.]+) tokens/s \| ([0-9.]+) ms/step", out)
+        if len(lines) < 2:
+            sys.exit(f"unexpected PyTorch output for {config_path} x {ranks}:\n{out}")
+        return (*weighted(lines), None)
+    out = run(launcher + [tmp])
     kernels.add(re.search(r"\[rank 0\] sgemm: OpenBLAS (\S+) kernels", out).group(1))
     flops = re.search(r"\[rank 0\] model gpt: .*?([0-9.e+]+) FLOPs per token", out)
     lines = re.findall(r"\[rank 0\] step (\d+) \| .*\| ([0-9.]+) tokens/s \| ([0-9.]+) ms/step", out)
     if not flops or len(lines) < 2:
         sys.exit(f"unexpected worker output for {config_path} x {ranks}:\n{out}")
+    tps, ms = weighted(lines)
+    return tps, ms, float(flops.group(1))
+
+def weighted(lines):
     # Skip the first print interval (start-up, page faults); weight the rest by their time.
     tokens = seconds = 0.0
     prev = int(lines[0][0])
@@ -91,7 +111,11 @@ def measure(config_path, ranks):
         dt = n * float(ms) / 1e3
         tokens += float(tps) * dt
         seconds += dt
-    return tokens / seconds, seconds * 1e3 / (prev - int(lines[0][0])), float(flops.group(1))
+    return tokens / seconds, seconds * 1e3 / (prev - int(lines[0][0]))
+
+def torch_version():
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 rows = []
 kernels = set()
@@ -118,4 +142,19 @@ print("| config | ranks | tokens/s | ms/step | FLOPs/token | model GFLOP/s per r
 print("|---|---|---|---|---|---|---|")
 for config, ranks, tps, ms, fpt, per_rank, mfu in rows:
     print(f"| {config} | {ranks} | {tps:.0f} | {ms:.0f} | {fpt:.4g} | {per_rank / 1e9:.1f} | {100 * mfu:.1f}% |")
+
+# The yardstick, alternating so that both see the same machine load.
+ours, theirs = [], []
+for _ in range(repeats):
+    ours.append(measure("configs/gpt-bench.json", 2))
+    theirs.append(measure("configs/gpt-bench.json", 2, torch=True))
+best_ours = max(ours, key=lambda r: r[0])
+best_theirs = max(theirs, key=lambda r: r[0])
+print(f"\nconfigs/gpt-bench.json on 2 ranks against PyTorch {torch_version()} DDP (gloo, the same model, batch, AdamW "
+      f"and OpenBLAS {best_core or 'default'} kernels), {repeats} alternating runs each, best counts:\n")
+print("| program | tokens/s per run | best | ms/step |")
+print("|---|---|---|---|")
+print(f"| dslaunch-worker | {', '.join(f'{r[0]:.0f}' for r in ours)} | {best_ours[0]:.0f} | {best_ours[1]:.0f} |")
+print(f"| PyTorch DDP | {', '.join(f'{r[0]:.0f}' for r in theirs)} | {best_theirs[0]:.0f} | {best_theirs[1]:.0f} |")
+print(f"\ndslaunch-worker / PyTorch DDP: {best_ours[0] / best_theirs[0]:.2f}x tokens/s")
 PY

@@ -5,8 +5,45 @@
 #include <string>
 
 #include "common/check.h"
+#include "common/simd_clones.h"
 
 namespace dslaunch::runtime {
+namespace {
+
+// The constants of one Adam(W) update: the step's rate, decay and bias corrections.
+struct AdamConstants {
+  float lr, wd, b1, b2, c1, c2, eps;
+};
+
+// Adam(W) over n elements: elementwise, so each SIMD clone gives the baseline's bits. AdamW decays
+// the parameter before the update (decoupled); Adam adds the decay to the gradient.
+DSLAUNCH_SIMD_CLONES void AdamUpdate(float* __restrict params, const float* __restrict grads, float* __restrict m,
+                                     float* __restrict v, size_t n, AdamConstants k, bool decoupled) {
+  if (decoupled) {
+#pragma omp simd
+    for (size_t i = 0; i < n; ++i) {
+      const float g = grads[i];
+      const float p = params[i] - k.lr * k.wd * params[i];
+      const float mi = k.b1 * m[i] + (1.0f - k.b1) * g;
+      const float vi = k.b2 * v[i] + (1.0f - k.b2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      params[i] = p - k.lr * (mi * k.c1) / (std::sqrt(vi * k.c2) + k.eps);
+    }
+    return;
+  }
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    const float g = grads[i] + k.wd * params[i];
+    const float mi = k.b1 * m[i] + (1.0f - k.b1) * g;
+    const float vi = k.b2 * v[i] + (1.0f - k.b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    params[i] -= k.lr * (mi * k.c1) / (std::sqrt(vi * k.c2) + k.eps);
+  }
+}
+
+}  // namespace
 
 OptimizerState OptimizerState::For(const OptimizerParams& params, size_t numel) {
   OptimizerState s;
@@ -85,17 +122,8 @@ void OptimizerUpdate(const OptimizerParams& p, double lr, int64_t t, std::span<f
       << m.size() << " and " << v.size() << " moments for " << params.size();
   for (const auto& seg : segments) {
     const float wd = seg.decay ? static_cast<float>(p.weight_decay) : 0.0f;
-    for (size_t i = seg.begin; i < seg.end; ++i) {
-      float g = grads[i];
-      if (decoupled) {
-        params[i] -= flr * wd * params[i];
-      } else {
-        g += wd * params[i];
-      }
-      m[i] = b1 * m[i] + (1.0f - b1) * g;
-      v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-      params[i] -= flr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps);
-    }
+    AdamUpdate(params.data() + seg.begin, grads.data() + seg.begin, m.data() + seg.begin, v.data() + seg.begin,
+               seg.end - seg.begin, {flr, wd, b1, b2, c1, c2, eps}, decoupled);
   }
 }
 

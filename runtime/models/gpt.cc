@@ -79,7 +79,7 @@ GptModel::GptModel(const GptConfig& config, int max_batch) : config_(config), ma
   fch_.resize(s * n * 4 * c), fch_gelu_.resize(s * n * 4 * c);
   lnf_.resize(n * c), lnf_mean_.resize(n), lnf_rstd_.resize(n), logits_.resize(n * v), probs_.resize(n * v),
       losses_.resize(n);
-  dx_.resize(n * c), dres_.resize(n * c), dtmp_c_.resize(n * c), dtmp_c2_.resize(n * c), dqkv_.resize(n * 3 * c),
+  dx_.resize(n * c), dtmp_c_.resize(n * c), dtmp_c2_.resize(n * c), dqkv_.resize(n * 3 * c),
       dfch_.resize(n * 4 * c), dfch_gelu_.resize(n * 4 * c), dlnf_.resize(n * c), dlogits_.resize(n * v);
 }
 
@@ -116,7 +116,7 @@ double GptModel::ActivationBytes(const GptConfig& config, int max_batch) {
                         + 2 * s * n * c + 2 * s * n                      // res2, ln2, mean, rstd
                         + 2 * s * n * 4 * c                              // fch, fch_gelu
                         + n * c + 2 * n + 2 * n * v + n                  // lnf, mean, rstd, logits, probs, losses
-                        + 4 * n * c + n * 3 * c + 2 * n * 4 * c + n * c + n * v;  // backward scratch
+                        + 3 * n * c + n * 3 * c + 2 * n * 4 * c + n * c + n * v;  // backward scratch
   return ints * sizeof(int) + floats * sizeof(float);
 }
 
@@ -124,7 +124,7 @@ size_t GptModel::activation_bytes() const {
   size_t floats = 0;
   for (const auto* b : {&x_, &ln1_, &ln1_mean_, &ln1_rstd_, &qkv_, &att_, &atty_, &res2_, &ln2_, &ln2_mean_,
                         &ln2_rstd_, &fch_, &fch_gelu_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &probs_, &losses_,
-                        &dx_, &dres_, &dtmp_c_, &dtmp_c2_, &dqkv_, &dfch_, &dfch_gelu_, &dlnf_, &dlogits_}) {
+                        &dx_, &dtmp_c_, &dtmp_c2_, &dqkv_, &dfch_, &dfch_gelu_, &dlnf_, &dlogits_}) {
     floats += b->size();
   }
   return floats * sizeof(float) + (tokens_.size() + targets_.size()) * sizeof(int);
@@ -210,15 +210,11 @@ void GptModel::BlockForward(const float* g, int l, bool output) {
   ops::LayerNormForward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w(kLn1W), w(kLn1B), n, c);
   ops::LinearForward(a.qkv, a.ln1, w(kAttnW), w(kAttnB), n, c, 3 * c);
   ops::AttentionForward(a.atty, a.att, a.qkv, b, t, c, nh);
-  ops::LinearForward(a.res2, a.atty, w(kProjW), w(kProjB), n, c, c);
-  for (size_t i = 0; i < nc; ++i) a.res2[i] += x[i];
+  ops::LinearResidualForward(a.res2, a.atty, w(kProjW), w(kProjB), x, n, c, c);
   ops::LayerNormForward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w(kLn2W), w(kLn2B), n, c);
-  ops::LinearForward(a.fch, a.ln2, w(kFcW), w(kFcB), n, c, 4 * c);
-  ops::GeluForward(a.fch_gelu, a.fch, static_cast<long>(4 * nc));
+  ops::LinearGeluForward(a.fch, a.fch_gelu, a.ln2, w(kFcW), w(kFcB), n, c, 4 * c);
   if (!output) return;
-  float* x_next = x_.data() + (l + 1) * nc;
-  ops::LinearForward(x_next, a.fch_gelu, w(kFcProjW), w(kFcProjB), n, 4 * c, c);
-  for (size_t i = 0; i < nc; ++i) x_next[i] += a.res2[i];
+  ops::LinearResidualForward(x_.data() + (l + 1) * nc, a.fch_gelu, w(kFcProjW), w(kFcProjB), a.res2, n, 4 * c, c);
 }
 
 float GptModel::Forward(ParameterAccess& params, const int* tokens, const int* targets, int b, int t) {
@@ -262,8 +258,8 @@ void GptModel::Backward(ParameterAccess& params, float loss_scale) {
   ops::CrossEntropyBackward(dlogits_.data(), probs_.data(), targets_.data(), loss_scale / n, n, v);
   std::span<const float> emb = params.Acquire(0);
   std::span<float> demb = params.Gradient(0);
-  zero(dlnf_, nc);
-  ops::LinearBackward(dlnf_.data(), demb.data(), nullptr, dlogits_.data(), lnf_.data(), emb.data(), n, c, v);
+  ops::LinearBackward(dlnf_.data(), demb.data(), nullptr, dlogits_.data(), lnf_.data(), emb.data(), n, c, v,
+                      ops::GradMode::kSet);
   params.Release(0);
 
   std::span<const float> lnf = params.Acquire(1 + L);
@@ -284,25 +280,23 @@ void GptModel::Backward(ParameterAccess& params, float loss_scale) {
     auto dw = [&](BlockTensor k) { return dg.data() + block_offset_[k]; };
     const BlockActivations a = Block(l);
     const float* x = x_.data() + l * nc;
-    // dx_ holds d(x_{l+1}); x_{l+1} = res2 + mlp(res2): dres_ = dx_ + the MLP branch.
-    std::copy(dx_.begin(), dx_.begin() + nc, dres_.begin());
-    zero(dfch_gelu_, 4 * nc);
+    // dx_ holds d(x_{l+1}). x_{l+1} = res2 + mlp(res2): once the MLP's output layer has read dx_
+    // as its output gradient, ln_2's backward adds the MLP branch into it, leaving d(res2) there.
+    // Each scratch gradient is written (kSet) before it is read, so none is zeroed first.
     ops::LinearBackward(dfch_gelu_.data(), dw(kFcProjW), dw(kFcProjB), dx_.data(), a.fch_gelu, w(kFcProjW), n,
-                        4 * c, c);
-    zero(dfch_, 4 * nc);
-    ops::GeluBackward(dfch_.data(), dfch_gelu_.data(), a.fch, static_cast<long>(4 * nc));
-    zero(dtmp_c_, nc);
-    ops::LinearBackward(dtmp_c_.data(), dw(kFcW), dw(kFcB), dfch_.data(), a.ln2, w(kFcW), n, c, 4 * c);
-    ops::LayerNormBackward(dres_.data(), dw(kLn2W), dw(kLn2B), dtmp_c_.data(), a.res2, w(kLn2W),
-                           a.ln2_mean, a.ln2_rstd, n, c);
-    // res2 = x + attn(x): dx_ = dres_ + the attention branch.
-    std::copy(dres_.begin(), dres_.begin() + nc, dx_.begin());
-    zero(dtmp_c_, nc);
-    ops::LinearBackward(dtmp_c_.data(), dw(kProjW), dw(kProjB), dres_.data(), a.atty, w(kProjW), n, c, c);
+                        4 * c, c, ops::GradMode::kSet);
+    ops::GeluBackwardBias(dfch_.data(), dw(kFcB), dfch_gelu_.data(), a.fch, n, 4 * c);
+    ops::LinearBackward(dtmp_c_.data(), dw(kFcW), nullptr, dfch_.data(), a.ln2, w(kFcW), n, c, 4 * c,
+                        ops::GradMode::kSet);
+    ops::LayerNormBackward(dx_.data(), dw(kLn2W), dw(kLn2B), dtmp_c_.data(), a.res2, w(kLn2W), a.ln2_mean,
+                           a.ln2_rstd, n, c);
+    // res2 = x + attn(x): likewise, ln_1's backward adds the attention branch to d(res2).
+    ops::LinearBackward(dtmp_c_.data(), dw(kProjW), dw(kProjB), dx_.data(), a.atty, w(kProjW), n, c, c,
+                        ops::GradMode::kSet);
     zero(dqkv_, 3 * nc);
     ops::AttentionBackward(dqkv_.data(), dtmp_c_.data(), a.qkv, a.att, b, t, c, nh);
-    zero(dtmp_c2_, nc);
-    ops::LinearBackward(dtmp_c2_.data(), dw(kAttnW), dw(kAttnB), dqkv_.data(), a.ln1, w(kAttnW), n, c, 3 * c);
+    ops::LinearBackward(dtmp_c2_.data(), dw(kAttnW), dw(kAttnB), dqkv_.data(), a.ln1, w(kAttnW), n, c, 3 * c,
+                        ops::GradMode::kSet);
     ops::LayerNormBackward(dx_.data(), dw(kLn1W), dw(kLn1B), dtmp_c2_.data(), x, w(kLn1W), a.ln1_mean,
                            a.ln1_rstd, n, c);
     params.Release(1 + l);

@@ -122,7 +122,7 @@ class GptModel {
       fch_gelu_;
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
   // Scratch gradients of activations for the backward pass.
-  std::vector<float> dx_, dres_, dtmp_c_, dtmp_c2_, dqkv_, dfch_, dfch_gelu_, dlnf_, dlogits_;
+  std::vector<float> dx_, dtmp_c_, dtmp_c2_, dqkv_, dfch_, dfch_gelu_, dlnf_, dlogits_;
 };
 
 }  // namespace dslaunch::runtime

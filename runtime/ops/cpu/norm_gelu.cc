@@ -1,8 +1,10 @@
 // Layer norm and GELU: row-wise and elementwise kernels.
+#include <algorithm>
 #include <cmath>
 
+#include "common/simd_clones.h"
+#include "runtime/ops/cpu/gelu.h"
 #include "runtime/ops/cpu/ops.h"
-#include "runtime/ops/cpu/simd_exp.h"
 
 namespace dslaunch::runtime::ops {
 
@@ -59,31 +61,34 @@ void LayerNormBackward(float* din, float* dweight, float* dbias, const float* do
 }
 
 namespace {
-// sqrt(2/pi) and the cubic coefficient of GPT-2's tanh approximation of GELU.
-constexpr float kGeluScale = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
 
-// tanh(u) = 1 - 2 / (1 + exp(2u)), vectorizable (std::tanh is a scalar libm call); saturates to
-// +-1 exactly for |u| > ~9, since SimdExp clamps instead of overflowing.
-inline float TanhViaExp(float u) { return 1.0f - 2.0f / (1.0f + SimdExp(2.0f * u)); }
+// The elementwise loops, cloned for AVX-512 and AVX2 (common/simd_clones.h); the callers split
+// the work into chunks over OpenMP threads.
+DSLAUNCH_SIMD_CLONES void GeluRange(float* __restrict out, const float* __restrict in, long count) {
+#pragma omp simd
+  for (long i = 0; i < count; ++i) out[i] = Gelu(in[i]);
+}
+
+DSLAUNCH_SIMD_CLONES void GeluGradRange(float* __restrict din, const float* __restrict dout,
+                                        const float* __restrict in, long count) {
+#pragma omp simd
+  for (long i = 0; i < count; ++i) din[i] += GeluGrad(in[i]) * dout[i];
+}
+
+// Elements per chunk of work: a few pages, so that OpenMP threads split a long array evenly.
+constexpr long kChunk = 4096;
+
 }  // namespace
 
 void GeluForward(float* out, const float* in, long count) {
-#pragma omp parallel for simd if (parallel : count >= kParallelMinElements)
-  for (long i = 0; i < count; ++i) {
-    float x = in[i];
-    out[i] = 0.5f * x * (1.0f + TanhViaExp(kGeluScale * (x + kGeluCubic * x * x * x)));
-  }
+#pragma omp parallel for if (count >= kParallelMinElements)
+  for (long at = 0; at < count; at += kChunk) GeluRange(out + at, in + at, std::min(kChunk, count - at));
 }
 
 void GeluBackward(float* din, const float* dout, const float* in, long count) {
-#pragma omp parallel for simd if (parallel : count >= kParallelMinElements)
-  for (long i = 0; i < count; ++i) {
-    float x = in[i];
-    float th = TanhViaExp(kGeluScale * (x + kGeluCubic * x * x * x));
-    float sech2 = 1.0f - th * th;
-    float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-    din[i] += grad * dout[i];
+#pragma omp parallel for if (count >= kParallelMinElements)
+  for (long at = 0; at < count; at += kChunk) {
+    GeluGradRange(din + at, dout + at, in + at, std::min(kChunk, count - at));
   }
 }
 

@@ -5,11 +5,15 @@
 //  - Forward writes its outputs (and any cache the backward needs); it never accumulates.
 //  - Backward ACCUMULATES (+=) into every gradient it produces (input and parameter gradients), so
 //    gradient accumulation over micro-steps and branches (residuals, tied embeddings) needs no
-//    extra buffers. Callers zero gradients at the start of a step.
+//    extra buffers. Callers zero gradients at the start of a step. Where an input gradient is
+//    the first thing written to its buffer, GradMode::kSet overwrites it instead, which saves
+//    zeroing the buffer beforehand (the same values: 0 + x is x).
 //  - Weights follow PyTorch's nn.Linear layout: weight[out][in].
 // Matrix products use OpenBLAS sgemm; elementwise loops are written for GCC's vectorizer (exp and
-// tanh through SimdExp, runtime/ops/cpu/simd_exp.h) and parallelised with OpenMP where rows are
-// independent. Every backward is checked against finite differences in tests/runtime/ops/cpu/ops_test.cc,
+// tanh through SimdExp, runtime/ops/cpu/simd_exp.h), the reduction-free ones compiled for
+// AVX-512 and AVX2 as well (common/simd_clones.h), and parallelised with OpenMP where rows are
+// independent. The fused forms below do in one pass after the sgemm what two ops would do in two,
+// with the same arithmetic in the same order, so the same bits. Every backward is checked against finite differences in tests/runtime/ops/cpu/ops_test.cc,
 // the forwards against double references in tests/runtime/ops/cpu/ops_reference_test.cc.
 // Formulas: docs/model.md.
 #pragma once
@@ -20,12 +24,28 @@ namespace dslaunch::runtime::ops {
 // work (a tiny test model ran 15x slower with two threads than with one).
 inline constexpr long kParallelMinElements = 1L << 15;
 
+// Whether a backward adds its input gradient to `din` (kAdd, the convention) or overwrites it.
+enum class GradMode { kAdd, kSet };
+
 // out[N][out_dim] = in[N][in_dim] * weight[out_dim][in_dim]^T + bias[out_dim] (bias may be null).
 void LinearForward(float* out, const float* in, const float* weight, const float* bias, int n, int in_dim,
                    int out_dim);
-// din += dout * weight; dweight += dout^T * in; dbias += column sums of dout (each may be null).
+// din += dout * weight (din = with kSet); dweight += dout^T * in; dbias += column sums of dout (each
+// may be null).
 void LinearBackward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
-                    const float* weight, int n, int in_dim, int out_dim);
+                    const float* weight, int n, int in_dim, int out_dim, GradMode din_mode = GradMode::kAdd);
+
+// Fused (runtime/ops/cpu/fused.cc):
+// LinearForward then GELU: pre = in * weight^T + bias (kept: the GELU backward's input), out =
+// GELU(pre).
+void LinearGeluForward(float* pre, float* out, const float* in, const float* weight, const float* bias, int n,
+                       int in_dim, int out_dim);
+// LinearForward plus a residual: out = (in * weight^T + bias) + residual[N][out_dim].
+void LinearResidualForward(float* out, const float* in, const float* weight, const float* bias,
+                           const float* residual, int n, int in_dim, int out_dim);
+// GELU's backward and the bias gradient of the linear layer that produced its input: din =
+// GELU'(in) * dout (overwritten, kSet), dbias[cols] += column sums of din, rows in order.
+void GeluBackwardBias(float* din, float* dbias, const float* dout, const float* in, int n, int cols);
 
 // Layer norm over the last dimension C: out = (x - mean) * rstd * weight + bias, with rstd =
 // 1/sqrt(var + kLayerNormEps). mean[N] and rstd[N] are saved for the backward.

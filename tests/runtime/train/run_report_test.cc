@@ -176,7 +176,7 @@ TEST_CASE("Start, resume, validation and end give the documented lines and recor
   report.Resumed("ckpt/global_step40", loaded, /*restart=*/true);
   report.NoCheckpointYet("ckpt", /*restart=*/false);
   report.Validation(ValidationReport{40, 0.5, 0.9875, 2}, milliseconds(0));
-  report.End(RunEnd{20, 19, MemoryStats{1, 2, 3, 4}, 2, 1});
+  report.End(RunEnd{20, 19, MemoryStats{1, 2, 3, 4}, 2, 1, {}});
   REQUIRE(c.lines.size() == 4);
   CHECK(c.lines[0] == "model gpt: 1000000 parameters, 6.5e+06 FLOPs per token (forward + backward); per rank: "
                       "parameters 4.00 MB, gradients 2.00 MB, optimizer state 16.00 MB (ZeRO stage 1, fp16, world 2)");
