@@ -79,26 +79,26 @@ TEST_CASE("Keys left out of an NVMe offload are sized to fit the budget, with De
   CHECK(sized->shrunk);
   const ZeroConfig& zero = c->engine.zero;
   CAPTURE(zero.sub_group_size);
-  CHECK(zero.sub_group_size == 460'000);
-  CHECK(zero.reduce_bucket_size == 460'000);
-  CHECK(zero.stage3_prefetch_bucket_size == 460'000);
-  CHECK(c->engine.offload_param.max_in_cpu == 460'000);
+  CHECK(zero.sub_group_size == 470'000);
+  CHECK(zero.reduce_bucket_size == 470'000);
+  CHECK(zero.stage3_prefetch_bucket_size == 470'000);
+  CHECK(c->engine.offload_param.max_in_cpu == 470'000);
   CHECK(c->engine.offload_optimizer.buffer_count == kMinSizedOptimizerBuffers);
   CHECK(c->engine.offload_param.buffer_count == kMinSizedParamBuffers);
   CHECK(EstimateTrainingMemory(*c, 1, kFootprint).total() <= budget);
   // The next value of two significant digits does not fit: the largest was chosen.
   TrainConfig larger = *c;
   larger.engine.zero.sub_group_size = larger.engine.zero.reduce_bucket_size =
-      larger.engine.zero.stage3_prefetch_bucket_size = 470'000;
-  larger.engine.offload_param.max_in_cpu = 470'000;
+      larger.engine.zero.stage3_prefetch_bucket_size = 480'000;
+  larger.engine.offload_param.max_in_cpu = 480'000;
   CHECK(EstimateTrainingMemory(larger, 1, kFootprint).total() > budget);
   CHECK(SizedBuffersLine(*sized) ==
         "offload buffers for 572.2 MiB per rank (DeepSpeed's defaults do not fit): zero_optimization.sub_group_size "
-        "460000 (left out), zero_optimization.reduce_bucket_size 460000 (left out), "
-        "zero_optimization.stage3_prefetch_bucket_size 460000 (left out), "
+        "470000 (left out), zero_optimization.reduce_bucket_size 470000 (left out), "
+        "zero_optimization.stage3_prefetch_bucket_size 470000 (left out), "
         "zero_optimization.offload_optimizer.buffer_count 3 (left out), zero_optimization.offload_param.buffer_count 2 "
         "(left out), zero_optimization.offload_param.buffer_size 12596224 (left out), "
-        "zero_optimization.offload_param.max_in_cpu 460000 (left out)");
+        "zero_optimization.offload_param.max_in_cpu 470000 (left out)");
 }
 
 TEST_CASE("An explicit buffer key that cannot fit is refused with a value that would") {
@@ -111,12 +111,12 @@ TEST_CASE("An explicit buffer key that cannot fit is refused with a value that w
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
   CHECK(refused.status().message() ==
-        "train.json: zero_optimization.sub_group_size: 1000000000 cannot fit, set it to at most 480000 (or to \"auto\" "
+        "train.json: zero_optimization.sub_group_size: 1000000000 cannot fit, set it to at most 490000 (or to \"auto\" "
         "to have it sized): the run needs about 4.3 GiB per rank, 572.2 MiB available per rank (cgroup /x limit)");
   // The value it names fits, with the other keys as sized; the next one of two digits does not.
-  c->engine.zero.sub_group_size = 480'000;
-  CHECK(EstimateTrainingMemory(*c, 1, kFootprint).total() <= budget);
   c->engine.zero.sub_group_size = 490'000;
+  CHECK(EstimateTrainingMemory(*c, 1, kFootprint).total() <= budget);
+  c->engine.zero.sub_group_size = 500'000;
   CHECK(EstimateTrainingMemory(*c, 1, kFootprint).total() > budget);
 }
 
@@ -129,7 +129,7 @@ TEST_CASE("Without NVMe offload, only \"auto\" keys are sized, and only those th
   REQUIRE(sized->keys.size() == 1);  // the reduce bucket; the sub-groups matter only on NVMe
   CHECK(sized->keys[0].key == BufferKey::kReduceBucketSize);
   CHECK(sized->keys[0].source == KeySource::kAuto);
-  CHECK(c->engine.zero.reduce_bucket_size == 27'000'000);
+  CHECK(c->engine.zero.reduce_bucket_size == 28'000'000);
   CHECK(EstimateTrainingMemory(*c, 1, kFootprint).total() <= budget);
   CHECK(c->engine.zero.sub_group_size == 1'000'000'000);
 
@@ -141,7 +141,7 @@ TEST_CASE("Without NVMe offload, only \"auto\" keys are sized, and only those th
   CHECK(kept->keys.empty());
   CHECK(SizedBuffersLine(*kept).empty());  // nothing offloaded, nothing sized: no line
   CHECK(SizedBuffersLine(*sized) == "offload buffers for 2.2 GiB per rank (DeepSpeed's defaults do not fit): "
-                                    "zero_optimization.reduce_bucket_size 27000000 (auto)");
+                                    "zero_optimization.reduce_bucket_size 28000000 (auto)");
 }
 
 TEST_CASE("When the offload buffers are most of the need, the refusal names their keys") {
@@ -152,7 +152,7 @@ TEST_CASE("When the offload buffers are most of the need, the refusal names thei
   REQUIRE_FALSE(s.ok());
   CHECK(s.message() ==
         "train.json: model needs about 6.2 GiB per rank (parameters 193.0 MiB, gradients 193.0 MiB, optimizer state "
-        "4.5 GiB, activations 81.4 MiB, buffers 1.2 GiB, process 37.5 MiB); this machine has 572.2 MiB available "
+        "4.5 GiB, activations 80.9 MiB, buffers 1.2 GiB, process 37.5 MiB); this machine has 572.2 MiB available "
         "(cgroup /x limit). 5.7 GiB of it is buffers the offload keys set: lower zero_optimization.sub_group_size, "
         "reduce_bucket_size, stage3_prefetch_bucket_size, offload_optimizer.buffer_count, offload_param.buffer_count "
         "or offload_param.max_in_cpu, or leave them out (or \"auto\") to have them sized to fit");
