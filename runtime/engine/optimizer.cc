@@ -43,6 +43,10 @@ DSLAUNCH_SIMD_CLONES void AdamUpdate(float* __restrict params, const float* __re
   }
 }
 
+// Elements per chunk of the update handed to one OpenMP thread: 256 KiB of each array, so that a
+// thread streams long runs; below two chunks the update runs on the calling thread.
+constexpr size_t kUpdateChunk = size_t{1} << 16;
+
 }  // namespace
 
 OptimizerState OptimizerState::For(const OptimizerParams& params, size_t numel) {
@@ -120,10 +124,17 @@ void OptimizerUpdate(const OptimizerParams& p, double lr, int64_t t, std::span<f
   const bool decoupled = p.kind == OptimizerKind::kAdamW;
   DSLAUNCH_CHECK(m.size() == params.size() && v.size() == params.size())
       << m.size() << " and " << v.size() << " moments for " << params.size();
+  // Each segment in chunks over the rank's OpenMP threads (OMP_NUM_THREADS, which the agent sets to
+  // the rank's share of the node's cores), as DeepSpeed's CPU Adam does: elementwise, so the same
+  // bits with any number of threads.
   for (const auto& seg : segments) {
-    const float wd = seg.decay ? static_cast<float>(p.weight_decay) : 0.0f;
-    AdamUpdate(params.data() + seg.begin, grads.data() + seg.begin, m.data() + seg.begin, v.data() + seg.begin,
-               seg.end - seg.begin, {flr, wd, b1, b2, c1, c2, eps}, decoupled);
+    const AdamConstants k{flr, seg.decay ? static_cast<float>(p.weight_decay) : 0.0f, b1, b2, c1, c2, eps};
+    const size_t n = seg.end - seg.begin;
+#pragma omp parallel for schedule(static) if (n >= 2 * kUpdateChunk)
+    for (size_t at = seg.begin; at < seg.end; at += kUpdateChunk) {
+      const size_t len = std::min(kUpdateChunk, seg.end - at);
+      AdamUpdate(params.data() + at, grads.data() + at, m.data() + at, v.data() + at, len, k, decoupled);
+    }
   }
 }
 

@@ -8,7 +8,7 @@
 #include <cblas.h>
 
 #include "runtime/ops/cpu/ops.h"
-#include "runtime/ops/cpu/simd_exp.h"
+#include "runtime/ops/cpu/softmax.h"
 
 namespace dslaunch::runtime::ops {
 namespace {
@@ -86,11 +86,7 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
           float* d = db + static_cast<long>(i) * t;
           const float* pr = p + static_cast<long>(r0 + i) * t;
           const int len = r0 + i + 1;
-          float w = 0.0f;
-#pragma omp simd reduction(+ : w)
-          for (int j = 0; j < len; ++j) w += d[j] * pr[j];
-#pragma omp simd
-          for (int j = 0; j < len; ++j) d[j] = pr[j] * (d[j] - w);
+          SoftmaxBackwardRow(d, pr, len);
           // The block's products below read up to column cols: masked entries carry no gradient.
           std::fill(d + len, d + cols, 0.0f);
         }

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "runtime/ops/cpu/ops.h"
-#include "runtime/ops/cpu/simd_exp.h"
+#include "runtime/ops/cpu/softmax.h"
 
 namespace dslaunch::runtime::ops {
 namespace {

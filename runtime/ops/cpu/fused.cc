@@ -29,7 +29,9 @@ DSLAUNCH_SIMD_CLONES void GeluGradBiasRow(float* __restrict din, float* __restri
                                           const float* __restrict in, int cols) {
 #pragma omp simd
   for (int o = 0; o < cols; ++o) {
-    const float d = GeluGrad(in[o]) * dout[o];
+    // 0 + x, as the unfused op's add into a zeroed buffer: -0 (a saturated GELU's zero slope times
+    // a negative dout) becomes +0 there too.
+    const float d = 0.0f + GeluGrad(in[o]) * dout[o];
     din[o] = d;
     dbias[o] += d;
   }

@@ -4,59 +4,61 @@
 
 #include "common/simd_clones.h"
 #include "runtime/ops/cpu/gelu.h"
+#include "runtime/ops/cpu/lane_sum.h"
 #include "runtime/ops/cpu/ops.h"
 
 namespace dslaunch::runtime::ops {
+
+namespace {
+
+// One row of each direction, cloned for AVX-512 and AVX2; the row sums are LaneSums, so every
+// clone gives the same bits.
+DSLAUNCH_SIMD_CLONES void LayerNormRow(float* __restrict y, float* mean, float* rstd, const float* __restrict x,
+                                       const float* __restrict weight, const float* __restrict bias, int c) {
+  const float m = LaneSum(c, [&](int i) { return x[i]; }) / static_cast<float>(c);
+  const float v = LaneSum(c, [&](int i) { return (x[i] - m) * (x[i] - m); }) / static_cast<float>(c);
+  const float s = 1.0f / std::sqrt(v + kLayerNormEps);
+#pragma omp simd
+  for (int i = 0; i < c; ++i) y[i] = (x[i] - m) * s * weight[i] + bias[i];
+  *mean = m;
+  *rstd = s;
+}
+
+DSLAUNCH_SIMD_CLONES void LayerNormBackwardRow(float* __restrict dx, float* __restrict dweight,
+                                               float* __restrict dbias, const float* __restrict dy,
+                                               const float* __restrict x, const float* __restrict weight, float m,
+                                               float s, int c) {
+  // The means over the row of dnorm and of dnorm * xhat, where dnorm = dy * weight.
+  const float dnorm_mean = LaneSum(c, [&](int i) { return dy[i] * weight[i]; }) / static_cast<float>(c);
+  const float dnorm_xhat_mean =
+      LaneSum(c, [&](int i) { return dy[i] * weight[i] * ((x[i] - m) * s); }) / static_cast<float>(c);
+#pragma omp simd
+  for (int i = 0; i < c; ++i) {
+    const float xhat = (x[i] - m) * s;
+    const float dnorm = dy[i] * weight[i];
+    dbias[i] += dy[i];
+    dweight[i] += dy[i] * xhat;
+    dx[i] += (dnorm - dnorm_mean - xhat * dnorm_xhat_mean) * s;
+  }
+}
+
+}  // namespace
 
 void LayerNormForward(float* out, float* mean, float* rstd, const float* in, const float* weight,
                       const float* bias, int n, int c) {
 #pragma omp parallel for if (static_cast<long>(n) * c >= kParallelMinElements)
   for (int r = 0; r < n; ++r) {
-    const float* x = in + static_cast<long>(r) * c;
-    float* y = out + static_cast<long>(r) * c;
-    float m = 0.0f;
-#pragma omp simd reduction(+ : m)
-    for (int i = 0; i < c; ++i) m += x[i];
-    m /= static_cast<float>(c);
-    float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-    for (int i = 0; i < c; ++i) v += (x[i] - m) * (x[i] - m);
-    v /= static_cast<float>(c);
-    float s = 1.0f / std::sqrt(v + kLayerNormEps);
-#pragma omp simd
-    for (int i = 0; i < c; ++i) y[i] = (x[i] - m) * s * weight[i] + bias[i];
-    mean[r] = m;
-    rstd[r] = s;
+    const long at = static_cast<long>(r) * c;
+    LayerNormRow(out + at, mean + r, rstd + r, in + at, weight, bias, c);
   }
 }
 
+// Rows in order: the weight and bias gradients add them in that order.
 void LayerNormBackward(float* din, float* dweight, float* dbias, const float* dout, const float* in,
                        const float* weight, const float* mean, const float* rstd, int n, int c) {
   for (int r = 0; r < n; ++r) {
-    const float* x = in + static_cast<long>(r) * c;
-    const float* dy = dout + static_cast<long>(r) * c;
-    float* dx = din + static_cast<long>(r) * c;
-    const float m = mean[r];
-    const float s = rstd[r];
-    // mean over the row of dnorm and of dnorm * xhat, where dnorm = dy * weight.
-    float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
-#pragma omp simd reduction(+ : dnorm_mean, dnorm_xhat_mean)
-    for (int i = 0; i < c; ++i) {
-      float xhat = (x[i] - m) * s;
-      float dnorm = dy[i] * weight[i];
-      dnorm_mean += dnorm;
-      dnorm_xhat_mean += dnorm * xhat;
-    }
-    dnorm_mean /= static_cast<float>(c);
-    dnorm_xhat_mean /= static_cast<float>(c);
-#pragma omp simd
-    for (int i = 0; i < c; ++i) {
-      float xhat = (x[i] - m) * s;
-      float dnorm = dy[i] * weight[i];
-      dbias[i] += dy[i];
-      dweight[i] += dy[i] * xhat;
-      dx[i] += (dnorm - dnorm_mean - xhat * dnorm_xhat_mean) * s;
-    }
+    const long at = static_cast<long>(r) * c;
+    LayerNormBackwardRow(din + at, dweight, dbias, dout + at, in + at, weight, mean[r], rstd[r], c);
   }
 }
 

@@ -1,5 +1,5 @@
 // SimdExp: exp(x) for fp32 in plain arithmetic that GCC vectorizes (`#pragma omp simd` loops), for
-// the elementwise hot loops of runtime/ops/cpu/ops.h (softmax, GELU's tanh), and SoftmaxRow built on it. glibc's expf and tanhf are
+// the elementwise hot loops of runtime/ops/cpu/ops.h (softmax: runtime/ops/cpu/softmax.h; GELU's tanh). glibc's expf and tanhf are
 // scalar calls: GELU on them took ~13% of a GPT training step (docs/benchmarks.md, "Training
 // speed").
 //
@@ -40,22 +40,6 @@ inline float SimdExp(float x) {
   const float er = p * r * r + r + 1.0f;
   const float two_n = std::bit_cast<float>(static_cast<int32_t>((ni + 127) << 23));
   return er * two_n;
-}
-
-// out[0..len) = softmax(in[0..len)), max-subtracted; `out` may be `in` (in place).
-inline void SoftmaxRow(const float* in, float* out, int len) {
-  float mx = in[0];
-#pragma omp simd reduction(max : mx)
-  for (int j = 0; j < len; ++j) mx = std::max(mx, in[j]);
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < len; ++j) {
-    out[j] = SimdExp(in[j] - mx);
-    sum += out[j];
-  }
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int j = 0; j < len; ++j) out[j] *= inv;
 }
 
 }  // namespace dslaunch::runtime::ops

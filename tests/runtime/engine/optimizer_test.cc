@@ -2,10 +2,66 @@
 
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
 
 namespace dslaunch::runtime {
 namespace {
+
+// The Adam(W) update one element at a time, as the runtime wrote it before its SIMD clones and
+// threads: compiled here for the baseline, it is the bits every clone must reproduce.
+void ReferenceAdam(const OptimizerParams& p, float lr, int64_t t, std::vector<float>& w, const std::vector<float>& g,
+                   const std::vector<DecaySegment>& segments, std::vector<float>& m, std::vector<float>& v) {
+  const float b1 = static_cast<float>(p.beta1), b2 = static_cast<float>(p.beta2), eps = static_cast<float>(p.eps);
+  const float c1 = 1.0f / static_cast<float>(1.0 - std::pow(p.beta1, static_cast<double>(t)));
+  const float c2 = 1.0f / static_cast<float>(1.0 - std::pow(p.beta2, static_cast<double>(t)));
+  for (const auto& seg : segments) {
+    const float wd = seg.decay ? static_cast<float>(p.weight_decay) : 0.0f;
+    for (size_t i = seg.begin; i < seg.end; ++i) {
+      float gi = g[i];
+      if (p.kind == OptimizerKind::kAdamW) {
+        w[i] -= lr * wd * w[i];
+      } else {
+        gi += wd * w[i];
+      }
+      m[i] = b1 * m[i] + (1.0f - b1) * gi;
+      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+      w[i] -= lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps);
+    }
+  }
+}
+
+TEST_CASE("Adam and AdamW give the element-by-element update's bits on this CPU's SIMD clone, on 1 and 2 threads") {
+  // Past two chunks of the threaded update, odd lengths, a decayed and an undecayed segment.
+  const size_t n = 300'001;
+  const std::vector<DecaySegment> segments = {{0, 200'003, true}, {200'003, n, false}};
+  std::mt19937 rng(29);
+  std::normal_distribution<float> dist;
+  std::vector<float> w0(n), g(n);
+  for (size_t i = 0; i < n; ++i) w0[i] = dist(rng), g[i] = 0.01f * dist(rng);
+  const int threads_before = omp_get_max_threads();
+  for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kAdam}) {
+    for (int threads : {1, 2}) {
+      CAPTURE(static_cast<int>(kind));
+      CAPTURE(threads);
+      omp_set_num_threads(threads);
+      const OptimizerParams p{kind, 3e-4, 0.9, 0.95, 1e-8, 0.1, 0.0};
+      std::vector<float> w = w0, rw = w0, m(n, 0.0f), v(n, 0.0f), rm(n, 0.0f), rv(n, 0.0f);
+      for (int64_t t = 1; t <= 3; ++t) {
+        OptimizerUpdate(p, 3e-4, t, w, g, segments, m, v);
+        ReferenceAdam(p, 3e-4f, t, rw, g, segments, rm, rv);
+      }
+      CHECK(std::memcmp(w.data(), rw.data(), n * sizeof(float)) == 0);
+      CHECK(std::memcmp(m.data(), rm.data(), n * sizeof(float)) == 0);
+      CHECK(std::memcmp(v.data(), rv.data(), n * sizeof(float)) == 0);
+    }
+  }
+  omp_set_num_threads(threads_before);
+}
 
 TEST_CASE("AdamW's first steps match the formula computed by hand") {
   OptimizerParams p{OptimizerKind::kAdamW, 0.1, 0.9, 0.999, 1e-8, 0.5, 0.0};

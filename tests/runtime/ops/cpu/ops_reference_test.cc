@@ -13,6 +13,7 @@
 
 #include "runtime/ops/cpu/ops.h"
 #include "runtime/ops/cpu/simd_exp.h"
+#include "runtime/ops/cpu/softmax.h"
 #include "tests/runtime/ops/cpu/reference_ops.h"
 
 namespace dslaunch::runtime::ops {
