@@ -41,7 +41,7 @@ DSLAUNCH_SIMD_CLONES void GeluGradBiasRow(float* __restrict din, float* __restri
 
 void LinearGeluForward(float* pre, float* out, const float* in, const float* weight, const float* bias, int n,
                        int in_dim, int out_dim) {
-  LinearProduct(pre, in, weight, n, in_dim, out_dim);
+  LinearMatmul(pre, in, weight, n, in_dim, out_dim);
 #pragma omp parallel for if (static_cast<long>(n) * out_dim >= kParallelMinElements)
   for (int r = 0; r < n; ++r) {
     const long at = static_cast<long>(r) * out_dim;
@@ -51,7 +51,7 @@ void LinearGeluForward(float* pre, float* out, const float* in, const float* wei
 
 void LinearResidualForward(float* out, const float* in, const float* weight, const float* bias,
                            const float* residual, int n, int in_dim, int out_dim) {
-  LinearProduct(out, in, weight, n, in_dim, out_dim);
+  LinearMatmul(out, in, weight, n, in_dim, out_dim);
 #pragma omp parallel for if (static_cast<long>(n) * out_dim >= kParallelMinElements)
   for (int r = 0; r < n; ++r) {
     const long at = static_cast<long>(r) * out_dim;

@@ -16,14 +16,14 @@ DSLAUNCH_SIMD_CLONES void AddRow(float* __restrict sums, const float* __restrict
   for (int o = 0; o < cols; ++o) sums[o] += row[o];
 }
 
-void LinearProduct(float* out, const float* in, const float* weight, int n, int in_dim, int out_dim) {
+void LinearMatmul(float* out, const float* in, const float* weight, int n, int in_dim, int out_dim) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out_dim, in_dim, 1.0f, in, in_dim, weight, in_dim, 0.0f,
               out, out_dim);
 }
 
 void LinearForward(float* out, const float* in, const float* weight, const float* bias, int n, int in_dim,
                    int out_dim) {
-  LinearProduct(out, in, weight, n, in_dim, out_dim);
+  LinearMatmul(out, in, weight, n, in_dim, out_dim);
   if (bias == nullptr) return;
 #pragma omp parallel for if (static_cast<long>(n) * out_dim >= kParallelMinElements)
   for (int r = 0; r < n; ++r) AddBiasRow(out + static_cast<long>(r) * out_dim, bias, out_dim);

@@ -5,7 +5,7 @@
 namespace dslaunch::runtime::ops {
 
 // out[N][out_dim] = in[N][in_dim] * weight[out_dim][in_dim]^T (sgemm, beta 0).
-void LinearProduct(float* out, const float* in, const float* weight, int n, int in_dim, int out_dim);
+void LinearMatmul(float* out, const float* in, const float* weight, int n, int in_dim, int out_dim);
 // row[cols] += bias[cols].
 void AddBiasRow(float* row, const float* bias, int cols);
 // sums[cols] += row[cols].
