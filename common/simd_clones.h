@@ -7,8 +7,9 @@
 // The same bits on every CPU: a target using it is built with dslaunch_simd_kernels()
 // (cmake/DslaunchTargets.cmake), whose -ffp-contract=off keeps the wider clones from fusing
 // multiplies and adds that the baseline (no FMA) computes separately. So a clone's result equals
-// the baseline's for loops without a reduction; a loop that reduces (a sum across lanes) would
-// add in another order per width, and is not marked.
+// the baseline's for loops without a reduction. A sum across lanes would add in another order per
+// width: the marked functions sum through LaneSum (runtime/ops/cpu/lane_sum.h), whose order is
+// the same at every width. A maximum is exact in any order.
 //
 // Elsewhere (another compiler, another architecture) the macro is empty: one plain function.
 #pragma once

@@ -10,10 +10,11 @@
 //    zeroing the buffer beforehand (the same values: 0 + x is x).
 //  - Weights follow PyTorch's nn.Linear layout: weight[out][in].
 // Matrix products use OpenBLAS sgemm; elementwise loops are written for GCC's vectorizer (exp and
-// tanh through SimdExp, runtime/ops/cpu/simd_exp.h), the reduction-free ones compiled for
-// AVX-512 and AVX2 as well (common/simd_clones.h), and parallelised with OpenMP where rows are
-// independent. The fused forms below do in one pass after the sgemm what two ops would do in two,
-// with the same arithmetic in the same order, so the same bits. Every backward is checked against finite differences in tests/runtime/ops/cpu/ops_test.cc,
+// tanh through SimdExp, runtime/ops/cpu/simd_exp.h), the elementwise and row kernels compiled for
+// AVX-512 and AVX2 as well (common/simd_clones.h; row sums in a width-independent order,
+// lane_sum.h), and parallelised with OpenMP where rows are independent. The fused forms below do in one pass after the sgemm what two ops would do in two,
+// with the same arithmetic in the same order, so the same bits (tests/runtime/ops/cpu/fused_test.cc).
+// Every backward is checked against finite differences in tests/runtime/ops/cpu/ops_test.cc,
 // the forwards against double references in tests/runtime/ops/cpu/ops_reference_test.cc.
 // Formulas: docs/model.md.
 #pragma once

@@ -1,14 +1,13 @@
 // SimdExp: exp(x) for fp32 in plain arithmetic that GCC vectorizes (`#pragma omp simd` loops), for
-// the elementwise hot loops of runtime/ops/cpu/ops.h (softmax: runtime/ops/cpu/softmax.h; GELU's tanh). glibc's expf and tanhf are
-// scalar calls: GELU on them took ~13% of a GPT training step (docs/benchmarks.md, "Training
-// speed").
+// the elementwise hot loops of runtime/ops/cpu/ops.h (softmax.h's rows, gelu.h's tanh). glibc's
+// expf and tanhf are scalar calls: GELU on them took ~13% of a GPT training step
+// (docs/benchmarks.md, "Training speed").
 //
 // Accuracy: within 2 ulp of expf over [-87, 88] (Cody-Waite range reduction, degree-6 polynomial);
 // inputs are clamped to that range, so large arguments give FLT_MAX-scale values, never inf, and
 // very negative ones the smallest normal float, never 0 or a denormal. NaN is not propagated.
 #pragma once
 
-#include <algorithm>
 #include <bit>
 #include <cstdint>
 
