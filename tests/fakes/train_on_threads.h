@@ -28,15 +28,20 @@ inline TrainData PatternTokens(bool validation) {
 }
 
 // Runs `config` on `world` threads, rank r with hooks_for(r) (no output when empty); returns every
-// rank's result.
-inline std::vector<Result<TrainResult>> TrainOnThreads(int world, const TrainConfig& config, const TrainData& data,
-                                                       const std::function<TrainHooks(int rank)>& hooks_for = {}) {
+// rank's result. `comm_for(r, inner)`, when given, is the communicator rank r trains through, made
+// on its thread around the thread communicator `inner` (a RecordingCommunicator, say); it must
+// stay alive until this returns.
+inline std::vector<Result<TrainResult>> TrainOnThreads(
+    int world, const TrainConfig& config, const TrainData& data,
+    const std::function<TrainHooks(int rank)>& hooks_for = {},
+    const std::function<Communicator&(int rank, Communicator& inner)>& comm_for = {}) {
   ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
   std::vector<Result<TrainResult>> results(static_cast<size_t>(world), Status(StatusCode::kInternal, "not run"));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      results[static_cast<size_t>(r)] = Train(config, data, group.Get(r), hooks_for ? hooks_for(r) : TrainHooks{});
+      Communicator& comm = comm_for ? comm_for(r, group.Get(r)) : group.Get(r);
+      results[static_cast<size_t>(r)] = Train(config, data, comm, hooks_for ? hooks_for(r) : TrainHooks{});
     });
   }
   for (auto& t : threads) t.join();

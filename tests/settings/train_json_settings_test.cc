@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -94,19 +95,16 @@ json SwapFiles(const std::vector<std::string>& dirs) {
   return files;
 }
 
-// Train() on `world` threads as TrainOnThreads does, rank 0's collectives recorded. `swap_dirs`:
+// Train() on `world` threads, rank 0's records, lines and collectives observed. `swap_dirs`:
 // directories whose swap files are listed at the first step record.
 Observed Run(const TrainConfig& config, int world, const std::vector<std::string>& swap_dirs = {}) {
   Observed seen;
-  ThreadCommunicatorGroup group(world, std::chrono::seconds(30));
-  RecordingCommunicator recorded(group.Get(0));
-  const TrainData data = PatternTokens(true);
-  std::vector<Result<TrainResult>> results(static_cast<size_t>(world), Status(StatusCode::kInternal, "not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      TrainHooks hooks;
-      if (r == 0) {
+  std::optional<RecordingCommunicator> recorded;  // rank 0's, made on its thread
+  auto results = TrainOnThreads(
+      world, config, PatternTokens(true),
+      [&](int rank) {
+        TrainHooks hooks;
+        if (rank != 0) return hooks;
         hooks.metrics = [&](const std::string& line) {
           json record = json::parse(line);
           for (const char* varies : {"tokens_per_s", "ms_per_step", "rank_step_ms", "rank_collective_ms",
@@ -125,13 +123,14 @@ Observed Run(const TrainConfig& config, int world, const std::vector<std::string
           seen.records.push_back(record);
         };
         hooks.print = [&](const std::string& line) { seen.lines.push_back(line); };
-      }
-      Communicator& comm = r == 0 ? static_cast<Communicator&>(recorded) : group.Get(r);
-      results[static_cast<size_t>(r)] = Train(config, data, comm, hooks);
-    });
-  }
-  for (auto& t : threads) t.join();
-  seen.records.push_back({{"event", "collectives"}, {"calls", recorded.calls()}});
+        return hooks;
+      },
+      [&](int rank, Communicator& inner) -> Communicator& {
+        if (rank != 0) return inner;
+        recorded.emplace(inner);
+        return *recorded;
+      });
+  seen.records.push_back({{"event", "collectives"}, {"calls", recorded->calls()}});
   seen.status = results[0].status();
   return seen;
 }
