@@ -76,6 +76,13 @@ sgemm_both = max((both_cores() for _ in range(repeats)), key=sum)
 sgemm = max(sgemm, max(sgemm_both) * 1e9)
 
 torch_script = os.path.abspath("benchmarks/torch/gpt_ddp.py")
+# Debian's python3-torch is for /usr/bin/python3, which a pyenv or venv python3 may hide.
+def find_torch_python():
+    for py in ("python3", "/usr/bin/python3"):
+        if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
+            return py
+    sys.exit("no python3 imports torch: install python3-torch (scripts/setup.sh --bench)")
+torch_python = find_torch_python()
 
 def measure(config_path, ranks, torch=False):
     with open(config_path) as f:
@@ -90,7 +97,7 @@ def measure(config_path, ranks, torch=False):
     launcher = [os.path.join(build_dir, "bin", "dslaunch"), "--log_dir", os.path.join(work, "logs"),
                 "--nproc_per_node", str(ranks)]
     if torch:
-        out = run(launcher + [torch_script, tmp], dict(env, PYTHON_EXEC="/usr/bin/python3",
+        out = run(launcher + [torch_script, tmp], dict(env, PYTHON_EXEC=torch_python,
                                                        OPENBLAS_CORETYPE=best_core or ""))
         lines = re.findall(r"\[rank 0\] step (\d+) \| .*\| ([0-9.]+) tokens/s \| ([0-9.]+) ms/step", out)
         if len(lines) < 2:
@@ -118,7 +125,7 @@ def weighted(lines):
     return tokens / seconds, seconds * 1e3 / (prev - int(lines[0][0]))
 
 def torch_version():
-    return subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"], capture_output=True,
+    return subprocess.run([torch_python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                           text=True, check=True).stdout.strip()
 
 rows = []

@@ -270,9 +270,23 @@ json OffloadPatch(const std::string& dir) {
           {"/aio", {{"block_size", 4096}}}};
 }
 
+// `patch` (pointer -> value) with `more`'s pointers added or replaced.
 json Patched(json patch, const json& more) {
   patch.update(more);
   return patch;
+}
+
+// `doc` with each pointer of `patch` set to its value, or its top-level key removed when the value
+// is null. Pointers are applied in sorted order, so a section comes before a key inside it.
+json Applied(json doc, const json& patch) {
+  for (const auto& [pointer, value] : patch.items()) {
+    if (value.is_null()) {
+      doc.erase(pointer.substr(1));
+    } else {
+      doc = With(doc, pointer, value);
+    }
+  }
+  return doc;
 }
 
 // The offload and aio keys: their effect is in the end record's swap_io and bytes, or in where the
@@ -301,14 +315,7 @@ std::vector<EngineRow> OffloadRows(const std::string& dir) {
 void CheckReachesEngine(const std::vector<EngineRow>& rows, const std::vector<std::string>& swap_dirs = {}) {
   for (const EngineRow& row : rows) {
     INFO(row.pointer << " = " << row.value.dump());
-    json base = BaseDoc();
-    for (auto it = row.base_patch.begin(); it != row.base_patch.end(); ++it) {
-      if (it->is_null()) {
-        base.erase(std::string(it.key()).substr(1));
-      } else {
-        base = With(base, it.key(), *it);
-      }
-    }
+    const json base = Applied(BaseDoc(), row.base_patch);
     const Observed without = RunDoc(base, row.world, swap_dirs);
     const Observed in_file = RunDoc(With(base, row.pointer, row.value), row.world, swap_dirs);
     TrainConfig direct = Parsed(base, row.world);
@@ -334,9 +341,7 @@ TEST_CASE("Every offload and aio key given in the file reaches the swap: the sam
   CheckReachesEngine(OffloadRows(dir.path()), {dir.path() + "/a", dir.path() + "/b"});
 
   // swap_io counts both files: the parameters' I/O comes on top of the optimizer state's.
-  json both = BaseDoc();
-  const json patch = OffloadPatch(dir.path());
-  for (const auto& [pointer, value] : patch.items()) both = With(both, pointer, value);
+  const json both = Applied(BaseDoc(), OffloadPatch(dir.path()));
   const json state_only = With(both, "/zero_optimization/offload_param/device", "none");
   const json io_both = RunDoc(both, 2).Of("end").at(0).at("swap_io");
   const json io_state = RunDoc(state_only, 2).Of("end").at(0).at("swap_io");
@@ -347,9 +352,7 @@ TEST_CASE("Every offload and aio key given in the file reaches the swap: the sam
 TEST_CASE("aio.single_submit and aio.overlap_events given in the file change how the swap I/O is submitted") {
   dslaunch::testing::TempDir dir("/var/tmp");
   std::filesystem::create_directory(dir.path() + "/a");
-  json base = BaseDoc();
-  const json patch = OffloadPatch(dir.path());
-  for (const auto& [pointer, value] : patch.items()) base = With(base, pointer, value);
+  json base = Applied(BaseDoc(), OffloadPatch(dir.path()));
   // 64 pieces of 4 KiB in each optimizer record: the queue of 8 refills many times per transfer.
   base["model"]["n_embd"] = 64;
   auto pieces = [](const Observed& o) { return o.Of("end").at(0).at("swap_io").at("pieces").get<uint64_t>(); };
@@ -374,9 +377,7 @@ TEST_CASE("zero_optimization.offload_param.buffer_size given in the file bounds 
           "the field set in C++ does") {
   dslaunch::testing::TempDir dir("/var/tmp");
   std::filesystem::create_directory(dir.path() + "/a");
-  json base = BaseDoc();
-  const json patch = OffloadPatch(dir.path());
-  for (const auto& [pointer, value] : patch.items()) base = With(base, pointer, value);
+  json base = Applied(BaseDoc(), OffloadPatch(dir.path()));
   REQUIRE(RunDoc(base, 2).status.ok());
   const Observed in_file = RunDoc(With(base, "/zero_optimization/offload_param/buffer_size", 300), 2);
   TrainConfig direct = Parsed(base, 2);
@@ -590,9 +591,7 @@ TEST_CASE("Keys this runtime accepts without an effect say so at start-up, each 
                                          {"/zero_optimization/offload_optimizer/pin_memory", true, cpu_state},
                                          {"/zero_optimization/offload_param/pin_memory", true, cpu_params}}) {
     INFO(std::string(c.pointer));
-    json base = BaseDoc();
-    for (const auto& [pointer, value] : c.base_patch.items()) base = With(base, pointer, value);
-    Result<TrainConfig> config = Parse(With(base, c.pointer, c.value), 1);
+    Result<TrainConfig> config = Parse(With(Applied(BaseDoc(), c.base_patch), c.pointer, c.value), 1);
     REQUIRE_MESSAGE(config.ok(), config.status().message());
     std::string path = std::string("$") + c.pointer;
     std::replace(path.begin(), path.end(), '/', '.');

@@ -5,16 +5,21 @@
 #include "runtime/ops/cpu/ops.h"
 
 namespace dslaunch::runtime::ops {
+namespace {
 
+// row[cols] += bias[cols].
 DSLAUNCH_SIMD_CLONES void AddBiasRow(float* __restrict row, const float* __restrict bias, int cols) {
 #pragma omp simd
   for (int o = 0; o < cols; ++o) row[o] += bias[o];
 }
 
+// sums[cols] += row[cols].
 DSLAUNCH_SIMD_CLONES void AddRow(float* __restrict sums, const float* __restrict row, int cols) {
 #pragma omp simd
   for (int o = 0; o < cols; ++o) sums[o] += row[o];
 }
+
+}  // namespace
 
 void LinearMatmul(float* out, const float* in, const float* weight, int n, int in_dim, int out_dim) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out_dim, in_dim, 1.0f, in, in_dim, weight, in_dim, 0.0f,
