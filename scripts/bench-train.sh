@@ -16,6 +16,8 @@
 # / (ranks x the best one-core sgemm FLOP/s of the run, alone or beside the other core), FLOPs per
 # token as the worker's start line states it (docs/model.md).
 #
+# Then gpt-bench on 2 ranks with zero_optimization.overlap_comm off and on, alternating.
+#
 # Then the yardstick: gpt-bench on 2 ranks against the same model in PyTorch with
 # DistributedDataParallel over gloo (benchmarks/torch/gpt_ddp.py; Debian's python3-torch), the
 # same batch, AdamW and OpenBLAS kernels (the runtime's choice, given to PyTorch as
@@ -84,9 +86,11 @@ def find_torch_python():
     sys.exit("no python3 imports torch: install python3-torch (scripts/setup.sh --bench)")
 torch_python = find_torch_python()
 
-def measure(config_path, ranks, torch=False):
+def measure(config_path, ranks, torch=False, zero=None):
     with open(config_path) as f:
         config = json.load(f)
+    if zero:
+        config.setdefault("zero_optimization", {}).update(zero)
     base = os.path.dirname(os.path.abspath(config_path))
     config["data"] = {k: os.path.normpath(os.path.join(base, v)) for k, v in config["data"].items()}
     train = config.setdefault("train", {})
@@ -153,6 +157,19 @@ print("| config | ranks | tokens/s | ms/step | FLOPs/token | model GFLOP/s per r
 print("|---|---|---|---|---|---|---|")
 for config, ranks, tps, ms, fpt, per_rank, mfu in rows:
     print(f"| {config} | {ranks} | {tps:.0f} | {ms:.0f} | {fpt:.4g} | {per_rank / 1e9:.1f} | {100 * mfu:.1f}% |")
+
+# The gradient reduction overlapped with the backward (zero_optimization.overlap_comm) against
+# not, gpt-bench on 2 ranks, alternating.
+overlap = {False: [], True: []}
+for _ in range(repeats):
+    for on in (False, True):
+        overlap[on].append(measure("configs/gpt-bench.json", 2, zero={"overlap_comm": on})[0])
+print("\nconfigs/gpt-bench.json on 2 ranks with zero_optimization.overlap_comm off and on, alternating:\n")
+print("| overlap_comm | tokens/s per run | best |")
+print("|---|---|---|")
+for on in (False, True):
+    print(f"| {str(on).lower()} | {', '.join(f'{t:.0f}' for t in overlap[on])} | {max(overlap[on]):.0f} |")
+print(f"\non / off: {max(overlap[True]) / max(overlap[False]):.2f}x tokens/s (best against best)")
 
 # The yardstick, alternating so that both see the same machine load.
 ours, theirs = [], []

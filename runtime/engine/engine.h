@@ -17,14 +17,16 @@
 //     sub-group by sub-group.
 // The engine keeps the step (norm, loss scaling, clipping, the update), Snapshot and Restore.
 //
-// A step: BeginStep() zeroes the gradients; for each micro-step the caller runs forward and
-// backward with loss scale loss_scale() / accumulation; Step() finishes the reduction, computes
+// A step: BeginStep(micro_steps) zeroes the gradients; for each of the micro-steps the caller
+// runs forward and backward with loss scale loss_scale() / micro_steps (the reduction of ZeRO
+// 1-3 happens during backward, at ZeRO 1 the last one's; with overlap_comm on a thread of its
+// own); Step() finishes the reduction, computes
 // the global gradient norm, and with fp16 skips the step on every rank when any gradient
 // overflowed (the dynamic loss scaler decides the next scale), else unscales, clips to
 // gradient_clipping (DeepSpeed's max_norm / (norm + 1e-6)) and applies the optimizer with the
 // scheduled learning rate.
 //
-// Collective calls happen inside Acquire (stage 3), GradientReady (stages 2-3) and Step, in the
+// Collective calls happen inside Acquire (stage 3), GradientReady (stages 1-3) and Step, in the
 // same order on every rank because every rank runs the same model calls. A failed collective in
 // Acquire or GradientReady, which cannot return a Status, is kept and returned by the next Step()
 // or status(); the communicator fails fast after its first error, so nothing hangs meanwhile.
@@ -109,7 +111,8 @@ class Engine {
   virtual ParameterAccess& access() = 0;
   // What the backward pass multiplies the loss by (the fp16 loss scale; 1 otherwise).
   virtual double loss_scale() const = 0;
-  virtual void BeginStep() = 0;
+  // Starts a step of `micro_steps` forward and backward passes (gradient_accumulation_steps).
+  virtual void BeginStep(int micro_steps) = 0;
   virtual Result<StepStats> Step() = 0;
   // OK, or the first failure of a collective made inside access() (also returned by Step()).
   virtual Status status() const = 0;

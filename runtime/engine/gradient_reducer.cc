@@ -11,13 +11,14 @@ namespace dslaunch::runtime {
 template <class S>
 GradientReducer<S>::GradientReducer(const ParameterLayout& layout, Communicator& comm, const ZeroConfig& zero,
                                     bool partitioned, const ShardMap& shards, ScratchBuffers& scratch,
-                                    DeferredStatus& deferred)
+                                    DeferredStatus& deferred, CollectiveQueue& queue)
     : layout_(layout),
       comm_(comm),
       partitioned_(partitioned),
       shards_(shards),
       scratch_(scratch),
       deferred_(deferred),
+      queue_(queue),
       grads_(partitioned ? shards.own().size() : shards.numel(), S{}),
       groups_(layout.groups().size()) {
   size_t largest_group = 0;
@@ -28,9 +29,23 @@ GradientReducer<S>::GradientReducer(const ParameterLayout& layout, Communicator&
 }
 
 template <class S>
-void GradientReducer<S>::BeginStep() {
+GradientReducer<S>::~GradientReducer() {
+  (void)queue_.Drain();  // queued jobs read and write this reducer's buffers
+}
+
+template <class S>
+void GradientReducer<S>::BeginStep(int micro_steps) {
+  DSLAUNCH_CHECK(micro_steps >= 1) << "a step needs at least one micro-step, got " << micro_steps;
   std::fill(grads_.begin(), grads_.end(), S{});
+  scratch_.Give(std::move(step_));  // left by a step that failed before its update
+  run_lo_ = run_hi_ = 0;
   ready_count_ = 0;
+  micro_steps_left_ = micro_steps;
+}
+
+template <class S>
+bool GradientReducer<S>::ReducesNow() const {
+  return partitioned_ || (shards_.partitioned() && micro_steps_left_ == 1);
 }
 
 template <class S>
@@ -51,60 +66,124 @@ template <class S>
 void GradientReducer<S>::GradientReady(int g) {
   const ParameterGroup& group = Info(g);
   Group& st = groups_[static_cast<size_t>(g)];
+  const bool reduce = ReducesNow();
   if (st.active) {
     if (partitioned_) {
-      AppendToBucket(group, st.grad);
+      AddToRun(group, st.grad);
     } else {
       AddInto<S>(st.grad, std::span<S>(grads_.data() + group.offset, group.numel));
     }
     scratch_.Give(std::move(st.grad));
     st.active = false;
   }
-  if (partitioned_ && ++ready_count_ == static_cast<int>(groups_.size())) {
-    Flush();  // the last group of this micro-step's backward
+  if (reduce && !partitioned_) AddToRun(group, {});  // ZeRO 1: the group's whole gradient is final
+  if (++ready_count_ == static_cast<int>(groups_.size())) {  // the last group of this micro-step
+    if (reduce) SubmitRun();
     ready_count_ = 0;
+    --micro_steps_left_;
   }
 }
 
-// Groups arrive from the backward pass in descending flat order; a bucket holds a contiguous run
-// [bucket_lo_, bucket_hi_) laid out at the end of bucket_, so the run grows downwards.
 template <class S>
-void GradientReducer<S>::AppendToBucket(const ParameterGroup& group, std::span<const float> grad) {
+typename GradientReducer<S>::Slot& GradientReducer<S>::FreeSlot() {
+  Slot& slot = slots_[filling_];
+  queue_.WaitFor(slot.ticket);
+  if (slot.input.size() < bucket_capacity_) slot.input.resize(bucket_capacity_);
+  return slot;
+}
+
+// Groups arrive from the backward pass in descending flat order, so a run [run_lo_, run_hi_)
+// grows downwards; at ZeRO 2-3 it is laid out at the end of the filling bucket.
+template <class S>
+void GradientReducer<S>::AddToRun(const ParameterGroup& group, std::span<const float> grad) {
   const size_t lo = group.offset, hi = group.offset + group.numel;
-  const bool empty = bucket_hi_ == bucket_lo_;
-  if (!empty && (hi != bucket_lo_ || bucket_hi_ - lo > bucket_capacity_)) Flush();
-  if (bucket_hi_ == bucket_lo_) {
-    if (bucket_.size() < bucket_capacity_) bucket_.resize(bucket_capacity_);
-    bucket_hi_ = hi;
+  if (run_hi_ != run_lo_ && (hi != run_lo_ || run_hi_ - lo > bucket_capacity_)) SubmitRun();
+  if (run_hi_ == run_lo_) {
+    run_hi_ = hi;
+    if (partitioned_) FreeSlot();
   }
-  bucket_lo_ = lo;
-  std::copy(grad.begin(), grad.end(), bucket_.begin() + static_cast<std::ptrdiff_t>(bucket_capacity_ - (bucket_hi_ - lo)));
+  run_lo_ = lo;
+  if (partitioned_) {
+    std::vector<float>& bucket = slots_[filling_].input;
+    std::copy(grad.begin(), grad.end(), bucket.begin() + static_cast<std::ptrdiff_t>(bucket_capacity_ - (run_hi_ - lo)));
+  }
 }
 
-// Reduce-scatters the bucket (average over ranks) and adds this rank's part to its slice.
+// The pending run reduce-scattered (average) by a queued job: at ZeRO 2-3 the filling bucket,
+// with this rank's part added to its slice; at ZeRO 1 the whole gradient's range (16-bit
+// converted into a staging slot first), into the step's slice.
 template <class S>
-void GradientReducer<S>::Flush() {
-  const size_t lo = bucket_lo_, hi = bucket_hi_;
-  bucket_lo_ = bucket_hi_ = 0;
+void GradientReducer<S>::SubmitRun() {
+  const size_t lo = run_lo_, hi = run_hi_;
+  run_lo_ = run_hi_ = 0;
   if (hi == lo) return;
   const ShardRange own = shards_.OwnPart(lo, hi);
-  std::vector<float> reduced = scratch_.Take(own.size());
-  deferred_.Record(comm_.ReduceScatter(std::span<const float>(bucket_.data() + (bucket_capacity_ - (hi - lo)), hi - lo),
-                                       std::span<float>(reduced), shards_.Counts(lo, hi), ReduceOp::kAvg)
-                       .WithContext("gradient reduce-scatter"));
-  AddInto<S>(reduced, std::span<S>(grads_.data() + (own.begin - shards_.own().begin), own.size()));
-  scratch_.Give(std::move(reduced));
+  const size_t at = own.size() == 0 ? 0 : own.begin - shards_.own().begin;  // in the owned slice
+  Communicator& comm = comm_;
+  const int slot_count = queue_.threaded() ? 2 : 1;
+  if (partitioned_) {
+    Slot& slot = slots_[filling_];
+    const std::span<const float> input(slot.input.data() + (bucket_capacity_ - (hi - lo)), hi - lo);
+    const std::span<S> into(grads_.data() + at, own.size());
+    largest_part_ = std::max(largest_part_, own.size());
+    slot.ticket = queue_.Submit([&comm, input, into, counts = shards_.Counts(lo, hi)] {
+      std::vector<float> reduced(into.size());  // this job's, freed when it ends
+      DSLAUNCH_RETURN_IF_ERROR(comm.ReduceScatter(input, std::span<float>(reduced), counts, ReduceOp::kAvg)
+                                   .WithContext("gradient reduce-scatter"));
+      AddInto<S>(reduced, into);
+      return Status::Ok();
+    });
+    filling_ = (filling_ + 1) % slot_count;
+    return;
+  }
+  if (step_.empty()) step_ = scratch_.Take(shards_.own().size());
+  const std::span<float> out(step_.data() + at, own.size());
+  const std::span<const S> values(grads_.data() + lo, hi - lo);
+  if constexpr (kIsFp32Storage<S>) {
+    queue_.Submit([&comm, values, out, counts = shards_.Counts(lo, hi)] {
+      return comm.ReduceScatter(values, out, counts, ReduceOp::kAvg).WithContext("gradient reduce-scatter");
+    });
+  } else {
+    Slot& slot = FreeSlot();
+    const std::span<float> staging(slot.input.data(), hi - lo);
+    slot.ticket = queue_.Submit([&comm, values, staging, out, counts = shards_.Counts(lo, hi)] {
+      ToFloat(values, staging);
+      return comm.ReduceScatter(std::span<const float>(staging), out, counts, ReduceOp::kAvg)
+          .WithContext("gradient reduce-scatter");
+    });
+    filling_ = (filling_ + 1) % slot_count;
+  }
+}
+
+template <class S>
+void GradientReducer<S>::Finish() {
+  SubmitRun();
+  deferred_.Record(queue_.Drain());
 }
 
 template <class S>
 void GradientReducer<S>::CheckAllReady() const {
   for (const Group& g : groups_) DSLAUNCH_CHECK(!g.active) << "a group's gradient was never reported ready";
+  DSLAUNCH_CHECK(micro_steps_left_ == 0 && ready_count_ == 0)
+      << "the step ran a different number of micro-steps than BeginStep announced, or one reported only "
+      << ready_count_ << " of " << groups_.size() << " groups ready (" << micro_steps_left_ << " micro-steps left)";
 }
 
 template <class S>
 Result<StepGradient> GradientReducer<S>::ReduceForStep() {
   if (partitioned_) return OwnedSlice();  // reduced already, during backward
-  return shards_.partitioned() ? ReduceScatterWhole() : AllReduceWhole();
+  if (shards_.partitioned()) return StepGradient::Owning(std::move(step_));  // ZeRO 1: in the last backward
+  return AllReduceWhole();
+}
+
+template <class S>
+size_t GradientReducer<S>::bucket_bytes() const {
+  size_t floats = 0;
+  for (const Slot& slot : slots_) {
+    floats += slot.input.capacity();
+    if (!slot.input.empty()) floats += largest_part_;  // the reduced part of its job
+  }
+  return floats * sizeof(float);
 }
 
 template <class S>
@@ -141,39 +220,6 @@ Result<StepGradient> GradientReducer<S>::AllReduceWhole() {
     return status;
   }
   return kIsFp32Storage<S> ? StepGradient::View(values) : StepGradient::Owning(std::move(buffer));
-}
-
-// ZeRO 1: the whole gradient reduce-scattered chunk by chunk into the owned slice (16-bit
-// converted one chunk at a time).
-template <class S>
-Result<StepGradient> GradientReducer<S>::ReduceScatterWhole() {
-  const size_t numel = shards_.numel();
-  std::vector<float> buffer = scratch_.Take(shards_.own().size());
-  const std::span<float> values = buffer;
-  Status status = Status::Ok();
-  std::vector<float> staging;
-  if constexpr (!kIsFp32Storage<S>) staging = scratch_.Take(std::min(numel, bucket_capacity_));
-  for (size_t lo = 0; lo < numel && status.ok(); lo += bucket_capacity_) {
-    const size_t hi = std::min(numel, lo + bucket_capacity_);
-    std::span<const float> input;
-    if constexpr (kIsFp32Storage<S>) {
-      input = std::span<const float>(grads_.data() + lo, hi - lo);
-    } else {
-      std::span<float> chunk(staging.data(), hi - lo);
-      ToFloat(std::span<const S>(grads_.data() + lo, hi - lo), chunk);
-      input = chunk;
-    }
-    const ShardRange own = shards_.OwnPart(lo, hi);
-    status = comm_.ReduceScatter(input, values.subspan(own.begin - shards_.own().begin, own.size()),
-                                 shards_.Counts(lo, hi), ReduceOp::kAvg)
-                 .WithContext("gradient reduce-scatter");
-  }
-  scratch_.Give(std::move(staging));
-  if (!status.ok()) {
-    scratch_.Give(std::move(buffer));
-    return status;
-  }
-  return StepGradient::Owning(std::move(buffer));
 }
 
 template <class S>

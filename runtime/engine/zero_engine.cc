@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "runtime/core/sixteen_bit_float.h"
+#include "runtime/engine/collective_queue.h"
 #include "runtime/engine/deferred_status.h"
 #include "runtime/engine/gradient_reducer.h"
 #include "runtime/comm/agreement.h"
@@ -85,13 +86,14 @@ class ZeroEngine final : public Engine, private ParameterAccess {
  public:
   ZeroEngine(const ParameterLayout& layout, Communicator& comm, const EngineOptions& options,
              const InitialValues& initial, std::unique_ptr<ParameterSwap<S>> swap)
-      : comm_(comm),
+      : queue_(options.zero.overlap_comm && comm.world_size() > 1 && PartitioningFor(options.zero.stage).optimizer_state),
+        comm_(comm, queue_),
         options_(options),
         partitioning_(PartitioningFor(options.zero.stage)),
         shards_(layout.numel(), comm.world_size(), comm.rank(), partitioning_.optimizer_state),
-        params_(layout, comm, options.zero, partitioning_.parameters, shards_, scratch_, deferred_, initial,
+        params_(layout, comm_, options.zero, partitioning_.parameters, shards_, scratch_, deferred_, initial,
                 std::move(swap)),
-        grads_(layout, comm, options.zero, partitioning_.gradients, shards_, scratch_, deferred_),
+        grads_(layout, comm, options.zero, partitioning_.gradients, shards_, scratch_, deferred_, queue_),
         state_(Offloaded(options) ? nullptr : MakeStateStore<S>(options.optimizer, params_, shards_.own(), initial)),
         scaler_(options.precision == Precision::kFp16 ? options.loss_scaler : LossScalerConfig{}),
         segments_(OwnedSegments(layout, shards_.own())) {}
@@ -120,10 +122,10 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     return all;
   }
 
-  void BeginStep() override { grads_.BeginStep(); }
+  void BeginStep(int micro_steps) override { grads_.BeginStep(micro_steps); }
 
   Result<StepStats> Step() override {
-    grads_.Flush();
+    grads_.Finish();
     DSLAUNCH_RETURN_IF_ERROR(deferred_.status());
     grads_.CheckAllReady();
     params_.DropPrefetched();
@@ -288,7 +290,10 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     return Status::Ok();
   }
 
-  Communicator& comm_;
+  // The gradient reducer's jobs use the engine's communicator directly; everything else here goes
+  // through comm_, which waits for the queue first.
+  CollectiveQueue queue_;
+  QueuedCommunicator comm_;
   const EngineOptions options_;
   const ZeroPartitioning partitioning_;
   const ShardMap shards_;  // the owned slice: ShardFor's at stages 1-3, everything at stage 0

@@ -170,6 +170,13 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size,
     const double communication = CommunicationBytes(stage, fp32, chunk, world);
     training += communication;
     m.keyed += communication - CommunicationBytes(stage, fp32, largest_group, world);
+    // overlap_comm: a second bucket with its reduced part (stages 2-3), or a second 16-bit staging
+    // chunk (stage 1), filled while the first is reduced (docs/engine.md "Overlapped reduction").
+    const double second = stage >= 2 ? chunk + std::min(chunk, shard) : (stage == 1 && !fp32 ? chunk : 0.0);
+    if (engine.zero.overlap_comm && second > 0) {
+      training += second * kFloat;
+      m.keyed += (second - (stage >= 2 ? largest_group + std::min(largest_group, shard) : largest_group)) * kFloat;
+    }
   }
   if (stage == 3) {
     training += Stage3Acquisition(engine, largest_group, numel, world, storage, params_on_disk, &m.keyed);

@@ -110,7 +110,7 @@ struct Loop {
   // its shard of the asynchronous save in flight.
   Result<StepOutcome> RunStep(int64_t step, bool pending_written) {
     const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
-    engine.BeginStep();
+    engine.BeginStep(accumulation);
     const float backward_scale = static_cast<float>(engine.loss_scale() / accumulation);
     double loss_sum = 0.0;
     for (int m = 0; m < accumulation; ++m) {

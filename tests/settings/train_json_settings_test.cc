@@ -239,6 +239,9 @@ std::vector<EngineRow> EngineRows() {
       // Keys that change no loss: their effect is the engine's buffers, in the end record's bytes.
       {"/zero_optimization/reduce_bucket_size", 1000,
        [](TrainConfig& c) { c.engine.zero.reduce_bucket_size = 1000; }, json{{"/zero_optimization/stage", 2}}, 2},
+      // A second bucket and its reduced part, filled while the first is reduced on the queue's thread.
+      {"/zero_optimization/overlap_comm", true, [](TrainConfig& c) { c.engine.zero.overlap_comm = true; },
+       json{{"/zero_optimization/stage", 2}}, 2},
       {"/zero_optimization/stage3_param_persistence_threshold", 1000,
        [](TrainConfig& c) { c.engine.zero.stage3_param_persistence_threshold = 1000; },
        json{{"/zero_optimization/stage", 3}}, 2},

@@ -1,6 +1,7 @@
 // GradientReducer on its own, with the in-process communicator: the step's gradient is each
-// rank's slice of the average over ranks and micro-steps, by all-reduce, reduce-scatter at the
-// step, or buckets during backward, in fp32 and 16-bit storage; which collectives each makes.
+// rank's slice of the average over ranks and micro-steps, by all-reduce at the step, or
+// reduce-scatters during backward, in fp32 and 16-bit storage, with the collectives run at once
+// or on a queue's thread (overlap_comm); which collectives each makes.
 #include "runtime/engine/gradient_reducer.h"
 
 #include <doctest/doctest.h>
@@ -40,7 +41,7 @@ void Backward(GradientReducer<S>& reducer, const ParameterLayout& layout, int ra
 // Runs a step's reduction on 3 ranks at `stage`, checks each rank's step gradient, and returns
 // rank 0's collectives.
 template <class S>
-std::vector<std::string> ReduceOnThreeRanks(int stage) {
+std::vector<std::string> ReduceOnThreeRanks(int stage, bool overlap = false) {
   const ParameterLayout layout = OddLayout();
   const ZeroPartitioning partitioning = PartitioningFor(stage);
   ZeroConfig zero;
@@ -51,10 +52,11 @@ std::vector<std::string> ReduceOnThreeRanks(int stage) {
     ShardMap shards(layout.numel(), 3, rank, partitioning.optimizer_state);
     ScratchBuffers scratch;
     DeferredStatus deferred;
-    GradientReducer<S> reducer(layout, rec, zero, partitioning.gradients, shards, scratch, deferred);
-    reducer.BeginStep();
+    CollectiveQueue queue(overlap);
+    GradientReducer<S> reducer(layout, rec, zero, partitioning.gradients, shards, scratch, deferred, queue);
+    reducer.BeginStep(2);
     Backward(reducer, layout, rank);
-    reducer.Flush();
+    reducer.Finish();
     reducer.CheckAllReady();
     REQUIRE(deferred.status().ok());
     Result<StepGradient> step = reducer.ReduceForStep();
@@ -88,8 +90,9 @@ TEST_CASE("Stage 0 all-reduces the whole accumulated gradient at the step, in ch
   CHECK(ReduceOnThreeRanks<Half>(0) == fp32);  // 16-bit is reduced in fp32
 }
 
-TEST_CASE("Stage 1 reduce-scatters the whole gradient into the owned slice at the step, then sums the norm") {
-  const std::vector<std::string> calls = {"reduce_scatter avg fp32 [14,7,0]", "reduce_scatter avg fp32 [0,7,13]",
+TEST_CASE("Stage 1 reduce-scatters the whole gradient into the owned slice in the last backward, then sums the norm") {
+  // Only in the second micro-step: c and b as one run (20 <= 21 elements), then a.
+  const std::vector<std::string> calls = {"reduce_scatter avg fp32 [0,7,13]", "reduce_scatter avg fp32 [14,7,0]",
                                           "all_reduce sum fp32 1"};
   CHECK(ReduceOnThreeRanks<float>(1) == calls);
   CHECK(ReduceOnThreeRanks<BFloat16>(1) == calls);
@@ -104,6 +107,15 @@ TEST_CASE("Stages 2-3 reduce-scatter buckets during backward and keep only the o
   calls.push_back("all_reduce sum fp32 1");
   CHECK(ReduceOnThreeRanks<float>(2) == calls);
   CHECK(ReduceOnThreeRanks<Half>(3) == calls);
+}
+
+TEST_CASE("With overlap_comm the same reductions run on the queue's thread: the same collectives and gradients") {
+  for (int stage : {1, 2, 3}) {
+    CAPTURE(stage);
+    CHECK(ReduceOnThreeRanks<float>(stage, true) == ReduceOnThreeRanks<float>(stage));
+    CHECK(ReduceOnThreeRanks<Half>(stage, true) == ReduceOnThreeRanks<Half>(stage));
+    CHECK(ReduceOnThreeRanks<BFloat16>(stage, true) == ReduceOnThreeRanks<BFloat16>(stage));
+  }
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ std::vector<float> Train3(Engine& engine, const ParameterLayout& layout) {
   ParameterAccess& access = engine.access();
   const int groups = static_cast<int>(layout.groups().size());
   for (int step = 0; step < 3; ++step) {
-    engine.BeginStep();
+    engine.BeginStep(1);
     for (int g = 0; g < groups; ++g) {
       (void)access.Acquire(g);
       access.Release(g);
@@ -163,7 +163,7 @@ TEST_CASE("A swap file cut short fails the next step with the file and the group
     for (const auto& e : fs::directory_iterator(swap::SwapDirectory(dir.path()))) file = e.path().string();
     REQUIRE_FALSE(file.empty());
     fs::resize_file(file, 0);  // as a disk that lost the data
-    engine.BeginStep();
+    engine.BeginStep(1);
     (void)engine.access().Acquire(0);
     engine.access().Release(0);
     CHECK_FALSE(engine.status().ok());

@@ -142,7 +142,7 @@ TEST_CASE("One SGD step: the exact global norm and the clipped update at every s
           testing::OnEveryRank(world, layout, o, initial, [&](int rank, Engine& engine) {
             const double scale = engine.loss_scale();
             CHECK(scale == (precision == Precision::kFp16 ? 4096.0 : 1.0));
-            engine.BeginStep();
+            engine.BeginStep(2);
             Backward(engine, layout, rank, world, 1.0, /*micro=*/2);
             Result<StepStats> stats = engine.Step();
             REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
@@ -223,7 +223,7 @@ TEST_CASE("Two Adam and AdamW steps, the second clipped, match the formulas at e
           o.gradient_clipping = kMaxNorm;
           testing::OnEveryRank(world, layout, o, initial, [&](int rank, Engine& engine) {
             for (double factor : {1.0, 4.0}) {
-              engine.BeginStep();
+              engine.BeginStep(1);
               Backward(engine, layout, rank, world, factor, /*micro=*/1);
               Result<StepStats> stats = engine.Step();
               REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());

@@ -51,7 +51,7 @@ TEST_CASE("An fp16 overflow on one rank skips the step on every rank and leaves 
       std::vector<float> before(layout.numel()), after(layout.numel());
       REQUIRE(engine.GatherParameters(before).ok());
       CHECK(engine.loss_scale() == 65536.0);
-      engine.BeginStep();
+      engine.BeginStep(1);
       MicroStep(engine, layout, static_cast<float>(engine.loss_scale()), rank == 1 ? 1 : -1);
       auto stats = engine.Step();
       REQUIRE(stats.ok());
@@ -62,7 +62,7 @@ TEST_CASE("An fp16 overflow on one rank skips the step on every rank and leaves 
       REQUIRE(engine.GatherParameters(after).ok());
       CHECK(after == before);
       // A clean step applies, and every rank ends with the same parameters.
-      engine.BeginStep();
+      engine.BeginStep(1);
       MicroStep(engine, layout, static_cast<float>(engine.loss_scale()));
       stats = engine.Step();
       REQUIRE(stats.ok());
