@@ -182,6 +182,15 @@ Status AgentSession::StartWorker(const control::WorkerAssignment& spec, WorkerFi
   std::map<std::string, std::string> env = spec.env;
   env[env::kErrorFile] = logs.error_file;
   env[env::kProgressFile] = files.progress_file;
+  std::vector<int> snapshot_fds;  // the memory its in-memory snapshots outlive it in, when it asks
+  const auto own = env.find(env::kSnapshotMemory);
+  const auto node_wide = assignment_.env.find(env::kSnapshotMemory);
+  const bool asks = own != env.end() ? own->second == "1"
+                                     : node_wide != assignment_.env.end() && node_wide->second == "1";
+  if (asks) {
+    DSLAUNCH_ASSIGN_OR_RETURN(snapshot_fds, snapshots_.For(spec.local_rank));
+    env[env::kSnapshotFds] = SnapshotFdsValue(snapshot_fds);
+  }
   // Watched from before the start: a report written at once is not taken for the baseline.
   progress_.Watch(spec.rank, files.progress_file, std::chrono::milliseconds(assignment_.watchdog_timeout_ms),
                   Clock::now());
@@ -189,7 +198,7 @@ Status AgentSession::StartWorker(const control::WorkerAssignment& spec, WorkerFi
                  store_proxy_ ? store_proxy_->address() : config_.endpoint, job_dir_, master_interface_,
                  static_cast<int>(cores.cpus.size()), config_.endpoint};
   ProcessLaunch launch{spec.argv, CompleteWorkerEnvironment(config_.environment, assignment_.env, env, node),
-                       assignment_.working_dir, cores.cpus, cores.numa_node};
+                       assignment_.working_dir, cores.cpus, cores.numa_node, std::move(snapshot_fds)};
   DSLAUNCH_ASSIGN_OR_RETURN(SpawnedProcess p, SpawnInOwnProcessGroup(launch));
   workers_.Add(spec.rank, p.pid);
   Status recorded = dir_.RecordWorker(assignment_.generation, spec.rank, p.pid);

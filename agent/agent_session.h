@@ -35,6 +35,7 @@
 #include "agent/progress/progress_poller.h"
 #include "agent/workers/log_files.h"
 #include "agent/workers/node_workers.h"
+#include "agent/workers/snapshot_memory.h"
 #include "agent/workers/worker_pipes.h"
 #include "common/control_messages.h"
 #include "common/status.h"
@@ -147,6 +148,7 @@ class AgentSession final : private ControlLinkListener, private WorkerPipesListe
   std::unique_ptr<WorkerPipes> pipes_;
   std::vector<std::string> error_files_;  // TORCHELASTIC_ERROR_FILE of each
   ProgressPoller progress_;               // across generations: each start watches its rank afresh
+  SnapshotMemory snapshots_;              // across generations: a worker's snapshots outlive it
 
   // Stopping and the end.
   std::chrono::steady_clock::time_point kill_at_;  // when the SIGKILL timer fires, once stopping

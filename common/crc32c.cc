@@ -1,6 +1,7 @@
 #include "common/crc32c.h"
 
 #include <bit>
+#include <cstdio>
 #include <cstring>
 
 #include "common/check.h"
@@ -186,6 +187,12 @@ uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
 #endif
   (void)hardware;
   return Crc32cPortable(data, size, crc);
+}
+
+std::string Crc32cText(uint32_t crc) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", crc);
+  return buf;
 }
 
 }  // namespace dslaunch

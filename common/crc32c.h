@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace dslaunch {
@@ -26,6 +27,9 @@ inline uint32_t Crc32c(std::span<const std::byte> data, uint32_t crc = 0) {
 inline uint32_t Crc32c(std::string_view data, uint32_t crc = 0) {
   return Crc32c(data.data(), data.size(), crc);
 }
+
+// `crc` as meta.json and the error messages write it: 8 lowercase hex digits ("1a2b3c4d").
+std::string Crc32cText(uint32_t crc);
 
 // The two implementations behind Crc32c(), for tests and the benchmark (benchmarks/crc32c_bench.cc).
 // Crc32cHardware requires Crc32cHardwareAvailable() (checked: it aborts otherwise).

@@ -39,6 +39,11 @@ inline constexpr char kFaultTime[] = "DSLAUNCH_FAULT_TIME_MS";
 // Where a worker reports progress (docs/elastic.md, "Hang detection"): a file the agent creates
 // per rank; each write is a report "STEP [timeout=SECONDS]".
 inline constexpr char kProgressFile[] = "DSLAUNCH_PROGRESS_FILE";
+// "1": the worker gets memory from its agent for in-memory snapshots (the launcher sets it for the
+// bundled runtime; a user's program may ask with --export); the agent then passes the descriptors
+// of that memory, "7,8", in DSLAUNCH_SNAPSHOT_FDS (agent/workers/snapshot_memory.h).
+inline constexpr char kSnapshotMemory[] = "DSLAUNCH_SNAPSHOT_MEMORY";
+inline constexpr char kSnapshotFds[] = "DSLAUNCH_SNAPSHOT_FDS";
 // --watchdog_timeout in seconds, when given: the bundled runtime then uses it rather than its own.
 inline constexpr char kWatchdogTimeout[] = "DSLAUNCH_WATCHDOG_TIMEOUT";
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";

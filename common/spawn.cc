@@ -112,6 +112,7 @@ void WriteChildError(const SpawnOptions& o, const char* what, const char* detail
   if (o.stdout_fd >= 0) ::dup2(o.stdout_fd, STDOUT_FILENO);
   if (o.stderr_fd >= 0) ::dup2(o.stderr_fd, STDERR_FILENO);
   CloseOnExecAboveStderr();
+  for (int fd : o.inherited_fds) ::fcntl(fd, F_SETFD, 0);  // kept across exec
 
   if (!plan.cpu_mask.empty() &&
       ::syscall(SYS_sched_setaffinity, 0, plan.cpu_mask.size() * sizeof(unsigned long), plan.cpu_mask.data()) != 0) {

@@ -5,8 +5,9 @@
 // (docs/benchmarks.md). The child runs only system calls between vfork and exec; signals are
 // blocked around vfork so that no handler of the parent runs in the child.
 //
-// The child inherits only stdin, stdout and stderr: every other descriptor is made close-on-exec
-// in the child before exec, whatever flags the parent opened it with.
+// The child inherits only stdin, stdout, stderr and SpawnOptions::inherited_fds: every other
+// descriptor is made close-on-exec in the child before exec, whatever flags the parent opened it
+// with.
 //
 // CPU affinity and the NUMA memory policy are set with raw system calls in the child, which
 // keeps them to the child: both are per-task, and a vfork child is a task of its own.
@@ -38,6 +39,9 @@ struct SpawnOptions {
   int stdout_fd = -1;               // -1: inherit
   int stderr_fd = -1;               // -1: inherit
   std::string exec_error_prefix;    // e.g. "dslaunch-agent: "
+  // Descriptors the child keeps, under the same numbers (each above stderr, open in the parent):
+  // the agent's snapshot memory for its worker (docs/elastic.md, "Snapshots in memory").
+  std::vector<int> inherited_fds;
   // Sets the child's soft RLIMIT_NOFILE before exec (at most the hard limit): the launcher raises
   // its own for its endpoint and gives its children back the limit it started with.
   std::optional<uint64_t> soft_open_files_limit;

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -42,6 +43,7 @@
 #include "runtime/data/token_shard.h"
 #include "runtime/ops/cpu/sgemm_probe.h"
 #include "runtime/train/available_memory.h"
+#include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/generation.h"
 #include "runtime/train/kernel_choice.h"
 #include "runtime/train/memory_estimate.h"
@@ -81,6 +83,62 @@ Result<std::unique_ptr<FaultInjectingFileSystem>> CheckpointFaultFileSystem(cons
         std::raise(SIGKILL);
         return Status::Ok();
       });
+}
+
+// The snapshot tests' hook: DSLAUNCH_CRASH_AFTER_STEP=RANK@STEP kills rank RANK with SIGKILL
+// once step STEP is done (its in-memory snapshot taken), in generation 0 only.
+constexpr char kCrashAfterStepEnv[] = "DSLAUNCH_CRASH_AFTER_STEP";
+
+// The after-step hook of `spec` for `rank`: empty when it is for another rank.
+Result<std::function<void(int64_t)>> CrashAfterStep(const std::string& spec, int rank) {
+  const size_t at = spec.find('@');
+  char* end = nullptr;
+  const long target_rank = at == std::string::npos ? -1 : std::strtol(spec.c_str(), &end, 10);
+  const long long step = at == std::string::npos ? 0 : std::strtoll(spec.c_str() + at + 1, nullptr, 10);
+  if (at == std::string::npos || end != spec.c_str() + at || target_rank < 0 || step < 1) {
+    return InvalidArgumentError(std::string(kCrashAfterStepEnv) + "='" + spec + "': expected RANK@STEP (\"1@12\")");
+  }
+  if (target_rank != rank) return std::function<void(int64_t)>();
+  return std::function<void(int64_t)>([spec, step](int64_t done) {
+    if (done != step) return;
+    std::fprintf(stderr, "dslaunch-worker: %s=%s: killed after step %lld\n", kCrashAfterStepEnv, spec.c_str(), step);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  });
+}
+
+// The steps between this rank's in-memory snapshots: checkpoint.snapshot_interval resolved against
+// the agent's memory (DSLAUNCH_SNAPSHOT_FDS) and the job's restarts (TORCHELASTIC_MAX_RESTARTS).
+int64_t SnapshotIntervalFor(const std::map<std::string, std::string>& env, const TrainConfig& config) {
+  int max_restarts = 0;
+  if (auto it = env.find(env::kTorchElasticMaxRestarts); it != env.end()) max_restarts = std::atoi(it->second.c_str());
+  return ResolveSnapshotInterval(config.checkpoint.snapshot_interval, env.count(env::kSnapshotFds) > 0, max_restarts);
+}
+
+// This rank's in-memory snapshots (docs/checkpoint.md, "Snapshots in memory"): the slots its agent
+// passed (DSLAUNCH_SNAPSHOT_FDS) into `slots`, and `interval` (SnapshotIntervalFor), in `hooks`.
+// Off where the interval is 0; rank 0 says which.
+Status SetUpSnapshots(const std::map<std::string, std::string>& env, const TrainConfig& config, int rank,
+                      int64_t interval, std::optional<MemorySnapshots>& slots, TrainHooks& hooks) {
+  const auto fds = env.find(env::kSnapshotFds);
+  const int64_t configured = config.checkpoint.snapshot_interval;
+  if (rank == 0 && fds == env.end() && configured > 0) {
+    std::printf("warning: checkpoint.snapshot_interval is %lld, but no dslaunch agent holds memory for this worker "
+                "(no %s): no in-memory snapshots\n",
+                static_cast<long long>(configured), env::kSnapshotFds);
+  }
+  if (interval == 0) return Status::Ok();
+  DSLAUNCH_ASSIGN_OR_RETURN(MemorySnapshots mine, MemorySnapshots::FromEnv(fds->second));
+  slots.emplace(std::move(mine));
+  hooks.snapshots = &*slots;
+  hooks.snapshot_interval = interval;
+  if (rank == 0) {
+    std::printf("snapshots: every %s into the agent's memory (checkpoint.snapshot_interval%s)\n",
+                interval == 1 ? "step" : (std::to_string(interval) + " steps").c_str(),
+                configured == kSnapshotIntervalAuto ? " left out: the job can restart" : "");
+  }
+  std::fflush(stdout);
+  return Status::Ok();
 }
 
 int Fail(const Status& status) {
@@ -164,11 +222,12 @@ Status FitMemory(TrainConfig* config, const WorkerIdentity& id, Communicator& co
   if (id.rank == 0) {
     if (std::string line = SizedBuffersLine(sized); !line.empty()) std::printf("%s\n", line.c_str());
     std::printf("memory: about %s per rank estimated (parameters %s, gradients %s, optimizer state %s, "
-                "activations %s, buffers %s, process %s)\n",
+                "activations %s, buffers %s, process %s%s)\n",
                 FormatBytesHuman(need.total()).c_str(), FormatBytesHuman(need.parameters).c_str(),
                 FormatBytesHuman(need.gradients).c_str(), FormatBytesHuman(need.optimizer_state).c_str(),
                 FormatBytesHuman(need.activations).c_str(), FormatBytesHuman(need.buffers).c_str(),
-                FormatBytesHuman(need.process).c_str());
+                FormatBytesHuman(need.process).c_str(),
+                need.snapshots > 0 ? (", in-memory snapshots " + FormatBytesHuman(need.snapshots)).c_str() : "");
     std::fflush(stdout);
   }
   if (known) return CheckMemoryFits(need, ranks, AvailableMemory{budget * ranks, source}, config_path);
@@ -309,7 +368,9 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
         if (gloo != nullptr) gloo->SetCollectiveTimeout(CollectiveTimeoutFor(timeout, kDefaultGlooCollectiveTimeout));
       });
   reporter.Starting(0);
-  const ProcessFootprint footprint = ReadProcessFootprint(*config, env);
+  const int64_t snapshot_interval = SnapshotIntervalFor(env, *config);
+  ProcessFootprint footprint = ReadProcessFootprint(*config, env);
+  footprint.snapshot_slots = snapshot_interval > 0 ? 2 : 0;
   auto data = ReadTrainData(*config);
   if (!data.ok()) return Fail(data.status());
 
@@ -346,6 +407,13 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
     fault_files = std::move(*files);
     output.checkpoint_files = fault_files.get();
   }
+  if (auto crash = env.find(kCrashAfterStepEnv); crash != env.end() && id->generation == 0) {
+    auto hook = CrashAfterStep(crash->second, id->rank);
+    if (!hook.ok()) return Fail(hook.status());
+    output.after_step = std::move(*hook);
+  }
+  std::optional<MemorySnapshots> snapshots;
+  if (Status s = SetUpSnapshots(env, *config, id->rank, snapshot_interval, snapshots, output); !s.ok()) return Fail(s);
   // A round trip under this generation's keys: the store refuses a stale generation's client, so
   // its rank 0 cannot publish a checkpoint over the new generation's (docs/elastic.md, "Fencing").
   output.checkpoint_fence = [&client = **store] { return client.Check({"checkpoint_fence"}).status(); };

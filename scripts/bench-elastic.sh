@@ -10,8 +10,11 @@
 #    (b) node 1's link cut at step 12 (heartbeat timeout 3 s), replaced by the spare node 2.
 #    Breakdown from the launcher's --events_file and rank 0's metrics.jsonl: detect (fault ->
 #    the launcher's "fault" event), stop (-> "generation_end"), decide (-> next "generation_start"),
-#    start (-> the worker's start), rendezvous (-> its communicator ready), load (the checkpoint),
-#    first step (the rest, to the first completed step).
+#    start (-> the worker's start), rendezvous (-> its communicator ready), load (the checkpoint,
+#    or the in-memory snapshot), first step (the rest, to the first completed step), and the steps
+#    lost (done before the fault, not in what was restored). Each case twice, alternating: with
+#    in-memory snapshots every step (the default with --max_restarts) and with
+#    checkpoint.snapshot_interval 0 (the disk only).
 # 2. The same kill on a stdlib-only Python worker (one step every 100 ms, no collective), 2 ranks
 #    on this machine, under dslaunch --max_restarts 1 and under torchrun --standalone
 #    --max_restarts 1 (Debian's python3-torch), in the same run: fault -> first step of the
@@ -66,12 +69,14 @@ def last_step(metrics):
     return max(steps) if steps else -1
 
 demo = json.load(open(f"{root}/configs/gpt-demo.json"))
-def runtime_case(kind, run):
+def runtime_case(kind, run, snapshots):
     d = tempfile.mkdtemp(prefix="bench-elastic-")
     cfg = dict(demo)
     cfg["data"] = {"train": f"{root}/data/fortunes.train.bin", "val": f"{root}/data/fortunes.val.bin"}
     cfg["train"] = {"steps": 24, "eval_interval": 0, "eval_steps": 1}
     cfg["checkpoint"] = {"dir": f"{d}/ckpt", "interval": 10}
+    if not snapshots:
+        cfg["checkpoint"]["snapshot_interval"] = 0  # else every step (the default with --max_restarts)
     with open(f"{d}/train.json", "w") as f:
         json.dump(cfg, f)
     with open(f"{d}/hosts", "w") as f:
@@ -102,6 +107,8 @@ def runtime_case(kind, run):
     gen1 = next(r for r in recs if r.get("event") == "generation" and r.get("generation") == 1)
     resume = [r for r in recs if r.get("event") == "resume"][-1]
     load = resume["load_seconds"] * 1e3
+    # Steps lost: the newest step generation 0 completed, less the step generation 1 resumed at.
+    gen0_steps = [r["step"] for r in recs[:recs.index(resume)] if r.get("event") == "step"]
     parts = {
         "detect": t("fault", 0) - t0,
         "stop": t("generation_end", 0) - t("fault", 0),
@@ -111,6 +118,8 @@ def runtime_case(kind, run):
         "load": load,
         "first step": gen1["first_step_ms"] - gen1["rendezvous_ms"] - load,
         "total": gen1["first_step_ms"] - t0,
+        "steps lost": max(gen0_steps) - resume["step"],
+        "from": resume.get("source", "disk"),
     }
     subprocess.run(["rm", "-rf", d])
     return parts
@@ -151,13 +160,20 @@ def script_case(launcher, run):
     return first - killed
 
 print(f"machine: {os.cpu_count()} cores; date: {time.strftime('%Y-%m-%d')}; median of {runs} runs; ms")
-cols = ["detect", "stop", "decide", "start", "rendezvous", "load", "first step", "total"]
-print("| bundled runtime, gpt-demo | " + " | ".join(cols) + " |")
-print("|---" * (len(cols) + 1) + "|")
+cols = ["detect", "stop", "decide", "start", "rendezvous", "load", "first step", "total", "steps lost"]
+print("| bundled runtime, gpt-demo | restored from | " + " | ".join(cols) + " |")
+print("|---" * (len(cols) + 2) + "|")
 for kind, label in (("crash", "worker SIGKILL, same nodes"), ("linkdown", "node link down, spare joins (heartbeat timeout 3 s)")):
-    results = [runtime_case(kind, i) for i in range(runs)]
-    med = {c: statistics.median(r[c] for r in results) for c in cols}
-    print(f"| {label} | " + " | ".join(f"{med[c]:.0f}" for c in cols) + " |")
+    # Snapshots in memory every step, and checkpoints on disk every 10 steps only, alternating.
+    results = {True: [], False: []}
+    for i in range(runs):
+        for snapshots in (True, False):
+            results[snapshots].append(runtime_case(kind, i, snapshots))
+    for snapshots in (True, False):
+        med = {c: statistics.median(r[c] for r in results[snapshots]) for c in cols}
+        source = "/".join(sorted({r["from"] for r in results[snapshots]}))
+        what = "snapshots every step" if snapshots else "disk only (snapshot_interval 0)"
+        print(f"| {label}, {what} | {source} | " + " | ".join(f"{med[c]:.0f}" for c in cols) + " |")
 ds = [script_case("dslaunch", i) for i in range(runs)]
 tr = [script_case("torchrun", i) for i in range(runs)]
 print()

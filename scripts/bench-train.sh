@@ -16,7 +16,8 @@
 # / (ranks x the best one-core sgemm FLOP/s of the run, alone or beside the other core), FLOPs per
 # token as the worker's start line states it (docs/model.md).
 #
-# Then gpt-bench on 2 ranks with zero_optimization.overlap_comm off and on, alternating.
+# Then gpt-bench on 2 ranks with zero_optimization.overlap_comm off and on, and gpt-demo on 2 ranks
+# with in-memory snapshots every step and none (checkpoint.snapshot_interval 1 and 0), alternating.
 #
 # Then the yardstick: gpt-bench on 2 ranks against the same model in PyTorch with
 # DistributedDataParallel over gloo (benchmarks/torch/gpt_ddp.py; Debian's python3-torch), the
@@ -86,11 +87,13 @@ def find_torch_python():
     sys.exit("no python3 imports torch: install python3-torch (scripts/setup.sh --bench)")
 torch_python = find_torch_python()
 
-def measure(config_path, ranks, torch=False, zero=None):
+def measure(config_path, ranks, torch=False, zero=None, checkpoint=None):
     with open(config_path) as f:
         config = json.load(f)
     if zero:
         config.setdefault("zero_optimization", {}).update(zero)
+    if checkpoint:
+        config.setdefault("checkpoint", {}).update(checkpoint)
     base = os.path.dirname(os.path.abspath(config_path))
     config["data"] = {k: os.path.normpath(os.path.join(base, v)) for k, v in config["data"].items()}
     train = config.setdefault("train", {})
@@ -170,6 +173,19 @@ print("|---|---|---|")
 for on in (False, True):
     print(f"| {str(on).lower()} | {', '.join(f'{t:.0f}' for t in overlap[on])} | {max(overlap[on]):.0f} |")
 print(f"\non / off: {max(overlap[True]) / max(overlap[False]):.2f}x tokens/s (best against best)")
+
+# In-memory snapshots every step (checkpoint.snapshot_interval 1) against none, gpt-demo on 2 ranks
+# (the model of scripts/bench-elastic.sh), alternating.
+snap = {0: [], 1: []}
+for _ in range(repeats):
+    for interval in (0, 1):
+        snap[interval].append(measure("configs/gpt-demo.json", 2, checkpoint={"snapshot_interval": interval})[0])
+print("\nconfigs/gpt-demo.json on 2 ranks with checkpoint.snapshot_interval 0 and 1, alternating:\n")
+print("| snapshot_interval | tokens/s per run | best |")
+print("|---|---|---|")
+for interval in (0, 1):
+    print(f"| {interval} | {', '.join(f'{t:.0f}' for t in snap[interval])} | {max(snap[interval]):.0f} |")
+print(f"\nevery step / none: {max(snap[1]) / max(snap[0]):.3f}x tokens/s (best against best)")
 
 # The yardstick, alternating so that both see the same machine load.
 ours, theirs = [], []

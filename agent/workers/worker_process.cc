@@ -22,6 +22,7 @@ Result<SpawnedProcess> SpawnInOwnProcessGroup(const ProcessLaunch& launch) {
   options.working_dir = launch.working_dir;
   options.cpu_affinity = launch.cpus;
   options.memory_node = launch.memory_node;
+  options.inherited_fds = launch.inherited_fds;
   options.new_process_group = true;
   options.kill_with_parent = true;
   options.stdout_fd = out_w.get();

@@ -3,7 +3,8 @@
 //  - becomes the leader of a new process group (so the agent can signal the worker and every
 //    process it starts, and nothing else: no kill by name pattern),
 //  - gets SIGKILL if the agent dies (PR_SET_PDEATHSIG), so a crashed agent leaves no worker,
-//  - has stdin on /dev/null and stdout/stderr on two pipes read by the agent,
+//  - has stdin on /dev/null and stdout/stderr on two pipes read by the agent, and of the agent's
+//    other descriptors only `inherited_fds`,
 //  - runs in `working_dir` with exactly `env`, on `cpus` with memory on `memory_node` when given
 //    (SpawnOptions::cpu_affinity, memory_node).
 // If exec fails the child writes "dslaunch-agent: cannot execute 'PROG': REASON" to its stderr
@@ -29,6 +30,7 @@ struct ProcessLaunch {
   std::string working_dir;        // empty: inherit
   std::vector<int> cpus;          // CPU affinity (--bind_cores_to_rank); empty: inherit
   std::optional<int> memory_node; // NUMA node to bind memory to; absent: inherit
+  std::vector<int> inherited_fds; // kept by the worker under the same numbers (its snapshot memory)
 };
 
 struct SpawnedProcess {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/cpu_list.h"
+#include "common/env_names.h"
 #include "common/text.h"
 #include "launcher/plan/env_contract.h"
 #include "launcher/plan/hostfile.h"
@@ -158,7 +159,11 @@ Result<LaunchPlan> PlanLaunch(const Resources& resources, const PlanOptions& opt
 
   // The environment needs the complete shape (world size, node count, local world size).
   // Each worker's own variables (RANK, LOCAL_RANK) are computed when sent (WorkerOwnEnvironment).
-  for (NodePlan& node : plan.nodes) node.env = NodeEnvironment(plan, node, options.extra_env);
+  for (NodePlan& node : plan.nodes) {
+    node.env = NodeEnvironment(plan, node, options.extra_env);
+    // The bundled runtime keeps its in-memory snapshots in memory its agent holds.
+    if (options.program.kind == ProgramKind::kTrainConfig) node.env[env::kSnapshotMemory] = "1";
+  }
   return plan;
 }
 

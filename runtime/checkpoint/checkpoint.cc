@@ -222,6 +222,10 @@ Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string&
 
 }  // namespace
 
+CheckpointMeta MetaOfSnapshot(int64_t step, int world, const EngineSnapshot& snap, const CheckpointRun& run) {
+  return MetaOf(step, world, CountersOf(snap), run, std::vector<ShardReport>(static_cast<size_t>(world)));
+}
+
 Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,
                                   const CheckpointRun& run, const SaveOptions& options) {
   // The ranks start together, so that the time measured is the save's, not a peer's lateness.
@@ -327,12 +331,8 @@ Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path) {
   return CheckpointMetaFromJson(text, meta_path);
 }
 
-namespace {
-
-// Whether the checkpoint `m` (at `path`) fits this run: the model, its parameters, the optimizer's
-// state tensors, the global batch and the seed. The error says what differs and what to do.
-Status CheckFits(const CheckpointMeta& m, const std::string& path, const Engine& engine, const CheckpointRun& run) {
-  const std::string where = "checkpoint " + path + ": ";
+Status CheckCheckpointFits(const CheckpointMeta& m, const std::string& what, const Engine& engine, const CheckpointRun& run) {
+  const std::string where = what + ": ";
   if (m.model != run.model) {
     return FailedPreconditionError(where + "saved from model \"" + m.model + "\", this run trains \"" + run.model + "\"");
   }
@@ -364,8 +364,6 @@ Status CheckFits(const CheckpointMeta& m, const std::string& path, const Engine&
   return Status::Ok();
 }
 
-}  // namespace
-
 Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Communicator& comm,
                                   const CheckpointRun& run) {
   // Each rank reads and checks on its own; then all agree before any collective restore.
@@ -374,7 +372,7 @@ Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Commu
   LoadResult result;
   Status prepared = [&]() -> Status {
     DSLAUNCH_ASSIGN_OR_RETURN(result.meta, ReadCheckpointMeta(path));
-    return CheckFits(result.meta, path, engine, run);
+    return CheckCheckpointFits(result.meta, "checkpoint " + path, engine, run);
   }();
   DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, prepared, "load checkpoint " + path));
   const CheckpointMeta& m = result.meta;

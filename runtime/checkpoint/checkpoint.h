@@ -113,6 +113,16 @@ class AsyncCheckpoint {
   std::unique_ptr<State> state_;
 };
 
+// meta.json's record of a save of `snap` after `step` steps on `world` ranks, without the shards'
+// sizes and checksums: what an in-memory snapshot carries (runtime/checkpoint/memory_snapshot.h).
+CheckpointMeta MetaOfSnapshot(int64_t step, int world, const EngineSnapshot& snap, const CheckpointRun& run);
+
+// Whether the checkpoint `meta` fits this run: the model, its parameters, the optimizer's state
+// tensors, the global batch and the seed. The error, prefixed with `what` ("checkpoint P"), says
+// what differs and what to do.
+Status CheckCheckpointFits(const CheckpointMeta& meta, const std::string& what, const Engine& engine,
+                           const CheckpointRun& run);
+
 // meta.json of the checkpoint directory `path` (a global_stepN), read and checked.
 Result<CheckpointMeta> ReadCheckpointMeta(const std::string& path);
 

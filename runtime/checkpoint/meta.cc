@@ -1,11 +1,11 @@
 #include "runtime/checkpoint/meta.h"
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
+#include "common/crc32c.h"
 #include "runtime/checkpoint/names.h"
 #include "runtime/engine/engine_options.h"
 
@@ -23,12 +23,6 @@ std::vector<CheckpointParameter> CheckpointParametersOf(const ParameterLayout& l
 namespace {
 
 using Json = nlohmann::json;
-
-std::string Hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%08x", v);
-  return buf;
-}
 
 // Typed access to meta.json with errors that name the file and the JSON path.
 class Reader {
@@ -102,7 +96,7 @@ std::string CheckpointMetaToJson(const CheckpointMeta& m) {
                      {"end", p.end},
                      {"file", p.file},
                      {"bytes", p.bytes},
-                     {"crc32c", Hex32(p.crc32c)}});
+                     {"crc32c", Crc32cText(p.crc32c)}});
   }
   j["partitions"] = std::move(parts);
   j["loss_scaler"] = {{"scale", m.loss_scaler.scale},

@@ -28,7 +28,8 @@ Result<ResumePlan> PlanCheckpointResume(const CheckpointConfig& config);
 
 struct ResumeOutcome {
   std::optional<LoadResult> loaded;  // nullopt: a fresh start at step 0
-  std::string path;                  // the checkpoint resumed
+  std::string path;                  // the checkpoint resumed; empty when from memory
+  bool from_memory = false;          // restored from in-memory snapshots (memory_restore.h)
 };
 
 // Called on every rank for each candidate skipped: its path and why (the same text on every rank).

@@ -1,8 +1,9 @@
 #include "runtime/checkpoint/shard_reader.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
+
+#include "common/crc32c.h"
 
 namespace dslaunch::runtime {
 
@@ -19,9 +20,8 @@ Result<const SafetensorsFile*> ShardReader::Open(size_t p) {
     const uint32_t recorded = meta_.partitions[p].crc32c;
     DSLAUNCH_ASSIGN_OR_RETURN(uint32_t crc, SafetensorsFile::FileCrc32c(file));
     if (crc != recorded) {
-      char buf[96];
-      std::snprintf(buf, sizeof(buf), " is corrupt: CRC-32C %08x, meta.json records %08x", crc, recorded);
-      return DataLossError(file + buf);
+      return DataLossError(file + " is corrupt: CRC-32C " + Crc32cText(crc) + ", meta.json records " +
+                           Crc32cText(recorded));
     }
     DSLAUNCH_ASSIGN_OR_RETURN(SafetensorsFile opened, SafetensorsFile::Open(file));
     files_[p].emplace(std::move(opened));

@@ -143,9 +143,11 @@ Status ParseTrainLoop(Section& root, const ModelConfig* model, TrainLoopConfig* 
 
 Status ParseCheckpoint(Section& root, const std::string& base_dir, int generation, CheckpointConfig* out) {
   *out = CheckpointConfig{};
+  out->restarted = generation > 0;
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> c, root.Child("checkpoint"));
   if (!c) return Status::Ok();
   c->String("dir", &out->dir);
+  c->Int("snapshot_interval", 0, kNoMax, &out->snapshot_interval);
   c->Int("interval", 0, kNoMax, &out->interval);
   c->Int("keep_last", 0, kNoMax, &out->keep_last);
   std::string load;

@@ -27,6 +27,14 @@ struct CheckpointConfig {
   // A restart (generation > 0) with `dir`: resume from the newest complete checkpoint in dir when
   // there is one, whatever `load` says (docs/checkpoint.md, "Loading").
   bool resume_newest = false;
+  // Steps between in-memory snapshots (docs/checkpoint.md, "Snapshots in memory"); 0: none;
+  // kSnapshotIntervalAuto (the key absent): every step where the job can restart and an agent
+  // holds the memory, else none (ResolveSnapshotInterval, runtime/train/checkpoint_schedule.h).
+  int64_t snapshot_interval = -1;
+  // Generation > 0: a restart, which restores from in-memory snapshots first.
+  bool restarted = false;
 };
+
+inline constexpr int64_t kSnapshotIntervalAuto = -1;
 
 }  // namespace dslaunch::runtime

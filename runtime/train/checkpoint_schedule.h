@@ -63,4 +63,11 @@ class CheckpointSchedule {
   int64_t total_steps_;
 };
 
+// The steps between in-memory snapshots (docs/checkpoint.md, "Snapshots in memory"): the
+// configured checkpoint.snapshot_interval, or for kSnapshotIntervalAuto every step when the job can
+// restart (`max_restarts` > 0, TORCHELASTIC_MAX_RESTARTS) and an agent holds the memory
+// (`agent_memory`), else 0 (none: nothing would ever read them). Without agent memory it is 0 in
+// every case.
+int64_t ResolveSnapshotInterval(int64_t configured, bool agent_memory, int max_restarts);
+
 }  // namespace dslaunch::runtime

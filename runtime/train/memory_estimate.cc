@@ -191,6 +191,8 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size,
   }
   m.process = kProcessBaselineBytes + std::max(process.compute_threads, 1) * kPerComputeThreadBytes +
               process.data_bytes + process.largest_data_file;
+  // Each slot: the rank's slice of every fp32 state tensor (master weights and moments).
+  m.snapshots = process.snapshot_slots * ((1.0 + moments) * std::ceil(numel / world) * kFloat + kSnapshotMetaBytes);
   return m;
 }
 
@@ -217,7 +219,8 @@ Status CheckMemoryFits(const MemoryEstimate& need, int ranks_on_node, const Avai
                      " per rank (parameters " + FormatBytesHuman(need.parameters) + ", gradients " +
                      FormatBytesHuman(need.gradients) + ", optimizer state " + FormatBytesHuman(need.optimizer_state) +
                      ", activations " + FormatBytesHuman(need.activations) + ", buffers " +
-                     FormatBytesHuman(need.buffers) + ", process " + FormatBytesHuman(need.process) + ")";
+                     FormatBytesHuman(need.buffers) + ", process " + FormatBytesHuman(need.process) +
+                     (need.snapshots > 0 ? ", in-memory snapshots " + FormatBytesHuman(need.snapshots) : "") + ")";
   if (ranks > 1) text += " x " + std::to_string(ranks) + " ranks on this node = " + FormatBytesHuman(total);
   text += "; this machine has " + FormatBytesHuman(available.bytes) + " available (" + available.source + "). ";
   if (need.activations >= need.total() / 2) {

@@ -32,10 +32,13 @@ struct MemoryEstimate {
   double activations = 0;      // the model's activations and scratch gradients (one micro-batch)
   double buffers = 0;          // transient fp32 buffers, see above
   double process = 0;          // the program, its threads and the data, see above
+  double snapshots = 0;        // in-memory snapshot slots (docs/checkpoint.md, "Snapshots in memory")
   // The part of the total the offload buffer keys set (runtime/config/buffer_keys.h): the swap
   // rings, the reduce bucket, the prefetch run, parameters kept by max_in_cpu. Included above.
   double keyed = 0;
-  double total() const { return parameters + gradients + optimizer_state + activations + buffers + process; }
+  double total() const {
+    return parameters + gradients + optimizer_state + activations + buffers + process + snapshots;
+  }
 };
 
 // What the estimate needs from outside the config, read at the program's edge.
@@ -43,7 +46,11 @@ struct ProcessFootprint {
   int compute_threads = 1;        // the rank's OpenMP/OpenBLAS threads
   double data_bytes = 0;          // the data files' sizes, summed (each is read whole)
   double largest_data_file = 0;   // bytes of the largest: its read buffer while it is decoded
+  int snapshot_slots = 0;         // in-memory snapshot slots the rank fills: 2 with snapshots on
 };
+
+// What one in-memory snapshot slot may hold beyond the state slice: its header and meta.json.
+inline constexpr double kSnapshotMetaBytes = 1.0 * (1 << 20);
 
 // Measured constants of the `process` term (docs/offload.md, "The estimate is an upper bound"):
 // dslaunch-worker's resident memory before it allocates anything model-sized (the program, libc,

@@ -146,7 +146,7 @@ void RunReport::Start(const RunStart& start) {
         ")");
 }
 
-void RunReport::Resumed(const std::string& path, const LoadResult& loaded, bool restart) {
+void RunReport::Resumed(const std::string& path, const LoadResult& loaded, bool restart, bool from_memory) {
   if (out_.print) {
     char size[96];
     std::snprintf(size, sizeof(size), "; %.1f MB in %.2f s", static_cast<double>(loaded.bytes) / 1e6, loaded.seconds);
@@ -162,8 +162,14 @@ void RunReport::Resumed(const std::string& path, const LoadResult& loaded, bool 
     r["saved_world_size"] = loaded.meta.world_size;
     r["saved_zero_stage"] = loaded.meta.zero_stage;
     r["load_seconds"] = loaded.seconds;
+    r["source"] = from_memory ? "memory" : "disk";
     out_.metrics(Text(r));
   }
+}
+
+void RunReport::NoMemorySnapshot(const std::string& why, const std::string& dir) {
+  Print("restart: no complete in-memory snapshot (" + why + "): " +
+        (dir.empty() ? std::string("no checkpoint.dir either, starting at step 0") : "using checkpoint.dir " + dir));
 }
 
 void RunReport::NoCheckpointYet(const std::string& dir, bool restart) {
@@ -210,6 +216,7 @@ void RunReport::Step(const StepReport& step, Clock::time_point now) {
     r["ms_per_step"] = 1e3 * step.seconds;
     if (!step.rank_ms.empty()) r["rank_step_ms"] = step.rank_ms;
     if (!step.rank_collective_ms.empty()) r["rank_collective_ms"] = step.rank_collective_ms;
+    if (step.snapshot_seconds >= 0) r["snapshot_ms"] = 1e3 * step.snapshot_seconds;
     out_.metrics(Text(r));
   }
   if (step.step == first_step_ + 1 && out_.first_step_done) out_.first_step_done(first_step_);

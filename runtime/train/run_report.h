@@ -66,6 +66,7 @@ struct StepReport {
   int64_t tokens = 0;    // tokens (samples for a classifier) in the global batch
   std::vector<double> rank_ms;  // every rank's time of this step, rank order; empty: not recorded
   std::vector<double> rank_collective_ms;  // the part of it inside collectives, the same order
+  double snapshot_seconds = -1.0;  // rank 0's in-memory snapshot after this step; < 0: none taken
 };
 
 struct ValidationReport {
@@ -103,7 +104,10 @@ class RunReport {
   void Start(const RunStart& start);
   // The resume line and the `resume` record; `restart` prefixes "restart: " (a restart resuming
   // on its own, checkpoint.resume_newest).
-  void Resumed(const std::string& path, const LoadResult& loaded, bool restart);
+  void Resumed(const std::string& path, const LoadResult& loaded, bool restart, bool from_memory = false);
+  // A restart found no in-memory snapshot to restore (`why`): "restart: no complete in-memory
+  // snapshot (WHY): ...", then checkpoint.dir `dir` is used, or (empty) the run starts at step 0.
+  void NoMemorySnapshot(const std::string& why, const std::string& dir);
   // "no checkpoint in DIR yet: starting at step 0".
   void NoCheckpointYet(const std::string& dir, bool restart);
   // "REASON: looking for the newest complete checkpoint in DIR": `latest` was not usable

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "runtime/checkpoint/checkpoint_directory.h"
+#include "runtime/checkpoint/memory_restore.h"
 #include "runtime/checkpoint/model_file.h"
 #include "runtime/checkpoint/resume.h"
 #include "runtime/checkpoint/saver.h"
@@ -78,12 +79,17 @@ struct Loop {
     StepReport step;
     bool stop = false;      // some rank was told to stop
     int ranks_written = 0;  // ranks that wrote their shard of the asynchronous save in flight
+    int snapshot_ranks = 0;  // ranks that wrote their latest in-memory snapshot
   };
 
   // Collective: resumes what `plan` names (the steps done before this run), else starts at 0;
   // then rank 0 removes the step directories earlier crashes left in checkpoint.dir.
   Result<ResumeOutcome> Resume(const ResumePlan& plan, const CheckpointRun& run) {
     const CheckpointConfig& ckpt = config.checkpoint;
+    if (ckpt.restarted && hooks.snapshots != nullptr) {
+      DSLAUNCH_ASSIGN_OR_RETURN(std::optional<ResumeOutcome> from_memory, ResumeFromMemory(run));
+      if (from_memory) return *from_memory;
+    }
     const bool restart = ckpt.resume_newest;  // a restart resumes on its own: say so
     if (!plan.scan_reason.empty()) report.ScanningForCheckpoints(plan.scan_reason, ckpt.dir, restart);
     Result<ResumeOutcome> resumed = [&] {
@@ -93,7 +99,8 @@ struct Loop {
         report.CheckpointSkipped(path, why, restart);
       });
     }();
-    DSLAUNCH_ASSIGN_OR_RETURN(ResumeOutcome outcome, std::move(resumed));
+    if (!resumed.ok()) return resumed.status();
+    ResumeOutcome outcome = std::move(*resumed);
     if (outcome.loaded) {
       report.Resumed(outcome.path, *outcome.loaded, restart);
     } else if (ckpt.load == CheckpointLoad::kLatest || ckpt.resume_newest) {
@@ -106,9 +113,54 @@ struct Loop {
     return outcome;
   }
 
+  // Collective, at a restart with snapshots: the newest in-memory snapshot every rank of its run
+  // has, restored; nullopt (after saying why) when there is none, and checkpoint.dir is next.
+  Result<std::optional<ResumeOutcome>> ResumeFromMemory(const CheckpointRun& run) {
+    std::vector<std::string> notes;
+    Result<MemoryRestoreResult> restored = [&] {
+      ScopedSlowPhase slow(hooks.reporter);
+      return RestoreFromMemory(*hooks.snapshots, engine, comm, run, notes);
+    }();
+    if (hooks.print) {
+      for (const std::string& note : notes) hooks.print(note);  // this rank's own slots
+    }
+    if (!restored.ok()) {
+      if (restored.status().code() != StatusCode::kNotFound) return restored.status();
+      report.NoMemorySnapshot(restored.status().message(), config.checkpoint.dir);
+      return std::optional<ResumeOutcome>();
+    }
+    LoadResult loaded{restored->meta, "", restored->bytes, restored->seconds};
+    if (!loaded.meta.config_sha256.empty() && loaded.meta.config_sha256 != run.config_sha256) {
+      loaded.warning = "train.json differs from the one the snapshot was taken with";
+    }
+    report.Resumed("the in-memory snapshot", loaded, /*restart=*/true, /*from_memory=*/true);
+    if (comm.rank() == 0 && !config.checkpoint.dir.empty()) {
+      FileSystem& files = hooks.checkpoint_files != nullptr ? *hooks.checkpoint_files : LocalFileSystem();
+      for (const std::string& line : RemoveUnfinishedStepDirectories(files, config.checkpoint.dir)) {
+        report.CheckpointNote(line);
+      }
+    }
+    return std::optional<ResumeOutcome>(ResumeOutcome{std::move(loaded), "", /*from_memory=*/true});
+  }
+
+  // Local: this rank's snapshot of the state after `step` steps into its agent's memory. A failure
+  // is this rank's line, and the snapshot is not committed; training goes on.
+  bool TakeSnapshot(int64_t step, const CheckpointRun& run, double* seconds) {
+    const auto start = Clock::now();
+    const EngineSnapshot snap = engine.Snapshot();
+    const std::string meta = CheckpointMetaToJson(MetaOfSnapshot(step, comm.world_size(), snap, run));
+    const Status written = hooks.snapshots->Write(SnapshotInfo{step, comm.rank(), comm.world_size()}, meta, snap);
+    *seconds = SecondsSince(start);
+    if (!written.ok() && hooks.print) {
+      hooks.print("in-memory snapshot of step " + std::to_string(step) + " failed: " + written.ToString() +
+                  " (the previous one is kept; training goes on)");
+    }
+    return written.ok();
+  }
+
   // Collective: the optimizer step after `step` steps; `pending_written` whether this rank wrote
-  // its shard of the asynchronous save in flight.
-  Result<StepOutcome> RunStep(int64_t step, bool pending_written) {
+  // its shard of the asynchronous save in flight, `snapshot_written` its latest snapshot.
+  Result<StepOutcome> RunStep(int64_t step, bool pending_written, bool snapshot_written) {
     const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
     engine.BeginStep(accumulation);
     const float backward_scale = static_cast<float>(engine.loss_scale() / accumulation);
@@ -121,15 +173,17 @@ struct Loop {
     DSLAUNCH_ASSIGN_OR_RETURN(outcome.step.stats, engine.Step());
     // The step's loss, averaged over ranks; whether any rank was told to stop; how many ranks have
     // written their shard of the asynchronous save in flight.
-    float reduced[3] = {static_cast<float>(loss_sum / accumulation),
-                        hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f, pending_written ? 1.0f : 0.0f};
+    float reduced[4] = {static_cast<float>(loss_sum / accumulation),
+                        hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f, pending_written ? 1.0f : 0.0f,
+                        snapshot_written ? 1.0f : 0.0f};
     DSLAUNCH_RETURN_IF_ERROR(
-        comm.AllReduce(std::span<float>(reduced, 3), ReduceOp::kSum).WithContext("loss all-reduce"));
+        comm.AllReduce(std::span<float>(reduced, 4), ReduceOp::kSum).WithContext("loss all-reduce"));
     outcome.step.step = step + 1;
     outcome.step.loss = reduced[0] / static_cast<float>(comm.world_size());
     outcome.step.tokens = task.GlobalBatch() * task.TokensPerSample();
     outcome.stop = reduced[1] > 0;
     outcome.ranks_written = static_cast<int>(reduced[2]);
+    outcome.snapshot_ranks = static_cast<int>(reduced[3]);
     return outcome;
   }
 
@@ -266,11 +320,21 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   }
   const CheckpointSchedule schedule(config.checkpoint, config.train.steps);
 
+  // In-memory snapshots: only the one this run resumed from is kept; each step's is committed once
+  // the next step's all-reduce says every rank wrote it.
+  const int64_t snapshot_interval = hooks.snapshots != nullptr ? hooks.snapshot_interval : 0;
+  if (hooks.snapshots != nullptr) {
+    hooks.snapshots->KeepOnly(resumed.from_memory ? std::optional<int64_t>(result.first_step) : std::nullopt);
+  }
+  int64_t snapshot_step = -1;  // the step of this rank's latest snapshot, written
   report.TrainingStarts(result.first_step, Clock::now());
   for (int64_t step = result.first_step; step < config.train.steps; ++step) {
     const auto step_start = Clock::now();
     const auto collectives_before = comm.in_collectives();
-    DSLAUNCH_ASSIGN_OR_RETURN(Loop::StepOutcome outcome, loop.RunStep(step, saver.pending_written()));
+    DSLAUNCH_ASSIGN_OR_RETURN(Loop::StepOutcome outcome,
+                              loop.RunStep(step, saver.pending_written(), snapshot_step >= 0));
+    if (snapshot_step >= 0 && outcome.snapshot_ranks == world) hooks.snapshots->Committed(snapshot_step);
+    snapshot_step = -1;
     if (CheckpointSchedule::CompletePendingNow(saver.pending(), outcome.ranks_written, world)) {
       DSLAUNCH_RETURN_IF_ERROR(saver.CompletePending());
     }
@@ -286,7 +350,13 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
                                static_cast<double>(outcome.step.tokens) / outcome.step.seconds,
                                std::max(0.0, outside_collectives));
     }
+    if (snapshot_interval > 0 && (step + 1) % snapshot_interval == 0) {
+      double seconds = 0.0;
+      if (loop.TakeSnapshot(step + 1, run, &seconds)) snapshot_step = step + 1;
+      outcome.step.snapshot_seconds = seconds;
+    }
     report.Step(outcome.step, Clock::now());
+    if (hooks.after_step) hooks.after_step(step + 1);
     DSLAUNCH_RETURN_IF_ERROR(loop.Save(schedule.AfterStep(step + 1, outcome.stop), step + 1, saver));
     if (outcome.stop) {
       report.Stopped(step + 1);

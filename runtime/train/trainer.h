@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/memory_snapshot.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/train_config.h"
 #include "runtime/train/progress_report.h"
@@ -53,6 +54,14 @@ struct TrainHooks {
   std::function<Status()> checkpoint_fence;
   // Where the run came from, for rank 0's `start` record (RunReport). Optional.
   RunOrigin origin;
+  // This rank's in-memory snapshot slots, held by its agent (docs/checkpoint.md, "Snapshots in
+  // memory"), written every `snapshot_interval` steps (> 0); a restart (generation > 0) restores
+  // from them before it looks at checkpoint.dir. Null: none. Must outlive Train.
+  MemorySnapshots* snapshots = nullptr;
+  int64_t snapshot_interval = 0;
+  // Every rank, after each step (and its snapshot): the steps done. The worker's crash hook for
+  // tests (DSLAUNCH_CRASH_AFTER_STEP). Optional.
+  std::function<void(int64_t step)> after_step;
 };
 
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train/train_task.h)

@@ -47,8 +47,10 @@ std::string WriteConfig(const TempDir& dir, const std::string& name, int steps, 
   return path;
 }
 
-// Periodic checkpoints every 2 steps into DIR/ckpt, and no `load`.
-const std::string kCheckpoints = R"("checkpoint": {"dir": "ckpt", "interval": 2},)";
+// Periodic checkpoints every 2 steps into DIR/ckpt, and no `load`; no in-memory snapshots, so that
+// a restart resumes from the disk (the snapshots' own tests: trainer_snapshot_test.cc,
+// worker_proc_test.cc).
+const std::string kCheckpoints = R"("checkpoint": {"dir": "ckpt", "interval": 2, "snapshot_interval": 0},)";
 
 // `dslaunch` on one node with `ranks` workers running dslaunch-worker on `config`.
 ProcessResult Launch(const TempDir& dir, int ranks, const std::string& config) {

@@ -149,7 +149,9 @@ TEST_CASE("The demo config on 2 ranks lowers the validation loss on the fortunes
 
 // The tiny run of the first test with checkpoints every `interval` steps into DIR/ckpt, resuming
 // from the newest complete one when there is one.
-std::string WriteCheckpointConfig(const TempDir& dir, int steps, int interval = 2) {
+// `snapshots`: in-memory snapshots as the launch's restarts make them (checkpoint.snapshot_interval
+// left out); false: none (0), so that a restart resumes from the disk.
+std::string WriteCheckpointConfig(const TempDir& dir, int steps, int interval = 2, bool snapshots = true) {
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 3000; ++i) tokens.push_back(static_cast<uint16_t>((i * 7 + i / 13) % 32));
   REQUIRE(runtime::WriteTokenShard(dir.path() + "/train.bin", tokens).ok());
@@ -160,7 +162,8 @@ std::string WriteCheckpointConfig(const TempDir& dir, int steps, int interval = 
     "zero_optimization": {"stage": 2}, "steps_per_print": 1, "seed": 3,
     "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 8, "vocab_size": 32},
     "data": {"train": "train.bin"},
-    "checkpoint": {"dir": "ckpt", "interval": )" << interval << R"(, "load": "auto"},
+    "checkpoint": {"dir": "ckpt", "interval": )" << interval << (snapshots ? "" : R"(, "snapshot_interval": 0)")
+                                                   << R"(, "load": "auto"},
     "train": {"steps": )" << steps << "}}";
   return path;
 }
@@ -205,8 +208,10 @@ TEST_CASE("A job whose newest checkpoint is corrupt resumes from the previous on
   // Before: every start failed on the corrupt shard (`rank00001.safetensors is corrupt: CRC-32C
   // ...`) though global_step4 was complete.
   TempDir base;
+  // No in-memory snapshots: the restart below resumes from the disk, and the files' config_sha256
+  // is the same in every run.
   auto reference = RunProcess({kLauncher, "--log_dir", base.path() + "/logs", "--nproc_per_node", "2",
-                               WriteCheckpointConfig(base, 10)},
+                               WriteCheckpointConfig(base, 10, 2, /*snapshots=*/false)},
                               std::chrono::seconds(120));
   REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
   const auto expected = Losses(reference.out);
@@ -215,7 +220,7 @@ TEST_CASE("A job whose newest checkpoint is corrupt resumes from the previous on
   TempDir dir;
   const std::string ckpt = dir.path() + "/ckpt";
   auto first = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2",
-                           WriteCheckpointConfig(dir, 6)},
+                           WriteCheckpointConfig(dir, 6, 2, /*snapshots=*/false)},
                           std::chrono::seconds(120));
   REQUIRE_MESSAGE(first.exit_code == 0, first.err);
   const std::string shard = ckpt + "/global_step6/rank00001.safetensors";
@@ -228,7 +233,7 @@ TEST_CASE("A job whose newest checkpoint is corrupt resumes from the previous on
   // begins (generation 0 only).
   auto r = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", "--max_restarts", "1",
                        "--grace_period", "2", "--export", "DSLAUNCH_CHECKPOINT_FAULT=before_shard@1@8",
-                       WriteCheckpointConfig(dir, 10)},
+                       WriteCheckpointConfig(dir, 10, 2, /*snapshots=*/false)},
                       std::chrono::seconds(180));
   INFO(r.out);
   INFO(r.err);
@@ -248,6 +253,45 @@ TEST_CASE("A job whose newest checkpoint is corrupt resumes from the previous on
   for (const char* file : {"rank00000.safetensors", "rank00001.safetensors", "meta.json"}) {
     CAPTURE(file);
     CHECK(Slurp(ckpt + "/global_step10/" + file) == Slurp(base.path() + "/ckpt/global_step10/" + file));
+  }
+}
+
+TEST_CASE("checkpoint.snapshot_interval: a killed worker comes back from its agent's memory with no step lost; "
+          "with 0, from the disk") {
+  TempDir base;
+  auto reference = RunProcess({kLauncher, "--log_dir", base.path() + "/logs", "--nproc_per_node", "2",
+                               WriteCheckpointConfig(base, 10, 4)},
+                              std::chrono::seconds(120));
+  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
+  const auto expected = Losses(reference.out);
+  REQUIRE(expected.size() == 10);
+  for (const int interval : {-1, 0}) {  // -1: the key left out
+    CAPTURE(interval);
+    TempDir dir;
+    const std::string config = WriteCheckpointConfig(dir, 10, 4, /*snapshots=*/interval < 0);
+    // Rank 1 killed once step 6 is done (its snapshot taken); checkpoints on disk at step 4.
+    auto r = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", "--max_restarts", "1",
+                         "--grace_period", "2", "--export", "DSLAUNCH_CRASH_AFTER_STEP=1@6", config},
+                        std::chrono::seconds(180));
+    INFO(r.out);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("rank 1 on host localhost exited with signal 9 (SIGKILL); restarting") != std::string::npos);
+    const auto losses = Losses(r.out);
+    if (interval < 0) {
+      CHECK(r.out.find("[rank 0] snapshots: every step into the agent's memory (checkpoint.snapshot_interval left "
+                       "out: the job can restart)") != std::string::npos);
+      CHECK(r.out.find("[rank 0] restart: resumed from the in-memory snapshot at step 6 (saved by 2 ranks at ZeRO "
+                       "stage 2, fp32; ") != std::string::npos);
+      REQUIRE(losses.size() == 10);  // generation 0: steps 1-6; generation 1: steps 7-10, none run twice
+      for (size_t i = 0; i < 10; ++i) CHECK(losses[i] == expected[i]);
+    } else {
+      CHECK(r.out.find("[rank 0] snapshots:") == std::string::npos);
+      CHECK(r.out.find("[rank 0] restart: resumed from " + dir.path() + "/ckpt/global_step4 at step 4") !=
+            std::string::npos);
+      REQUIRE(losses.size() == 12);  // steps 5 and 6 run twice
+      for (size_t i = 0; i < 6; ++i) CHECK(losses[6 + i] == expected[4 + i]);
+    }
   }
 }
 

@@ -190,7 +190,7 @@ TEST_CASE("Start, resume, validation and end give the documented lines and recor
                         "4000000,\"gradients\":2000000,\"optimizer_state\":16000000,\"working\":123},"
                         "\"activation_bytes\":4096}");
   CHECK(c.records[1] ==
-        "{\"event\":\"resume\",\"step\":40,\"saved_world_size\":4,\"saved_zero_stage\":2,\"load_seconds\":0.25}");
+        "{\"event\":\"resume\",\"step\":40,\"saved_world_size\":4,\"saved_zero_stage\":2,\"load_seconds\":0.25,\"source\":\"disk\"}");
   CHECK(c.records[2] == "{\"event\":\"validation\",\"step\":40,\"val_loss\":0.5,\"accuracy\":0.9875}");
   CHECK(c.records[3] == "{\"event\":\"end\",\"steps\":20,\"applied_steps\":19,\"bytes_per_rank\":{\"parameters\":1,"
                         "\"gradients\":2,\"optimizer_state\":3,\"working\":4},\"checkpoints_saved\":2,"

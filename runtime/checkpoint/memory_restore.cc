@@ -1,0 +1,238 @@
+#include "runtime/checkpoint/memory_restore.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "common/check.h"
+#include "runtime/checkpoint/meta.h"
+#include "runtime/comm/agreement.h"
+#include "runtime/core/partition.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+// (step, world) pairs held anywhere, newest step first.
+std::vector<std::pair<int64_t, int>> Candidates(const HeldSnapshots& held) {
+  std::set<std::pair<int64_t, int>, std::greater<>> seen;
+  for (const auto& slots : held) {
+    for (const auto& s : slots) {
+      if (s) seen.insert({s->step, s->world});
+    }
+  }
+  return {seen.begin(), seen.end()};
+}
+
+// The lowest (rank, slot) holding rank `rank`'s snapshot of `step` on `world` ranks.
+std::optional<SnapshotSource> FindHolder(const HeldSnapshots& held, int64_t step, int world, int rank) {
+  for (size_t r = 0; r < held.size(); ++r) {
+    for (size_t slot = 0; slot < held[r].size(); ++slot) {
+      const auto& s = held[r][slot];
+      if (s && s->step == step && s->world == world && s->rank == rank) {
+        return SnapshotSource{static_cast<int>(r), static_cast<int>(slot)};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// Slot fields on the wire, per slot: held (0 or 1), step, rank, world.
+constexpr size_t kFields = 4;
+
+ShardRange Intersect(const ShardRange& a, const ShardRange& b) {
+  const size_t begin = std::max(a.begin, b.begin), end = std::min(a.end, b.end);
+  return end > begin ? ShardRange{begin, end} : ShardRange{begin, begin};
+}
+
+// The range of the state rank `rank` of this run holds (ZeroEngine's owned slice).
+ShardRange HeldRange(size_t numel, int world, int rank, int zero_stage) {
+  return zero_stage == 0 ? ShardRange{0, numel} : ShardFor(numel, world, rank);
+}
+
+}  // namespace
+
+std::optional<SnapshotPlan> PlanSnapshotRestore(const HeldSnapshots& held) {
+  for (const auto& [step, world] : Candidates(held)) {
+    SnapshotPlan plan{step, world, {}};
+    for (int k = 0; k < world; ++k) {
+      std::optional<SnapshotSource> source = FindHolder(held, step, world, k);
+      if (!source) break;
+      plan.sources.push_back(*source);
+    }
+    if (static_cast<int>(plan.sources.size()) == world) return plan;
+  }
+  return std::nullopt;
+}
+
+std::string DescribeMissingSnapshots(const HeldSnapshots& held) {
+  const auto candidates = Candidates(held);
+  if (candidates.empty()) return "no rank holds a complete snapshot";
+  const auto& [step, world] = candidates.front();
+  std::string missing;
+  int count = 0;
+  for (int k = 0; k < world; ++k) {
+    if (FindHolder(held, step, world, k)) continue;
+    if (count < 8) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    ++count;
+  }
+  if (count > 8) missing += ", ... (" + std::to_string(count) + " in all)";
+  return "the newest, of step " + std::to_string(step) + " on " + std::to_string(world) + " ranks, lacks the " +
+         (count == 1 ? "snapshot of rank " : "snapshots of ranks ") + missing + " (lost with " +
+         (count == 1 ? "its node" : "their nodes") + ", or never completed)";
+}
+
+Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& engine, Communicator& comm,
+                                              const CheckpointRun& run, std::vector<std::string>& notes) {
+  const auto start = std::chrono::steady_clock::now();
+  const int world = comm.world_size(), me = comm.rank();
+  std::vector<SnapshotSlot>& slots = mine.slots();
+
+  // Every rank's inventory, checked (header and CRC-32C) by its holder; ranks may hold different
+  // numbers of slots (a rank whose node held two ranks' memory).
+  int64_t slot_count = static_cast<int64_t>(slots.size());
+  std::vector<int64_t> slot_counts(static_cast<size_t>(world));
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const int64_t>(&slot_count, 1), std::span<int64_t>(slot_counts),
+                                          std::vector<size_t>(static_cast<size_t>(world), 1))
+                               .WithContext("in-memory snapshot inventory"));
+  std::vector<size_t> counts, offsets;
+  size_t total = 0;
+  for (int64_t n : slot_counts) {
+    offsets.push_back(total);
+    counts.push_back(static_cast<size_t>(n) * kFields);
+    total += counts.back();
+  }
+  const size_t per_rank = slots.size() * kFields;
+  std::vector<int64_t> own(per_rank, 0), all(total);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Result<SnapshotInfo> info = slots[i].Check();
+    if (info.ok()) {
+      own[i * kFields + 0] = 1;
+      own[i * kFields + 1] = info->step;
+      own[i * kFields + 2] = info->rank;
+      own[i * kFields + 3] = info->world;
+    } else if (info.status().code() == StatusCode::kDataLoss) {
+      notes.push_back(info.status().message() + ": not used");
+    }
+  }
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const int64_t>(own), std::span<int64_t>(all), counts)
+                               .WithContext("in-memory snapshot inventory"));
+  HeldSnapshots held(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    held[static_cast<size_t>(r)].resize(static_cast<size_t>(slot_counts[static_cast<size_t>(r)]));
+    for (size_t i = 0; i < held[static_cast<size_t>(r)].size(); ++i) {
+      const int64_t* f = all.data() + offsets[static_cast<size_t>(r)] + i * kFields;
+      if (f[0] == 1) held[static_cast<size_t>(r)][i] = SnapshotInfo{f[1], static_cast<int>(f[2]), static_cast<int>(f[3])};
+    }
+  }
+  const std::optional<SnapshotPlan> plan = PlanSnapshotRestore(held);
+  if (!plan) return NotFoundError(DescribeMissingSnapshots(held));
+  const std::string what = "in-memory snapshot of step " + std::to_string(plan->step);
+
+  // meta.json's text, from the holder of the saving run's rank 0.
+  const int meta_root = plan->sources[0].holder;
+  std::string meta_text;
+  if (me == meta_root) meta_text = std::string(slots[static_cast<size_t>(plan->sources[0].slot)].meta());
+  int64_t length = static_cast<int64_t>(meta_text.size());
+  DSLAUNCH_RETURN_IF_ERROR(comm.Broadcast(std::span<int64_t>(&length, 1), meta_root).WithContext(what));
+  std::vector<uint8_t> bytes(meta_text.begin(), meta_text.end());
+  bytes.resize(static_cast<size_t>(length));
+  DSLAUNCH_RETURN_IF_ERROR(comm.Broadcast(std::span<uint8_t>(bytes), meta_root).WithContext(what));
+  MemoryRestoreResult result;
+  Status fits = [&]() -> Status {
+    DSLAUNCH_ASSIGN_OR_RETURN(result.meta, CheckpointMetaFromJson(std::string(bytes.begin(), bytes.end()), what));
+    if (result.meta.step != plan->step || result.meta.world_size != plan->world) {
+      return DataLossError(what + ": its meta.json records step " + std::to_string(result.meta.step) + " on " +
+                           std::to_string(result.meta.world_size) + " ranks");
+    }
+    return CheckCheckpointFits(result.meta, what, engine, run);
+  }();
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, fits, "restore the " + what));
+  const CheckpointMeta& meta = result.meta;
+  const size_t numel = meta.numel, tensors = meta.state_tensors.size();
+
+  // Each saving rank's slice: read in place where every rank that needs part of it holds it, else
+  // broadcast by its holder and kept where this rank needs it.
+  const ShardRange mine_range = HeldRange(numel, world, me, run.zero_stage);
+  std::vector<int> local_slot(static_cast<size_t>(plan->world), -1);  // this rank's slot with saving rank k's
+  std::map<std::pair<int, size_t>, std::vector<float>> received;      // (k, tensor) -> my part of k's slice
+  for (int k = 0; k < plan->world; ++k) {
+    const ShardRange slice = ShardFor(numel, plan->world, k);
+    if (std::optional<SnapshotSource> here = [&]() -> std::optional<SnapshotSource> {
+          for (size_t i = 0; i < slots.size(); ++i) {
+            const auto& s = held[static_cast<size_t>(me)][i];
+            if (s && s->step == plan->step && s->world == plan->world && s->rank == k) {
+              return SnapshotSource{me, static_cast<int>(i)};
+            }
+          }
+          return std::nullopt;
+        }()) {
+      local_slot[static_cast<size_t>(k)] = here->slot;
+    }
+    bool everyone_local = true;
+    for (int r = 0; r < world && everyone_local; ++r) {
+      if (Intersect(HeldRange(numel, world, r, run.zero_stage), slice).size() == 0) continue;
+      bool holds = false;
+      for (const auto& s : held[static_cast<size_t>(r)]) {
+        holds = holds || (s && s->step == plan->step && s->world == plan->world && s->rank == k);
+      }
+      everyone_local = holds;
+    }
+    if (everyone_local) continue;
+    const SnapshotSource source = plan->sources[static_cast<size_t>(k)];
+    const ShardRange part = Intersect(mine_range, slice);
+    for (size_t t = 0; t < tensors; ++t) {
+      std::vector<float> buffer(slice.size());
+      if (me == source.holder) {
+        const std::span<const float> from = slots[static_cast<size_t>(source.slot)].tensor(t);
+        std::copy(from.begin(), from.end(), buffer.begin());
+      }
+      DSLAUNCH_RETURN_IF_ERROR(comm.Broadcast(std::span<float>(buffer), source.holder).WithContext(what));
+      if (part.size() > 0 && local_slot[static_cast<size_t>(k)] < 0) {
+        received[{k, t}] = std::vector<float>(buffer.begin() + static_cast<std::ptrdiff_t>(part.begin - slice.begin),
+                                              buffer.begin() + static_cast<std::ptrdiff_t>(part.end - slice.begin));
+        result.received += part.size() * sizeof(float);
+      }
+    }
+  }
+
+  std::map<std::string, size_t> index;
+  for (size_t t = 0; t < tensors; ++t) index[meta.state_tensors[t]] = t;
+  const StateReader read = [&](const std::string& name, size_t begin, size_t end, float* out) -> Status {
+    auto it = index.find(name);
+    if (it == index.end()) return InternalError(what + ": no state tensor " + name);
+    const size_t t = it->second;
+    for (int k = 0; k < plan->world; ++k) {
+      const ShardRange slice = ShardFor(numel, plan->world, k);
+      const ShardRange piece = Intersect(ShardRange{begin, end}, slice);
+      if (piece.size() == 0) continue;
+      float* to = out + (piece.begin - begin);
+      if (local_slot[static_cast<size_t>(k)] >= 0) {
+        const std::span<const float> from = slots[static_cast<size_t>(local_slot[static_cast<size_t>(k)])].tensor(t);
+        std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(piece.begin - slice.begin), piece.size(), to);
+        continue;
+      }
+      auto got = received.find({k, t});
+      const ShardRange part = Intersect(mine_range, slice);
+      if (got == received.end() || piece.begin < part.begin || piece.end > part.end) {
+        return InternalError(what + ": elements [" + std::to_string(piece.begin) + ", " + std::to_string(piece.end) +
+                             ") of " + name + " were neither held nor received by this rank");
+      }
+      std::copy_n(got->second.begin() + static_cast<std::ptrdiff_t>(piece.begin - part.begin), piece.size(), to);
+    }
+    return Status::Ok();
+  };
+  Status read_status;
+  const StateReader guarded = [&](const std::string& name, size_t begin, size_t end, float* out) -> Status {
+    if (read_status.ok()) read_status = read(name, begin, end, out);
+    return Status::Ok();
+  };
+  DSLAUNCH_RETURN_IF_ERROR(
+      engine.Restore(guarded, meta.optimizer_step, meta.applied_steps, meta.loss_scaler).WithContext(what));
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, read_status, "read the " + what));
+  result.bytes = numel * tensors * sizeof(float);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,216 @@
+// In-memory snapshots through the training loop, on in-process ranks with real memory files as
+// their agents would hold them: a restart restores the newest complete snapshot and continues
+// bitwise as the uninterrupted run, at every ZeRO stage, in fp32 and fp16; at another world size
+// the state is re-partitioned; a corrupt snapshot is refused by name for the older one, and with
+// none complete the restart resumes from checkpoint.dir, saying so.
+#include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/memory_snapshot.h"
+#include "runtime/train/trainer.h"
+#include "tests/fakes/train_on_threads.h"
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+// One rank's memory files, held across runs as its agent holds them across generations.
+struct AgentMemory {
+  std::vector<UniqueFd> files;
+  explicit AgentMemory(int slots = 2) {
+    for (int i = 0; i < slots; ++i) {
+      const int fd = ::memfd_create("test-agent-snapshot", MFD_CLOEXEC);
+      REQUIRE(fd >= 0);
+      files.emplace_back(fd);
+    }
+  }
+  // What a worker of this rank gets: its own descriptors of the same files.
+  std::vector<SnapshotSlot> Slots() const {
+    std::vector<SnapshotSlot> slots;
+    for (const UniqueFd& f : files) slots.emplace_back(UniqueFd(::dup(f.get())), "slot " + std::to_string(slots.size()));
+    return slots;
+  }
+};
+
+TrainConfig Config(int world, int stage, Precision precision, int steps) {
+  TrainConfig c;
+  c.batch.train_batch_size = 8;
+  c.batch.micro_batch_per_gpu = 2;
+  c.batch.gradient_accumulation_steps = 8 / (2 * world);
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;
+  c.engine.optimizer.lr = 3e-3;
+  c.engine.optimizer.weight_decay = 0.01;
+  c.engine.gradient_clipping = 1.0;
+  c.engine.zero.stage = stage;
+  c.engine.zero.reduce_bucket_size = 4000;
+  c.engine.precision = precision;
+  c.model = GptConfig{2, 2, 16, 8, 32};
+  c.data.seq_len = 8;
+  c.train.steps = steps;
+  c.train.eval_steps = 2;
+  c.steps_per_print = 1;
+  c.seed = 5;
+  return c;
+}
+
+struct Outcome {
+  std::vector<TrainResult> results;
+  std::vector<std::vector<std::string>> lines;  // per rank
+  std::string Text(int rank = 0) const {
+    std::string all;
+    for (const std::string& l : lines[static_cast<size_t>(rank)]) all += l + "\n";
+    return all;
+  }
+};
+
+// `config` on one rank per entry of `memory` (null: no snapshots), each snapshotting every step.
+Outcome Run(const TrainConfig& config, const std::vector<std::vector<const AgentMemory*>>& memory) {
+  const int world = static_cast<int>(memory.size());
+  std::vector<std::optional<MemorySnapshots>> mine(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    std::vector<SnapshotSlot> slots;
+    for (const AgentMemory* m : memory[static_cast<size_t>(r)]) {
+      for (SnapshotSlot& s : m->Slots()) slots.push_back(std::move(s));
+    }
+    if (!slots.empty()) mine[static_cast<size_t>(r)].emplace(std::move(slots));
+  }
+  Outcome out;
+  out.lines.resize(static_cast<size_t>(world));
+  auto results = testing::TrainOnThreads(world, config, testing::PatternTokens(true), [&](int rank) {
+    TrainHooks hooks;
+    hooks.print = [&out, rank](const std::string& line) { out.lines[static_cast<size_t>(rank)].push_back(line); };
+    if (mine[static_cast<size_t>(rank)]) {
+      hooks.snapshots = &*mine[static_cast<size_t>(rank)];
+      hooks.snapshot_interval = 1;
+    }
+    return hooks;
+  });
+  for (auto& r : results) {
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    out.results.push_back(*r);
+  }
+  return out;
+}
+
+TrainConfig Restart(TrainConfig c) {
+  c.checkpoint.restarted = true;
+  return c;
+}
+
+TEST_CASE("A restart restores the newest snapshot from memory and continues bitwise as the uninterrupted run") {
+  for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
+    for (int stage : {0, 1, 2, 3}) {
+      CAPTURE(stage);
+      CAPTURE(PrecisionName(precision));
+      const std::vector<double> expected = Run(Config(2, stage, precision, 6), {{}, {}}).results[0].losses;
+      REQUIRE(expected.size() == 6);
+      const AgentMemory m0, m1;
+      const Outcome first = Run(Config(2, stage, precision, 4), {{&m0}, {&m1}});  // then "killed"
+      const Outcome second = Run(Restart(Config(2, stage, precision, 6)), {{&m0}, {&m1}});
+      INFO(second.Text());
+      CHECK(second.results[0].first_step == 4);
+      CHECK(second.results[0].losses == std::vector<double>(expected.begin() + 4, expected.end()));
+      CHECK(second.Text().find("restart: resumed from the in-memory snapshot at step 4 (saved by 2 ranks at ZeRO "
+                               "stage " + std::to_string(stage) + ", " + std::string(PrecisionName(precision)) + "; ") !=
+            std::string::npos);
+    }
+  }
+}
+
+double MaxRelativeDifference(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  return worst;
+}
+
+TEST_CASE("At another world size the snapshots are re-partitioned: 2 ranks to 1, and 1 rank to 2") {
+  const std::vector<double> expected = Run(Config(2, 2, Precision::kFp32, 6), {{}, {}}).results[0].losses;
+  {
+    const AgentMemory m0, m1;
+    Run(Config(2, 2, Precision::kFp32, 4), {{&m0}, {&m1}});
+    // One rank whose node held both ranks' memory.
+    const Outcome one = Run(Restart(Config(1, 2, Precision::kFp32, 6)), {{&m0, &m1}});
+    INFO(one.Text());
+    CHECK(one.results[0].first_step == 4);
+    CHECK(MaxRelativeDifference(one.results[0].losses, std::vector<double>(expected.begin() + 4, expected.end())) <=
+          1e-5);
+  }
+  {
+    const AgentMemory m0, fresh;
+    Run(Config(1, 2, Precision::kFp32, 4), {{&m0}});
+    // A new rank with empty memory: its part is broadcast by rank 0.
+    const Outcome two = Run(Restart(Config(2, 3, Precision::kFp32, 6)), {{&m0}, {&fresh}});
+    INFO(two.Text());
+    CHECK(two.results[1].first_step == 4);
+    CHECK(two.Text().find("restart: resumed from the in-memory snapshot at step 4 (saved by 1 ranks at ZeRO stage 2") !=
+          std::string::npos);
+    CHECK(MaxRelativeDifference(two.results[0].losses, std::vector<double>(expected.begin() + 4, expected.end())) <=
+          1e-5);
+  }
+}
+
+// Flips the last byte of whichever of `memory`'s files holds the snapshot of `step`.
+void Corrupt(const AgentMemory& memory, int64_t step) {
+  for (size_t i = 0; i < memory.files.size(); ++i) {
+    SnapshotSlot slot(UniqueFd(::dup(memory.files[i].get())), "probe");
+    Result<SnapshotInfo> info = slot.Check();
+    if (!info.ok() || info->step != step) continue;
+    const int fd = memory.files[i].get();
+    const off_t last = ::lseek(fd, 0, SEEK_END) - 1;
+    char byte = 0;
+    REQUIRE(::pread(fd, &byte, 1, last) == 1);
+    byte = static_cast<char>(byte ^ 0x01);
+    REQUIRE(::pwrite(fd, &byte, 1, last) == 1);
+    return;
+  }
+  FAIL("no snapshot of step " << step);
+}
+
+TEST_CASE("A corrupt snapshot is refused by name for the older one; with none complete, checkpoint.dir is used") {
+  dslaunch::testing::TempDir dir;
+  TrainConfig base = Config(2, 1, Precision::kFp32, 5);
+  base.checkpoint.dir = dir.path() + "/ckpt";
+  base.checkpoint.interval = 2;
+  TrainConfig full = base;
+  full.train.steps = 7;
+  full.checkpoint.dir = dir.path() + "/reference";
+  const std::vector<double> expected = Run(full, {{}, {}}).results[0].losses;
+
+  const AgentMemory m0, m1;
+  Run(base, {{&m0}, {&m1}});  // snapshots of steps 4 and 5 in memory; checkpoints 2, 4 and 5 on disk
+  Corrupt(m1, 5);
+  TrainConfig again = Restart(base);
+  again.checkpoint.resume_newest = true;
+  again.train.steps = 7;
+  Outcome second = Run(again, {{&m0}, {&m1}});
+  INFO(second.Text(0));
+  INFO(second.Text(1));
+  CHECK(second.Text(1).find("in-memory snapshot slot ") != std::string::npos);
+  CHECK(second.Text(1).find(": corrupt: CRC-32C ") != std::string::npos);
+  CHECK(second.Text(1).find(": not used") != std::string::npos);
+  CHECK(second.results[0].first_step == 4);
+  CHECK(second.Text().find("restart: resumed from the in-memory snapshot at step 4") != std::string::npos);
+  CHECK(second.results[0].losses == std::vector<double>(expected.begin() + 4, expected.end()));
+
+  // Both of rank 1's snapshots corrupt: the newest complete checkpoint on disk, said so.
+  Corrupt(m1, 7);
+  Corrupt(m1, 6);
+  Outcome third = Run(again, {{&m0}, {&m1}});
+  INFO(third.Text(0));
+  CHECK(third.Text().find("restart: no complete in-memory snapshot (the newest, of step 7 on 2 ranks, lacks the "
+                          "snapshot of rank 1 (lost with its node, or never completed)): using checkpoint.dir " +
+                          base.checkpoint.dir) != std::string::npos);
+  CHECK(third.Text().find("restart: resumed from " + base.checkpoint.dir + "/global_step7 at step 7") !=
+        std::string::npos);
+  CHECK(third.results[0].first_step == 7);
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime
