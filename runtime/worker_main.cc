@@ -112,7 +112,9 @@ Result<std::function<void(int64_t)>> CrashAfterStep(const std::string& spec, int
 int64_t SnapshotIntervalFor(const std::map<std::string, std::string>& env, const TrainConfig& config) {
   int max_restarts = 0;
   if (auto it = env.find(env::kTorchElasticMaxRestarts); it != env.end()) max_restarts = std::atoi(it->second.c_str());
-  return ResolveSnapshotInterval(config.checkpoint.snapshot_interval, env.count(env::kSnapshotFds) > 0, max_restarts);
+  const bool offloaded = config.engine.offload_optimizer.device == swap::OffloadDevice::kNvme;
+  return ResolveSnapshotInterval(config.checkpoint.snapshot_interval, env.count(env::kSnapshotFds) > 0, max_restarts,
+                                 offloaded);
 }
 
 // This rank's in-memory snapshots (docs/checkpoint.md, "Snapshots in memory"): the slots its agent

@@ -38,10 +38,10 @@ bool CheckpointSchedule::CompletePendingNow(bool pending, int ranks_written, int
   return pending && ranks_written == world;
 }
 
-int64_t ResolveSnapshotInterval(int64_t configured, bool agent_memory, int max_restarts) {
+int64_t ResolveSnapshotInterval(int64_t configured, bool agent_memory, int max_restarts, bool state_offloaded) {
   if (!agent_memory) return 0;
   if (configured != kSnapshotIntervalAuto) return configured;
-  return max_restarts > 0 ? 1 : 0;
+  return max_restarts > 0 && !state_offloaded ? 1 : 0;
 }
 
 }  // namespace dslaunch::runtime

@@ -66,8 +66,9 @@ class CheckpointSchedule {
 // The steps between in-memory snapshots (docs/checkpoint.md, "Snapshots in memory"): the
 // configured checkpoint.snapshot_interval, or for kSnapshotIntervalAuto every step when the job can
 // restart (`max_restarts` > 0, TORCHELASTIC_MAX_RESTARTS) and an agent holds the memory
-// (`agent_memory`), else 0 (none: nothing would ever read them). Without agent memory it is 0 in
-// every case.
-int64_t ResolveSnapshotInterval(int64_t configured, bool agent_memory, int max_restarts);
+// (`agent_memory`), else 0: none where nothing would ever read them, and none where the optimizer
+// state is offloaded to NVMe (`state_offloaded`: it is there because it does not fit in memory, and
+// a copy every step would read it all back). Without agent memory it is 0 in every case.
+int64_t ResolveSnapshotInterval(int64_t configured, bool agent_memory, int max_restarts, bool state_offloaded);
 
 }  // namespace dslaunch::runtime

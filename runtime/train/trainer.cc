@@ -172,7 +172,7 @@ struct Loop {
     StepOutcome outcome;
     DSLAUNCH_ASSIGN_OR_RETURN(outcome.step.stats, engine.Step());
     // The step's loss, averaged over ranks; whether any rank was told to stop; how many ranks have
-    // written their shard of the asynchronous save in flight.
+    // written their shard of the asynchronous save in flight, and their latest in-memory snapshot.
     float reduced[4] = {static_cast<float>(loss_sum / accumulation),
                         hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f, pending_written ? 1.0f : 0.0f,
                         snapshot_written ? 1.0f : 0.0f};

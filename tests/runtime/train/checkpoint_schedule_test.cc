@@ -89,5 +89,17 @@ TEST_CASE("The asynchronous save in flight completes only once every rank has wr
   CHECK_FALSE(CheckpointSchedule::CompletePendingNow(false, 3, 3));
 }
 
+TEST_CASE("In-memory snapshots: every step by default where a restart can read them, else as configured") {
+  // Left out: every step with agent memory, a restart budget and the state in memory.
+  CHECK(ResolveSnapshotInterval(kSnapshotIntervalAuto, true, 1, false) == 1);
+  CHECK(ResolveSnapshotInterval(kSnapshotIntervalAuto, true, 0, false) == 0);  // no restart would read them
+  CHECK(ResolveSnapshotInterval(kSnapshotIntervalAuto, true, 3, true) == 0);   // the state is on NVMe
+  CHECK(ResolveSnapshotInterval(kSnapshotIntervalAuto, false, 3, false) == 0);  // no agent holds memory
+  // Configured: as given, where there is memory to write into.
+  CHECK(ResolveSnapshotInterval(5, true, 0, true) == 5);
+  CHECK(ResolveSnapshotInterval(0, true, 3, false) == 0);
+  CHECK(ResolveSnapshotInterval(5, false, 3, false) == 0);
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
