@@ -1,5 +1,5 @@
 // SnapshotMemory: the memory in which a node's workers keep their in-memory snapshots
-// (docs/elastic.md, "Snapshots in memory"). Two memory files (memfd_create) per local rank,
+// (docs/checkpoint.md, "Snapshots in memory"). Two memory files (memfd_create) per local rank,
 // created on the first start of that local rank and held by the agent for the whole job, so that
 // a snapshot survives the worker that wrote it: the next generation's worker of the same local
 // rank gets the same two files. A worker inherits them as descriptors, named by

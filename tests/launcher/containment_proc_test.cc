@@ -75,6 +75,18 @@ TEST_CASE("Workers inherit no descriptor but stdin, stdout and stderr") {
   CHECK(Contains(r.out, "[rank 1] rank 1 of 2: environment ok"));
 }
 
+// env_check --check_fds counts the memory files named by DSLAUNCH_SNAPSHOT_FDS: two when the worker
+// asked (DSLAUNCH_SNAPSHOT_MEMORY=1), none otherwise (the test above).
+TEST_CASE("A worker that asks for snapshot memory inherits its local rank's two memory files, and nothing else") {
+  TempDir dir;
+  auto r = RunProcess(EnvCheckJob(dir, {"--nproc_per_node", "2", "--export", "DSLAUNCH_SNAPSHOT_MEMORY=1"},
+                                  {"--check_fds", "--expect_env", "DSLAUNCH_SNAPSHOT_MEMORY=1"}),
+                      kRunTimeout);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(Contains(r.out, "[rank 1] rank 1 of 2: environment ok"));
+}
+
 TEST_CASE("--no_ssh: the job secret given to the launcher never reaches a worker's environment") {
   TempDir dir;
   std::string hosts = dir.path() + "/hosts";

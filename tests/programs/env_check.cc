@@ -82,16 +82,27 @@ std::string StartEscapee(const std::string& pid_file) {
 }
 
 // Descriptors above stderr, other than the one listing them, as "N -> target" lines.
-std::string InheritedDescriptors() {
+// The descriptors above stderr this process inherited, except the snapshot memory its agent gave
+// it (`snapshot_fds`, DSLAUNCH_SNAPSHOT_FDS), each of which must be one of the agent's memory files
+// for this local rank ("/memfd:dslaunch-snapshot-local<LOCAL_RANK>-<i>").
+std::string InheritedDescriptors(const std::string& snapshot_fds, const std::string& local_rank, int* snapshots) {
   std::string found;
+  *snapshots = 0;
   DIR* d = ::opendir("/proc/self/fd");
   if (d == nullptr) return "cannot list /proc/self/fd";
+  const std::string allowed = "," + snapshot_fds + ",";
   while (dirent* e = ::readdir(d)) {
     int fd = std::atoi(e->d_name);
     if (e->d_name[0] == '.' || fd <= 2 || fd == ::dirfd(d)) continue;
     char target[256] = {};
     std::string link = std::string("/proc/self/fd/") + e->d_name;
     (void)!::readlink(link.c_str(), target, sizeof(target) - 1);
+    const bool snapshot = allowed.find("," + std::string(e->d_name) + ",") != std::string::npos &&
+                          std::string(target).rfind("/memfd:dslaunch-snapshot-local" + local_rank + "-", 0) == 0;
+    if (snapshot) {
+      ++*snapshots;
+      continue;
+    }
     found += std::string(found.empty() ? "" : ", ") + e->d_name + " -> " + target;
   }
   ::closedir(d);
@@ -166,8 +177,13 @@ int main(int argc, char** argv) {
     if (env.count(name)) return Die(std::string("the secret is in the environment (") + name + ")");
   }
   if (args.count("--check_fds")) {
-    std::string inherited = InheritedDescriptors();
+    int snapshots = 0;
+    std::string inherited = InheritedDescriptors(env["DSLAUNCH_SNAPSHOT_FDS"], env[env::kLocalRank], &snapshots);
     if (!inherited.empty()) return Die("inherited descriptors: " + inherited);
+    const int asked = env["DSLAUNCH_SNAPSHOT_MEMORY"] == "1" ? 2 : 0;
+    if (snapshots != asked) {
+      return Die("inherited " + std::to_string(snapshots) + " snapshot memory files, expected " + std::to_string(asked));
+    }
   }
   if (args.count("--escape_dir")) {
     std::string err = StartEscapee(args["--escape_dir"] + "/escapee" + std::to_string(id->rank) + ".pid");
