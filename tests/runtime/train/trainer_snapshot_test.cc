@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/memory_snapshot.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/tiny_gpt_config.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -38,24 +39,10 @@ struct AgentMemory {
   }
 };
 
+// The checkpoint tests' tiny GPT, in `precision`.
 TrainConfig Config(int world, int stage, Precision precision, int steps) {
-  TrainConfig c;
-  c.batch.train_batch_size = 8;
-  c.batch.micro_batch_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 8 / (2 * world);
-  c.engine.optimizer.kind = OptimizerKind::kAdamW;
-  c.engine.optimizer.lr = 3e-3;
-  c.engine.optimizer.weight_decay = 0.01;
-  c.engine.gradient_clipping = 1.0;
-  c.engine.zero.stage = stage;
-  c.engine.zero.reduce_bucket_size = 4000;
+  TrainConfig c = TinyGptConfig(world, stage, steps);
   c.engine.precision = precision;
-  c.model = GptConfig{2, 2, 16, 8, 32};
-  c.data.seq_len = 8;
-  c.train.steps = steps;
-  c.train.eval_steps = 2;
-  c.steps_per_print = 1;
-  c.seed = 5;
   return c;
 }
 
