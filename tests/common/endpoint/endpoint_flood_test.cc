@@ -57,8 +57,11 @@ UniqueFd ConnectFrom(const char* source, uint16_t port) {
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to));
   const int error = errno;
-  REQUIRE_MESSAGE(rc == 0, "connect from " << std::string(source) << " to port " << port << ": "
-                                           << std::string(std::strerror(error)));
+  // ECONNRESET: the server accepted and refused the connection (closing it with a reset) before
+  // this thread woke from connect(), as a loaded machine's scheduler allows. The socket then reads
+  // as closed, which is what the callers count a refusal as.
+  REQUIRE_MESSAGE((rc == 0 || error == ECONNRESET), "connect from " << std::string(source) << " to port " << port
+                                                                    << ": " << std::string(std::strerror(error)));
   return fd;
 }
 
