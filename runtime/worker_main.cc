@@ -89,23 +89,6 @@ Result<std::unique_ptr<FaultInjectingFileSystem>> CheckpointFaultFileSystem(cons
 // once step STEP is done (its in-memory snapshot taken), in generation 0 only.
 constexpr char kCrashAfterStepEnv[] = "DSLAUNCH_CRASH_AFTER_STEP";
 
-// The after-step hook of `spec` for `rank`: empty when it is for another rank.
-Result<std::function<void(int64_t)>> CrashAfterStep(const std::string& spec, int rank) {
-  const size_t at = spec.find('@');
-  char* end = nullptr;
-  const long target_rank = at == std::string::npos ? -1 : std::strtol(spec.c_str(), &end, 10);
-  const long long step = at == std::string::npos ? 0 : std::strtoll(spec.c_str() + at + 1, nullptr, 10);
-  if (at == std::string::npos || end != spec.c_str() + at || target_rank < 0 || step < 1) {
-    return InvalidArgumentError(std::string(kCrashAfterStepEnv) + "='" + spec + "': expected RANK@STEP (\"1@12\")");
-  }
-  if (target_rank != rank) return std::function<void(int64_t)>();
-  return std::function<void(int64_t)>([spec, step](int64_t done) {
-    if (done != step) return;
-    std::fprintf(stderr, "dslaunch-worker: %s=%s: killed after step %lld\n", kCrashAfterStepEnv, spec.c_str(), step);
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  });
-}
 
 // The steps between this rank's in-memory snapshots: checkpoint.snapshot_interval resolved against
 // the agent's memory (DSLAUNCH_SNAPSHOT_FDS) and the job's restarts (TORCHELASTIC_MAX_RESTARTS).
@@ -115,6 +98,49 @@ int64_t SnapshotIntervalFor(const std::map<std::string, std::string>& env, const
   const bool offloaded = config.engine.offload_optimizer.device == swap::OffloadDevice::kNvme;
   return ResolveSnapshotInterval(config.checkpoint.snapshot_interval, env.count(env::kSnapshotFds) > 0, max_restarts,
                                  offloaded);
+}
+
+// The snapshot crash tests' hook: DSLAUNCH_SNAPSHOT_FAULT=RANK@STEP kills rank RANK with SIGKILL in
+// the middle of its in-memory snapshot of step STEP (one tensor copied, the slot not complete), in
+// generation 0 only.
+constexpr char kSnapshotFaultEnv[] = "DSLAUNCH_SNAPSHOT_FAULT";
+
+// RANK@STEP of `spec`, named `variable` in the error ("1@12").
+Result<std::pair<int, int64_t>> ParseRankAtStep(const char* variable, const std::string& spec) {
+  const size_t at = spec.find('@');
+  char* end = nullptr;
+  const long rank = at == std::string::npos ? -1 : std::strtol(spec.c_str(), &end, 10);
+  const long long step = at == std::string::npos ? 0 : std::strtoll(spec.c_str() + at + 1, nullptr, 10);
+  if (at == std::string::npos || end != spec.c_str() + at || rank < 0 || step < 1) {
+    return InvalidArgumentError(std::string(variable) + "='" + spec + "': expected RANK@STEP (\"1@12\")");
+  }
+  return std::pair<int, int64_t>(static_cast<int>(rank), step);
+}
+
+// The after-step hook of `spec` for `rank`: empty when it is for another rank.
+Result<std::function<void(int64_t)>> CrashAfterStep(const std::string& spec, int rank) {
+  DSLAUNCH_ASSIGN_OR_RETURN(const auto target, ParseRankAtStep(kCrashAfterStepEnv, spec));
+  if (target.first != rank) return std::function<void(int64_t)>();
+  return std::function<void(int64_t)>([spec, step = target.second](int64_t done) {
+    if (done != step) return;
+    std::fprintf(stderr, "dslaunch-worker: %s=%s: killed after step %lld\n", kCrashAfterStepEnv, spec.c_str(),
+                 static_cast<long long>(step));
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  });
+}
+
+// The mid-write hook of `spec` for `rank`: empty when it is for another rank.
+Result<SnapshotSlot::WriteHook> SnapshotFault(const std::string& spec, int rank) {
+  DSLAUNCH_ASSIGN_OR_RETURN(const auto target, ParseRankAtStep(kSnapshotFaultEnv, spec));
+  if (target.first != rank) return SnapshotSlot::WriteHook();
+  return SnapshotSlot::WriteHook([spec, step = target.second](const SnapshotInfo& info) {
+    if (info.step != step) return;
+    std::fprintf(stderr, "dslaunch-worker: %s=%s: killed in the middle of the snapshot of step %lld\n",
+                 kSnapshotFaultEnv, spec.c_str(), static_cast<long long>(step));
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  });
 }
 
 // This rank's in-memory snapshots (docs/checkpoint.md, "Snapshots in memory"): the slots its agent
@@ -416,6 +442,11 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   }
   std::optional<MemorySnapshots> snapshots;
   if (Status s = SetUpSnapshots(env, *config, id->rank, snapshot_interval, snapshots, output); !s.ok()) return Fail(s);
+  if (auto fault = env.find(kSnapshotFaultEnv); fault != env.end() && id->generation == 0 && snapshots) {
+    auto hook = SnapshotFault(fault->second, id->rank);
+    if (!hook.ok()) return Fail(hook.status());
+    snapshots->set_mid_write(std::move(*hook));
+  }
   // A round trip under this generation's keys: the store refuses a stale generation's client, so
   // its rank 0 cannot publish a checkpoint over the new generation's (docs/elastic.md, "Fencing").
   output.checkpoint_fence = [&client = **store] { return client.Check({"checkpoint_fence"}).status(); };

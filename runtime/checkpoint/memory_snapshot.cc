@@ -75,7 +75,8 @@ Status SnapshotSlot::Map(size_t size) {
   return Status::Ok();
 }
 
-Status SnapshotSlot::Write(const SnapshotInfo& info, std::string_view meta_json, const EngineSnapshot& snap) {
+Status SnapshotSlot::Write(const SnapshotInfo& info, std::string_view meta_json, const EngineSnapshot& snap,
+                           const WriteHook& mid_write) {
   const size_t floats = snap.range.size();
   const size_t tensors_at = TensorsOffset(meta_json.size());
   const size_t size = tensors_at + snap.tensors.size() * floats * sizeof(float);
@@ -115,6 +116,7 @@ Status SnapshotSlot::Write(const SnapshotInfo& info, std::string_view meta_json,
                            std::to_string((out - start) / sizeof(float)) + " elements, its slice " +
                            std::to_string(floats));
     }
+    if (i == 0 && mid_write) mid_write(info);
   }
   SlotHeader h{};
   std::memcpy(h.magic, kMagic, sizeof(kMagic));
@@ -218,7 +220,7 @@ Status MemorySnapshots::Write(const SnapshotInfo& info, std::string_view meta_js
     }
   }
   holds_[target].reset();
-  DSLAUNCH_RETURN_IF_ERROR(slots_[target].Write(info, meta_json, snap));
+  DSLAUNCH_RETURN_IF_ERROR(slots_[target].Write(info, meta_json, snap, mid_write_));
   holds_[target] = info.step;
   return Status::Ok();
 }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,9 +53,15 @@ class SnapshotSlot {
 
   const std::string& name() const { return name_; }
 
+  // Called in the middle of every write, after the first tensor is copied and before the complete
+  // flag is set: the crash tests' hook (the worker's DSLAUNCH_SNAPSHOT_FAULT kills the process
+  // there). Empty: none.
+  using WriteHook = std::function<void(const SnapshotInfo& info)>;
+
   // Writes `snap` (the rank's slice of every state tensor, resident or streamed) with `meta_json`
   // as the snapshot `info`. Errors name the slot (a failed resize: the node is out of memory).
-  Status Write(const SnapshotInfo& info, std::string_view meta_json, const EngineSnapshot& snap);
+  Status Write(const SnapshotInfo& info, std::string_view meta_json, const EngineSnapshot& snap,
+               const WriteHook& mid_write = {});
   // Marks the slot empty (its bytes stay until the next write).
   void Clear();
   // Reads and checks the slot: kNotFound when it is empty or a write did not complete; kDataLoss
@@ -91,6 +98,8 @@ class MemorySnapshots {
   // The slot the snapshot of a step goes to: never the one holding the newest committed step.
   // Writes it and remembers which step each slot holds.
   Status Write(const SnapshotInfo& info, std::string_view meta_json, const EngineSnapshot& snap);
+  // The hook every write calls midway (SnapshotSlot::WriteHook).
+  void set_mid_write(SnapshotSlot::WriteHook hook) { mid_write_ = std::move(hook); }
   // Every rank has written the snapshot of `step`: it is the one to keep from now on.
   void Committed(int64_t step) { committed_ = step; }
   // At the start of a run: keeps only the slot holding `step` (the snapshot the run resumed from),
@@ -101,6 +110,7 @@ class MemorySnapshots {
   std::vector<SnapshotSlot> slots_;
   std::vector<std::optional<int64_t>> holds_;  // the step each slot holds, when known
   std::optional<int64_t> committed_;
+  SnapshotSlot::WriteHook mid_write_;
 };
 
 }  // namespace dslaunch::runtime

@@ -295,6 +295,34 @@ TEST_CASE("checkpoint.snapshot_interval: a killed worker comes back from its age
   }
 }
 
+TEST_CASE("A worker killed in the middle of its in-memory snapshot leaves the previous one, which every rank "
+          "resumes from") {
+  TempDir base;
+  auto reference = RunProcess({kLauncher, "--log_dir", base.path() + "/logs", "--nproc_per_node", "2",
+                               WriteCheckpointConfig(base, 10, 4)},
+                              std::chrono::seconds(120));
+  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
+  const auto expected = Losses(reference.out);
+  REQUIRE(expected.size() == 10);
+  // Rank 1 dies with one tensor of its snapshot of step 6 copied: its slot of step 6 is not
+  // complete, rank 0's is; both have step 5's.
+  TempDir dir;
+  auto r = RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", "--max_restarts", "1",
+                       "--grace_period", "2", "--export", "DSLAUNCH_SNAPSHOT_FAULT=1@6",
+                       WriteCheckpointConfig(dir, 10, 4)},
+                      std::chrono::seconds(180));
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("killed in the middle of the snapshot of step 6") != std::string::npos);
+  CHECK(r.out.find("[rank 0] restart: resumed from the in-memory snapshot at step 5 (saved by 2 ranks") !=
+        std::string::npos);
+  const auto losses = Losses(r.out);
+  REQUIRE(losses.size() == 11);  // generation 0: steps 1-6; generation 1: steps 6-10
+  for (size_t i = 0; i < 6; ++i) CHECK(losses[i] == expected[i]);
+  for (size_t i = 0; i < 5; ++i) CHECK(losses[6 + i] == expected[5 + i]);
+}
+
 TEST_CASE("SIGTERM to the launcher saves a checkpoint at the next step boundary, from which the run resumes") {
   TempDir dir;
   const std::string config = WriteCheckpointConfig(dir, 1000000, /*interval=*/1000000);
