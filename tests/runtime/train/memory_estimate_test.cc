@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "runtime/engine/engine.h"
@@ -178,6 +179,57 @@ TEST_CASE("A model that cannot fit is refused with what it needs and what the ma
   const Status big = CheckMemoryFits(EstimateTrainingMemory(c, 2), 1, AvailableMemory{1e12, "cgroup limit"}, "t.json");
   CHECK(big.message().find("Use a higher zero_optimization.stage, more nodes, fp16/bf16, or a smaller model") !=
         std::string::npos);
+}
+
+double Numel(const TrainConfig& c) {
+  double numel = 0;
+  for (double g : ParameterGroupSizes(c)) numel += g;
+  return numel;
+}
+
+TEST_CASE("In-memory snapshots add two copies of the rank's state slice, and a refusal names them") {
+  TrainConfig c = TinyGpt();
+  c.engine.optimizer.kind = OptimizerKind::kAdamW;  // master weights and two moments: 12 bytes each
+  c.engine.zero.stage = 1;
+  const double shard = std::ceil(Numel(c) / 2);
+  const MemoryEstimate without = EstimateTrainingMemory(c, 2);
+  ProcessFootprint slots;
+  slots.snapshot_slots = 2;
+  const MemoryEstimate with = EstimateTrainingMemory(c, 2, slots);
+  CHECK(without.snapshots == 0);
+  CHECK(with.snapshots == 2 * (3 * shard * 4 + kSnapshotMetaBytes));
+  CHECK(with.total() - without.total() == with.snapshots);
+  const Status s = CheckMemoryFits(with, 2, AvailableMemory{1e6, "MemAvailable"}, "train.json");
+  REQUIRE_FALSE(s.ok());
+  CAPTURE(s.message());
+  CHECK(s.message().find(", process 26.0 MiB, in-memory snapshots 2.1 MiB) x 2 ranks on this node") != std::string::npos);
+  CHECK(CheckMemoryFits(without, 2, AvailableMemory{1e6, "MemAvailable"}, "train.json").message().find("snapshots") ==
+        std::string::npos);
+}
+
+TEST_CASE("overlap_comm adds a second bucket and its reduced part at stages 2-3, a staging chunk at stage 1 with "
+          "16-bit storage") {
+  TrainConfig c = TinyGpt();
+  c.engine.zero.reduce_bucket_size = 700;
+  auto added = [&](int stage, Precision precision) {
+    c.engine.zero.stage = stage;
+    c.engine.precision = precision;
+    c.engine.zero.overlap_comm = false;
+    const double off = EstimateTrainingMemory(c, 2).total();
+    c.engine.zero.overlap_comm = true;
+    const double on = EstimateTrainingMemory(c, 2).total();
+    c.engine.zero.overlap_comm = false;
+    return (on - off) / 4;  // floats
+  };
+  double largest = 0;
+  for (double g : ParameterGroupSizes(c)) largest = std::max(largest, g);
+  const double chunk = std::max(largest, 700.0);
+  const double shard = std::ceil(Numel(c) / 2);
+  CHECK(added(2, Precision::kFp32) == chunk + std::min(chunk, shard));
+  CHECK(added(3, Precision::kBf16) == chunk + std::min(chunk, shard));
+  CHECK(added(1, Precision::kBf16) == chunk);
+  CHECK(added(1, Precision::kFp32) == 0);  // reduced in place from the gradient
+  CHECK(added(0, Precision::kFp32) == 0);  // nothing queued at stage 0
 }
 
 TEST_CASE("MemAvailable and cgroup limits are read from the files' text") {
