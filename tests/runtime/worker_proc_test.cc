@@ -256,15 +256,21 @@ TEST_CASE("A job whose newest checkpoint is corrupt resumes from the previous on
   }
 }
 
-TEST_CASE("checkpoint.snapshot_interval: a killed worker comes back from its agent's memory with no step lost; "
-          "with 0, from the disk") {
+// The losses of WriteCheckpointConfig(steps, interval) run on 2 ranks without a fault.
+std::vector<double> UninterruptedLosses(int steps, int interval) {
   TempDir base;
   auto reference = RunProcess({kLauncher, "--log_dir", base.path() + "/logs", "--nproc_per_node", "2",
-                               WriteCheckpointConfig(base, 10, 4)},
+                               WriteCheckpointConfig(base, steps, interval)},
                               std::chrono::seconds(120));
   REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
-  const auto expected = Losses(reference.out);
-  REQUIRE(expected.size() == 10);
+  std::vector<double> losses = Losses(reference.out);
+  REQUIRE(losses.size() == static_cast<size_t>(steps));
+  return losses;
+}
+
+TEST_CASE("checkpoint.snapshot_interval: a killed worker comes back from its agent's memory with no step lost; "
+          "with 0, from the disk") {
+  const std::vector<double> expected = UninterruptedLosses(10, 4);
   for (const int interval : {-1, 0}) {  // -1: the key left out
     CAPTURE(interval);
     TempDir dir;
@@ -297,13 +303,7 @@ TEST_CASE("checkpoint.snapshot_interval: a killed worker comes back from its age
 
 TEST_CASE("A worker killed in the middle of its in-memory snapshot leaves the previous one, which every rank "
           "resumes from") {
-  TempDir base;
-  auto reference = RunProcess({kLauncher, "--log_dir", base.path() + "/logs", "--nproc_per_node", "2",
-                               WriteCheckpointConfig(base, 10, 4)},
-                              std::chrono::seconds(120));
-  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
-  const auto expected = Losses(reference.out);
-  REQUIRE(expected.size() == 10);
+  const std::vector<double> expected = UninterruptedLosses(10, 4);
   // Rank 1 dies with one tensor of its snapshot of step 6 copied: its slot of step 6 is not
   // complete, rank 0's is; both have step 5's.
   TempDir dir;
