@@ -110,6 +110,24 @@ TEST_CASE("A restart restores the newest snapshot from memory and continues bitw
   }
 }
 
+TEST_CASE("With the optimizer state on NVMe, an explicit interval streams it into the snapshots, and the restart "
+          "continues bitwise") {
+  dslaunch::testing::TempDir disk("/var/tmp");
+  TrainConfig c = Config(2, 2, Precision::kFp16, 6);
+  c.engine.offload_optimizer.device = swap::OffloadDevice::kNvme;
+  c.engine.offload_optimizer.nvme_path = disk.path();
+  c.engine.zero.sub_group_size = 700;  // several records per rank, streamed one after the other
+  const std::vector<double> expected = Run(c, {{}, {}}).results[0].losses;
+  const AgentMemory m0, m1;
+  TrainConfig first = c;
+  first.train.steps = 4;
+  Run(first, {{&m0}, {&m1}});
+  const Outcome second = Run(Restart(c), {{&m0}, {&m1}});
+  INFO(second.Text());
+  CHECK(second.results[0].first_step == 4);
+  CHECK(second.results[0].losses == std::vector<double>(expected.begin() + 4, expected.end()));
+}
+
 double MaxRelativeDifference(const std::vector<double>& a, const std::vector<double>& b) {
   REQUIRE(a.size() == b.size());
   double worst = 0;
