@@ -24,15 +24,19 @@ std::vector<std::pair<int64_t, int>> Candidates(const HeldSnapshots& held) {
   return {seen.begin(), seen.end()};
 }
 
+// The slot of `slots` (one rank's) holding rank `rank`'s snapshot of `step` on `world` ranks.
+std::optional<int> SlotHolding(const std::vector<std::optional<SnapshotInfo>>& slots, int64_t step, int world,
+                               int rank) {
+  for (size_t slot = 0; slot < slots.size(); ++slot) {
+    if (slots[slot] == SnapshotInfo{step, rank, world}) return static_cast<int>(slot);
+  }
+  return std::nullopt;
+}
+
 // The lowest (rank, slot) holding rank `rank`'s snapshot of `step` on `world` ranks.
 std::optional<SnapshotSource> FindHolder(const HeldSnapshots& held, int64_t step, int world, int rank) {
   for (size_t r = 0; r < held.size(); ++r) {
-    for (size_t slot = 0; slot < held[r].size(); ++slot) {
-      const auto& s = held[r][slot];
-      if (s && s->step == step && s->world == world && s->rank == rank) {
-        return SnapshotSource{static_cast<int>(r), static_cast<int>(slot)};
-      }
-    }
+    if (std::optional<int> slot = SlotHolding(held[r], step, world, rank)) return SnapshotSource{static_cast<int>(r), *slot};
   }
   return std::nullopt;
 }
@@ -131,11 +135,13 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
 
   // meta.json's text, from the holder of the saving run's rank 0.
   const int meta_root = plan->sources[0].holder;
-  std::string meta_text;
-  if (me == meta_root) meta_text = std::string(slots[static_cast<size_t>(plan->sources[0].slot)].meta());
-  int64_t length = static_cast<int64_t>(meta_text.size());
+  std::vector<uint8_t> bytes;
+  if (me == meta_root) {
+    const std::string_view text = slots[static_cast<size_t>(plan->sources[0].slot)].meta();
+    bytes.assign(text.begin(), text.end());
+  }
+  int64_t length = static_cast<int64_t>(bytes.size());
   DSLAUNCH_RETURN_IF_ERROR(comm.Broadcast(std::span<int64_t>(&length, 1), meta_root).WithContext(what));
-  std::vector<uint8_t> bytes(meta_text.begin(), meta_text.end());
   bytes.resize(static_cast<size_t>(length));
   DSLAUNCH_RETURN_IF_ERROR(comm.Broadcast(std::span<uint8_t>(bytes), meta_root).WithContext(what));
   MemoryRestoreResult result;
@@ -158,25 +164,12 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
   std::map<std::pair<int, size_t>, std::vector<float>> received;      // (k, tensor) -> my part of k's slice
   for (int k = 0; k < plan->world; ++k) {
     const ShardRange slice = ShardFor(numel, plan->world, k);
-    if (std::optional<SnapshotSource> here = [&]() -> std::optional<SnapshotSource> {
-          for (size_t i = 0; i < slots.size(); ++i) {
-            const auto& s = held[static_cast<size_t>(me)][i];
-            if (s && s->step == plan->step && s->world == plan->world && s->rank == k) {
-              return SnapshotSource{me, static_cast<int>(i)};
-            }
-          }
-          return std::nullopt;
-        }()) {
-      local_slot[static_cast<size_t>(k)] = here->slot;
-    }
+    local_slot[static_cast<size_t>(k)] =
+        SlotHolding(held[static_cast<size_t>(me)], plan->step, plan->world, k).value_or(-1);
     bool everyone_local = true;
     for (int r = 0; r < world && everyone_local; ++r) {
       if (Intersect(HeldRange(numel, world, r, run.zero_stage), slice).size() == 0) continue;
-      bool holds = false;
-      for (const auto& s : held[static_cast<size_t>(r)]) {
-        holds = holds || (s && s->step == plan->step && s->world == plan->world && s->rank == k);
-      }
-      everyone_local = holds;
+      everyone_local = SlotHolding(held[static_cast<size_t>(r)], plan->step, plan->world, k).has_value();
     }
     if (everyone_local) continue;
     const SnapshotSource source = plan->sources[static_cast<size_t>(k)];
@@ -191,7 +184,6 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
       if (part.size() > 0 && local_slot[static_cast<size_t>(k)] < 0) {
         received[{k, t}] = std::vector<float>(buffer.begin() + static_cast<std::ptrdiff_t>(part.begin - slice.begin),
                                               buffer.begin() + static_cast<std::ptrdiff_t>(part.end - slice.begin));
-        result.received += part.size() * sizeof(float);
       }
     }
   }

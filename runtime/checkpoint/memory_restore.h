@@ -41,9 +41,8 @@ std::string DescribeMissingSnapshots(const HeldSnapshots& held);
 
 struct MemoryRestoreResult {
   CheckpointMeta meta;
-  uint64_t bytes = 0;     // the snapshot's state, all ranks
-  uint64_t received = 0;  // of which this rank received from others
-  double seconds = 0.0;   // this rank's wall time
+  uint64_t bytes = 0;    // the snapshot's state, all ranks
+  double seconds = 0.0;  // this rank's wall time
 };
 
 // Collective: restores `engine` from the newest snapshot every rank of its saving run has in

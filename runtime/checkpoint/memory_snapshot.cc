@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/crc32c.h"
+#include "common/text.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -80,6 +81,7 @@ Status SnapshotSlot::Write(const SnapshotInfo& info, std::string_view meta_json,
   const size_t floats = snap.range.size();
   const size_t tensors_at = TensorsOffset(meta_json.size());
   const size_t size = tensors_at + snap.tensors.size() * floats * sizeof(float);
+  // Incomplete before the file is resized (which may cut the old tensors), and again once mapped.
   if (map_ != nullptr && mapped_ >= kHeaderBytes) SetComplete(map_, 0);
   DSLAUNCH_RETURN_IF_ERROR(Map(size));
   SetComplete(map_, 0);
@@ -179,28 +181,19 @@ std::span<const float> SnapshotSlot::tensor(size_t index) const {
 }
 
 Result<MemorySnapshots> MemorySnapshots::FromEnv(std::string_view value) {
-  std::vector<std::string> parts(1);
-  for (char c : value) {
-    if (c == ',') {
-      parts.emplace_back();
-    } else {
-      parts.back() += c;
-    }
-  }
+  const Status malformed = InvalidArgumentError("DSLAUNCH_SNAPSHOT_FDS='" + std::string(value) +
+                                                "': expected two open descriptors, as the agent passes them (\"7,8\")");
+  const std::vector<std::string> parts = SplitText(value, ',');
+  if (parts.size() != 2) return malformed;
   std::vector<SnapshotSlot> slots;
   for (const std::string& part : parts) {
     char* end = nullptr;
     const long fd = std::strtol(part.c_str(), &end, 10);
     if (part.empty() || *end != '\0' || fd < 3 || fd > 1'000'000 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
-      return InvalidArgumentError("DSLAUNCH_SNAPSHOT_FDS='" + std::string(value) +
-                                  "': expected two open descriptors, as the agent passes them (\"7,8\")");
+      return malformed;
     }
     ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);  // not for this worker's own children
     slots.emplace_back(UniqueFd(static_cast<int>(fd)), "slot " + std::to_string(slots.size()));
-  }
-  if (slots.size() != 2) {
-    return InvalidArgumentError("DSLAUNCH_SNAPSHOT_FDS='" + std::string(value) +
-                                "': expected two open descriptors, as the agent passes them (\"7,8\")");
   }
   return MemorySnapshots(std::move(slots));
 }
@@ -228,11 +221,13 @@ Status MemorySnapshots::Write(const SnapshotInfo& info, std::string_view meta_js
 void MemorySnapshots::KeepOnly(std::optional<int64_t> step) {
   bool kept = false;
   for (size_t i = 0; i < slots_.size(); ++i) {
-    Result<SnapshotInfo> info = slots_[i].Check();
-    if (step && !kept && info.ok() && info->step == *step) {
-      holds_[i] = *step;
-      kept = true;
-      continue;
+    if (step && !kept) {  // checked only where one is kept: a fresh run clears without reading
+      Result<SnapshotInfo> info = slots_[i].Check();
+      if (info.ok() && info->step == *step) {
+        holds_[i] = *step;
+        kept = true;
+        continue;
+      }
     }
     slots_[i].Clear();
     holds_[i].reset();
