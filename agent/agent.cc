@@ -49,8 +49,19 @@ int RunAgent(const AgentConfig& config) {
               << fd.status().ToString() << "\n";
     return node_mode ? kExitInfrastructure : kAgentStartupFailed;
   }
+  // Where peer nodes send this node copies of their in-memory snapshots: listening before REGISTER,
+  // which names it.
+  auto replication = replica::SnapshotReplication::Start(config.endpoint, {config.job_id, config.secret, prefix});
+  control::Register reg = RegisterMessage(config);
+  if (replication.ok()) {
+    reg.snapshot_address = (*replication)->address();
+  } else {
+    std::cerr << prefix << "in-memory snapshots are not copied to or from this node: "
+              << replication.status().ToString() << "\n";
+  }
   std::optional<int> released;
-  auto assignment = Register(fd->get(), RegisterMessage(config), AssignmentTimeout(config), released);
+  std::string received;  // what the launcher sent right after the ASSIGNMENT
+  auto assignment = Register(fd->get(), reg, AssignmentTimeout(config), released, &received);
   if (!assignment.ok()) {
     std::cerr << prefix << "registration failed: " << assignment.status().ToString() << "\n";
     if (!node_mode) return kAgentStartupFailed;
@@ -58,7 +69,8 @@ int RunAgent(const AgentConfig& config) {
     // Refused (a taken node rank, a node too many, another version): the command line is wrong.
     return assignment.status().code() == StatusCode::kAborted ? kExitUsage : kExitInfrastructure;
   }
-  AgentSession session(config, std::move(*assignment), std::move(*fd));
+  AgentSession session(config, std::move(*assignment), std::move(*fd), std::move(received),
+                       replication.ok() ? std::move(*replication) : nullptr);
   Status started = session.Start();
   if (!started.ok()) {
     std::cerr << prefix << "cannot start workers: " << started.ToString() << "\n";

@@ -31,8 +31,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-ControlLinkOptions LinkOptions(const control::Assignment& a) {
+ControlLinkOptions LinkOptions(const control::Assignment& a, std::string received) {
   ControlLinkOptions o;
+  o.received = std::move(received);
   // The launcher sends the job's heartbeat settings in every generation's ASSIGNMENT: the first
   // one's hold for the session.
   o.heartbeat_interval = std::chrono::milliseconds(a.heartbeat_interval_ms);
@@ -57,12 +58,14 @@ struct AgentSession::Loop {
   Loop() { signals.add(SIGHUP); }
 };
 
-AgentSession::AgentSession(const AgentConfig& config, control::Assignment assignment, UniqueFd control_fd)
+AgentSession::AgentSession(const AgentConfig& config, control::Assignment assignment, UniqueFd control_fd,
+                           std::string received, std::unique_ptr<replica::SnapshotReplication> replication)
     : config_(config),
       assignment_(std::move(assignment)),
       loop_(std::make_unique<Loop>()),
-      link_(loop_->io, std::move(control_fd), *this, LinkOptions(assignment_)),
-      pipes_(std::make_unique<WorkerPipes>(loop_->io, static_cast<WorkerPipesListener&>(*this))) {}
+      link_(loop_->io, std::move(control_fd), *this, LinkOptions(assignment_, std::move(received))),
+      pipes_(std::make_unique<WorkerPipes>(loop_->io, static_cast<WorkerPipesListener&>(*this))),
+      replication_(std::move(replication)) {}
 
 AgentSession::~AgentSession() { ReleaseNode(); }
 
@@ -183,6 +186,7 @@ Status AgentSession::StartWorker(const control::WorkerAssignment& spec, WorkerFi
   env[env::kErrorFile] = logs.error_file;
   env[env::kProgressFile] = files.progress_file;
   std::vector<int> snapshot_fds;  // the memory its in-memory snapshots outlive it in, when it asks
+  std::vector<UniqueFd> copies;   // local rank 0's: the peers' snapshots this node holds
   const auto own = env.find(env::kSnapshotMemory);
   const auto node_wide = assignment_.env.find(env::kSnapshotMemory);
   const bool asks = own != env.end() ? own->second == "1"
@@ -190,6 +194,16 @@ Status AgentSession::StartWorker(const control::WorkerAssignment& spec, WorkerFi
   if (asks) {
     DSLAUNCH_ASSIGN_OR_RETURN(snapshot_fds, snapshots_.For(spec.local_rank));
     env[env::kSnapshotFds] = SnapshotFdsValue(snapshot_fds);
+    if (replication_) {
+      DSLAUNCH_RETURN_IF_ERROR(replication_->sender().Watch(spec.local_rank, snapshot_fds));
+      if (spec.local_rank == 0) {
+        DSLAUNCH_ASSIGN_OR_RETURN(copies, replication_->store().Descriptors());
+        std::vector<int> copy_fds;
+        for (const UniqueFd& fd : copies) copy_fds.push_back(fd.get());
+        env[env::kSnapshotReplicaFds] = SnapshotFdsValue(copy_fds);
+        snapshot_fds.insert(snapshot_fds.end(), copy_fds.begin(), copy_fds.end());
+      }
+    }
   }
   // Watched from before the start: a report written at once is not taken for the baseline.
   progress_.Watch(spec.rank, files.progress_file, std::chrono::milliseconds(assignment_.watchdog_timeout_ms),
@@ -484,6 +498,9 @@ void AgentSession::OnMessage(control::Message message) {
     if (release->exit_code >= 0) released_code_ = release->exit_code;
     leaving_ = true;
     if (phase_ == Phase::kIdle) Exit();
+  } else if (auto* peers = std::get_if<control::SnapshotPeers>(&message)) {
+    if (peers->generation != assignment_.generation || !replication_) return;  // stale, or no copies here
+    replication_->sender().SetPeers(peers->generation, std::move(peers->peers));
   }
 }
 

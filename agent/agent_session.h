@@ -33,6 +33,7 @@
 #include "agent/node/agent_dir.h"
 #include "agent/node/core_binding.h"
 #include "agent/progress/progress_poller.h"
+#include "agent/replica/snapshot_replication.h"
 #include "agent/workers/log_files.h"
 #include "agent/workers/node_workers.h"
 #include "agent/workers/snapshot_memory.h"
@@ -51,8 +52,12 @@ class StoreProxy;
 // link, the pipes, the poller, the directory) is out, and what remains reads top to bottom.
 class AgentSession final : private ControlLinkListener, private WorkerPipesListener {
  public:
-  // `config` outlives the session; `control_fd` is the registered connection to the launcher.
-  AgentSession(const AgentConfig& config, control::Assignment assignment, UniqueFd control_fd);
+  // `config` outlives the session; `control_fd` is the registered connection to the launcher and
+  // `received` what the registration read on it past the ASSIGNMENT; `replication` copies the
+  // node's in-memory snapshots to peer nodes (null: this agent could not listen for copies, and
+  // makes none).
+  AgentSession(const AgentConfig& config, control::Assignment assignment, UniqueFd control_fd, std::string received,
+               std::unique_ptr<replica::SnapshotReplication> replication);
   ~AgentSession() override;  // ReleaseNode
   AgentSession(const AgentSession&) = delete;
   AgentSession& operator=(const AgentSession&) = delete;
@@ -149,6 +154,7 @@ class AgentSession final : private ControlLinkListener, private WorkerPipesListe
   std::vector<std::string> error_files_;  // TORCHELASTIC_ERROR_FILE of each
   ProgressPoller progress_;               // across generations: each start watches its rank afresh
   SnapshotMemory snapshots_;              // across generations: a worker's snapshots outlive it
+  std::unique_ptr<replica::SnapshotReplication> replication_;  // across generations too
 
   // Stopping and the end.
   std::chrono::steady_clock::time_point kill_at_;  // when the SIGKILL timer fires, once stopping

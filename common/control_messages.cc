@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/cpu_list.h"
+#include "common/snapshot/slot_header.h"
 
 namespace dslaunch::control {
 namespace {
@@ -47,11 +48,12 @@ bool GetEnv(ByteReader& r, std::map<std::string, std::string>& env, const std::s
 
 void Put(ByteWriter& w, const Register& m) {
   w.String(m.job_id).I32(m.generation).I32(m.node_rank).U32(m.protocol_version).String(m.version)
-      .String(m.host).I64(m.pid).I32(m.slots);
+      .String(m.host).I64(m.pid).I32(m.slots).String(m.snapshot_address);
 }
 bool Get(ByteReader& r, Register& m, std::string& why) {
   return r.String(m.job_id) && r.I32(m.generation) && r.I32(m.node_rank) &&
-         r.U32(m.protocol_version) && r.String(m.version) && r.String(m.host) && r.I64(m.pid) && r.I32(m.slots);
+         r.U32(m.protocol_version) && r.String(m.version) && r.String(m.host) && r.I64(m.pid) && r.I32(m.slots) &&
+         r.String(m.snapshot_address);
 }
 
 void Put(ByteWriter& w, const Assignment& m) {
@@ -275,6 +277,16 @@ bool Get(ByteReader& r, WorkerProgress& m, std::string& why) {
   return true;
 }
 
+void Put(ByteWriter& w, const SnapshotPeers& m) { w.I32(m.generation).StringList(m.peers); }
+bool Get(ByteReader& r, SnapshotPeers& m, std::string& why) {
+  if (!(r.I32(m.generation) && r.StringList(m.peers))) return false;
+  if (m.peers.size() > static_cast<size_t>(snapshot::kMaxReplicas)) {
+    why = std::to_string(m.peers.size()) + " peers, more than " + std::to_string(snapshot::kMaxReplicas);
+    return false;
+  }
+  return true;
+}
+
 template <typename T>
 constexpr MessageType TypeOf();
 template <> constexpr MessageType TypeOf<Register>() { return MessageType::kRegister; }
@@ -291,6 +303,7 @@ template <> constexpr MessageType TypeOf<WorkerStalled>() { return MessageType::
 template <> constexpr MessageType TypeOf<Release>() { return MessageType::kRelease; }
 template <> constexpr MessageType TypeOf<WorkerProgress>() { return MessageType::kWorkerProgress; }
 template <> constexpr MessageType TypeOf<OutputLost>() { return MessageType::kOutputLost; }
+template <> constexpr MessageType TypeOf<SnapshotPeers>() { return MessageType::kSnapshotPeers; }
 
 template <typename T>
 Result<Message> DecodeAs(const wire::Frame& frame) {
@@ -342,6 +355,7 @@ Result<Message> Decode(const wire::Frame& frame) {
     case MessageType::kRelease: return DecodeAs<Release>(frame);
     case MessageType::kWorkerProgress: return DecodeAs<WorkerProgress>(frame);
     case MessageType::kOutputLost: return DecodeAs<OutputLost>(frame);
+    case MessageType::kSnapshotPeers: return DecodeAs<SnapshotPeers>(frame);
   }
   return InvalidArgumentError("unknown control message type " + std::to_string(frame.type));
 }

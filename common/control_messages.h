@@ -33,7 +33,8 @@ namespace dslaunch::control {
 //    workers must be gone before this agent starts any, docs/elastic.md "Fencing a lost node");
 //    RELEASE carries a reason; OUTPUT_LOST (a rank's output could not be written to its log file).
 // 8: REGISTER without hosts_endpoint (set by an agent flag that no launcher passed).
-inline constexpr uint32_t kProtocolVersion = 8;
+// 9: REGISTER carries snapshot_address; SNAPSHOT_PEERS (docs/checkpoint.md, "Copies on peer nodes").
+inline constexpr uint32_t kProtocolVersion = 9;
 
 enum class MessageType : uint8_t {
   kRegister = 64,       // agent -> launcher, first message
@@ -50,6 +51,7 @@ enum class MessageType : uint8_t {
   kRelease = 75,        // launcher -> agent: the job is over, exit (restartable assignments only)
   kWorkerProgress = 76, // agent -> launcher: a rank's progress report (step and figures)
   kOutputLost = 77,     // agent -> launcher: a rank's output did not reach its log file
+  kSnapshotPeers = 78,  // launcher -> agent: where to copy the node's in-memory snapshots
 };
 
 struct Register {
@@ -66,6 +68,9 @@ struct Register {
   // --nproc_per_node); node_rank is the rank it asks for, or -1 for one by arrival. 0: not a
   // node-mode join (node_rank is then the candidate index).
   int32_t slots = 0;
+  // Where peer nodes' agents send this node copies of their in-memory snapshots, "ip:port"
+  // (agent/replica/replica_server.h); empty: nowhere (the agent could not listen).
+  std::string snapshot_address;
 };
 
 struct WorkerAssignment {
@@ -237,9 +242,18 @@ struct OutputLost {
   bool final = false;       // the stream is closed: the totals are complete
 };
 
+// The generation's peers of a node for its in-memory snapshots (docs/checkpoint.md, "Copies on
+// peer nodes"): the snapshot addresses of the nodes after it in node-rank order, wrapping around,
+// at most snapshot::kMaxReplicas, skipping nodes without one. Sent to every member once all
+// members of the generation have registered.
+struct SnapshotPeers {
+  int32_t generation = 0;
+  std::vector<std::string> peers;
+};
+
 using Message = std::variant<Register, Assignment, WorkerStarted, WorkerExited, Output, Stop,
                              AgentDone, Heartbeat, AgentStopping, AgentFailed, WorkerStalled, Release,
-                             WorkerProgress, OutputLost>;
+                             WorkerProgress, OutputLost, SnapshotPeers>;
 
 // Encodes a message as a frame's type and payload.
 wire::Frame Encode(const Message& message);

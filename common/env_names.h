@@ -44,6 +44,9 @@ inline constexpr char kProgressFile[] = "DSLAUNCH_PROGRESS_FILE";
 // of that memory, "7,8", in DSLAUNCH_SNAPSHOT_FDS (agent/workers/snapshot_memory.h).
 inline constexpr char kSnapshotMemory[] = "DSLAUNCH_SNAPSHOT_MEMORY";
 inline constexpr char kSnapshotFds[] = "DSLAUNCH_SNAPSHOT_FDS";
+// Local rank 0's read-only copies of peer nodes' snapshots its agent holds, "9,10,11"
+// (agent/replica/replica_store.h), for a restart to read; absent or empty: none.
+inline constexpr char kSnapshotReplicaFds[] = "DSLAUNCH_SNAPSHOT_REPLICA_FDS";
 // --watchdog_timeout in seconds, when given: the bundled runtime then uses it rather than its own.
 inline constexpr char kWatchdogTimeout[] = "DSLAUNCH_WATCHDOG_TIMEOUT";
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";

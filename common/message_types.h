@@ -5,7 +5,8 @@
 //   1..15      handshake (common/auth/handshake.h)
 //   16..63     rendezvous store (common/store/store_protocol.h): requests 16..31, responses 32..47
 //   64..127    agent control plane (launcher <-> agent); numbers assigned by agent control code
-//   128..255   reserved
+//   128..143   snapshot copies (agent <-> agent, agent/replica/replica_protocol.h)
+//   144..255   reserved
 // The layouts of each message are specified in docs/protocol.md.
 #pragma once
 
@@ -36,6 +37,14 @@ inline constexpr uint8_t kStoreOk = 32;
 inline constexpr uint8_t kStoreError = 33;
 // The answer to one kStoreProxied request, matched by its tag; answers come in any order.
 inline constexpr uint8_t kStoreProxiedReply = 34;
+
+// Snapshot copies: a node's agent sends a completed in-memory snapshot slot to a peer node's agent
+// (sender -> receiver: kSnapshotCopy, then kSnapshotData until the slot is whole; receiver ->
+// sender: kSnapshotStored or kSnapshotRefused).
+inline constexpr uint8_t kSnapshotCopy = 128;
+inline constexpr uint8_t kSnapshotData = 129;
+inline constexpr uint8_t kSnapshotStored = 130;
+inline constexpr uint8_t kSnapshotRefused = 131;
 
 // Agent control plane.
 inline constexpr uint8_t kFirstAgentMessage = 64;

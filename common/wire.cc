@@ -43,6 +43,13 @@ void FrameDecoder::Feed(const char* data, size_t size) {
   buffer_.append(data, size);
 }
 
+std::string FrameDecoder::TakeBuffered() {
+  std::string rest = buffer_.substr(consumed_);
+  buffer_.clear();
+  consumed_ = 0;
+  return rest;
+}
+
 Result<std::optional<Frame>> FrameDecoder::Next() {
   size_t avail = buffer_.size() - consumed_;
   if (avail < kFrameHeaderBytes) return std::optional<Frame>();

@@ -43,6 +43,8 @@ class FrameDecoder {
   // (kInvalidArgument) for a zero or oversized length; after an error the stream is unusable.
   Result<std::optional<Frame>> Next();
   size_t buffered() const { return buffer_.size() - consumed_; }
+  // The bytes fed and not yet taken as frames, handed over (to the next reader of the stream).
+  std::string TakeBuffered();
 
  private:
   std::string buffer_;

@@ -100,6 +100,13 @@ int64_t SnapshotIntervalFor(const std::map<std::string, std::string>& env, const
                                  offloaded);
 }
 
+// The peer nodes each in-memory snapshot is copied to: checkpoint.snapshot_replicas, as many as
+// the job has other nodes (0 without snapshots).
+int SnapshotReplicasFor(const WorkerIdentity& id, const TrainConfig& config, int64_t interval) {
+  if (interval == 0) return 0;
+  return std::max(0, std::min(config.checkpoint.snapshot_replicas, id.num_nodes - 1));
+}
+
 // The snapshot crash tests' hook: DSLAUNCH_SNAPSHOT_FAULT=RANK@STEP kills rank RANK with SIGKILL in
 // the middle of its in-memory snapshot of step STEP (one tensor copied, the slot not complete), in
 // generation 0 only.
@@ -144,10 +151,13 @@ Result<SnapshotSlot::WriteHook> SnapshotFault(const std::string& spec, int rank)
 }
 
 // This rank's in-memory snapshots (docs/checkpoint.md, "Snapshots in memory"): the slots its agent
-// passed (DSLAUNCH_SNAPSHOT_FDS) into `slots`, and `interval` (SnapshotIntervalFor), in `hooks`.
-// Off where the interval is 0; rank 0 says which.
-Status SetUpSnapshots(const std::map<std::string, std::string>& env, const TrainConfig& config, int rank,
-                      int64_t interval, std::optional<MemorySnapshots>& slots, TrainHooks& hooks) {
+// passed (DSLAUNCH_SNAPSHOT_FDS, and the peers' copies in DSLAUNCH_SNAPSHOT_REPLICA_FDS) into
+// `slots`, and `interval` (SnapshotIntervalFor), in `hooks`; each is copied to `replicas` peer
+// nodes. Off where the interval is 0; rank 0 says which.
+Status SetUpSnapshots(const std::map<std::string, std::string>& env, const TrainConfig& config,
+                      const WorkerIdentity& id, int64_t interval, int replicas, std::optional<MemorySnapshots>& slots,
+                      TrainHooks& hooks) {
+  const int rank = id.rank;
   const auto fds = env.find(env::kSnapshotFds);
   const int64_t configured = config.checkpoint.snapshot_interval;
   if (rank == 0 && fds == env.end() && configured > 0) {
@@ -156,14 +166,23 @@ Status SetUpSnapshots(const std::map<std::string, std::string>& env, const Train
                 static_cast<long long>(configured), env::kSnapshotFds);
   }
   if (interval == 0) return Status::Ok();
-  DSLAUNCH_ASSIGN_OR_RETURN(MemorySnapshots mine, MemorySnapshots::FromEnv(fds->second));
+  const auto copies = env.find(env::kSnapshotReplicaFds);
+  DSLAUNCH_ASSIGN_OR_RETURN(
+      MemorySnapshots mine,
+      MemorySnapshots::FromEnv(fds->second, copies == env.end() ? std::string_view() : std::string_view(copies->second)));
   slots.emplace(std::move(mine));
+  slots->set_origin(SlotOrigin{id.generation, replicas});
   hooks.snapshots = &*slots;
   hooks.snapshot_interval = interval;
   if (rank == 0) {
-    std::printf("snapshots: every %s into the agent's memory (checkpoint.snapshot_interval%s)\n",
+    const int wanted = config.checkpoint.snapshot_replicas;
+    const std::string copied =
+        replicas > 0 ? ", each copied to " + std::to_string(replicas) + (replicas == 1 ? " peer node" : " peer nodes")
+        : wanted > 0 ? ", not copied to a peer node (the job has one node)"
+                     : ", not copied to a peer node (checkpoint.snapshot_replicas is 0)";
+    std::printf("snapshots: every %s into the agent's memory (checkpoint.snapshot_interval%s)%s\n",
                 interval == 1 ? "step" : (std::to_string(interval) + " steps").c_str(),
-                configured == kSnapshotIntervalAuto ? " left out: the job can restart" : "");
+                configured == kSnapshotIntervalAuto ? " left out: the job can restart" : "", copied.c_str());
   }
   std::fflush(stdout);
   return Status::Ok();
@@ -398,7 +417,9 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   reporter.Starting(0);
   const int64_t snapshot_interval = SnapshotIntervalFor(env, *config);
   ProcessFootprint footprint = ReadProcessFootprint(*config, env);
-  footprint.snapshot_slots = snapshot_interval > 0 ? 2 : 0;
+  const int snapshot_replicas = SnapshotReplicasFor(*id, *config, snapshot_interval);
+  // Its own two slots, and on each peer node up to three copies: two kept and one arriving.
+  footprint.snapshot_slots = snapshot_interval > 0 ? 2 + 3 * snapshot_replicas : 0;
   auto data = ReadTrainData(*config);
   if (!data.ok()) return Fail(data.status());
 
@@ -441,7 +462,7 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
     output.after_step = std::move(*hook);
   }
   std::optional<MemorySnapshots> snapshots;
-  if (Status s = SetUpSnapshots(env, *config, id->rank, snapshot_interval, snapshots, output); !s.ok()) return Fail(s);
+  if (Status s = SetUpSnapshots(env, *config, *id, snapshot_interval, snapshot_replicas, snapshots, output); !s.ok()) return Fail(s);
   if (auto fault = env.find(kSnapshotFaultEnv); fault != env.end() && id->generation == 0 && snapshots) {
     auto hook = SnapshotFault(fault->second, id->rank);
     if (!hook.ok()) return Fail(hook.status());

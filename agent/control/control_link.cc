@@ -30,7 +30,14 @@ class ControlLink::Impl {
         generation_(options_.generation) {}
 
   void Start() {
-    Read();
+    if (options_.received.empty()) {
+      Read();
+    } else {
+      decoder_.Feed(options_.received.data(), options_.received.size());
+      asio::post(stream_.get_executor(), [this] {
+        if (Drain()) Read();
+      });
+    }
     ScheduleHeartbeat();
   }
 
@@ -83,18 +90,22 @@ class ControlLink::Impl {
         return;
       }
       decoder_.Feed(read_buf_.data(), n);
-      while (true) {
-        auto frame = decoder_.Next();
-        if (!frame.ok()) {
-          read_failed_ = true;
-          Lose(LinkLoss::Kind::kUnreadable, "unreadable control stream from the launcher: " + frame.status().ToString());
-          return;
-        }
-        if (!frame->has_value()) break;
-        OnFrame(**frame);
-      }
-      Read();
+      if (Drain()) Read();
     });
+  }
+
+  // Delivers every whole frame the decoder holds; false (the launcher lost) for an unreadable one.
+  bool Drain() {
+    while (true) {
+      auto frame = decoder_.Next();
+      if (!frame.ok()) {
+        read_failed_ = true;
+        Lose(LinkLoss::Kind::kUnreadable, "unreadable control stream from the launcher: " + frame.status().ToString());
+        return false;
+      }
+      if (!frame->has_value()) return true;
+      OnFrame(**frame);
+    }
   }
 
   void OnFrame(const wire::Frame& frame) {

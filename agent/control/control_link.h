@@ -75,6 +75,9 @@ struct ControlLinkOptions {
   std::chrono::milliseconds heartbeat_timeout{0};   // ASSIGNMENT's heartbeat_timeout_ms; 0: never lost by silence
   int generation = 0;                               // what HEARTBEAT carries, until set_generation
   std::function<Clock::time_point()> now = Clock::now;  // the silence's clock (a test's own)
+  // Bytes the registration read past the ASSIGNMENT (agent/control/registration.h): their frames
+  // are delivered first, from the event loop, before anything read from the connection.
+  std::string received;
 };
 
 class ControlLink {

@@ -9,7 +9,8 @@
 namespace dslaunch::agent {
 
 Result<control::Assignment> Register(int fd, const control::Register& reg,
-                                     std::chrono::steady_clock::duration timeout, std::optional<int>& released) {
+                                     std::chrono::steady_clock::duration timeout, std::optional<int>& released,
+                                     std::string* received) {
   wire::Frame f = control::Encode(reg);
   DSLAUNCH_RETURN_IF_ERROR(SendFrame(fd, f.type, f.payload));
   wire::FrameDecoder decoder;
@@ -33,6 +34,7 @@ Result<control::Assignment> Register(int fd, const control::Register& reg,
   if (assignment == nullptr) {
     return InvalidArgumentError("expected an assignment, got message type " + std::to_string(reply.type));
   }
+  if (received != nullptr) *received = decoder.TakeBuffered();
   return std::move(*assignment);
 }
 

@@ -17,8 +17,10 @@ namespace dslaunch::agent {
 // is still held, while it waited to be let in) is kUnavailable, with the job's exit code in
 // `released` when the launcher sent one (>= 0); another message is kInvalidArgument naming its
 // type; and the errors of SendFrame, ReceiveFrame (kDeadlineExceeded at the timeout) and
-// control::Decode.
+// control::Decode. `received` gets the bytes read past the ASSIGNMENT (the launcher may send the
+// next message at once), for the control link to read first (ControlLinkOptions::received).
 Result<control::Assignment> Register(int fd, const control::Register& reg,
-                                     std::chrono::steady_clock::duration timeout, std::optional<int>& released);
+                                     std::chrono::steady_clock::duration timeout, std::optional<int>& released,
+                                     std::string* received = nullptr);
 
 }  // namespace dslaunch::agent

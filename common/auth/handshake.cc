@@ -24,7 +24,7 @@ std::string Transcript(std::string_view label, const Challenge& c, const AuthReq
 
 bool IsKnownRole(uint8_t r) {
   return r == static_cast<uint8_t>(PeerRole::kStoreClient) ||
-         r == static_cast<uint8_t>(PeerRole::kAgent);
+         r == static_cast<uint8_t>(PeerRole::kAgent) || r == static_cast<uint8_t>(PeerRole::kSnapshotPeer);
 }
 
 }  // namespace
@@ -33,6 +33,7 @@ std::string PeerRoleName(PeerRole role) {
   switch (role) {
     case PeerRole::kStoreClient: return "store-client";
     case PeerRole::kAgent: return "agent";
+    case PeerRole::kSnapshotPeer: return "snapshot-peer";
   }
   return "role-" + std::to_string(static_cast<int>(role));
 }

@@ -43,8 +43,9 @@ inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMaxJobIdBytes = 256;
 
 // An agent's store proxy carries its workers' store requests on the agent's own connection
-// (docs/protocol.md, "Store proxy"): it has no role of its own.
-enum class PeerRole : uint8_t { kStoreClient = 1, kAgent = 2 };
+// (docs/protocol.md, "Store proxy"): it has no role of its own. kSnapshotPeer: an agent sending
+// its node's in-memory snapshots to a peer node's agent (docs/protocol.md, "Snapshot copies").
+enum class PeerRole : uint8_t { kStoreClient = 1, kAgent = 2, kSnapshotPeer = 3 };
 
 // "store-client", "agent", or "role-<n>" for an unknown value.
 std::string PeerRoleName(PeerRole role);

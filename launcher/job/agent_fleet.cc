@@ -1,8 +1,10 @@
 #include "launcher/job/agent_fleet.h"
 
+#include "common/snapshot/slot_header.h"
 #include "common/text.h"
 #include "dslaunch/config.h"
 #include "launcher/elastic/elastic_policy.h"
+#include "launcher/job/snapshot_peers.h"
 
 namespace dslaunch::launcher {
 
@@ -32,7 +34,7 @@ std::unique_ptr<SessionHandler> AgentFleet::Accept(std::shared_ptr<EndpointConne
 }
 
 Status AgentFleet::OnRegister(AgentLink& link, const control::Register& reg) {
-  link.set_agent(reg.pid, reg.host);
+  link.set_agent(reg.pid, reg.host, reg.snapshot_address);
   if (reg.job_id != options_.job_id) {
     Refuse(link, "agent of job '" + reg.job_id + "' at job '" + options_.job_id + "'");
     return Status::Ok();
@@ -141,6 +143,8 @@ void AgentFleet::SeatRejoined(int candidate, AgentLink& link) {
 
 void AgentFleet::SetMembers(int generation, const std::vector<int>& members) {
   generation_ = generation;
+  members_ = members;
+  snapshot_peers_sent_ = false;
   for (Place& p : places_) p.node_rank = -1;
   for (size_t r = 0; r < members.size(); ++r) places_[members[r]].node_rank = static_cast<int>(r);
   // Agents of the previous generation that are not members of this one are released.
@@ -163,6 +167,24 @@ void AgentFleet::SendAssignment(int candidate, control::Assignment assignment) {
   assignment.fence_agent_pid = p.fence_pid;
   p.link->Send(assignment);
   p.awaiting_assignment = false;
+  SendSnapshotPeersOnceSeated();
+}
+
+// Once every member of the generation has its agent: each is told its peers for in-memory
+// snapshot copies (launcher/job/snapshot_peers.h).
+void AgentFleet::SendSnapshotPeersOnceSeated() {
+  if (snapshot_peers_sent_) return;
+  std::vector<std::string> addresses;
+  for (int candidate : members_) {
+    const Place& p = places_[candidate];
+    if (p.link == nullptr || p.awaiting_assignment) return;
+    addresses.push_back(p.link->snapshot_address());
+  }
+  snapshot_peers_sent_ = true;
+  for (size_t r = 0; r < members_.size(); ++r) {
+    places_[members_[r]].link->Send(control::SnapshotPeers{
+        generation_, SnapshotPeersOf(addresses, r, static_cast<size_t>(snapshot::kMaxReplicas))});
+  }
 }
 
 void AgentFleet::StartAgentIfNone(int candidate) {

@@ -180,6 +180,7 @@ class AgentFleet final : private LinkEvents {
   void OnClosed(AgentLink& link, const Status& why) override;
 
   void Seat(int candidate, AgentLink& link);
+  void SendSnapshotPeersOnceSeated();
   void StartAgent(int candidate);
   void OnProcessExit(int candidate, uint64_t serial, std::optional<ExitStatus> status, const std::string& detail);
   void OnProbed(int candidate, bool answered);
@@ -197,6 +198,8 @@ class AgentFleet final : private LinkEvents {
 
   // -- Places and processes --
   std::vector<Place> places_;
+  std::vector<int> members_;           // the current generation's, in node-rank order
+  bool snapshot_peers_sent_ = false;  // SNAPSHOT_PEERS went to every member of this generation
   std::vector<std::unique_ptr<AgentHandle>> retired_handles_;  // agents replaced by a later one
   uint64_t agent_serial_ = 0;    // agents whose start was attempted
   uint64_t agents_started_ = 0;  // of them, started

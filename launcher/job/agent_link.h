@@ -61,12 +61,14 @@ class AgentLink final : public SessionHandler {
   // Node mode: the arrival id of a node that joined, until the membership is complete; -1 else.
   int arrival() const { return arrival_; }
   void set_arrival(int arrival) { arrival_ = arrival; }
-  // From its REGISTER: the agent's pid and its node's hostname.
+  // From its REGISTER: the agent's pid, its node's hostname and its snapshot address.
   int64_t agent_pid() const { return agent_pid_; }
   const std::string& agent_host() const { return agent_host_; }
-  void set_agent(int64_t pid, std::string host) {
+  const std::string& snapshot_address() const { return snapshot_address_; }
+  void set_agent(int64_t pid, std::string host, std::string snapshot_address = {}) {
     agent_pid_ = pid;
     agent_host_ = std::move(host);
+    snapshot_address_ = std::move(snapshot_address);
   }
 
  private:
@@ -77,6 +79,7 @@ class AgentLink final : public SessionHandler {
   int arrival_ = -1;
   int64_t agent_pid_ = 0;
   std::string agent_host_;
+  std::string snapshot_address_;
 };
 
 }  // namespace dslaunch::launcher

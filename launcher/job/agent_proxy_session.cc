@@ -18,7 +18,7 @@ void AgentProxySession::OnSent(const control::Message& m) {
   const auto* assignment = std::get_if<control::Assignment>(&m);
   if (assignment == nullptr) return;
   session_.reset();  // an earlier generation's waiters go first
-  session_ = store_->OpenProxySession(conn_, assignment->generation);
+  if (store_ != nullptr) session_ = store_->OpenProxySession(conn_, assignment->generation);
 }
 
 void AgentProxySession::OnReceived(const control::Message& m) {

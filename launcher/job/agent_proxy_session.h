@@ -30,6 +30,8 @@ namespace dslaunch::launcher {
 
 class AgentProxySession {
  public:
+  // `store` null: no store to proxy to (the fleet's tests); proxied requests are answered as for
+  // a generation that is over.
   AgentProxySession(std::shared_ptr<StoreService> store, std::shared_ptr<EndpointConnection> conn,
                     std::string job_id);
   ~AgentProxySession();

@@ -377,7 +377,8 @@ void JobRunner::Impl::OnAgentMessageOfGeneration(int candidate, int node_rank, c
       [&](const auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, control::Register> || std::is_same_v<T, control::Assignment> ||
-                      std::is_same_v<T, control::Stop> || std::is_same_v<T, control::Release>) {
+                      std::is_same_v<T, control::Stop> || std::is_same_v<T, control::Release> ||
+                      std::is_same_v<T, control::SnapshotPeers>) {
           return;  // not sent by agents after registration
         } else {
           if (m.generation != plan_.generation) return;  // a stale peer is never trusted

@@ -90,7 +90,7 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
                                               const CheckpointRun& run, std::vector<std::string>& notes) {
   const auto start = std::chrono::steady_clock::now();
   const int world = comm.world_size(), me = comm.rank();
-  std::vector<SnapshotSlot>& slots = mine.slots();
+  const std::vector<SnapshotSlot*> slots = mine.Readable();
 
   // Every rank's inventory, checked (header and CRC-32C) by its holder; ranks may hold different
   // numbers of slots (a rank whose node held two ranks' memory).
@@ -109,7 +109,7 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
   const size_t per_rank = slots.size() * kFields;
   std::vector<int64_t> own(per_rank, 0), all(total);
   for (size_t i = 0; i < slots.size(); ++i) {
-    Result<SnapshotInfo> info = slots[i].Check();
+    Result<SnapshotInfo> info = slots[i]->Check();
     if (info.ok()) {
       own[i * kFields + 0] = 1;
       own[i * kFields + 1] = info->step;
@@ -137,7 +137,7 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
   const int meta_root = plan->sources[0].holder;
   std::vector<uint8_t> bytes;
   if (me == meta_root) {
-    const std::string_view text = slots[static_cast<size_t>(plan->sources[0].slot)].meta();
+    const std::string_view text = slots[static_cast<size_t>(plan->sources[0].slot)]->meta();
     bytes.assign(text.begin(), text.end());
   }
   int64_t length = static_cast<int64_t>(bytes.size());
@@ -177,7 +177,7 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
     for (size_t t = 0; t < tensors; ++t) {
       std::vector<float> buffer(slice.size());
       if (me == source.holder) {
-        const std::span<const float> from = slots[static_cast<size_t>(source.slot)].tensor(t);
+        const std::span<const float> from = slots[static_cast<size_t>(source.slot)]->tensor(t);
         std::copy(from.begin(), from.end(), buffer.begin());
       }
       DSLAUNCH_RETURN_IF_ERROR(comm.Broadcast(std::span<float>(buffer), source.holder).WithContext(what));
@@ -200,7 +200,7 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
       if (piece.size() == 0) continue;
       float* to = out + (piece.begin - begin);
       if (local_slot[static_cast<size_t>(k)] >= 0) {
-        const std::span<const float> from = slots[static_cast<size_t>(local_slot[static_cast<size_t>(k)])].tensor(t);
+        const std::span<const float> from = slots[static_cast<size_t>(local_slot[static_cast<size_t>(k)])]->tensor(t);
         std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(piece.begin - slice.begin), piece.size(), to);
         continue;
       }

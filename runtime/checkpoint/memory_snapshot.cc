@@ -12,32 +12,15 @@
 #include <cstring>
 
 #include "common/crc32c.h"
+#include "common/snapshot/slot_header.h"
 #include "common/text.h"
 
 namespace dslaunch::runtime {
 namespace {
 
-constexpr char kMagic[8] = {'D', 'S', 'L', 'S', 'N', 'A', 'P', '1'};
-constexpr size_t kHeaderBytes = 64;
-constexpr size_t kAlign = 64;  // the tensors start on a cache line
-
-struct SlotHeader {
-  char magic[8];
-  uint32_t complete;  // 1 once everything after the header is written and checksummed
-  uint32_t tensors;
-  int64_t step;
-  int32_t rank;
-  int32_t world;
-  uint64_t meta_bytes;
-  uint64_t floats_per_tensor;
-  uint32_t crc32c;  // of the meta text and the tensors, as laid out
-  uint32_t reserved0;
-  uint64_t reserved1;
-};
-static_assert(sizeof(SlotHeader) == kHeaderBytes);
-
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-size_t TensorsOffset(size_t meta_bytes) { return kHeaderBytes + AlignUp(meta_bytes); }
+using snapshot::kHeaderBytes;
+using snapshot::SlotHeader;
+using snapshot::TensorsOffset;
 
 // The complete flag is the commit: written after everything else, read before anything else.
 void SetComplete(std::byte* map, uint32_t value) {
@@ -46,13 +29,15 @@ void SetComplete(std::byte* map, uint32_t value) {
 
 }  // namespace
 
-SnapshotSlot::SnapshotSlot(UniqueFd fd, std::string name) : fd_(std::move(fd)), name_(std::move(name)) {}
+SnapshotSlot::SnapshotSlot(UniqueFd fd, std::string name, Access access)
+    : fd_(std::move(fd)), name_(std::move(name)), access_(access) {}
 
 SnapshotSlot::~SnapshotSlot() { Unmap(); }
 
 SnapshotSlot::SnapshotSlot(SnapshotSlot&& other) noexcept
     : fd_(std::move(other.fd_)),
       name_(std::move(other.name_)),
+      access_(other.access_),
       map_(std::exchange(other.map_, nullptr)),
       mapped_(std::exchange(other.mapped_, 0)) {}
 
@@ -62,14 +47,16 @@ void SnapshotSlot::Unmap() {
   mapped_ = 0;
 }
 
-// Maps the file at `size` bytes, resizing it (a memory file's pages are allocated as written).
+// Maps the file at `size` bytes, resizing a writable one (a memory file's pages are allocated as
+// written). A read-only slot is mapped as it is (a peer's copy is sealed against writes).
 Status SnapshotSlot::Map(size_t size) {
   if (map_ != nullptr && mapped_ == size) return Status::Ok();
   Unmap();
-  if (::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0) {
+  const bool writable = access_ == Access::kWritable;
+  if (writable && ::ftruncate(fd_.get(), static_cast<off_t>(size)) != 0) {
     return ErrnoError("in-memory snapshot " + name_ + ": resize to " + std::to_string(size) + " bytes", errno);
   }
-  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
+  void* map = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd_.get(), 0);
   if (map == MAP_FAILED) return ErrnoError("in-memory snapshot " + name_ + ": map " + std::to_string(size) + " bytes", errno);
   map_ = static_cast<std::byte*>(map);
   mapped_ = size;
@@ -77,7 +64,8 @@ Status SnapshotSlot::Map(size_t size) {
 }
 
 Status SnapshotSlot::Write(const SnapshotInfo& info, std::string_view meta_json, const EngineSnapshot& snap,
-                           const WriteHook& mid_write) {
+                           const WriteHook& mid_write, const SlotOrigin& origin) {
+  if (access_ != Access::kWritable) return InternalError("in-memory snapshot " + name_ + " is a peer's copy: read-only");
   const size_t floats = snap.range.size();
   const size_t tensors_at = TensorsOffset(meta_json.size());
   const size_t size = tensors_at + snap.tensors.size() * floats * sizeof(float);
@@ -121,7 +109,7 @@ Status SnapshotSlot::Write(const SnapshotInfo& info, std::string_view meta_json,
     if (i == 0 && mid_write) mid_write(info);
   }
   SlotHeader h{};
-  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  std::memcpy(h.magic, snapshot::kMagic, sizeof(snapshot::kMagic));
   h.tensors = static_cast<uint32_t>(snap.tensors.size());
   h.step = info.step;
   h.rank = info.rank;
@@ -129,18 +117,22 @@ Status SnapshotSlot::Write(const SnapshotInfo& info, std::string_view meta_json,
   h.meta_bytes = meta_json.size();
   h.floats_per_tensor = floats;
   h.crc32c = crc;
+  h.generation = origin.generation;
+  h.replicas = origin.replicas;
+  h.acked = snapshot::kNotAcked;
   std::memcpy(map_, &h, sizeof(h));  // complete is still 0
   SetComplete(map_, 1);
   return Status::Ok();
 }
 
 void SnapshotSlot::Clear() {
+  if (access_ != Access::kWritable) return;
   if (map_ != nullptr) {
     SetComplete(map_, 0);
     return;
   }
   const uint32_t zero = 0;  // not mapped by this process: clear the flag in the file
-  (void)!::pwrite(fd_.get(), &zero, sizeof(zero), offsetof(SlotHeader, complete));
+  (void)!::pwrite(fd_.get(), &zero, sizeof(zero), snapshot::kCompleteOffset);
 }
 
 Result<SnapshotInfo> SnapshotSlot::Check() {
@@ -155,18 +147,20 @@ Result<SnapshotInfo> SnapshotSlot::Check() {
   }
   SlotHeader h;
   std::memcpy(&h, map_, sizeof(h));
-  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0) return DataLossError(where + "not a snapshot (bad magic)");
-  const size_t tensors_at = TensorsOffset(h.meta_bytes);
-  if (h.meta_bytes > size || h.floats_per_tensor > size || tensors_at + h.tensors * h.floats_per_tensor * sizeof(float) != size) {
-    return DataLossError(where + "its header records " + std::to_string(h.tensors) + " tensors of " +
-                         std::to_string(h.floats_per_tensor) + " elements and " + std::to_string(h.meta_bytes) +
-                         " bytes of meta.json, but it holds " + std::to_string(size) + " bytes");
-  }
+  DSLAUNCH_RETURN_IF_ERROR(snapshot::CheckHeader(h, size, where));
   const uint32_t crc = Crc32c(map_ + kHeaderBytes, size - kHeaderBytes);
   if (crc != h.crc32c) {
     return DataLossError(where + "corrupt: CRC-32C " + Crc32cText(crc) + ", its header records " + Crc32cText(h.crc32c));
   }
   return SnapshotInfo{h.step, h.rank, h.world};
+}
+
+snapshot::Ack SnapshotSlot::ack() const {
+  if (map_ == nullptr) return snapshot::Ack::kPending;
+  auto* h = reinterpret_cast<SlotHeader*>(map_);
+  // The agent writes `acked` into the shared memory while this process reads it.
+  const int64_t acked = std::atomic_ref<int64_t>(h->acked).load(std::memory_order_acquire);
+  return snapshot::AckOf(acked, h->step);
 }
 
 std::string_view SnapshotSlot::meta() const {
@@ -180,28 +174,73 @@ std::span<const float> SnapshotSlot::tensor(size_t index) const {
   return {first + index * h->floats_per_tensor, h->floats_per_tensor};
 }
 
-Result<MemorySnapshots> MemorySnapshots::FromEnv(std::string_view value) {
-  const Status malformed = InvalidArgumentError("DSLAUNCH_SNAPSHOT_FDS='" + std::string(value) +
-                                                "': expected two open descriptors, as the agent passes them (\"7,8\")");
-  const std::vector<std::string> parts = SplitText(value, ',');
-  if (parts.size() != 2) return malformed;
-  std::vector<SnapshotSlot> slots;
+namespace {
+
+// The descriptors a variable names ("7,8"), each open; kInvalidArgument naming the variable and
+// what was expected otherwise. Nothing is taken yet: a refusal closes nothing.
+Result<std::vector<int>> InheritedFds(std::string_view name, std::string_view value, std::string_view expected,
+                                      std::optional<size_t> count) {
+  const Status malformed = InvalidArgumentError(std::string(name) + "='" + std::string(value) + "': expected " +
+                                                std::string(expected) + ", as the agent passes them");
+  const std::vector<std::string> parts = value.empty() ? std::vector<std::string>() : SplitText(value, ',');
+  if (count && parts.size() != *count) return malformed;
+  std::vector<int> fds;
   for (const std::string& part : parts) {
     char* end = nullptr;
     const long fd = std::strtol(part.c_str(), &end, 10);
     if (part.empty() || *end != '\0' || fd < 3 || fd > 1'000'000 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
       return malformed;
     }
-    ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);  // not for this worker's own children
-    slots.emplace_back(UniqueFd(static_cast<int>(fd)), "slot " + std::to_string(slots.size()));
+    fds.push_back(static_cast<int>(fd));
   }
-  return MemorySnapshots(std::move(slots));
+  return fds;
+}
+
+// Takes `fd`, close-on-exec from now on (not for this worker's own children).
+UniqueFd Take(int fd) {
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return UniqueFd(fd);
+}
+
+}  // namespace
+
+Result<MemorySnapshots> MemorySnapshots::FromEnv(std::string_view value, std::string_view replica_value) {
+  DSLAUNCH_ASSIGN_OR_RETURN(const std::vector<int> own,
+                            InheritedFds("DSLAUNCH_SNAPSHOT_FDS", value, "two open descriptors (\"7,8\")", 2));
+  DSLAUNCH_ASSIGN_OR_RETURN(
+      const std::vector<int> copies,
+      InheritedFds("DSLAUNCH_SNAPSHOT_REPLICA_FDS", replica_value, "open descriptors (\"9,10,11\")", std::nullopt));
+  std::vector<SnapshotSlot> slots, replicas;
+  for (int fd : own) slots.emplace_back(Take(fd), "slot " + std::to_string(slots.size()));
+  for (int fd : copies) {
+    replicas.emplace_back(Take(fd), "peer copy " + std::to_string(replicas.size()), SnapshotSlot::Access::kReadOnly);
+  }
+  return MemorySnapshots(std::move(slots), std::move(replicas));
+}
+
+std::vector<SnapshotSlot*> MemorySnapshots::Readable() {
+  std::vector<SnapshotSlot*> all;
+  for (SnapshotSlot& s : slots_) all.push_back(&s);
+  for (SnapshotSlot& s : replicas_) all.push_back(&s);
+  return all;
 }
 
 size_t MemorySnapshots::bytes() const {
   size_t n = 0;
   for (const SnapshotSlot& s : slots_) n += s.bytes();
+  for (const SnapshotSlot& s : replicas_) n += s.bytes();
   return n;
+}
+
+bool MemorySnapshots::Answered(std::optional<int64_t>* failed) {
+  if (origin_.replicas == 0 || !latest_) return true;
+  switch (slots_[*latest_].ack()) {
+    case snapshot::Ack::kPending: return false;
+    case snapshot::Ack::kFailed: *failed = holds_[*latest_]; break;
+    case snapshot::Ack::kStored: break;
+  }
+  latest_.reset();
+  return true;
 }
 
 Status MemorySnapshots::Write(const SnapshotInfo& info, std::string_view meta_json, const EngineSnapshot& snap) {
@@ -213,8 +252,10 @@ Status MemorySnapshots::Write(const SnapshotInfo& info, std::string_view meta_js
     }
   }
   holds_[target].reset();
-  DSLAUNCH_RETURN_IF_ERROR(slots_[target].Write(info, meta_json, snap, mid_write_));
+  latest_.reset();
+  DSLAUNCH_RETURN_IF_ERROR(slots_[target].Write(info, meta_json, snap, mid_write_, origin_));
   holds_[target] = info.step;
+  latest_ = target;
   return Status::Ok();
 }
 
@@ -233,6 +274,7 @@ void MemorySnapshots::KeepOnly(std::optional<int64_t> step) {
     holds_[i].reset();
   }
   committed_ = kept ? step : std::nullopt;
+  latest_.reset();
 }
 
 }  // namespace dslaunch::runtime

@@ -1,6 +1,7 @@
 // The runtime's own sections of train.json: model, data, train and checkpoint (docs/train-json.md).
 #include <filesystem>
 
+#include "common/snapshot/slot_header.h"
 #include "runtime/config/sections.h"
 
 namespace dslaunch::runtime::internal {
@@ -148,6 +149,7 @@ Status ParseCheckpoint(Section& root, const std::string& base_dir, int generatio
   if (!c) return Status::Ok();
   c->String("dir", &out->dir);
   c->Int("snapshot_interval", 0, kNoMax, &out->snapshot_interval);
+  c->Int("snapshot_replicas", 0, snapshot::kMaxReplicas, &out->snapshot_replicas);
   c->Int("interval", 0, kNoMax, &out->interval);
   c->Int("keep_last", 0, kNoMax, &out->keep_last);
   std::string load;

@@ -31,6 +31,9 @@ struct CheckpointConfig {
   // kSnapshotIntervalAuto (the key absent): every step where the job can restart and an agent
   // holds the memory, else none (ResolveSnapshotInterval, runtime/train/checkpoint_schedule.h).
   int64_t snapshot_interval = -1;
+  // Peer nodes each snapshot is copied to, into their agents' memory (docs/checkpoint.md, "Copies
+  // on peer nodes"): 0..snapshot::kMaxReplicas, as many as the job has other nodes.
+  int snapshot_replicas = 1;
   // Generation > 0: a restart, which restores from in-memory snapshots first.
   bool restarted = false;
 };

@@ -217,6 +217,7 @@ void RunReport::Step(const StepReport& step, Clock::time_point now) {
     if (!step.rank_ms.empty()) r["rank_step_ms"] = step.rank_ms;
     if (!step.rank_collective_ms.empty()) r["rank_collective_ms"] = step.rank_collective_ms;
     if (step.snapshot_seconds >= 0) r["snapshot_ms"] = 1e3 * step.snapshot_seconds;
+    if (step.snapshot_deferred) r["snapshot_deferred"] = true;
     out_.metrics(Text(r));
   }
   if (step.step == first_step_ + 1 && out_.first_step_done) out_.first_step_done(first_step_);

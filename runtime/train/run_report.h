@@ -67,6 +67,9 @@ struct StepReport {
   std::vector<double> rank_ms;  // every rank's time of this step, rank order; empty: not recorded
   std::vector<double> rank_collective_ms;  // the part of it inside collectives, the same order
   double snapshot_seconds = -1.0;  // rank 0's in-memory snapshot after this step; < 0: none taken
+  // A snapshot was due after this step and waited: some rank's previous one was still being
+  // copied to its peer nodes (docs/checkpoint.md, "Copies on peer nodes").
+  bool snapshot_deferred = false;
 };
 
 struct ValidationReport {

@@ -80,6 +80,7 @@ struct Loop {
     bool stop = false;      // some rank was told to stop
     int ranks_written = 0;  // ranks that wrote their shard of the asynchronous save in flight
     int snapshot_ranks = 0;  // ranks that wrote their latest in-memory snapshot
+    int answered_ranks = 0;  // ranks whose agent answered for the copies of their latest snapshot
   };
 
   // Collective: resumes what `plan` names (the steps done before this run), else starts at 0;
@@ -172,19 +173,35 @@ struct Loop {
     StepOutcome outcome;
     DSLAUNCH_ASSIGN_OR_RETURN(outcome.step.stats, engine.Step());
     // The step's loss, averaged over ranks; whether any rank was told to stop; how many ranks have
-    // written their shard of the asynchronous save in flight, and their latest in-memory snapshot.
-    float reduced[4] = {static_cast<float>(loss_sum / accumulation),
+    // written their shard of the asynchronous save in flight, and their latest in-memory snapshot,
+    // and have the answer about its copies on peer nodes.
+    float reduced[5] = {static_cast<float>(loss_sum / accumulation),
                         hooks.stop != nullptr && hooks.stop->load() ? 1.0f : 0.0f, pending_written ? 1.0f : 0.0f,
-                        snapshot_written ? 1.0f : 0.0f};
+                        snapshot_written ? 1.0f : 0.0f, SnapshotAnswered(step) ? 1.0f : 0.0f};
     DSLAUNCH_RETURN_IF_ERROR(
-        comm.AllReduce(std::span<float>(reduced, 4), ReduceOp::kSum).WithContext("loss all-reduce"));
+        comm.AllReduce(std::span<float>(reduced, 5), ReduceOp::kSum).WithContext("loss all-reduce"));
     outcome.step.step = step + 1;
     outcome.step.loss = reduced[0] / static_cast<float>(comm.world_size());
     outcome.step.tokens = task.GlobalBatch() * task.TokensPerSample();
     outcome.stop = reduced[1] > 0;
     outcome.ranks_written = static_cast<int>(reduced[2]);
     outcome.snapshot_ranks = static_cast<int>(reduced[3]);
+    outcome.answered_ranks = static_cast<int>(reduced[4]);
     return outcome;
+  }
+
+  // Local: whether this rank's agent has answered for the copies of its latest snapshot on peer
+  // nodes (always without snapshots or copies); a copy that failed is this rank's line, once.
+  bool SnapshotAnswered(int64_t step) {
+    if (hooks.snapshots == nullptr) return true;
+    std::optional<int64_t> failed;
+    const bool answered = hooks.snapshots->Answered(&failed);
+    if (failed && hooks.print) {
+      hooks.print("step " + std::to_string(step + 1) + ": the in-memory snapshot of step " + std::to_string(*failed) +
+                  " was not copied to every peer node (its agent's log says why): a lost node's ranks may come "
+                  "back from an older copy or from checkpoint.dir");
+    }
+    return answered;
   }
 
   // Every rank's time of a step, in ms and rank order: all of it, and the part inside collectives.
@@ -325,6 +342,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   const int64_t snapshot_interval = hooks.snapshots != nullptr ? hooks.snapshot_interval : 0;
   if (hooks.snapshots != nullptr) {
     hooks.snapshots->KeepOnly(resumed.from_memory ? std::optional<int64_t>(result.first_step) : std::nullopt);
+    hooks.snapshots->DropReplicas();
   }
   int64_t snapshot_step = -1;  // the step of this rank's latest snapshot, written
   report.TrainingStarts(result.first_step, Clock::now());
@@ -351,9 +369,15 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
                                std::max(0.0, outside_collectives));
     }
     if (snapshot_interval > 0 && (step + 1) % snapshot_interval == 0) {
-      double seconds = 0.0;
-      if (loop.TakeSnapshot(step + 1, run, &seconds)) snapshot_step = step + 1;
-      outcome.step.snapshot_seconds = seconds;
+      // Copies on peer nodes: the next snapshot waits until every rank's latest has its answer,
+      // so a step every rank kept is always on the peers too.
+      if (outcome.answered_ranks == world) {
+        double seconds = 0.0;
+        if (loop.TakeSnapshot(step + 1, run, &seconds)) snapshot_step = step + 1;
+        outcome.step.snapshot_seconds = seconds;
+      } else {
+        outcome.step.snapshot_deferred = true;
+      }
     }
     report.Step(outcome.step, Clock::now());
     if (hooks.after_step) hooks.after_step(step + 1);

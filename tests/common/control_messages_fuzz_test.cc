@@ -38,11 +38,11 @@ std::vector<std::string> RandomList(std::mt19937_64& rng) {
 
 // A message of every type, with random field values the encoder can produce.
 Message RandomMessage(std::mt19937_64& rng) {
-  switch (RandomBelow(rng, 10)) {
+  switch (RandomBelow(rng, 11)) {
     case 0:
       return Register{RandomBytes(rng, 16), RandomI32(rng), RandomI32(rng),
                       static_cast<uint32_t>(rng()), RandomBytes(rng, 8), RandomBytes(rng, 16),
-                      static_cast<int64_t>(rng())};
+                      static_cast<int64_t>(rng()), RandomI32(rng), RandomBytes(rng, 20)};
     case 1: {
       Assignment a;
       a.generation = RandomI32(rng);
@@ -89,6 +89,11 @@ Message RandomMessage(std::mt19937_64& rng) {
     case 8:
       return OutputLost{RandomI32(rng),  RandomI32(rng), RandomBelow(rng, 2) == 0 ? Stream::kStdout : Stream::kStderr,
                         RandomBytes(rng, 24), RandomBytes(rng, 24), rng(), rng(), RandomBelow(rng, 2) == 1};
+    case 9: {
+      SnapshotPeers m{RandomI32(rng), {}};
+      for (size_t n = RandomBelow(rng, 4); n > 0; --n) m.peers.push_back(RandomBytes(rng, 20));
+      return m;
+    }
     default: return Heartbeat{RandomI32(rng), rng()};
   }
 }

@@ -18,8 +18,9 @@ T RoundTrip(const T& m) {
 }
 
 TEST_CASE("Control messages survive encoding and decoding") {
-  Register reg{"job-1", 2, 3, kProtocolVersion, "0.1.0", "node3", 4242, 8};
+  Register reg{"job-1", 2, 3, kProtocolVersion, "0.1.0", "node3", 4242, 8, "10.0.0.3:40123"};
   Register r = RoundTrip(reg);
+  CHECK(r.snapshot_address == "10.0.0.3:40123");
   CHECK(r.job_id == "job-1");
   CHECK(r.generation == 2);
   CHECK(r.node_rank == 3);
@@ -110,6 +111,14 @@ TEST_CASE("Control messages survive encoding and decoding") {
   CHECK(lost.lost_lines == 12);
   CHECK(lost.final);
   CHECK_FALSE(RoundTrip(OutputLost{0, 0, Stream::kStdout, "p", "e", 1, 1, false}).final);
+
+  SnapshotPeers peers = RoundTrip(SnapshotPeers{2, {"10.0.0.4:40001", "[fd00::5]:40002"}});
+  CHECK(peers.generation == 2);
+  CHECK(peers.peers == std::vector<std::string>{"10.0.0.4:40001", "[fd00::5]:40002"});
+  // More peers than copies can be asked for is not a message a launcher sends.
+  Result<Message> many = Decode(Encode(SnapshotPeers{2, {"a:1", "b:1", "c:1", "d:1"}}));
+  CHECK(many.status().code() == StatusCode::kInvalidArgument);
+  CHECK(many.status().message().find("4 peers, more than 3") != std::string::npos);
 
   AgentStopping st = RoundTrip(AgentStopping{3, "the agent received SIGTERM", 15});
   CHECK(st.generation == 3);

@@ -1,8 +1,12 @@
 // The bundled runtime surviving faults on the namespaced test cluster (docs/elastic.md): real sshd,
 // real Gloo between the nodes, periodic checkpoints. A worker killed with SIGKILL, a worker
 // stopped with SIGSTOP (a hang), and a node cut off with `ip link set ... down` and brought back.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <csignal>
@@ -26,12 +30,12 @@ constexpr std::chrono::seconds kRunTimeout{240};
 // A small gpt on a synthetic token stream: 4 ranks of micro-batch 2 make the global batch of 8;
 // a checkpoint every 10 steps into DIR/ckpt; validation at the end.
 std::string WriteConfig(const TempDir& dir, int steps, const std::string& extra_train = "",
-                        const std::string& extra_checkpoint = "") {
+                        const std::string& extra_checkpoint = "", int batch = 8) {
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 20000; ++i) tokens.push_back(static_cast<uint16_t>((i * 7 + i / 13) % 32));
   REQUIRE(runtime::WriteTokenShard(dir.path() + "/tokens.bin", tokens).ok());
   const std::string path = dir.path() + "/train.json";
-  std::ofstream(path) << R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+  std::ofstream(path) << R"({"train_batch_size": )" << batch << R"(, "train_micro_batch_size_per_gpu": 2,
     "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.01}},
     "zero_optimization": {"stage": 1}, "steps_per_print": 1, "seed": 5,
     "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 32},
@@ -42,9 +46,10 @@ std::string WriteConfig(const TempDir& dir, int steps, const std::string& extra_
 }
 
 std::vector<std::string> Launch(const Cluster& c, const TempDir& dir, const std::string& job_id,
-                                std::vector<std::string> options) {
+                                std::vector<std::string> options, int nodes = 2) {
   std::vector<std::string> argv = {kLauncher, "--log_dir", dir.path() + "/logs", "--grace_period", "5",
-                                   "--heartbeat_timeout", "2", "--job_id", job_id, "--num_nodes", "2"};
+                                   "--heartbeat_timeout", "2", "--job_id", job_id, "--num_nodes",
+                                   std::to_string(nodes)};
   for (auto& o : c.SshOptions()) argv.push_back(o);
   argv.insert(argv.end(), options.begin(), options.end());
   argv.push_back(dir.path() + "/train.json");
@@ -207,12 +212,98 @@ TEST_CASE("Training shrinks to the node left when one is cut off, takes it back 
   CHECK(Contains(r.err, "dslaunch: generation 0: node " + c->Addr(1) + " lost (no heartbeat for "));
   CHECK(Contains(r.err, "continuing on 1 node"));
   CHECK(Contains(r.out, "batch: train_batch_size 8 = micro-batch 2 x accumulation 2 x world size 2"));
+  // Node 0 held the copies of node 1's snapshots: the 2 ranks left resume from memory, resharded
+  // from the 4 that saved it, at the newest step every rank completed.
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(r.out, m, std::regex(R"(restart: resumed from the in-memory snapshot at step (\d+) )"
+                                                         R"(\(saved by 4 ranks at ZeRO stage 1, fp32; )")),
+                  r.out);
+  CHECK(std::stoi(m[1]) >= 12);
   const std::string metrics = ReadWhole(dir.path() + "/logs/" + job + "/metrics.jsonl");
   CHECK(Contains(metrics, "\"event\":\"generation\",\"generation\":2,\"world_size\":4"));
   // Another world size sums gradients in another order; the run redoes the steps after the last
   // checkpoint. The final validation loss stays within 1% of the uninterrupted run's.
   const double val = FinalValidationLoss(r.out);
   CHECK(std::abs(val - expected_val) <= 0.01 * expected_val);
+}
+
+TEST_CASE("A node cut off comes back onto the spare from the copy of its snapshots on its peer, bitwise") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  auto reference = Reference(*c);
+  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
+  const auto expected = LossesByStep(reference.out);
+  REQUIRE(expected.size() == kSteps);
+  {
+    // Nodes 0 and 1 run, node 2 waits as the spare. Node 1's snapshots are copied to node 0.
+    TempDir dir;
+    WriteConfig(dir, kSteps);
+    const std::string job = "elastic-train-spare";
+    Subprocess launcher(Launch(*c, dir, job, {"--nnodes", "2:2", "--max_restarts", "1"}, 3));
+    REQUIRE(WaitFor([&] { return LastMetricsStep(dir, job) >= 13; }, std::chrono::seconds(120)));
+    LinkGuard guard(*c, 1);
+    REQUIRE(SetLink(*c, 1, false));
+    auto r = launcher.Wait(kRunTimeout);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(Contains(r.err, "dslaunch: generation 0: node " + c->Addr(1) + " lost (no heartbeat for "));
+    CHECK(Contains(r.out, "[rank 2 " + c->Addr(2) + "]"));  // the spare runs node 1's ranks
+    std::smatch m;
+    REQUIRE_MESSAGE(std::regex_search(r.out, m, std::regex(R"(restart: resumed from the in-memory snapshot at step (\d+) )"
+                                                           R"(\(saved by 4 ranks at ZeRO stage 1, fp32; )")),
+                    r.out);
+    const int resumed = std::stoi(m[1]);
+    CHECK(resumed >= 12);
+    // The same world size: every loss after the restart is the uninterrupted run's.
+    const auto losses = LossesByStep(r.out);
+    REQUIRE(losses.size() == kSteps);
+    for (int step = resumed + 1; step <= kSteps; ++step) {
+      CAPTURE(step);
+      CHECK(losses.at(step) == expected.at(step));
+    }
+  }
+}
+
+// Whether node `node`'s sshd answers a TCP connection now (a link just brought back up may take a
+// moment).
+bool SshAnswers(const Cluster& c, int node) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(22);
+  ::inet_pton(AF_INET, c.Addr(node).c_str(), &addr.sin_addr);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+TEST_CASE("A node lost together with the node holding the copy of its snapshots comes back from the disk") {
+  Cluster* c = Cluster::Get();
+  DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
+  for (int node : {0, 1, 2}) REQUIRE(WaitFor([&] { return SshAnswers(*c, node); }, std::chrono::seconds(30)));
+  {
+    // Nodes 0, 1 and 2 in a ring of copies (0 to 1, 1 to 2, 2 to 0): nodes 1 and 2 cut off together
+    // take node 1's snapshots and their only copy with them. Node 0 goes on alone, from the disk.
+    TempDir dir;
+    WriteConfig(dir, kSteps, "", "", /*batch=*/12);
+    const std::string job = "elastic-train-both-lost";
+    Subprocess launcher(Launch(*c, dir, job, {"--nnodes", "1:3", "--max_restarts", "3", "--ssh_connect_timeout", "1"}, 3));
+    REQUIRE(WaitFor([&] { return LastMetricsStep(dir, job) >= 13; }, std::chrono::seconds(120)));
+    LinkGuard guard1(*c, 1), guard2(*c, 2);
+    REQUIRE(SetLink(*c, 1, false));
+    REQUIRE(SetLink(*c, 2, false));
+    // Until node 0 runs alone: then the links may come back without the job taking the nodes in
+    // before its end.
+    REQUIRE(WaitFor([&] { return Contains(ReadWhole(dir.path() + "/logs/" + job + "/metrics.jsonl"),
+                                          "\"world_size\":2"); },
+                    std::chrono::seconds(90)));
+    auto r = launcher.Wait(kRunTimeout);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(Contains(r.out, "restart: no complete in-memory snapshot (the newest, of step "));
+    CHECK(Contains(r.out, " on 6 ranks, lacks the snapshots of ranks 2, 3"));
+    CHECK(Contains(r.out, "restart: resumed from " + dir.path() + "/ckpt/global_step10 at step 10"));
+  }
 }
 
 }  // namespace

@@ -107,6 +107,19 @@ TEST_CASE("ControlLink delivers the launcher's frames in order, whole across rea
   CHECK(f.session.losses.empty());
 }
 
+TEST_CASE("ControlLink delivers first what the registration read past the ASSIGNMENT, then what it reads") {
+  ControlLinkOptions options;
+  const std::string peers = Fixture::Bytes(control::SnapshotPeers{0, {"10.0.0.2:4000"}});
+  options.received = peers + peers.substr(0, 3);  // a whole frame and the start of the next
+  Fixture f(std::move(options));
+  f.link->Start();
+  CHECK(f.session.events.empty());  // from the event loop, not from Start
+  f.Write(peers.substr(3));
+  f.RunUntil([&] { return f.session.events.size() == 2; });
+  CHECK(f.session.events == std::vector<std::string>{"message 78", "message 78"});
+  CHECK(std::get<control::SnapshotPeers>(f.session.messages[1]).peers == std::vector<std::string>{"10.0.0.2:4000"});
+}
+
 TEST_CASE("ControlLink warns of a message that does not decode and reads on") {
   Fixture f;
   f.link->Start();

@@ -67,6 +67,27 @@ TEST_CASE("Register sends REGISTER and returns the assignment, skipping the hear
   CHECK(reg.pid == 4242);
 }
 
+TEST_CASE("Register hands over what the launcher sent right after the ASSIGNMENT") {
+  Link link;
+  control::Assignment sent;
+  sent.generation = 0;
+  link.FromLauncher(sent);
+  link.FromLauncher(control::SnapshotPeers{0, {"10.0.0.2:4000"}});
+  // Both frames are in the socket before Register reads: its first read takes them together.
+  std::optional<int> released;
+  std::string received;
+  auto assignment = Register(link.agent.get(), Registration(), milliseconds(10000), released, &received);
+  REQUIRE_MESSAGE(assignment.ok(), assignment.status().ToString());
+  wire::FrameDecoder decoder;
+  decoder.Feed(received.data(), received.size());
+  auto frame = decoder.Next();
+  REQUIRE(frame.ok());
+  REQUIRE(frame->has_value());
+  auto message = control::Decode(**frame);
+  REQUIRE(message.ok());
+  CHECK(std::get<control::SnapshotPeers>(*message).peers == std::vector<std::string>{"10.0.0.2:4000"});
+}
+
 TEST_CASE("Register: a STOP is a refusal, a RELEASE a job that ended or a place still held") {
   struct Case {
     std::string name;

@@ -9,6 +9,7 @@
 #include "common/text.h"
 #include "dslaunch/config.h"
 #include "launcher/elastic/elastic_policy.h"
+#include "launcher/job/snapshot_peers.h"
 #include "tests/fakes/fake_endpoint_connection.h"
 #include "tests/fakes/fake_job_loop.h"
 #include "tests/support/console_pipe.h"
@@ -91,8 +92,9 @@ AgentFleet::Options FleetOptions() {
 // An agent's connection, as the endpoint hands it to the fleet.
 struct Agent {
   Agent(AgentFleet& fleet) : conn(std::make_shared<FakeEndpointConnection>()), link(fleet.Accept(conn, nullptr)) {}
-  Status Register(int candidate, const std::string& job_id = "job1") {
+  Status Register(int candidate, const std::string& job_id = "job1", const std::string& snapshot_address = "") {
     control::Register reg;
+    reg.snapshot_address = snapshot_address;
     reg.job_id = job_id;
     reg.node_rank = candidate;
     reg.version = DSLAUNCH_VERSION;
@@ -172,6 +174,54 @@ TEST_CASE("AgentFleet admits an agent only where it started one, and tells every
   agent.link->OnClose(UnavailableError("peer closed"));
   CHECK(f.lifecycle.closed == std::vector<int>{0});
   CHECK_FALSE(f.fleet.seated(0));
+}
+
+// The SNAPSHOT_PEERS each agent was sent, in order.
+std::vector<std::vector<std::string>> PeersSent(const Agent& agent) {
+  std::vector<std::vector<std::string>> sent;
+  for (const control::Message& m : agent.conn->sent) {
+    if (const auto* peers = std::get_if<control::SnapshotPeers>(&m)) sent.push_back(peers->peers);
+  }
+  return sent;
+}
+
+TEST_CASE("AgentFleet tells every member its peers for snapshot copies once the generation's agents are all in") {
+  Fixture f(3);
+  f.fleet.SetMembers(0, {0, 1, 2});
+  for (int n = 0; n < 3; ++n) f.fleet.StartAgentIfNone(n);
+  Agent a0(f.fleet), a1(f.fleet), a2(f.fleet);
+  REQUIRE(a0.Register(0, "job1", "10.0.0.10:5000").ok());
+  f.fleet.SendAssignment(0, control::Assignment{});
+  REQUIRE(a1.Register(1, "job1", "10.0.0.11:5001").ok());
+  f.fleet.SendAssignment(1, control::Assignment{});
+  CHECK(PeersSent(a0).empty());  // node 2 has no agent yet
+  REQUIRE(a2.Register(2, "job1", "").ok());  // it could not listen for copies
+  f.fleet.SendAssignment(2, control::Assignment{});
+  // The next nodes in node-rank order, wrapping around, never the node itself, skipping node 2.
+  CHECK(PeersSent(a0) == std::vector<std::vector<std::string>>{{"10.0.0.11:5001"}});
+  CHECK(PeersSent(a1) == std::vector<std::vector<std::string>>{{"10.0.0.10:5000"}});
+  CHECK(PeersSent(a2) == std::vector<std::vector<std::string>>{{"10.0.0.10:5000", "10.0.0.11:5001"}});
+  // Sent once per generation, after the ASSIGNMENT.
+  f.fleet.SendAssignment(2, control::Assignment{});
+  CHECK(PeersSent(a2).size() == 1);
+  CHECK(std::holds_alternative<control::Assignment>(a2.conn->sent.front()));
+
+  // Generation 1 on nodes 1 and 0 (node 2 released): the ring of the new order.
+  f.fleet.SetMembers(1, {1, 0});
+  f.fleet.SendAssignment(1, control::Assignment{});
+  f.fleet.SendAssignment(0, control::Assignment{});
+  CHECK(PeersSent(a0).back() == std::vector<std::string>{"10.0.0.11:5001"});
+  CHECK(PeersSent(a1).back() == std::vector<std::string>{"10.0.0.10:5000"});
+  CHECK(PeersSent(a0).size() == 2);
+}
+
+TEST_CASE("SnapshotPeersOf: the next nodes of the ring, at most the limit, never the node itself") {
+  const std::vector<std::string> ring = {"a:1", "b:1", "c:1", "d:1", "e:1"};
+  CHECK(SnapshotPeersOf(ring, 0, 1) == std::vector<std::string>{"b:1"});
+  CHECK(SnapshotPeersOf(ring, 3, 3) == std::vector<std::string>{"e:1", "a:1", "b:1"});
+  CHECK(SnapshotPeersOf(ring, 4, 9) == std::vector<std::string>{"a:1", "b:1", "c:1", "d:1"});
+  CHECK(SnapshotPeersOf({"a:1"}, 0, 3).empty());
+  CHECK(SnapshotPeersOf({"a:1", "", ""}, 1, 3) == std::vector<std::string>{"a:1"});
 }
 
 TEST_CASE("AgentFleet sends heartbeats every interval and loses an agent silent past the timeout") {

@@ -140,6 +140,61 @@ TEST_CASE("DSLAUNCH_SNAPSHOT_FDS must name two open descriptors") {
   }
 }
 
+TEST_CASE("The peers' copies are read-only extra slots, and the next snapshot waits for the agent's answer") {
+  UniqueFd a = MemoryFile(), b = MemoryFile(), copy = MemoryFile();
+  Fixture f(2.0f);
+  {
+    SnapshotSlot peer(UniqueFd(::dup(copy.get())), "peer");
+    REQUIRE(peer.Write({5, 3, 4}, "{}", f.snap).ok());
+  }
+  const std::vector<int> own_fds = {a.get(), b.get()};
+  const std::string own = std::to_string(a.get()) + "," + std::to_string(b.get());
+  Result<MemorySnapshots> mine = MemorySnapshots::FromEnv(own, std::to_string(copy.get()));
+  REQUIRE_MESSAGE(mine.ok(), mine.status().ToString());
+  (void)a.Release();
+  (void)b.Release();
+  (void)copy.Release();
+  CHECK(mine->slots().size() == 2);
+  std::vector<SnapshotSlot*> readable = mine->Readable();
+  REQUIRE(readable.size() == 3);
+  CHECK(readable[2]->name() == "peer copy 0");
+  Result<SnapshotInfo> held = readable[2]->Check();
+  REQUIRE(held.ok());
+  CHECK(*held == SnapshotInfo{5, 3, 4});
+  CHECK(readable[2]->Write({6, 3, 4}, "{}", f.snap).code() == StatusCode::kInternal);  // never written
+  CHECK(MemorySnapshots::FromEnv(own, "x").status().message().find("DSLAUNCH_SNAPSHOT_REPLICA_FDS='x'") == 0);
+
+  // Without copies asked for, the next snapshot never waits.
+  std::optional<int64_t> failed;
+  Status first = mine->Write({1, 0, 2}, "{}", f.snap);
+  REQUIRE_MESSAGE(first.ok(), first.ToString());
+  CHECK(mine->Answered(&failed));
+  // With one: it waits until the agent answers in the slot's header, stored or failed.
+  mine->set_origin(SlotOrigin{0, 1});
+  REQUIRE(mine->Write({2, 0, 2}, "{}", f.snap).ok());
+  CHECK_FALSE(mine->Answered(&failed));
+  // The agent's answer: written into the header of the memory file that holds step 2.
+  auto answer = [&](int64_t value) {
+    for (int fd : own_fds) {
+      snapshot::SlotHeader h{};
+      if (::pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) continue;  // never written
+      if (h.complete == 1 && h.step == 2) REQUIRE(::pwrite(fd, &value, sizeof(value), snapshot::kAckedOffset) == 8);
+    }
+  };
+  answer(1);  // an answer about another step is none
+  CHECK_FALSE(mine->Answered(&failed));
+  answer(snapshot::FailedAck(2));
+  CHECK(mine->Answered(&failed));
+  CHECK(failed == 2);  // said once
+  failed.reset();
+  CHECK(mine->Answered(&failed));
+  CHECK(failed == std::nullopt);
+  REQUIRE(mine->Write({3, 0, 2}, "{}", f.snap).ok());
+  CHECK_FALSE(mine->Answered(&failed));
+  mine->KeepOnly(std::nullopt);  // a new run does not wait for the old one's answer
+  CHECK(mine->Answered(&failed));
+}
+
 std::optional<SnapshotInfo> At(int64_t step, int rank, int world) { return SnapshotInfo{step, rank, world}; }
 
 TEST_CASE("A restart restores the newest step whose snapshot every rank of its run has, from the lowest holder") {

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -56,17 +58,59 @@ struct Outcome {
   }
 };
 
+// Copies on peer nodes: each snapshot asks for `replicas` copies; `copies[r]`: the memory whose
+// snapshots rank r reads as a peer's copies at a restart; `answer`: an agent stands by that answers
+// "stored" for every completed slot that asks for copies.
+struct Peers {
+  int replicas = 0;
+  std::vector<std::vector<const AgentMemory*>> copies;
+  bool answer = false;
+};
+
+// The agent's answer, as agent/replica/replica_sender.h writes it, for every complete slot of
+// `memory` that asks for copies, until `stop`.
+void AnswerCopies(const std::vector<const AgentMemory*>& memory, const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    for (const AgentMemory* m : memory) {
+      for (const UniqueFd& f : m->files) {
+        snapshot::SlotHeader h{};
+        if (::pread(f.get(), &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) continue;
+        if (h.complete == 1 && h.replicas > 0 && h.acked != h.step) {
+          REQUIRE(::pwrite(f.get(), &h.step, sizeof(h.step), snapshot::kAckedOffset) == sizeof(h.step));
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 // `config` on one rank per entry of `memory` (null: no snapshots), each snapshotting every step.
-Outcome Run(const TrainConfig& config, const std::vector<std::vector<const AgentMemory*>>& memory) {
+Outcome Run(const TrainConfig& config, const std::vector<std::vector<const AgentMemory*>>& memory,
+            const Peers& peers = {}) {
   const int world = static_cast<int>(memory.size());
   std::vector<std::optional<MemorySnapshots>> mine(static_cast<size_t>(world));
+  std::vector<const AgentMemory*> all;
   for (int r = 0; r < world; ++r) {
-    std::vector<SnapshotSlot> slots;
+    std::vector<SnapshotSlot> slots, copies;
     for (const AgentMemory* m : memory[static_cast<size_t>(r)]) {
+      all.push_back(m);
       for (SnapshotSlot& s : m->Slots()) slots.push_back(std::move(s));
     }
-    if (!slots.empty()) mine[static_cast<size_t>(r)].emplace(std::move(slots));
+    if (static_cast<size_t>(r) < peers.copies.size()) {
+      for (const AgentMemory* m : peers.copies[static_cast<size_t>(r)]) {
+        for (const UniqueFd& f : m->files) {
+          copies.emplace_back(UniqueFd(::dup(f.get())), "peer copy", SnapshotSlot::Access::kReadOnly);
+        }
+      }
+    }
+    if (!slots.empty()) {
+      mine[static_cast<size_t>(r)].emplace(std::move(slots), std::move(copies));
+      mine[static_cast<size_t>(r)]->set_origin(SlotOrigin{0, peers.replicas});
+    }
   }
+  std::atomic<bool> stop{false};
+  std::thread agent;
+  if (peers.answer) agent = std::thread([&] { AnswerCopies(all, stop); });
   Outcome out;
   out.lines.resize(static_cast<size_t>(world));
   auto results = testing::TrainOnThreads(world, config, testing::PatternTokens(true), [&](int rank) {
@@ -78,11 +122,25 @@ Outcome Run(const TrainConfig& config, const std::vector<std::vector<const Agent
     }
     return hooks;
   });
+  stop = true;
+  if (agent.joinable()) agent.join();
   for (auto& r : results) {
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
     out.results.push_back(*r);
   }
   return out;
+}
+
+// The steps `memory`'s slots hold complete snapshots of, ascending.
+std::vector<int64_t> StepsHeld(const AgentMemory& memory) {
+  std::vector<int64_t> steps;
+  for (const UniqueFd& f : memory.files) {
+    SnapshotSlot slot(UniqueFd(::dup(f.get())), "probe", SnapshotSlot::Access::kReadOnly);
+    Result<SnapshotInfo> info = slot.Check();
+    if (info.ok()) steps.push_back(info->step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
 }
 
 TrainConfig Restart(TrainConfig c) {
@@ -126,6 +184,49 @@ TEST_CASE("With the optimizer state on NVMe, an explicit interval streams it int
   INFO(second.Text());
   CHECK(second.results[0].first_step == 4);
   CHECK(second.results[0].losses == std::vector<double>(expected.begin() + 4, expected.end()));
+}
+
+TEST_CASE("With copies on peer nodes, a snapshot is taken only once every rank's latest one has its answer") {
+  const TrainConfig c = Config(2, 1, Precision::kFp32, 6);
+  {
+    // Nobody answers: the first snapshot stays the only one.
+    const AgentMemory m0, m1;
+    const Outcome out = Run(c, {{&m0}, {&m1}}, Peers{1, {}, false});
+    CHECK(StepsHeld(m0) == std::vector<int64_t>{1});
+    CHECK(StepsHeld(m1) == std::vector<int64_t>{1});
+  }
+  {
+    // An agent that answers: one every step; the last two are held.
+    const AgentMemory m0, m1;
+    Run(c, {{&m0}, {&m1}}, Peers{1, {}, true});
+    CHECK(StepsHeld(m0).back() >= 5);
+    CHECK(StepsHeld(m1).back() == StepsHeld(m0).back());
+  }
+}
+
+TEST_CASE("A lost node's ranks come back from the copies a peer holds: on a spare bitwise, on the survivor "
+          "re-partitioned") {
+  const std::vector<double> expected = Run(Config(2, 2, Precision::kFp32, 6), {{}, {}}).results[0].losses;
+  const AgentMemory m0, m1;
+  // Rank 1's memory is the copy rank 0's agent holds of it (the same bytes, sent whole).
+  Run(Config(2, 2, Precision::kFp32, 4), {{&m0}, {&m1}}, Peers{1, {}, true});
+  REQUIRE(StepsHeld(m1).back() == 4);
+  // A spare in rank 1's place, with empty memory: rank 0 sends it rank 1's part from the copy.
+  const AgentMemory spare;
+  {
+    const Outcome out = Run(Restart(Config(2, 2, Precision::kFp32, 6)), {{&m0}, {&spare}}, Peers{1, {{&m1}}, true});
+    INFO(out.Text());
+    CHECK(out.results[0].first_step == 4);
+    CHECK(out.results[0].losses == std::vector<double>(expected.begin() + 4, expected.end()));
+  }
+  {
+    // The spare's node lost too: rank 0 alone, from its own slot and the copy of the spare's.
+    const Outcome out = Run(Restart(Config(1, 2, Precision::kFp32, 8)), {{&m0}}, Peers{0, {{&spare}}, false});
+    INFO(out.Text());
+    CHECK(out.results[0].first_step == 6);
+    CHECK(out.Text().find("restart: resumed from the in-memory snapshot at step 6 (saved by 2 ranks at ZeRO stage 2") !=
+          std::string::npos);
+  }
 }
 
 double MaxRelativeDifference(const std::vector<double>& a, const std::vector<double>& b) {
