@@ -33,7 +33,7 @@ LAUNCHER_LAYERS = [
     ["launcher"],  # main.cc
 ]
 AGENT_LAYERS = [
-    ["agent/node", "agent/workers", "agent/store_proxy", "agent/control"],
+    ["agent/node", "agent/workers", "agent/store_proxy", "agent/control", "agent/replica"],
     ["agent/progress"],
     ["agent"],  # the session, main.cc, the start relay
 ]

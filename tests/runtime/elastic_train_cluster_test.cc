@@ -227,18 +227,20 @@ TEST_CASE("Training shrinks to the node left when one is cut off, takes it back 
   CHECK(std::abs(val - expected_val) <= 0.01 * expected_val);
 }
 
-TEST_CASE("A node cut off comes back onto the spare from the copy of its snapshots on its peer, bitwise") {
+TEST_CASE("checkpoint.snapshot_replicas: a node cut off comes back onto the spare from the copy of its snapshots on "
+          "its peer, bitwise, and with 0 from the disk") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
   auto reference = Reference(*c);
   REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
   const auto expected = LossesByStep(reference.out);
   REQUIRE(expected.size() == kSteps);
-  {
+  for (const bool copies : {true, false}) {
+    CAPTURE(copies);
     // Nodes 0 and 1 run, node 2 waits as the spare. Node 1's snapshots are copied to node 0.
     TempDir dir;
-    WriteConfig(dir, kSteps);
-    const std::string job = "elastic-train-spare";
+    WriteConfig(dir, kSteps, "", copies ? "" : R"(, "snapshot_replicas": 0)");
+    const std::string job = copies ? "elastic-train-spare" : "elastic-train-spare-no-copies";
     Subprocess launcher(Launch(*c, dir, job, {"--nnodes", "2:2", "--max_restarts", "1"}, 3));
     REQUIRE(WaitFor([&] { return LastMetricsStep(dir, job) >= 13; }, std::chrono::seconds(120)));
     LinkGuard guard(*c, 1);
@@ -248,12 +250,21 @@ TEST_CASE("A node cut off comes back onto the spare from the copy of its snapsho
     REQUIRE(r.exit_code == 0);
     CHECK(Contains(r.err, "dslaunch: generation 0: node " + c->Addr(1) + " lost (no heartbeat for "));
     CHECK(Contains(r.out, "[rank 2 " + c->Addr(2) + "]"));  // the spare runs node 1's ranks
-    std::smatch m;
-    REQUIRE_MESSAGE(std::regex_search(r.out, m, std::regex(R"(restart: resumed from the in-memory snapshot at step (\d+) )"
-                                                           R"(\(saved by 4 ranks at ZeRO stage 1, fp32; )")),
-                    r.out);
-    const int resumed = std::stoi(m[1]);
-    CHECK(resumed >= 12);
+    int resumed = 10;
+    if (copies) {
+      CHECK(Contains(r.out, "snapshots: every step into the agent's memory (checkpoint.snapshot_interval left out: the "
+                            "job can restart), each copied to 1 peer node"));
+      std::smatch m;
+      REQUIRE_MESSAGE(std::regex_search(r.out, m, std::regex(R"(restart: resumed from the in-memory snapshot at step (\d+) )"
+                                                             R"(\(saved by 4 ranks at ZeRO stage 1, fp32; )")),
+                      r.out);
+      resumed = std::stoi(m[1]);
+      CHECK(resumed >= 12);
+    } else {
+      CHECK(Contains(r.out, "not copied to a peer node (checkpoint.snapshot_replicas is 0)"));
+      CHECK(Contains(r.out, " on 4 ranks, lacks the snapshots of ranks 2, 3 (lost with their nodes, or never completed)"));
+      CHECK(Contains(r.out, "restart: resumed from " + dir.path() + "/ckpt/global_step10 at step 10"));
+    }
     // The same world size: every loss after the restart is the uninterrupted run's.
     const auto losses = LossesByStep(r.out);
     REQUIRE(losses.size() == kSteps);
