@@ -39,12 +39,11 @@ inline constexpr uint8_t kStoreError = 33;
 inline constexpr uint8_t kStoreProxiedReply = 34;
 
 // Snapshot copies: a node's agent sends a completed in-memory snapshot slot to a peer node's agent
-// (sender -> receiver: kSnapshotCopy, then kSnapshotData until the slot is whole; receiver ->
-// sender: kSnapshotStored or kSnapshotRefused).
+// (sender -> receiver: kSnapshotCopy, then the slot's bytes after its header, unframed; receiver
+// -> sender: kSnapshotStored or kSnapshotRefused).
 inline constexpr uint8_t kSnapshotCopy = 128;
-inline constexpr uint8_t kSnapshotData = 129;
-inline constexpr uint8_t kSnapshotStored = 130;
-inline constexpr uint8_t kSnapshotRefused = 131;
+inline constexpr uint8_t kSnapshotStored = 129;
+inline constexpr uint8_t kSnapshotRefused = 130;
 
 // Agent control plane.
 inline constexpr uint8_t kFirstAgentMessage = 64;

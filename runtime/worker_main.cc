@@ -418,8 +418,7 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   const int64_t snapshot_interval = SnapshotIntervalFor(env, *config);
   ProcessFootprint footprint = ReadProcessFootprint(*config, env);
   const int snapshot_replicas = SnapshotReplicasFor(*id, *config, snapshot_interval);
-  // Its own two slots, and on each peer node up to three copies: two kept and one arriving.
-  footprint.snapshot_slots = snapshot_interval > 0 ? 2 + 3 * snapshot_replicas : 0;
+  footprint.snapshot_slots = SnapshotSlots(snapshot_interval > 0, snapshot_replicas);
   auto data = ReadTrainData(*config);
   if (!data.ok()) return Fail(data.status());
 

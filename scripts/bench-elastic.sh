@@ -3,7 +3,8 @@
 # on the namespaced test cluster (scripts/netns-cluster.sh), median of several runs. Prints
 # Markdown for docs/benchmarks.md.
 #
-#   scripts/bench-elastic.sh [runs]     (default 3 per case; needs root)
+#   scripts/bench-elastic.sh [runs] [parts]   (default 3 per case, parts "recovery,training,python";
+#                                              needs root)
 #
 # 1. The bundled runtime (configs/gpt-demo.json's model and data, a checkpoint every 10 steps) on
 #    2 nodes x 1 rank: (a) rank 1 killed with SIGKILL at step 12, restarted on the same nodes;
@@ -15,7 +16,13 @@
 #    lost (done before the fault, not in what was restored). Each case twice, alternating: with
 #    in-memory snapshots every step (the default with --max_restarts) and with
 #    checkpoint.snapshot_interval 0 (the disk only).
-# 2. The same kill on a stdlib-only Python worker (one step every 100 ms, no collective), 2 ranks
+# 2. Training with in-memory snapshots copied to a peer node: the same model on 2 nodes x 1 rank,
+#    40 steps, alternating: snapshots every step each copied to the other node (the default),
+#    snapshots without copies (checkpoint.snapshot_replicas 0), none (snapshot_interval 0).
+#    Tokens/s (median of steps 6-40), snapshots taken (the rest waited for the copy of the last:
+#    snapshot_deferred), and the snapshot memory node 0's agent holds at step 30 (its own slots and
+#    the copies it keeps for node 1: the distinct memory files under /proc/PID/fd).
+# 3. The same kill on a stdlib-only Python worker (one step every 100 ms, no collective), 2 ranks
 #    on this machine, under dslaunch --max_restarts 1 and under torchrun --standalone
 #    --max_restarts 1 (Debian's python3-torch), in the same run: fault -> first step of the
 #    restart. (torchrun's c10d rendezvous across the namespaced nodes did not come up here; a
@@ -23,6 +30,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
+parts="${2:-recovery,training,python}"
 scripts/setup.sh --bench >/dev/null
 scripts/build.sh >/dev/null
 [[ -f data/fortunes.train.bin && -f data/fortunes.val.bin ]] || scripts/prepare-data.sh >/dev/null
@@ -30,9 +38,9 @@ export DSLAUNCH_CLUSTER_DIR="${DSLAUNCH_CLUSTER_DIR:-/tmp/dslaunch-bench-cluster
 trap 'ip link set dslv1 up 2>/dev/null || true; scripts/netns-cluster.sh down >/dev/null 2>&1 || true' EXIT
 scripts/netns-cluster.sh up 3 1 >/dev/null
 
-python3 - "$runs" "$DSLAUNCH_CLUSTER_DIR" "$PWD" <<'PY'
+python3 - "$runs" "$DSLAUNCH_CLUSTER_DIR" "$PWD" "$parts" <<'PY'
 import json, os, re, signal, statistics, subprocess, sys, tempfile, time
-runs, state, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+runs, state, root, parts = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4].split(",")
 key, known = f"{state}/id_ed25519", f"{state}/known_hosts"
 hosts = [l.split()[0] for l in open(f"{state}/hostfile") if l.strip() and not l.startswith("#")]
 bin_ = f"{root}/build/bin"
@@ -64,19 +72,42 @@ def worker_pid(job, rank, generation=0):
             return int(pid)
     return None
 
+def agent_pid(job, node):
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and "dslaunch-agent" in read(f"/proc/{pid}/cmdline") and job in read(f"/proc/{pid}/cmdline") \
+                and f"--node_rank\0{node}\0" in read(f"/proc/{pid}/cmdline"):
+            return int(pid)
+    return None
+
+# Bytes of the distinct in-memory snapshot files process `pid` holds (its own slots, its copies).
+def snapshot_memory(pid):
+    seen, total = set(), 0
+    for fd in os.listdir(f"/proc/{pid}/fd") if pid else []:
+        try:
+            if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:dslaunch-snapshot"):
+                continue
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if st.st_ino not in seen:
+            seen.add(st.st_ino)
+            total += st.st_size
+    return total
+
 def last_step(metrics):
     steps = [int(m) for m in re.findall(r'"event":"step","step":(\d+)', read(metrics))]
     return max(steps) if steps else -1
 
 demo = json.load(open(f"{root}/configs/gpt-demo.json"))
-def runtime_case(kind, run, snapshots):
+def runtime_case(kind, run, snapshots, steps=24, extra=None):
     d = tempfile.mkdtemp(prefix="bench-elastic-")
     cfg = dict(demo)
     cfg["data"] = {"train": f"{root}/data/fortunes.train.bin", "val": f"{root}/data/fortunes.val.bin"}
-    cfg["train"] = {"steps": 24, "eval_interval": 0, "eval_steps": 1}
+    cfg["train"] = {"steps": steps, "eval_interval": 0, "eval_steps": 1}
     cfg["checkpoint"] = {"dir": f"{d}/ckpt", "interval": 10}
     if not snapshots:
         cfg["checkpoint"]["snapshot_interval"] = 0  # else every step (the default with --max_restarts)
+    cfg["checkpoint"].update(extra or {})
     with open(f"{d}/train.json", "w") as f:
         json.dump(cfg, f)
     with open(f"{d}/hosts", "w") as f:
@@ -88,6 +119,18 @@ def runtime_case(kind, run, snapshots):
            "--grace_period", "5", "--max_restarts", "1", "--nnodes", "2:2", f"{d}/train.json"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=d)
     metrics = f"{d}/logs/{job}/metrics.jsonl"
+    if kind == "train":
+        wait_for(lambda: last_step(metrics) >= 30, 300, "step 30")
+        held = snapshot_memory(agent_pid(job, 0))
+        err = p.communicate(timeout=600)[1].decode()
+        if p.returncode != 0:
+            sys.exit(f"{kind}: dslaunch failed ({p.returncode}):\n{err[-3000:]}")
+        recs = [json.loads(l) for l in read(metrics).splitlines() if l.startswith("{")]
+        step_recs = [r for r in recs if r.get("event") == "step"]
+        rates = [r["tokens_per_s"] for r in step_recs if r["step"] > 5]
+        taken = sum(1 for r in step_recs if "snapshot_ms" in r)
+        subprocess.run(["rm", "-rf", d])
+        return {"tokens/s": statistics.median(rates), "taken": taken, "steps": len(step_recs), "MiB": held / 2**20}
     wait_for(lambda: last_step(metrics) >= 12, 300, "step 12")
     if kind == "crash":
         pid = wait_for(lambda: worker_pid(job, 1), 10, "rank 1")
@@ -161,9 +204,10 @@ def script_case(launcher, run):
 
 print(f"machine: {os.cpu_count()} cores; date: {time.strftime('%Y-%m-%d')}; median of {runs} runs; ms")
 cols = ["detect", "stop", "decide", "start", "rendezvous", "load", "first step", "total", "steps lost"]
-print("| bundled runtime, gpt-demo | restored from | " + " | ".join(cols) + " |")
-print("|---" * (len(cols) + 2) + "|")
-for kind, label in (("crash", "worker SIGKILL, same nodes"), ("linkdown", "node link down, spare joins (heartbeat timeout 3 s)")):
+if "recovery" in parts:
+    print("| bundled runtime, gpt-demo | restored from | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 2) + "|")
+for kind, label in () if "recovery" not in parts else (("crash", "worker SIGKILL, same nodes"), ("linkdown", "node link down, spare joins (heartbeat timeout 3 s)")):
     # Snapshots in memory every step, and checkpoints on disk every 10 steps only, alternating.
     results = {True: [], False: []}
     for i in range(runs):
@@ -174,6 +218,25 @@ for kind, label in (("crash", "worker SIGKILL, same nodes"), ("linkdown", "node 
         source = "/".join(sorted({r["from"] for r in results[snapshots]}))
         what = "snapshots every step" if snapshots else "disk only (snapshot_interval 0)"
         print(f"| {label}, {what} | {source} | " + " | ".join(f"{med[c]:.0f}" for c in cols) + " |")
+modes = (("snapshots every step, copied to 1 peer node", True, {}),
+         ("snapshots every step, no copies (snapshot_replicas 0)", True, {"snapshot_replicas": 0}),
+         ("no snapshots (snapshot_interval 0)", False, {}))
+if "training" in parts:
+    train = {label: [] for label, _, _ in modes}
+    for i in range(runs):
+        for label, snapshots, extra in modes:
+            train[label].append(runtime_case("train", i, snapshots, steps=40, extra=extra))
+    base = statistics.median(r["tokens/s"] for r in train[modes[-1][0]])
+    print()
+    print("| gpt-demo, 2 nodes x 1 rank, 40 steps | tokens/s | vs none | snapshots taken | snapshot memory, node 0, MiB |")
+    print("|---|---|---|---|---|")
+    for label, _, _ in modes:
+        rs = train[label]
+        tps = statistics.median(r["tokens/s"] for r in rs)
+        print(f"| {label} | {tps:.0f} | {tps / base:.3f}x | {statistics.median(r['taken'] for r in rs):.0f} of "
+              f"{rs[0]['steps']} | {statistics.median(r['MiB'] for r in rs):.1f} |")
+if "python" not in parts:
+    sys.exit(0)
 ds = [script_case("dslaunch", i) for i in range(runs)]
 tr = [script_case("torchrun", i) for i in range(runs)]
 print()

@@ -3,8 +3,9 @@
 // encoding and decoding only.
 //
 //   sender -> receiver  SNAPSHOT_COPY     {raw[128] slot header, u64 slot bytes}
-//   sender -> receiver  SNAPSHOT_DATA     raw bytes: the slot after its header, in order, in
-//                                         frames of at most kCopyChunkBytes, until it is whole
+//   sender -> receiver  the slot's bytes after its header, unframed (slot bytes - 128 of them):
+//                       sent from the memory file by sendfile, received into the copy's
+//                       mapping, with no copy through either agent's own buffers
 //   receiver -> sender  SNAPSHOT_STORED   {i64 step, i32 rank}: the copy is whole and kept
 //                    or SNAPSHOT_REFUSED  {string why}: it is not (the sender reports a failure)
 //
@@ -20,9 +21,6 @@
 #include "common/status.h"
 
 namespace dslaunch::agent::replica {
-
-// The bytes of one SNAPSHOT_DATA frame at most (below wire::kMaxFrameBytes).
-inline constexpr size_t kCopyChunkBytes = 4u << 20;
 
 struct CopyBegin {
   snapshot::SlotHeader header{};

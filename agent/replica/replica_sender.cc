@@ -1,6 +1,7 @@
 #include "agent/replica/replica_sender.h"
 
 #include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -169,14 +170,13 @@ Status ReplicaSender::SendTo(const std::string& peer, const Slot& slot, const sn
     snapshot::SlotHeader announced = h;
     announced.acked = snapshot::kNotAcked;
     DSLAUNCH_RETURN_IF_ERROR(SendFrame(fd, msg::kSnapshotCopy, EncodeCopyBegin(CopyBegin{announced, bytes})));
-    std::string chunk;
-    for (uint64_t at = snapshot::kHeaderBytes; at < bytes;) {
-      chunk.resize(static_cast<size_t>(std::min<uint64_t>(kCopyChunkBytes, bytes - at)));
-      const ssize_t n = ::pread(slot.fd.get(), chunk.data(), chunk.size(), static_cast<off_t>(at));
-      if (n <= 0) return ErrnoError("read " + slot.name, n < 0 ? errno : EIO);
-      chunk.resize(static_cast<size_t>(n));
-      DSLAUNCH_RETURN_IF_ERROR(SendFrame(fd, msg::kSnapshotData, chunk));
-      at += static_cast<uint64_t>(n);
+    // The slot after its header, from the memory file to the socket by the kernel.
+    off_t at = static_cast<off_t>(snapshot::kHeaderBytes);
+    while (static_cast<uint64_t>(at) < bytes) {
+      const ssize_t n = ::sendfile(fd, slot.fd.get(), &at, static_cast<size_t>(bytes - static_cast<uint64_t>(at)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoError("send " + slot.name, errno);
+      if (n == 0) return DataLossError(slot.name + " ended at " + std::to_string(at) + " of " + std::to_string(bytes) + " bytes");
     }
     DSLAUNCH_ASSIGN_OR_RETURN(wire::Frame answer, ReceiveFrame(fd, it->second.in, Clock::now() + kPeerAnswerTimeout));
     if (answer.type == msg::kSnapshotRefused) {

@@ -156,13 +156,9 @@ Status ReplicaServer::ReceiveCopy(int fd, wire::FrameDecoder& in, const std::str
   Status kept = [&]() -> Status {
     DSLAUNCH_ASSIGN_OR_RETURN(CopyBegin begin, DecodeCopyBegin(payload));
     DSLAUNCH_ASSIGN_OR_RETURN(IncomingCopy copy, store_.Begin(begin.header, begin.bytes));
-    while (copy.received() < begin.bytes) {
-      DSLAUNCH_ASSIGN_OR_RETURN(wire::Frame data, ReceiveFrame(fd, in, Clock::now() + kCopyFrameTimeout));
-      if (data.type != msg::kSnapshotData) {
-        return InvalidArgumentError("expected SNAPSHOT_DATA, got a frame of type " + std::to_string(data.type));
-      }
-      DSLAUNCH_RETURN_IF_ERROR(copy.Append(data.payload));
-    }
+    // The bytes the frame reader already took past SNAPSHOT_COPY, then the rest straight into the copy.
+    DSLAUNCH_RETURN_IF_ERROR(copy.Append(in.TakeBuffered()));
+    while (copy.received() < begin.bytes) DSLAUNCH_RETURN_IF_ERROR(copy.ReadFrom(fd, Clock::now() + kCopyReadTimeout));
     const CopyStored stored{copy.header().step, copy.header().rank};
     DSLAUNCH_RETURN_IF_ERROR(store_.Keep(std::move(copy)));
     return SendFrame(fd, msg::kSnapshotStored, EncodeCopyStored(stored));

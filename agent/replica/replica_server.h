@@ -3,7 +3,7 @@
 // launcher from, and one thread per connection: each proves it holds the job's secret
 // (common/auth/handshake.h, role snapshot-peer), then sends copies, which go into the
 // ReplicaStore and are answered one by one. A connection that breaks the protocol, stalls inside
-// a copy for kCopyFrameTimeout, or sends a copy the store refuses is answered (when it can be) and
+// a copy for kCopyReadTimeout, or sends a copy the store refuses is answered (when it can be) and
 // closed; the copy it was sending is dropped, and nothing else is touched.
 //
 // Threading: Start and the destructor on the session's thread; the accept loop and the
@@ -28,8 +28,8 @@ namespace dslaunch::agent::replica {
 
 // A peer answers the challenge within one round trip; a silent one is closed after this.
 inline constexpr std::chrono::seconds kPeerHandshakeTimeout{3};
-// Inside a copy, the next frame must come within this: a sender that stopped half-way is cut off.
-inline constexpr std::chrono::seconds kCopyFrameTimeout{60};
+// Inside a copy, the next bytes must come within this: a sender that stopped half-way is cut off.
+inline constexpr std::chrono::seconds kCopyReadTimeout{60};
 
 struct ServerOptions {
   std::string job_id;

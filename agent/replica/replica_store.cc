@@ -1,12 +1,15 @@
 #include "agent/replica/replica_store.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "common/crc32c.h"
 
@@ -16,30 +19,56 @@ namespace {
 
 std::string CopyName(const snapshot::SlotHeader& h) { return "the copy of " + snapshot::Describe(h) + ": "; }
 
-// Writes all of `data` at `offset`.
-Status WriteAt(int fd, const char* data, size_t size, uint64_t offset, const std::string& what) {
-  while (size > 0) {
-    const ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoError(what + "write", n < 0 ? errno : EIO);
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
+}  // namespace
+
+IncomingCopy::~IncomingCopy() { Unmap(); }
+
+IncomingCopy::IncomingCopy(IncomingCopy&& other) noexcept
+    : fd_(std::move(other.fd_)),
+      map_(std::exchange(other.map_, nullptr)),
+      header_(other.header_),
+      size_(other.size_),
+      written_(other.written_),
+      crc_(other.crc_) {}
+
+void IncomingCopy::Unmap() {
+  if (map_ != nullptr) ::munmap(map_, size_);
+  map_ = nullptr;
+}
+
+Status IncomingCopy::Append(std::string_view bytes) {
+  if (bytes.size() > size_ - written_) {
+    return DataLossError(CopyName(header_) + "more bytes than the " + std::to_string(size_) + " announced");
   }
+  std::memcpy(map_ + written_, bytes.data(), bytes.size());
+  crc_ = Crc32c(map_ + written_, bytes.size(), crc_);
+  written_ += bytes.size();
   return Status::Ok();
 }
 
-}  // namespace
-
-Status IncomingCopy::Append(std::string_view bytes) {
+Status IncomingCopy::ReadFrom(int socket, std::chrono::steady_clock::time_point deadline) {
   const std::string what = CopyName(header_);
-  if (bytes.size() > size_ - written_) {
-    return DataLossError(what + "more bytes than the " + std::to_string(size_) + " announced");
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return DeadlineExceededError(what + "nothing more arrived after " + std::to_string(written_) + " of " +
+                                   std::to_string(size_) + " bytes");
+    }
+    pollfd p{socket, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (ready < 0 && errno != EINTR) return ErrnoError(what + "poll", errno);
+    if (ready <= 0) continue;
+    const ssize_t n = ::recv(socket, map_ + written_, static_cast<size_t>(size_ - written_), 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) return ErrnoError(what + "receive", errno);
+    if (n == 0) {
+      return UnavailableError(what + "the sender closed the connection after " + std::to_string(written_) + " of " +
+                              std::to_string(size_) + " bytes");
+    }
+    crc_ = Crc32c(map_ + written_, static_cast<size_t>(n), crc_);
+    written_ += static_cast<uint64_t>(n);
+    return Status::Ok();
   }
-  DSLAUNCH_RETURN_IF_ERROR(WriteAt(fd_.get(), bytes.data(), bytes.size(), written_, what));
-  crc_ = Crc32c(bytes.data(), bytes.size(), crc_);
-  written_ += bytes.size();
-  return Status::Ok();
 }
 
 Result<IncomingCopy> ReplicaStore::Begin(const snapshot::SlotHeader& header, uint64_t bytes) {
@@ -50,12 +79,14 @@ Result<IncomingCopy> ReplicaStore::Begin(const snapshot::SlotHeader& header, uin
   if (fd < 0) return ErrnoError(what + "memfd_create", errno);
   IncomingCopy copy;
   copy.fd_ = UniqueFd(fd);
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return ErrnoError(what + "resize to " + std::to_string(bytes), errno);
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return ErrnoError(what + "map " + std::to_string(bytes) + " bytes", errno);
+  copy.map_ = static_cast<std::byte*>(map);
   copy.header_ = header;
   copy.header_.acked = snapshot::kNotAcked;  // the sender's answer is not this copy's
   copy.size_ = bytes;
-  std::string head(sizeof(header), '\0');
-  std::memcpy(head.data(), &copy.header_, sizeof(header));
-  DSLAUNCH_RETURN_IF_ERROR(WriteAt(fd, head.data(), head.size(), 0, what));
+  std::memcpy(copy.map_, &copy.header_, sizeof(header));
   copy.written_ = sizeof(header);
   return copy;
 }
@@ -71,6 +102,7 @@ Status ReplicaStore::Keep(IncomingCopy copy) {
     return DataLossError(what + "corrupt: CRC-32C " + Crc32cText(copy.crc_) + ", its header records " +
                          Crc32cText(h.crc32c));
   }
+  copy.Unmap();  // no writable mapping may remain for the seal
   if (::fcntl(copy.fd_.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return ErrnoError(what + "seal", errno);
   }

@@ -8,6 +8,7 @@
 // at a restart. Thread-safe: the copy connections' threads add, the session takes descriptors.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -24,18 +25,31 @@ namespace dslaunch::agent::replica {
 // complete on every rank yet.
 inline constexpr size_t kCopiesPerRank = 2;
 
-// A copy being received: its memory file, filled in order.
+// A copy being received: its memory file, mapped and filled in order, straight from the socket.
 class IncomingCopy {
  public:
-  // Appends the next bytes after the header; kOutOfRange past the announced size, kInternal (with
-  // errno's text: the node is out of memory) when the write fails.
+  IncomingCopy() = default;
+  ~IncomingCopy();
+  IncomingCopy(IncomingCopy&& other) noexcept;
+  IncomingCopy& operator=(IncomingCopy&&) = delete;
+  IncomingCopy(const IncomingCopy&) = delete;
+  IncomingCopy& operator=(const IncomingCopy&) = delete;
+
+  // Appends the next bytes after the header; kDataLoss past the announced size.
   Status Append(std::string_view bytes);
+  // Reads the next bytes after the header from `socket` (one read, at most what is missing), by
+  // `deadline`: kDeadlineExceeded then, kUnavailable when the peer closed the connection.
+  Status ReadFrom(int socket, std::chrono::steady_clock::time_point deadline);
   const snapshot::SlotHeader& header() const { return header_; }
   uint64_t received() const { return written_; }
+  uint64_t size() const { return size_; }
 
  private:
   friend class ReplicaStore;
+  void Unmap();
+
   UniqueFd fd_;
+  std::byte* map_ = nullptr;  // the whole file, writable until kept
   snapshot::SlotHeader header_{};
   uint64_t size_ = 0;
   uint64_t written_ = 0;  // bytes of the file written, header included
@@ -44,8 +58,9 @@ class IncomingCopy {
 
 class ReplicaStore {
  public:
-  // A copy announced with `header` and `bytes` in all: checks the header against the size
-  // (snapshot::CheckHeader; kDataLoss/kNotFound name the copy) and creates its memory file.
+    // A copy announced with `header` and `bytes` in all: checks the header against the size
+  // (snapshot::CheckHeader; kDataLoss/kNotFound name the copy), creates its memory file at that
+  // size and maps it (kInternal with errno's text: the node is out of memory).
   Result<IncomingCopy> Begin(const snapshot::SlotHeader& header, uint64_t bytes);
   // Keeps a whole copy: kDataLoss when it is short or its CRC-32C disagrees with its header
   // (nothing is kept); then it is sealed and kept, and copies it makes unneeded are dropped.

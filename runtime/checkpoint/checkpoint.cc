@@ -255,12 +255,14 @@ struct AsyncCheckpoint::State {
   std::thread writer;
   std::chrono::steady_clock::time_point start;
   double stall_seconds = 0.0;
+  bool resident = false;  // `copies` are the step's in-memory snapshot
 };
 
 Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::string& dir, int64_t step,
                                                                 const Engine& engine, Communicator& comm,
                                                                 const CheckpointRun& run, const SaveOptions& options,
-                                                                AsyncCheckpointBuffers& buffers) {
+                                                                AsyncCheckpointBuffers& buffers,
+                                                                const std::vector<std::span<const float>>* resident) {
   DSLAUNCH_RETURN_IF_ERROR(comm.Barrier().WithContext("checkpoint"));
   auto state = std::make_unique<State>();
   state->start = std::chrono::steady_clock::now();
@@ -272,24 +274,42 @@ Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::strin
   DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(FilesOf(options), dir, state->step_dir, comm));
   const EngineSnapshot snap = engine.Snapshot();
   state->counters = CountersOf(snap);
-  buffers.tensors.resize(snap.tensors.size());
-  for (size_t i = 0; i < snap.tensors.size(); ++i) {
-    const auto& [name, data] = snap.tensors[i];
-    std::vector<float>& copy = buffers.tensors[i];
-    copy.resize(snap.range.size());  // the same size every time: no new pages after the first save
-    if (snap.stream) {
-      // Offloaded state: the writer thread must not touch the swap file while training goes on,
-      // so an asynchronous save copies it into memory like any other (docs/offload.md).
-      size_t at = 0;
-      DSLAUNCH_RETURN_IF_ERROR(snap.stream(i, [&](std::span<const float> piece) {
-        std::copy(piece.begin(), piece.end(), copy.begin() + static_cast<std::ptrdiff_t>(at));
-        at += piece.size();
-        return Status::Ok();
-      }));
-    } else {
-      std::copy(data.begin(), data.end(), copy.begin());
+  state->resident = resident != nullptr;
+  if (resident != nullptr) {
+    // Already copied (the step's in-memory snapshot): the writer reads it where it is.
+    if (resident->size() != snap.tensors.size()) {
+      return InternalError("checkpoint of step " + std::to_string(step) + ": " + std::to_string(resident->size()) +
+                           " resident tensors, the engine has " + std::to_string(snap.tensors.size()));
     }
-    state->copies.emplace_back(name, std::span<const float>(copy));
+    for (size_t i = 0; i < snap.tensors.size(); ++i) {
+      if ((*resident)[i].size() != snap.range.size()) {
+        return InternalError("checkpoint of step " + std::to_string(step) + ": resident " + snap.tensors[i].first +
+                             " has " + std::to_string((*resident)[i].size()) + " elements, the rank's slice " +
+                             std::to_string(snap.range.size()));
+      }
+      state->copies.emplace_back(snap.tensors[i].first, (*resident)[i]);
+    }
+  }
+  if (resident == nullptr) {
+    buffers.tensors.resize(snap.tensors.size());
+    for (size_t i = 0; i < snap.tensors.size(); ++i) {
+      const auto& [name, data] = snap.tensors[i];
+      std::vector<float>& copy = buffers.tensors[i];
+      copy.resize(snap.range.size());  // the same size every time: no new pages after the first save
+      if (snap.stream) {
+        // Offloaded state: the writer thread must not touch the swap file while training goes on,
+        // so an asynchronous save copies it into memory like any other (docs/offload.md).
+        size_t at = 0;
+        DSLAUNCH_RETURN_IF_ERROR(snap.stream(i, [&](std::span<const float> piece) {
+          std::copy(piece.begin(), piece.end(), copy.begin() + static_cast<std::ptrdiff_t>(at));
+          at += piece.size();
+          return Status::Ok();
+        }));
+      } else {
+        std::copy(data.begin(), data.end(), copy.begin());
+      }
+      state->copies.emplace_back(name, std::span<const float>(copy));
+    }
   }
   state->stall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - state->start).count();
   State* s = state.get();
@@ -322,6 +342,7 @@ Result<SaveResult> AsyncCheckpoint::Finish(Communicator& comm) {
   const auto now = std::chrono::steady_clock::now();
   result.seconds = std::chrono::duration<double>(now - state_->start).count();
   result.stall_seconds = state_->stall_seconds + std::chrono::duration<double>(now - finish_start).count();
+  result.from_snapshot = state_->resident;
   return result;
 }
 

@@ -62,6 +62,7 @@ struct SaveResult {
   uint64_t bytes = 0;          // all shards together
   double seconds = 0.0;        // this rank's wall time from the start of the save to its completion
   double stall_seconds = 0.0;  // of which training waited (all of it for a synchronous save)
+  bool from_snapshot = false;  // an asynchronous save written from this rank's in-memory snapshot
 };
 
 // Collective: saves the engine's state after `step` training steps into DIR/global_step<step>.
@@ -91,10 +92,14 @@ struct AsyncCheckpointBuffers {
 class AsyncCheckpoint {
  public:
   // Collective (prepares the directory): the same step on every rank. `buffers` must outlive the
-  // save (until Finish or destruction) and not be shared by two saves.
+  // save (until Finish or destruction) and not be shared by two saves. The rank's state is copied
+  // into them while training waits, unless `resident` gives it already copied (one span per state
+  // tensor, the rank's slice, in StateTensorNames order: its in-memory snapshot of `step`), which
+  // the writer then reads as it is: it must not change until Finish or destruction.
   static Result<std::unique_ptr<AsyncCheckpoint>> Start(const std::string& dir, int64_t step, const Engine& engine,
                                                         Communicator& comm, const CheckpointRun& run,
-                                                        const SaveOptions& options, AsyncCheckpointBuffers& buffers);
+                                                        const SaveOptions& options, AsyncCheckpointBuffers& buffers,
+                                                        const std::vector<std::span<const float>>* resident = nullptr);
   ~AsyncCheckpoint();  // waits for the writer thread
   AsyncCheckpoint(const AsyncCheckpoint&) = delete;
   AsyncCheckpoint& operator=(const AsyncCheckpoint&) = delete;

@@ -163,6 +163,8 @@ snapshot::Ack SnapshotSlot::ack() const {
   return snapshot::AckOf(acked, h->step);
 }
 
+size_t SnapshotSlot::tensors() const { return reinterpret_cast<const SlotHeader*>(map_)->tensors; }
+
 std::string_view SnapshotSlot::meta() const {
   const SlotHeader* h = reinterpret_cast<const SlotHeader*>(map_);
   return {reinterpret_cast<const char*>(map_ + kHeaderBytes), h->meta_bytes};
@@ -244,19 +246,32 @@ bool MemorySnapshots::Answered(std::optional<int64_t>* failed) {
 }
 
 Status MemorySnapshots::Write(const SnapshotInfo& info, std::string_view meta_json, const EngineSnapshot& snap) {
-  size_t target = 0;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (!committed_ || holds_[i] != committed_) {
-      target = i;
-      break;
-    }
+  // Not the newest committed snapshot's slot, nor the pinned one; with one pinned, the committed
+  // one if need be (the pinned slot holds an older whole snapshot meanwhile).
+  std::optional<size_t> free, unpinned;
+  for (size_t i = 0; i < slots_.size() && !free; ++i) {
+    if (pinned_ == i) continue;
+    unpinned = i;
+    if (!committed_ || holds_[i] != committed_) free = i;
   }
+  if (!free && !unpinned) return InternalError("in-memory snapshot of step " + std::to_string(info.step) + ": no slot");
+  const size_t target = free ? *free : *unpinned;
   holds_[target].reset();
   latest_.reset();
   DSLAUNCH_RETURN_IF_ERROR(slots_[target].Write(info, meta_json, snap, mid_write_, origin_));
   holds_[target] = info.step;
   latest_ = target;
   return Status::Ok();
+}
+
+const SnapshotSlot* MemorySnapshots::Pin(int64_t step) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (holds_[i] == step) {
+      pinned_ = i;
+      return &slots_[i];
+    }
+  }
+  return nullptr;
 }
 
 void MemorySnapshots::KeepOnly(std::optional<int64_t> step) {

@@ -86,6 +86,7 @@ class SnapshotSlot {
   // After a successful Check: meta.json's text, and state tensor `index`'s slice.
   std::string_view meta() const;
   std::span<const float> tensor(size_t index) const;
+  size_t tensors() const;
   // Bytes the slot holds (its memory file's size).
   size_t bytes() const { return mapped_; }
 
@@ -136,6 +137,12 @@ class MemorySnapshots {
   void KeepOnly(std::optional<int64_t> step);
   // After the restore: the peers' copies are not read again (their memory stays with the agent).
   void DropReplicas() { replicas_.clear(); }
+  // The slot holding this run's snapshot of `step`, which no write touches until Unpin (an
+  // asynchronous save writes it to disk meanwhile); nullptr when no slot holds it. One at a time.
+  // While one is pinned the next snapshots go to the other slot, even over the newest committed
+  // one: the pinned slot keeps an older whole snapshot meanwhile.
+  const SnapshotSlot* Pin(int64_t step);
+  void Unpin() { pinned_.reset(); }
 
  private:
   std::vector<SnapshotSlot> slots_;
@@ -143,6 +150,7 @@ class MemorySnapshots {
   std::vector<SnapshotSlot> replicas_;
   std::optional<int64_t> committed_;
   std::optional<size_t> latest_;  // the slot of this run's latest write, until answered
+  std::optional<size_t> pinned_;  // Pin
   SlotOrigin origin_;
   SnapshotSlot::WriteHook mid_write_;
 };

@@ -23,7 +23,10 @@ CheckpointSaver::CheckpointSaver(const CheckpointConfig& config, const Engine& e
       last_complete_step_(first_step),
       last_complete_(std::move(resumed_from)) {}
 
-CheckpointSaver::~CheckpointSaver() = default;  // an unfinished save's writer thread is joined
+CheckpointSaver::~CheckpointSaver() {
+  pending_.reset();  // an unfinished save's writer thread is joined
+  if (release_pending_) release_pending_();
+}
 
 bool CheckpointSaver::pending_written() const { return pending_ && pending_->written(); }
 
@@ -34,7 +37,7 @@ void CheckpointSaver::Report(int64_t step, const std::string& why, const SaveRes
   if (on_saved_) on_saved_(step, saved);
   if (comm_.rank() != 0) return;
   if (print_) {
-    char line[320];
+    char line[400];
     std::snprintf(line, sizeof(line), "step %lld | checkpoint (%s) %s: %.1f MB in %.2f s, training stalled %.3f s",
                   static_cast<long long>(step), why.c_str(), saved.path.c_str(), static_cast<double>(saved.bytes) / 1e6,
                   saved.seconds, saved.stall_seconds);
@@ -63,12 +66,13 @@ Status CheckpointSaver::CompletePending() {
   const int64_t step = pending_->step();
   Result<SaveResult> saved = pending_->Finish(comm_);
   pending_.reset();
+  if (release_pending_) std::exchange(release_pending_, nullptr)();
   if (!saved.ok()) {
     if (!comm_.health().ok()) return saved.status();
     ReportFailure(step, saved.status());
     return Status::Ok();
   }
-  Report(step, "async", *saved);
+  Report(step, saved->from_snapshot ? "async, from the in-memory snapshot" : "async", *saved);
   return Status::Ok();
 }
 
@@ -80,8 +84,16 @@ Status CheckpointSaver::SavePeriodic(int64_t step) {
     return Status::Ok();
   }
   DSLAUNCH_RETURN_IF_ERROR(CompletePending());  // one save in flight at a time
-  Result<std::unique_ptr<AsyncCheckpoint>> started =
-      AsyncCheckpoint::Start(config_.dir, step, engine_, comm_, run_, options_, async_buffers_);
+  std::optional<ResidentState> resident = resident_ ? resident_(step) : std::nullopt;
+  Result<std::unique_ptr<AsyncCheckpoint>> started = AsyncCheckpoint::Start(
+      config_.dir, step, engine_, comm_, run_, options_, async_buffers_, resident ? &resident->tensors : nullptr);
+  if (resident) {
+    if (started.ok()) {
+      release_pending_ = std::move(resident->release);
+    } else if (resident->release) {
+      resident->release();
+    }
+  }
   if (!started.ok()) {
     // The ranks agreed the save cannot start (rank 0 could not create its directory): a periodic
     // asynchronous save that failed early, not a reason to stop training.

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,11 +38,23 @@ class CheckpointSaver {
   CheckpointSaver(const CheckpointConfig& config, const Engine& engine, Communicator& comm, CheckpointRun run,
                   SaveOptions options, std::function<void(const std::string&)> print,
                   std::function<void(const std::string&)> record, int64_t first_step, std::string resumed_from);
-  ~CheckpointSaver();
+  ~CheckpointSaver();  // waits for a save in flight, then releases its resident state
 
   // Called on every rank for each complete checkpoint (periodic, asynchronous or final), with its
   // step and result; the training loop reports it (runtime/train/progress_report.h). Optional.
   void set_on_saved(std::function<void(int64_t step, const SaveResult&)> on_saved) { on_saved_ = std::move(on_saved); }
+
+  // The rank's state of a step already copied where it stays unchanged while an asynchronous save
+  // writes it (its in-memory snapshot of that step: docs/checkpoint.md, "Disk checkpoints from the
+  // snapshot"): one span per state tensor; `release` is called once the save no longer reads them.
+  struct ResidentState {
+    std::vector<std::span<const float>> tensors;
+    std::function<void()> release;
+  };
+  // Asked at each asynchronous save for the state of its step; nullopt: copied from the engine.
+  void set_resident_state(std::function<std::optional<ResidentState>(int64_t step)> provider) {
+    resident_ = std::move(provider);
+  }
 
   // Whether checkpoint.dir is set.
   bool enabled() const { return !config_.dir.empty(); }
@@ -82,6 +96,8 @@ class CheckpointSaver {
   std::string last_complete_;               // the newest complete checkpoint, "" when none yet
   AsyncCheckpointBuffers async_buffers_;    // host copies, reused from save to save
   std::unique_ptr<AsyncCheckpoint> pending_;
+  std::function<std::optional<ResidentState>(int64_t)> resident_;
+  std::function<void()> release_pending_;  // the resident state pending_ reads, released after it
   std::vector<std::string> saved_;
   std::vector<int64_t> failed_steps_;
 };

@@ -46,8 +46,14 @@ struct ProcessFootprint {
   int compute_threads = 1;        // the rank's OpenMP/OpenBLAS threads
   double data_bytes = 0;          // the data files' sizes, summed (each is read whole)
   double largest_data_file = 0;   // bytes of the largest: its read buffer while it is decoded
-  int snapshot_slots = 0;         // in-memory snapshot slots the rank fills: 2 with snapshots on
+  int snapshot_slots = 0;         // in-memory snapshot slots of the rank's state: SnapshotSlots
 };
+
+// The in-memory snapshot slots one rank's state fills on its node and its peers' (docs/checkpoint.md,
+// "Copies on peer nodes"): its own two, and on each of `replicas` peer nodes up to three copies
+// (two kept, one arriving); none without snapshots. Counted against the rank's node: its node
+// holds as many copies for the node before it in the ring.
+inline int SnapshotSlots(bool snapshots, int replicas) { return snapshots ? 2 + 3 * replicas : 0; }
 
 // What one in-memory snapshot slot may hold beyond the state slice: its header and meta.json.
 inline constexpr double kSnapshotMetaBytes = 1.0 * (1 << 20);

@@ -336,6 +336,19 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     });
   }
   const CheckpointSchedule schedule(config.checkpoint, config.train.steps);
+  if (hooks.snapshots != nullptr) {
+    // An asynchronous save of a step this rank has a snapshot of is written from the snapshot: no
+    // copy while training waits (docs/checkpoint.md, "Disk checkpoints from the snapshot").
+    saver.set_resident_state([snapshots = hooks.snapshots](int64_t step) {
+      std::optional<CheckpointSaver::ResidentState> state;
+      const SnapshotSlot* slot = snapshots->Pin(step);
+      if (slot == nullptr) return state;
+      state.emplace();
+      for (size_t i = 0; i < slot->tensors(); ++i) state->tensors.push_back(slot->tensor(i));
+      state->release = [snapshots] { snapshots->Unpin(); };
+      return state;
+    });
+  }
 
   // In-memory snapshots: only the one this run resumed from is kept; each step's is committed once
   // the next step's all-reduce says every rank wrote it.

@@ -124,6 +124,40 @@ TEST_CASE("Snapshots alternate between the two slots and never overwrite the new
   CHECK(mine.bytes() > 0);
 }
 
+TEST_CASE("A pinned slot is not written until unpinned: the next snapshots take the other, even the committed one") {
+  std::vector<SnapshotSlot> slots;
+  slots.emplace_back(MemoryFile(), "slot 0");
+  slots.emplace_back(MemoryFile(), "slot 1");
+  MemorySnapshots mine(std::move(slots));
+  Fixture f(1.0f);
+  auto steps = [&] {
+    std::vector<int64_t> held;
+    for (SnapshotSlot& s : mine.slots()) {
+      Result<SnapshotInfo> info = s.Check();
+      held.push_back(info.ok() ? info->step : -1);
+    }
+    return held;
+  };
+  REQUIRE(mine.Write({1, 0, 2}, "{}", f.snap).ok());
+  mine.Committed(1);
+  REQUIRE(mine.Write({2, 0, 2}, "{}", f.snap).ok());
+  CHECK(mine.Pin(7) == nullptr);  // no slot holds it
+  const SnapshotSlot* pinned = mine.Pin(2);  // an asynchronous save of step 2 reads it
+  REQUIRE(pinned == &mine.slots()[1]);
+  CHECK(pinned->tensors() == 2);
+  mine.Committed(2);
+  // Slot 1 holds the newest committed step and is pinned: step 3 goes to slot 0, and so does 4,
+  // over the committed 3: the pinned slot keeps step 2 whole meanwhile.
+  REQUIRE(mine.Write({3, 0, 2}, "{}", f.snap).ok());
+  mine.Committed(3);
+  REQUIRE(mine.Write({4, 0, 2}, "{}", f.snap).ok());
+  CHECK(steps() == std::vector<int64_t>{4, 2});
+  mine.Unpin();
+  mine.Committed(4);
+  REQUIRE(mine.Write({5, 0, 2}, "{}", f.snap).ok());
+  CHECK(steps() == std::vector<int64_t>{4, 5});
+}
+
 TEST_CASE("DSLAUNCH_SNAPSHOT_FDS must name two open descriptors") {
   UniqueFd a = MemoryFile(), b = MemoryFile();
   const std::string good = std::to_string(a.get()) + "," + std::to_string(b.get());

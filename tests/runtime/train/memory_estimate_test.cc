@@ -187,7 +187,8 @@ double Numel(const TrainConfig& c) {
   return numel;
 }
 
-TEST_CASE("In-memory snapshots add two copies of the rank's state slice, and a refusal names them") {
+TEST_CASE("In-memory snapshots add two copies of the rank's state slice and three on each peer node, and a refusal "
+          "names them") {
   TrainConfig c = TinyGpt();
   c.engine.optimizer.kind = OptimizerKind::kAdamW;  // master weights and two moments: 12 bytes each
   c.engine.zero.stage = 1;
@@ -205,6 +206,13 @@ TEST_CASE("In-memory snapshots add two copies of the rank's state slice, and a r
   CHECK(s.message().find(", process 26.0 MiB, in-memory snapshots 2.1 MiB) x 2 ranks on this node") != std::string::npos);
   CHECK(CheckMemoryFits(without, 2, AvailableMemory{1e6, "MemAvailable"}, "train.json").message().find("snapshots") ==
         std::string::npos);
+
+  // Copied to one peer node: the node also holds up to three copies of each rank of the node before it.
+  CHECK(SnapshotSlots(false, 1) == 0);
+  CHECK(SnapshotSlots(true, 0) == 2);
+  CHECK(SnapshotSlots(true, 1) == 5);
+  slots.snapshot_slots = SnapshotSlots(true, 1);
+  CHECK(EstimateTrainingMemory(c, 2, slots).snapshots == 2.5 * with.snapshots);
 }
 
 TEST_CASE("overlap_comm adds a second bucket and its reduced part at stages 2-3, a staging chunk at stage 1 with "

@@ -9,15 +9,18 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/checkpoint/memory_snapshot.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
 #include "tests/runtime/tiny_gpt_config.h"
+#include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -316,6 +319,48 @@ TEST_CASE("A corrupt snapshot is refused by name for the older one; with none co
   CHECK(third.Text().find("restart: resumed from " + base.checkpoint.dir + "/global_step7 at step 7") !=
         std::string::npos);
   CHECK(third.results[0].first_step == 7);
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime
+
+namespace dslaunch::runtime {
+namespace {
+
+// Every file of a step directory but meta.json (which records when and how long), by name.
+std::map<std::string, std::string> ShardFiles(const std::string& step_dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(step_dir)) {
+    if (e.path().filename() == "meta.json") continue;
+    files[e.path().filename().string()] = dslaunch::testing::ReadWhole(e.path().string());
+  }
+  return files;
+}
+
+TEST_CASE("An asynchronous checkpoint of a step with a snapshot is written from the snapshot, the same bytes as from "
+          "the engine") {
+  dslaunch::testing::TempDir dir;
+  TrainConfig c = Config(2, 1, Precision::kFp32, 6);
+  c.checkpoint.interval = 2;
+  c.checkpoint.async = true;
+  c.checkpoint.dir = dir.path() + "/engine";
+  const Outcome plain = Run(c, {{}, {}});
+  c.checkpoint.dir = dir.path() + "/snapshot";
+  const AgentMemory m0, m1;
+  const Outcome from_memory = Run(c, {{&m0}, {&m1}});
+  INFO(from_memory.Text());
+  CHECK(from_memory.results[0].losses == plain.results[0].losses);
+  CHECK(from_memory.Text().find("step 2 | checkpoint (async, from the in-memory snapshot) " + c.checkpoint.dir +
+                                "/global_step2: ") != std::string::npos);
+  CHECK(plain.Text().find("step 2 | checkpoint (async) ") != std::string::npos);
+  for (const char* step : {"/global_step2", "/global_step4"}) {
+    CAPTURE(step);
+    const auto expected = ShardFiles(dir.path() + "/engine" + step);
+    REQUIRE(expected.size() >= 2);
+    CHECK(ShardFiles(c.checkpoint.dir + step) == expected);
+  }
+  // The snapshots went on meanwhile: the newest is of the last step.
+  CHECK(StepsHeld(m0).back() == 6);
 }
 
 }  // namespace
