@@ -500,7 +500,7 @@ void AgentSession::OnMessage(control::Message message) {
     if (phase_ == Phase::kIdle) Exit();
   } else if (auto* peers = std::get_if<control::SnapshotPeers>(&message)) {
     if (peers->generation != assignment_.generation || !replication_) return;  // stale, or no copies here
-    replication_->sender().SetPeers(peers->generation, std::move(peers->peers));
+    replication_->sender().SetPeers(std::move(peers->peers));
   }
 }
 

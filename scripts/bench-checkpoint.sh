@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoint speed (docs/checkpoint.md): save and load throughput of dslaunch-worker's checkpoints
 # next to a plain sequential write and read of the same number of bytes on the same disk, and the
-# training stall per checkpoint with synchronous and asynchronous saves, all in the same run.
+# training stall per checkpoint with synchronous and asynchronous saves, and with asynchronous saves
+# written from the in-memory snapshot of their step (snapshots every step), all in the same run.
 # Prints Markdown for docs/benchmarks.md. Needs root for dropping the page cache before reads.
 #
 #   scripts/bench-checkpoint.sh [DIR]     (default: a fresh directory under $TMPDIR or /tmp)
@@ -48,7 +49,7 @@ def run(name, checkpoint, steps=12):
         sys.exit(f"{name} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     return p.stdout
 
-line = re.compile(r"step (\d+) \| checkpoint \((\w+)\) \S+: ([0-9.]+) MB in ([0-9.]+) s, training stalled ([0-9.]+) s")
+line = re.compile(r"step (\d+) \| checkpoint \(([^)]+)\) \S+: ([0-9.]+) MB in ([0-9.]+) s, training stalled ([0-9.]+) s")
 def saves(out):
     return [(int(m[1]), float(m[3]), float(m[4]), float(m[5])) for m in line.finditer(out)]
 
@@ -66,6 +67,20 @@ async_out = run("async", {"dir": os.path.join(work, "async"), "interval": 3, "as
 asyn = [s for s in saves(async_out) if s[0] in (6, 9, 12)]
 async_stall = statistics.median(s[3] for s in asyn)
 async_seconds = statistics.median(s[2] for s in asyn)
+# Asynchronous from the in-memory snapshot of the step: snapshots every step (each a copy of the
+# state slice, on the training thread, its time in the step records' snapshot_ms), and the saves
+# write the snapshot of their step, pinned, without another copy.
+logs = os.path.join(work, "logs")
+before = set(os.listdir(logs))
+snap_out = run("snapshot", {"dir": os.path.join(work, "snapshot"), "interval": 3, "async": True,
+                            "snapshot_interval": 1}, steps=14)
+snap = [s for s in saves(snap_out) if s[0] in (6, 9, 12)]
+assert all(m[2] == "async, from the in-memory snapshot" for m in line.finditer(snap_out) if int(m[1]) in (6, 9, 12)), snap_out
+snap_stall = statistics.median(s[3] for s in snap)
+snap_seconds = statistics.median(s[2] for s in snap)
+(job,) = set(os.listdir(logs)) - before
+records = [json.loads(l) for l in open(os.path.join(logs, job, "metrics.jsonl")) if l.startswith("{")]
+snapshot_ms = statistics.median(r["snapshot_ms"] for r in records if r.get("event") == "step" and "snapshot_ms" in r)
 # Load: a finished run resumed (it loads and stops), page cache dropped first.
 load_times = []
 for _ in range(3):
@@ -139,4 +154,7 @@ print("| save mode | training stalled per checkpoint (s) | save completes after 
 print("|---|---|---|---|")
 print(f"| sync | {sync_seconds:.3f} | {sync_seconds:.2f} | 100% |")
 print(f"| async | {async_stall:.3f} | {async_seconds:.2f} | {async_stall / sync_seconds:.1%} |")
+print(f"| async, from the in-memory snapshot of the step | {snap_stall:.3f} | {snap_seconds:.2f} | {snap_stall / sync_seconds:.1%} |")
+print()
+print(f"With snapshots every step, each step also pays for its snapshot: {snapshot_ms / 1e3:.3f} s (median snapshot_ms).")
 PY

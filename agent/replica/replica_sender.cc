@@ -68,13 +68,15 @@ Status ReplicaSender::Watch(int local_rank, const std::vector<int>& slots) {
     slot->name = prefix + std::to_string(i);
     added.push_back(std::move(slot));
   }
-  std::lock_guard lock(mu_);
-  for (auto& s : added) slots_.push_back(std::move(s));
+  {
+    std::lock_guard lock(mu_);
+    for (auto& s : added) slots_.push_back(std::move(s));
+  }
+  wake_.notify_all();
   return Status::Ok();
 }
 
-void ReplicaSender::SetPeers(int generation, std::vector<std::string> peers) {
-  (void)generation;  // the peers of the newest generation the session was told of
+void ReplicaSender::SetPeers(std::vector<std::string> peers) {
   {
     std::lock_guard lock(mu_);
     peers_ = std::move(peers);
@@ -96,7 +98,12 @@ void ReplicaSender::Run() {
     bool new_peers = false;
     {
       std::unique_lock lock(mu_);
-      wake_.wait_for(lock, kSlotPollInterval, [this] { return stopping_; });
+      // Nothing to look at (no worker asked for snapshot memory): asleep until Watch.
+      if (slots_.empty()) {
+        wake_.wait(lock, [this] { return stopping_ || !slots_.empty(); });
+      } else {
+        wake_.wait_for(lock, kSlotPollInterval, [this] { return stopping_; });
+      }
       if (stopping_) return;
       for (const auto& s : slots_) slots.push_back(s.get());
       peers = peers_;

@@ -2,7 +2,7 @@
 // (docs/checkpoint.md, "Copies on peer nodes"; docs/protocol.md, "Snapshot copies").
 //
 // A thread of its own looks at the header of every slot of this node's workers every
-// kSlotPollInterval. A slot that holds a complete snapshot it has not answered for yet, and whose
+// kSlotPollInterval (and sleeps while no worker asked for snapshot memory). A slot that holds a complete snapshot it has not answered for yet, and whose
 // header asks for copies (replicas > 0), is sent whole to the first `replicas` peers of the
 // current generation, one after the other, each over an authenticated connection kept open for
 // the next. Then its answer goes into the slot's header (`acked`): the step when every peer
@@ -58,9 +58,9 @@ class ReplicaSender {
   // This node's local rank `local_rank` writes its snapshots into the memory files `slots`
   // (duplicated here; a local rank already watched is left as it is).
   Status Watch(int local_rank, const std::vector<int>& slots);
-  // The peers' addresses for generation `generation`, in order (the next nodes of the ring). A
+  // The peers' addresses of the current generation, in order (the next nodes of the ring). A
   // snapshot already answered is not sent again; the next goes to the new peers.
-  void SetPeers(int generation, std::vector<std::string> peers);
+  void SetPeers(std::vector<std::string> peers);
 
   // Copies sent and stored, for the tests and the log.
   uint64_t stored() const;
