@@ -62,7 +62,9 @@ Status ReplicaSender::Watch(int local_rank, const std::vector<int>& slots) {
   }
   for (size_t i = 0; i < slots.size(); ++i) {
     const int fd = ::fcntl(slots[i], F_DUPFD_CLOEXEC, 3);
-    if (fd < 0) return ErrnoError("duplicate the descriptor of local rank " + std::to_string(local_rank) + "'s slot", errno);
+    if (fd < 0) {
+      return ErrnoError("duplicate the descriptor of local rank " + std::to_string(local_rank) + "'s slot", errno);
+    }
     auto slot = std::make_unique<Slot>();
     slot->fd = UniqueFd(fd);
     slot->name = prefix + std::to_string(i);
@@ -183,7 +185,9 @@ Status ReplicaSender::SendTo(const std::string& peer, const Slot& slot, const sn
       const ssize_t n = ::sendfile(fd, slot.fd.get(), &at, static_cast<size_t>(bytes - static_cast<uint64_t>(at)));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return ErrnoError("send " + slot.name, errno);
-      if (n == 0) return DataLossError(slot.name + " ended at " + std::to_string(at) + " of " + std::to_string(bytes) + " bytes");
+      if (n == 0) {
+        return DataLossError(slot.name + " ended at " + std::to_string(at) + " of " + std::to_string(bytes) + " bytes");
+      }
     }
     DSLAUNCH_ASSIGN_OR_RETURN(wire::Frame answer, ReceiveFrame(fd, it->second.in, Clock::now() + kPeerAnswerTimeout));
     if (answer.type == msg::kSnapshotRefused) {

@@ -2,14 +2,15 @@
 // (docs/checkpoint.md, "Copies on peer nodes"; docs/protocol.md, "Snapshot copies").
 //
 // A thread of its own looks at the header of every slot of this node's workers every
-// kSlotPollInterval (and sleeps while no worker asked for snapshot memory). A slot that holds a complete snapshot it has not answered for yet, and whose
-// header asks for copies (replicas > 0), is sent whole to the first `replicas` peers of the
-// current generation, one after the other, each over an authenticated connection kept open for
-// the next. Then its answer goes into the slot's header (`acked`): the step when every peer
-// stored it, else FailedAck(step) with a line saying which peer failed and why; the worker's
-// trainer waits for that answer before its next snapshot. If the slot was rewritten meanwhile, no
-// answer is written (the peer refused the torn copy by its CRC-32C). Without peers yet (the
-// generation's SNAPSHOT_PEERS has not come), a snapshot waits up to kPeersWait, then fails.
+// kSlotPollInterval (and sleeps while no worker asked for snapshot memory). A slot that holds a
+// complete snapshot it has not answered for yet, and whose header asks for copies (replicas > 0),
+// is sent whole to the first `replicas` peers of the current generation, one after the other, each
+// over an authenticated connection kept open for the next. Then its answer goes into the slot's
+// header (`acked`): the step when every peer stored it, else FailedAck(step) with a line saying
+// which peer failed and why; the worker's trainer waits for that answer before its next snapshot.
+// If the slot was rewritten meanwhile, no answer is written (the peer refused the torn copy by its
+// CRC-32C). Without peers yet (the generation's SNAPSHOT_PEERS has not come), a snapshot waits up
+// to kPeersWait, then fails.
 //
 // Threading: Watch, SetPeers and the destructor on the session's thread; the sending on the
 // sender's own thread, joined by the destructor (which cuts off a copy in flight).

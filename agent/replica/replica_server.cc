@@ -136,7 +136,9 @@ Status ReplicaServer::Handshake(int fd, wire::FrameDecoder& in) {
   challenge.server_nonce = RandomBytes(kNonceBytes);
   DSLAUNCH_RETURN_IF_ERROR(SendFrame(fd, msg::kChallenge, EncodeChallenge(challenge)));
   DSLAUNCH_ASSIGN_OR_RETURN(wire::Frame frame, ReceiveFrame(fd, in, deadline));
-  if (frame.type != msg::kAuth) return InvalidArgumentError("expected AUTH, got a frame of type " + std::to_string(frame.type));
+  if (frame.type != msg::kAuth) {
+    return InvalidArgumentError("expected AUTH, got a frame of type " + std::to_string(frame.type));
+  }
   auto checked = CheckAuth(challenge, frame.payload, options_.job_id, options_.secret, 0);
   std::optional<AuthRejection> rejection;
   if (auto* r = std::get_if<AuthRejection>(&checked)) rejection = std::move(*r);

@@ -49,7 +49,8 @@ Status IncomingCopy::Append(std::string_view bytes) {
 Status IncomingCopy::ReadFrom(int socket, std::chrono::steady_clock::time_point deadline) {
   const std::string what = CopyName(header_);
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    using std::chrono::milliseconds;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       return DeadlineExceededError(what + "nothing more arrived after " + std::to_string(written_) + " of " +
                                    std::to_string(size_) + " bytes");
@@ -79,7 +80,9 @@ Result<IncomingCopy> ReplicaStore::Begin(const snapshot::SlotHeader& header, uin
   if (fd < 0) return ErrnoError(what + "memfd_create", errno);
   IncomingCopy copy;
   copy.fd_ = UniqueFd(fd);
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return ErrnoError(what + "resize to " + std::to_string(bytes), errno);
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    return ErrnoError(what + "resize to " + std::to_string(bytes), errno);
+  }
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) return ErrnoError(what + "map " + std::to_string(bytes) + " bytes", errno);
   copy.map_ = static_cast<std::byte*>(map);

@@ -199,7 +199,7 @@ Result<std::vector<int>> InheritedFds(std::string_view name, std::string_view va
 }
 
 // Takes `fd`, close-on-exec from now on (not for this worker's own children).
-UniqueFd Take(int fd) {
+UniqueFd TakeInherited(int fd) {
   ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   return UniqueFd(fd);
 }
@@ -213,9 +213,10 @@ Result<MemorySnapshots> MemorySnapshots::FromEnv(std::string_view value, std::st
       const std::vector<int> copies,
       InheritedFds("DSLAUNCH_SNAPSHOT_REPLICA_FDS", replica_value, "open descriptors (\"9,10,11\")", std::nullopt));
   std::vector<SnapshotSlot> slots, replicas;
-  for (int fd : own) slots.emplace_back(Take(fd), "slot " + std::to_string(slots.size()));
+  for (int fd : own) slots.emplace_back(TakeInherited(fd), "slot " + std::to_string(slots.size()));
   for (int fd : copies) {
-    replicas.emplace_back(Take(fd), "peer copy " + std::to_string(replicas.size()), SnapshotSlot::Access::kReadOnly);
+    replicas.emplace_back(TakeInherited(fd), "peer copy " + std::to_string(replicas.size()),
+                          SnapshotSlot::Access::kReadOnly);
   }
   return MemorySnapshots(std::move(slots), std::move(replicas));
 }
