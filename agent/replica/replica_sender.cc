@@ -37,6 +37,12 @@ std::tuple<int64_t, uint32_t, int32_t> Identity(const snapshot::SlotHeader& h) {
 
 }  // namespace
 
+bool WriteAnswer(int fd, const snapshot::SlotHeader& header, int64_t answer) {
+  const auto now = ReadHeader(fd);
+  if (!now || Identity(now->first) != Identity(header)) return false;
+  return ::pwrite(fd, &answer, sizeof(answer), snapshot::kAckedOffset) == static_cast<ssize_t>(sizeof(answer));
+}
+
 ReplicaSender::ReplicaSender(SenderOptions options) : options_(std::move(options)) {
   thread_ = std::thread([this] { Run(); });
 }
@@ -155,9 +161,7 @@ void ReplicaSender::Look(Slot& slot, const std::vector<std::string>& peers) {
   slot.waiting_since.reset();
   slot.answered = Identity(h);
   // The answer is for this content only: a slot rewritten meanwhile gets none.
-  const auto now = ReadHeader(slot.fd.get());
-  if (!now || Identity(now->first) != Identity(h)) return;
-  (void)!::pwrite(slot.fd.get(), &answer, sizeof(answer), snapshot::kAckedOffset);
+  WriteAnswer(slot.fd.get(), h, answer);
 }
 
 Status ReplicaSender::SendTo(const std::string& peer, const Slot& slot, const snapshot::SlotHeader& h,

@@ -42,6 +42,11 @@ inline constexpr std::chrono::seconds kPeersWait{30};
 inline constexpr std::chrono::seconds kPeerConnectTimeout{2};
 inline constexpr std::chrono::seconds kPeerAnswerTimeout{60};
 
+// Writes `answer` into the header of the slot in memory file `fd` if the slot still holds the
+// content `header` describes (its step, CRC-32C and generation): true. False, with nothing
+// written, when the slot was rewritten meanwhile (the answer was about the old content).
+bool WriteAnswer(int fd, const snapshot::SlotHeader& header, int64_t answer);
+
 struct SenderOptions {
   std::string job_id;
   std::string secret;

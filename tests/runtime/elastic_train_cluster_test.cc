@@ -122,13 +122,19 @@ ProcessResult Reference(const Cluster& c, int steps = kSteps) {
   return RunProcess(Launch(c, dir, "elastic-train-reference", {}), kRunTimeout);
 }
 
+// The losses of the uninterrupted run of kSteps on 2 nodes x 2 slots, by step.
+std::map<int, std::string> ReferenceLosses(const Cluster& c) {
+  auto reference = Reference(c);
+  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
+  auto expected = LossesByStep(reference.out);
+  REQUIRE(expected.size() == kSteps);
+  return expected;
+}
+
 TEST_CASE("Training goes on after a worker is killed and after a worker hangs, on the same nodes, bitwise") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
-  auto reference = Reference(*c);
-  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
-  const auto expected = LossesByStep(reference.out);
-  REQUIRE(expected.size() == kSteps);
+  const auto expected = ReferenceLosses(*c);
 
   // With in-memory snapshots (the default with --max_restarts) every rank comes back from its
   // agent's memory at the newest step all completed; without (snapshot_interval 0), from the
@@ -231,10 +237,7 @@ TEST_CASE("checkpoint.snapshot_replicas: a node cut off comes back onto the spar
           "its peer, bitwise, and with 0 from the disk") {
   Cluster* c = Cluster::Get();
   DSLAUNCH_SKIP_UNLESS(c != nullptr, "cluster", Cluster::Missing());
-  auto reference = Reference(*c);
-  REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
-  const auto expected = LossesByStep(reference.out);
-  REQUIRE(expected.size() == kSteps);
+  const auto expected = ReferenceLosses(*c);
   for (const bool copies : {true, false}) {
     CAPTURE(copies);
     // Nodes 0 and 1 run, node 2 waits as the spare. Node 1's snapshots are copied to node 0.

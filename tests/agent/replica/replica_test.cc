@@ -258,6 +258,26 @@ TEST_CASE("A peer that is not there, or does not hold the job's secret, is a fai
   }
 }
 
+TEST_CASE("The answer is written only into a slot that still holds the snapshot it is about") {
+  UniqueFd slot = MemoryFile();
+  WriteSlot(slot.get(), {3, 0, 2}, 1);
+  const snapshot::SlotHeader three = HeaderOf(slot.get());
+  WriteSlot(slot.get(), {4, 0, 2}, 1);  // rewritten while step 3 was on its way
+  CHECK_FALSE(WriteAnswer(slot.get(), three, 3));
+  CHECK(AckedOf(slot.get()) == snapshot::kNotAcked);
+  CHECK(WriteAnswer(slot.get(), HeaderOf(slot.get()), 4));
+  CHECK(AckedOf(slot.get()) == 4);
+}
+
+TEST_CASE("The copy server serves snapshot peers only") {
+  Pair p;
+  Result<UniqueFd> agent = ConnectToEndpoint(p.server->address(), kJob, kSecret, PeerRole::kAgent, 0,
+                                             std::chrono::steady_clock::now() + kWait);
+  CHECK(agent.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(agent.status().message().find("an agent's snapshot copies serve snapshot peers only, not agent") !=
+        std::string::npos);
+}
+
 TEST_CASE("A copy cut off or corrupted on the way is never kept, and the server goes on serving") {
   Pair p;
   UniqueFd slot = MemoryFile();

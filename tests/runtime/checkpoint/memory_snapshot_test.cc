@@ -89,20 +89,23 @@ TEST_CASE("An empty slot, a write cut short and a flipped byte are not snapshots
   CHECK(info.status().message().find(", its header records ") != std::string::npos);
 }
 
+// The step each of `mine`'s own slots holds a complete snapshot of, -1 for none, in slot order.
+std::vector<int64_t> StepsIn(MemorySnapshots& mine) {
+  std::vector<int64_t> held;
+  for (SnapshotSlot& s : mine.slots()) {
+    Result<SnapshotInfo> info = s.Check();
+    held.push_back(info.ok() ? info->step : -1);
+  }
+  return held;
+}
+
 TEST_CASE("Snapshots alternate between the two slots and never overwrite the newest committed one") {
   std::vector<SnapshotSlot> slots;
   slots.emplace_back(MemoryFile(), "slot 0");
   slots.emplace_back(MemoryFile(), "slot 1");
   MemorySnapshots mine(std::move(slots));
   Fixture f(1.0f);
-  auto steps = [&] {
-    std::vector<int64_t> held;
-    for (SnapshotSlot& s : mine.slots()) {
-      Result<SnapshotInfo> info = s.Check();
-      held.push_back(info.ok() ? info->step : -1);
-    }
-    return held;
-  };
+  auto steps = [&] { return StepsIn(mine); };
   REQUIRE(mine.Write({1, 0, 2}, "{}", f.snap).ok());
   CHECK(steps() == std::vector<int64_t>{1, -1});
   mine.Committed(1);
@@ -130,14 +133,7 @@ TEST_CASE("A pinned slot is not written until unpinned: the next snapshots take 
   slots.emplace_back(MemoryFile(), "slot 1");
   MemorySnapshots mine(std::move(slots));
   Fixture f(1.0f);
-  auto steps = [&] {
-    std::vector<int64_t> held;
-    for (SnapshotSlot& s : mine.slots()) {
-      Result<SnapshotInfo> info = s.Check();
-      held.push_back(info.ok() ? info->step : -1);
-    }
-    return held;
-  };
+  auto steps = [&] { return StepsIn(mine); };
   REQUIRE(mine.Write({1, 0, 2}, "{}", f.snap).ok());
   mine.Committed(1);
   REQUIRE(mine.Write({2, 0, 2}, "{}", f.snap).ok());
