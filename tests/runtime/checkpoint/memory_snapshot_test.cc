@@ -99,11 +99,16 @@ std::vector<int64_t> StepsIn(MemorySnapshots& mine) {
   return held;
 }
 
-TEST_CASE("Snapshots alternate between the two slots and never overwrite the newest committed one") {
+// A rank's two slots, empty.
+MemorySnapshots TwoSlots() {
   std::vector<SnapshotSlot> slots;
   slots.emplace_back(MemoryFile(), "slot 0");
   slots.emplace_back(MemoryFile(), "slot 1");
-  MemorySnapshots mine(std::move(slots));
+  return MemorySnapshots(std::move(slots));
+}
+
+TEST_CASE("Snapshots alternate between the two slots and never overwrite the newest committed one") {
+  MemorySnapshots mine = TwoSlots();
   Fixture f(1.0f);
   auto steps = [&] { return StepsIn(mine); };
   REQUIRE(mine.Write({1, 0, 2}, "{}", f.snap).ok());
@@ -128,10 +133,7 @@ TEST_CASE("Snapshots alternate between the two slots and never overwrite the new
 }
 
 TEST_CASE("A pinned slot is not written until unpinned: the next snapshots take the other, even the committed one") {
-  std::vector<SnapshotSlot> slots;
-  slots.emplace_back(MemoryFile(), "slot 0");
-  slots.emplace_back(MemoryFile(), "slot 1");
-  MemorySnapshots mine(std::move(slots));
+  MemorySnapshots mine = TwoSlots();
   Fixture f(1.0f);
   auto steps = [&] { return StepsIn(mine); };
   REQUIRE(mine.Write({1, 0, 2}, "{}", f.snap).ok());
