@@ -4,6 +4,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +88,11 @@ Status ReplicaSender::Watch(int local_rank, const std::vector<int>& slots) {
 void ReplicaSender::SetPeers(std::vector<std::string> peers) {
   {
     std::lock_guard lock(mu_);
+    // A copy in flight to a node that is no longer a peer (lost, cut off) stops now: its socket
+    // could block for minutes, and the new ring's copies wait behind it.
+    if (in_flight_ >= 0 && std::find(peers.begin(), peers.end(), in_flight_peer_) == peers.end()) {
+      ::shutdown(in_flight_, SHUT_RDWR);
+    }
     peers_ = std::move(peers);
     ++peers_serial_;
   }
@@ -171,6 +177,9 @@ Status ReplicaSender::SendTo(const std::string& peer, const Slot& slot, const sn
     DSLAUNCH_ASSIGN_OR_RETURN(UniqueFd fd, ConnectToEndpoint(peer, options_.job_id, options_.secret,
                                                              PeerRole::kSnapshotPeer, 0,
                                                              Clock::now() + kPeerConnectTimeout));
+    // A peer that stops taking bytes (cut off) fails the copy after this, not after TCP's minutes.
+    const timeval stall{static_cast<time_t>(kPeerStallTimeout.count()), 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof(stall));
     it = connections_.emplace(peer, Connection{std::move(fd), {}}).first;
   }
   const int fd = it->second.fd.get();
@@ -178,6 +187,7 @@ Status ReplicaSender::SendTo(const std::string& peer, const Slot& slot, const sn
     std::lock_guard lock(mu_);
     if (stopping_) return AbortedError("the agent is stopping");
     in_flight_ = fd;
+    in_flight_peer_ = peer;
   }
   Status sent = [&]() -> Status {
     snapshot::SlotHeader announced = h;

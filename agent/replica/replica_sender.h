@@ -41,6 +41,8 @@ inline constexpr std::chrono::seconds kPeersWait{30};
 // Connecting to a peer (retried while refused) and its answer to a whole copy.
 inline constexpr std::chrono::seconds kPeerConnectTimeout{2};
 inline constexpr std::chrono::seconds kPeerAnswerTimeout{60};
+// A peer that takes no bytes of a copy for this long fails it (SO_SNDTIMEO).
+inline constexpr std::chrono::seconds kPeerStallTimeout{10};
 
 // Writes `answer` into the header of the slot in memory file `fd` if the slot still holds the
 // content `header` describes (its step, CRC-32C and generation): true. False, with nothing
@@ -65,7 +67,8 @@ class ReplicaSender {
   // (duplicated here; a local rank already watched is left as it is).
   Status Watch(int local_rank, const std::vector<int>& slots);
   // The peers' addresses of the current generation, in order (the next nodes of the ring). A
-  // snapshot already answered is not sent again; the next goes to the new peers.
+  // snapshot already answered is not sent again; the next goes to the new peers. A copy in flight
+  // to a node that is no longer a peer is cut off (failed).
   void SetPeers(std::vector<std::string> peers);
 
   // Copies sent and stored, for the tests and the log.
@@ -99,6 +102,7 @@ class ReplicaSender {
   uint64_t peers_serial_ = 0;          // guarded by mu_: raised by SetPeers
   uint64_t stored_ = 0;                // guarded by mu_
   int in_flight_ = -1;                 // guarded by mu_: the socket of the copy being sent
+  std::string in_flight_peer_;         // guarded by mu_: and its peer
   std::map<std::string, Connection> connections_;  // the thread's own
   std::thread thread_;
 };

@@ -4,7 +4,9 @@
 // their CRC-32C, sealed), what the sender answers in the slot's header, and what a copy cut off or
 // corrupted on the way, a wrong secret or an absent peer leave behind (nothing, and a failed answer).
 #include <doctest/doctest.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -267,6 +269,52 @@ TEST_CASE("The answer is written only into a slot that still holds the snapshot 
   CHECK(AckedOf(slot.get()) == snapshot::kNotAcked);
   CHECK(WriteAnswer(slot.get(), HeaderOf(slot.get()), 4));
   CHECK(AckedOf(slot.get()) == 4);
+}
+
+// A peer that lets a sender in (the handshake, with the job's secret) and then reads nothing: a
+// node cut off in the middle of a copy, as far as the sender can tell.
+struct SilentPeer {
+  UniqueFd listener, conn;
+  std::string address;
+  std::thread thread;
+  SilentPeer() {
+    listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
+    REQUIRE(::listen(listener.get(), 4) == 0);
+    REQUIRE(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    thread = std::thread([this] {
+      conn = UniqueFd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      Challenge challenge;
+      challenge.server_nonce = std::string(kNonceBytes, 'n');
+      if (!SendFrame(conn.get(), msg::kChallenge, EncodeChallenge(challenge)).ok()) return;
+      wire::FrameDecoder in;
+      Result<wire::Frame> auth = ReceiveFrame(conn.get(), in, std::chrono::steady_clock::now() + kWait);
+      if (!auth.ok()) return;
+      Result<AuthRequest> request = DecodeAuth(auth->payload);
+      if (!request.ok()) return;
+      SendFrame(conn.get(), msg::kAuthOk, EncodeAuthOk(ServerProof(kSecret, challenge, *request))).IgnoreError();
+    });
+  }
+  ~SilentPeer() { thread.join(); }
+};
+
+TEST_CASE("A copy in flight to a node that leaves the ring is cut off at once, a failed answer") {
+  Pair p;
+  SilentPeer silent;
+  // 32 MB: far more than the sockets buffer, so the sender blocks in the middle.
+  WriteSlot(p.slots[0].get(), {8, 1, 2}, 1, 0, 4u << 20);
+  p.sender->SetPeers({silent.address});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(AckedOf(p.slots[0].get()) == snapshot::kNotAcked);  // still sending
+  // The next generation's ring no longer has that node; the stall timeout (10 s) is not waited for.
+  p.sender->SetPeers({p.server->address()});
+  REQUIRE(WaitFor([&] { return AckedOf(p.slots[0].get()) == snapshot::FailedAck(8); }, std::chrono::seconds(5)));
+  CHECK(p.Warnings().find("was not copied to the peer node at " + silent.address) != std::string::npos);
 }
 
 TEST_CASE("The copy server serves snapshot peers only") {
