@@ -66,10 +66,7 @@ struct StepReport {
   int64_t tokens = 0;    // tokens (samples for a classifier) in the global batch
   std::vector<double> rank_ms;  // every rank's time of this step, rank order; empty: not recorded
   std::vector<double> rank_collective_ms;  // the part of it inside collectives, the same order
-  // What rank 0's training thread spent on in-memory snapshots in this step: waiting, before the
-  // update, for the copy of the last one, and starting the copy of this step's (the copy itself
-  // runs beside the next step); < 0: none.
-  double snapshot_seconds = -1.0;
+  double snapshot_seconds = -1.0;  // rank 0's in-memory snapshot after this step; < 0: none taken
   // A snapshot was due after this step and waited: some rank's previous one was still being
   // copied to its peer nodes (docs/checkpoint.md, "Copies on peer nodes").
   bool snapshot_deferred = false;

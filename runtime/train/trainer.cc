@@ -4,8 +4,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <thread>
-#include <utility>
 
 #include "runtime/checkpoint/checkpoint_directory.h"
 #include "runtime/checkpoint/memory_restore.h"
@@ -83,7 +81,6 @@ struct Loop {
     int ranks_written = 0;  // ranks that wrote their shard of the asynchronous save in flight
     int snapshot_ranks = 0;  // ranks that wrote their latest in-memory snapshot
     int answered_ranks = 0;  // ranks whose agent answered for the copies of their latest snapshot
-    std::optional<int64_t> snapshot_written;  // this rank's snapshot written before the update
   };
 
   // Collective: resumes what `plan` names (the steps done before this run), else starts at 0;
@@ -147,65 +144,24 @@ struct Loop {
     return std::optional<ResumeOutcome>(ResumeOutcome{std::move(loaded), "", /*from_memory=*/true});
   }
 
-  // This rank's in-memory snapshot in flight (docs/checkpoint.md, "Snapshots in memory"): copied on
-  // a thread of its own while the next step's forward and backward run, since the state it reads
-  // does not change before the next update. Joined before that update, before any save and before
-  // the after-step hook; the destructor joins one an error left behind.
-  std::thread snapshot_copy;
-  int64_t snapshot_copy_step = -1;  // the step of the snapshot started and not yet consumed
-  Status snapshot_copied;           // its result, once joined
-
-  ~Loop() {
-    if (snapshot_copy.joinable()) snapshot_copy.join();
-  }
-
-  // Local: starts this rank's snapshot of the state after `step` steps into its agent's memory,
-  // on the copy thread (here when the state streams from disk: the swap file is the training
-  // thread's). `*seconds` gets what the training thread spent on it.
-  void StartSnapshot(int64_t step, const CheckpointRun& run, double* seconds) {
+  // Local: this rank's snapshot of the state after `step` steps into its agent's memory. A failure
+  // is this rank's line, and the snapshot is not committed; training goes on.
+  bool TakeSnapshot(int64_t step, const CheckpointRun& run, double* seconds) {
     const auto start = Clock::now();
-    EngineSnapshot snap = engine.Snapshot();
-    std::string meta = CheckpointMetaToJson(MetaOfSnapshot(step, comm.world_size(), snap, run));
-    const SnapshotInfo info{step, comm.rank(), comm.world_size()};
-    snapshot_copy_step = step;
-    if (snap.stream) {
-      snapshot_copied = hooks.snapshots->Write(info, meta, snap);
-    } else {
-      snapshot_copy = std::thread([this, info, meta = std::move(meta), snap = std::move(snap)] {
-        snapshot_copied = hooks.snapshots->Write(info, meta, snap);
-      });
+    const EngineSnapshot snap = engine.Snapshot();
+    const std::string meta = CheckpointMetaToJson(MetaOfSnapshot(step, comm.world_size(), snap, run));
+    const Status written = hooks.snapshots->Write(SnapshotInfo{step, comm.rank(), comm.world_size()}, meta, snap);
+    *seconds = SecondsSince(start);
+    if (!written.ok() && hooks.print) {
+      hooks.print("in-memory snapshot of step " + std::to_string(step) + " failed: " + written.ToString() +
+                  " (the previous one is kept; training goes on)");
     }
-    *seconds += SecondsSince(start);
-  }
-
-  // Local: waits for the snapshot in flight, if any (false: none); `*seconds` += the wait.
-  bool JoinSnapshot(double* seconds) {
-    if (!snapshot_copy.joinable()) return false;
-    const auto start = Clock::now();
-    snapshot_copy.join();
-    *seconds += SecondsSince(start);
-    return true;
-  }
-
-  // Local, after JoinSnapshot: the step of the snapshot started since the last call, when this
-  // rank wrote it; a failure is this rank's line, and that snapshot is not committed.
-  std::optional<int64_t> SnapshotWritten() {
-    const int64_t step = std::exchange(snapshot_copy_step, -1);
-    if (step < 0) return std::nullopt;
-    if (!snapshot_copied.ok()) {
-      if (hooks.print) {
-        hooks.print("in-memory snapshot of step " + std::to_string(step) + " failed: " + snapshot_copied.ToString() +
-                    " (the previous one is kept; training goes on)");
-      }
-      return std::nullopt;
-    }
-    return step;
+    return written.ok();
   }
 
   // Collective: the optimizer step after `step` steps; `pending_written` whether this rank wrote
-  // its shard of the asynchronous save in flight. The snapshot in flight is joined before the
-  // update: the all-reduce says whether it was written.
-  Result<StepOutcome> RunStep(int64_t step, bool pending_written) {
+  // its shard of the asynchronous save in flight, `snapshot_written` its latest snapshot.
+  Result<StepOutcome> RunStep(int64_t step, bool pending_written, bool snapshot_written) {
     const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
     engine.BeginStep(accumulation);
     const float backward_scale = static_cast<float>(engine.loss_scale() / accumulation);
@@ -215,10 +171,6 @@ struct Loop {
       task.Backward(engine.access(), backward_scale);
     }
     StepOutcome outcome;
-    double waited = 0.0;
-    if (JoinSnapshot(&waited)) outcome.step.snapshot_seconds = waited;
-    outcome.snapshot_written = SnapshotWritten();
-    const bool snapshot_written = outcome.snapshot_written.has_value();
     DSLAUNCH_ASSIGN_OR_RETURN(outcome.step.stats, engine.Step());
     // The step's loss, averaged over ranks; whether any rank was told to stop; how many ranks have
     // written their shard of the asynchronous save in flight, and their latest in-memory snapshot,
@@ -405,12 +357,15 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     hooks.snapshots->KeepOnly(resumed.from_memory ? std::optional<int64_t>(result.first_step) : std::nullopt);
     hooks.snapshots->DropReplicas();
   }
+  int64_t snapshot_step = -1;  // the step of this rank's latest snapshot, written
   report.TrainingStarts(result.first_step, Clock::now());
   for (int64_t step = result.first_step; step < config.train.steps; ++step) {
     const auto step_start = Clock::now();
     const auto collectives_before = comm.in_collectives();
-    DSLAUNCH_ASSIGN_OR_RETURN(Loop::StepOutcome outcome, loop.RunStep(step, saver.pending_written()));
-    if (outcome.snapshot_written && outcome.snapshot_ranks == world) hooks.snapshots->Committed(*outcome.snapshot_written);
+    DSLAUNCH_ASSIGN_OR_RETURN(Loop::StepOutcome outcome,
+                              loop.RunStep(step, saver.pending_written(), snapshot_step >= 0));
+    if (snapshot_step >= 0 && outcome.snapshot_ranks == world) hooks.snapshots->Committed(snapshot_step);
+    snapshot_step = -1;
     if (CheckpointSchedule::CompletePendingNow(saver.pending(), outcome.ranks_written, world)) {
       DSLAUNCH_RETURN_IF_ERROR(saver.CompletePending());
     }
@@ -430,25 +385,16 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
       // Copies on peer nodes: the next snapshot waits until every rank's latest has its answer,
       // so a step every rank kept is always on the peers too.
       if (outcome.answered_ranks == world) {
-        double seconds = std::max(0.0, outcome.step.snapshot_seconds);  // and the wait for the last one
-        loop.StartSnapshot(step + 1, run, &seconds);
+        double seconds = 0.0;
+        if (loop.TakeSnapshot(step + 1, run, &seconds)) snapshot_step = step + 1;
         outcome.step.snapshot_seconds = seconds;
       } else {
         outcome.step.snapshot_deferred = true;
       }
     }
     report.Step(outcome.step, Clock::now());
-    if (hooks.after_step) {
-      double waited = 0.0;
-      loop.JoinSnapshot(&waited);  // the hook runs after the step and its snapshot
-      hooks.after_step(step + 1);
-    }
-    const SaveDecision save = schedule.AfterStep(step + 1, outcome.stop);
-    if (save.kind != SaveKind::kNone) {
-      double waited = 0.0;
-      loop.JoinSnapshot(&waited);  // a save reads the state too, or the snapshot itself
-    }
-    DSLAUNCH_RETURN_IF_ERROR(loop.Save(save, step + 1, saver));
+    if (hooks.after_step) hooks.after_step(step + 1);
+    DSLAUNCH_RETURN_IF_ERROR(loop.Save(schedule.AfterStep(step + 1, outcome.stop), step + 1, saver));
     if (outcome.stop) {
       report.Stopped(step + 1);
       result.stopped = true;
