@@ -70,6 +70,13 @@ std::atomic<bool> g_stop_requested{false};
 // point.
 constexpr char kCheckpointFaultEnv[] = "DSLAUNCH_CHECKPOINT_FAULT";
 
+// The fault hooks' end: says which (`variable`=`spec`) and where, then SIGKILL, as a crash.
+void KillForFault(const char* variable, const std::string& spec, const std::string& where) {
+  std::fprintf(stderr, "dslaunch-worker: %s=%s: killed %s\n", variable, spec.c_str(), where.c_str());
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
 // The file system of this rank's checkpoint saves with the fault of `spec` in it, or null when the
 // fault is for another rank. kInvalidArgument naming the variable for a malformed spec.
 Result<std::unique_ptr<FaultInjectingFileSystem>> CheckpointFaultFileSystem(const std::string& spec, int rank) {
@@ -78,17 +85,10 @@ Result<std::unique_ptr<FaultInjectingFileSystem>> CheckpointFaultFileSystem(cons
   if (fault->rank != rank) return std::unique_ptr<FaultInjectingFileSystem>();
   return std::make_unique<FaultInjectingFileSystem>(
       LocalFileSystem(), *fault, [spec](SaveFaultPoint, const std::string& path) -> Status {
-        std::fprintf(stderr, "dslaunch-worker: %s=%s: killed at %s\n", kCheckpointFaultEnv, spec.c_str(), path.c_str());
-        std::fflush(stderr);
-        std::raise(SIGKILL);
+        KillForFault(kCheckpointFaultEnv, spec, "at " + path);
         return Status::Ok();
       });
 }
-
-// The snapshot tests' hook: DSLAUNCH_CRASH_AFTER_STEP=RANK@STEP kills rank RANK with SIGKILL
-// once step STEP is done (its in-memory snapshot taken), in generation 0 only.
-constexpr char kCrashAfterStepEnv[] = "DSLAUNCH_CRASH_AFTER_STEP";
-
 
 // The steps between this rank's in-memory snapshots: checkpoint.snapshot_interval resolved against
 // the agent's memory (DSLAUNCH_SNAPSHOT_FDS) and the job's restarts (TORCHELASTIC_MAX_RESTARTS).
@@ -106,6 +106,10 @@ int SnapshotReplicasFor(const WorkerIdentity& id, const TrainConfig& config, int
   if (interval == 0) return 0;
   return std::max(0, std::min(config.checkpoint.snapshot_replicas, id.num_nodes - 1));
 }
+
+// The snapshot tests' hook: DSLAUNCH_CRASH_AFTER_STEP=RANK@STEP kills rank RANK with SIGKILL
+// once step STEP is done (its in-memory snapshot taken), in generation 0 only.
+constexpr char kCrashAfterStepEnv[] = "DSLAUNCH_CRASH_AFTER_STEP";
 
 // The snapshot crash tests' hook: DSLAUNCH_SNAPSHOT_FAULT=RANK@STEP kills rank RANK with SIGKILL in
 // the middle of its in-memory snapshot of step STEP (one tensor copied, the slot not complete), in
@@ -129,11 +133,7 @@ Result<std::function<void(int64_t)>> CrashAfterStep(const std::string& spec, int
   DSLAUNCH_ASSIGN_OR_RETURN(const auto target, ParseRankAtStep(kCrashAfterStepEnv, spec));
   if (target.first != rank) return std::function<void(int64_t)>();
   return std::function<void(int64_t)>([spec, step = target.second](int64_t done) {
-    if (done != step) return;
-    std::fprintf(stderr, "dslaunch-worker: %s=%s: killed after step %lld\n", kCrashAfterStepEnv, spec.c_str(),
-                 static_cast<long long>(step));
-    std::fflush(stderr);
-    std::raise(SIGKILL);
+    if (done == step) KillForFault(kCrashAfterStepEnv, spec, "after step " + std::to_string(step));
   });
 }
 
@@ -142,11 +142,9 @@ Result<SnapshotSlot::WriteHook> SnapshotFault(const std::string& spec, int rank)
   DSLAUNCH_ASSIGN_OR_RETURN(const auto target, ParseRankAtStep(kSnapshotFaultEnv, spec));
   if (target.first != rank) return SnapshotSlot::WriteHook();
   return SnapshotSlot::WriteHook([spec, step = target.second](const SnapshotInfo& info) {
-    if (info.step != step) return;
-    std::fprintf(stderr, "dslaunch-worker: %s=%s: killed in the middle of the snapshot of step %lld\n",
-                 kSnapshotFaultEnv, spec.c_str(), static_cast<long long>(step));
-    std::fflush(stderr);
-    std::raise(SIGKILL);
+    if (info.step == step) {
+      KillForFault(kSnapshotFaultEnv, spec, "in the middle of the snapshot of step " + std::to_string(step));
+    }
   });
 }
 

@@ -60,12 +60,9 @@ ReplicaSender::~ReplicaSender() {
 
 Status ReplicaSender::Watch(int local_rank, const std::vector<int>& slots) {
   std::vector<std::unique_ptr<Slot>> added;
-  const std::string prefix = "local rank " + std::to_string(local_rank) + ", slot ";
   {
     std::lock_guard lock(mu_);
-    for (const auto& s : slots_) {
-      if (s->name.starts_with(prefix)) return Status::Ok();
-    }
+    if (watched_.contains(local_rank)) return Status::Ok();
   }
   for (size_t i = 0; i < slots.size(); ++i) {
     const int fd = ::fcntl(slots[i], F_DUPFD_CLOEXEC, 3);
@@ -74,11 +71,12 @@ Status ReplicaSender::Watch(int local_rank, const std::vector<int>& slots) {
     }
     auto slot = std::make_unique<Slot>();
     slot->fd = UniqueFd(fd);
-    slot->name = prefix + std::to_string(i);
+    slot->name = "local rank " + std::to_string(local_rank) + ", slot " + std::to_string(i);
     added.push_back(std::move(slot));
   }
   {
     std::lock_guard lock(mu_);
+    watched_.insert(local_rank);
     for (auto& s : added) slots_.push_back(std::move(s));
   }
   wake_.notify_all();
@@ -223,10 +221,8 @@ Status ReplicaSender::SendTo(const std::string& peer, const Slot& slot, const sn
     in_flight_ = -1;
     if (sent.ok()) ++stored_;
   }
-  if (!sent.ok()) Drop(peer);  // the next copy opens a new connection
+  if (!sent.ok()) connections_.erase(peer);  // the next copy opens a new connection
   return sent;
 }
-
-void ReplicaSender::Drop(const std::string& peer) { connections_.erase(peer); }
 
 }  // namespace dslaunch::agent::replica

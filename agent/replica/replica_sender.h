@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -91,13 +92,13 @@ class ReplicaSender {
   // One look at `slot`: sends it where it asks, answers in its header.
   void Look(Slot& slot, const std::vector<std::string>& peers);
   Status SendTo(const std::string& peer, const Slot& slot, const snapshot::SlotHeader& h, uint64_t bytes);
-  void Drop(const std::string& peer);
 
   const SenderOptions options_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
   std::vector<std::unique_ptr<Slot>> slots_;  // appended under mu_; each Slot is the thread's
+  std::set<int> watched_;                     // guarded by mu_: the local ranks of slots_
   std::vector<std::string> peers_;     // guarded by mu_
   uint64_t peers_serial_ = 0;          // guarded by mu_: raised by SetPeers
   uint64_t stored_ = 0;                // guarded by mu_

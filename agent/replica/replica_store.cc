@@ -1,9 +1,8 @@
 #include "agent/replica/replica_store.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <utility>
 
 #include "common/crc32c.h"
+#include "common/endpoint/endpoint_client.h"
 
 namespace dslaunch::agent::replica {
 
@@ -49,16 +49,10 @@ Status IncomingCopy::Append(std::string_view bytes) {
 Status IncomingCopy::ReadFrom(int socket, std::chrono::steady_clock::time_point deadline) {
   const std::string what = CopyName(header_);
   for (;;) {
-    using std::chrono::milliseconds;
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+    if (!WaitReadable(socket, deadline).ok()) {
       return DeadlineExceededError(what + "nothing more arrived after " + std::to_string(written_) + " of " +
                                    std::to_string(size_) + " bytes");
     }
-    pollfd p{socket, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (ready < 0 && errno != EINTR) return ErrnoError(what + "poll", errno);
-    if (ready <= 0) continue;
     const ssize_t n = ::recv(socket, map_ + written_, static_cast<size_t>(size_ - written_), 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return ErrnoError(what + "receive", errno);

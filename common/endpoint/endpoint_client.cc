@@ -42,17 +42,6 @@ int PollTimeoutMs(Clock::time_point deadline) {
   return static_cast<int>(std::min<int64_t>(ms, INT_MAX));
 }
 
-// Waits until `fd` is readable (or at EOF). kDeadlineExceeded when `deadline` passes first.
-Status WaitReadable(int fd, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    int r = ::poll(&p, 1, PollTimeoutMs(deadline));
-    if (r > 0) return Status::Ok();
-    if (r == 0) return DeadlineExceededError("no reply before the deadline");
-    if (errno != EINTR) return ErrnoError("poll", errno);
-  }
-}
-
 Status SetBlockingWithNoDelay(int fd, bool tcp = true) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) return ErrnoError("fcntl", errno);
@@ -231,6 +220,16 @@ Result<UniqueFd> HandshakeAsClient(UniqueFd fd, const std::string& where, std::s
 }
 
 }  // namespace
+
+Status WaitReadable(int fd, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, PollTimeoutMs(deadline));
+    if (r > 0) return Status::Ok();
+    if (r == 0) return DeadlineExceededError("no reply before the deadline");
+    if (errno != EINTR) return ErrnoError("poll", errno);
+  }
+}
 
 std::optional<std::string> UnixSocketPath(std::string_view address) {
   if (address.substr(0, kUnixAddressPrefix.size()) != kUnixAddressPrefix) return std::nullopt;

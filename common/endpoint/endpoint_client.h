@@ -59,6 +59,10 @@ Result<UniqueFd> ConnectToEndpoint(const std::string& address, std::string_view 
                                    std::string_view secret, PeerRole role, int generation,
                                    std::chrono::steady_clock::time_point deadline);
 
+// Waits until `fd` is readable (or at EOF). kDeadlineExceeded when `deadline` passes first
+// (steady_clock::time_point::max() waits for ever).
+Status WaitReadable(int fd, std::chrono::steady_clock::time_point deadline);
+
 // Writes one whole frame. Blocks until written (also on a non-blocking socket, by polling).
 // kInvalidArgument if 1 + payload.size() exceeds wire::kMaxFrameBytes (nothing is sent);
 // kUnavailable if the peer has gone (no SIGPIPE is raised).

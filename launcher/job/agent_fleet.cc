@@ -144,6 +144,7 @@ void AgentFleet::SeatRejoined(int candidate, AgentLink& link) {
 void AgentFleet::SetMembers(int generation, const std::vector<int>& members) {
   generation_ = generation;
   members_ = members;
+  members_assigned_ = 0;
   snapshot_peers_sent_ = false;
   for (Place& p : places_) p.node_rank = -1;
   for (size_t r = 0; r < members.size(); ++r) places_[members[r]].node_rank = static_cast<int>(r);
@@ -167,23 +168,28 @@ void AgentFleet::SendAssignment(int candidate, control::Assignment assignment) {
   assignment.fence_agent_pid = p.fence_pid;
   p.link->Send(assignment);
   p.awaiting_assignment = false;
-  SendSnapshotPeersOnceSeated();
+  if (p.node_rank >= 0 && p.assigned_generation != generation_) {
+    p.assigned_generation = generation_;
+    if (++members_assigned_ == members_.size()) SendSnapshotPeers();
+  }
 }
 
-// Once every member of the generation has its agent: each is told its peers for in-memory
-// snapshot copies (launcher/job/snapshot_peers.h).
-void AgentFleet::SendSnapshotPeersOnceSeated() {
+// Once every member of the generation has its ASSIGNMENT: each is told its peers for in-memory
+// snapshot copies (launcher/job/snapshot_peers.h). A member whose link closed since has no address
+// and is told nothing.
+void AgentFleet::SendSnapshotPeers() {
   if (snapshot_peers_sent_) return;
+  snapshot_peers_sent_ = true;
   std::vector<std::string> addresses;
   for (int candidate : members_) {
-    const Place& p = places_[candidate];
-    if (p.link == nullptr || p.awaiting_assignment) return;
-    addresses.push_back(p.link->snapshot_address());
+    const AgentLink* link = places_[candidate].link;
+    addresses.push_back(link != nullptr ? link->snapshot_address() : std::string());
   }
-  snapshot_peers_sent_ = true;
   for (size_t r = 0; r < members_.size(); ++r) {
-    places_[members_[r]].link->Send(control::SnapshotPeers{
-        generation_, SnapshotPeersOf(addresses, r, static_cast<size_t>(snapshot::kMaxReplicas))});
+    AgentLink* link = places_[members_[r]].link;
+    if (link == nullptr) continue;
+    link->Send(control::SnapshotPeers{generation_,
+                                      SnapshotPeersOf(addresses, r, static_cast<size_t>(snapshot::kMaxReplicas))});
   }
 }
 

@@ -171,6 +171,7 @@ class AgentFleet final : private LinkEvents {
     int64_t agent_pid = 0;
     std::string agent_host;
     int64_t fence_pid = 0;
+    int assigned_generation = -1;  // the generation whose ASSIGNMENT it was sent last
   };
 
   // LinkEvents: the fleet's links report here. A REGISTER is checked for the job and the version
@@ -180,7 +181,7 @@ class AgentFleet final : private LinkEvents {
   void OnClosed(AgentLink& link, const Status& why) override;
 
   void Seat(int candidate, AgentLink& link);
-  void SendSnapshotPeersOnceSeated();
+  void SendSnapshotPeers();
   void StartAgent(int candidate);
   void OnProcessExit(int candidate, uint64_t serial, std::optional<ExitStatus> status, const std::string& detail);
   void OnProbed(int candidate, bool answered);
@@ -199,6 +200,7 @@ class AgentFleet final : private LinkEvents {
   // -- Places and processes --
   std::vector<Place> places_;
   std::vector<int> members_;           // the current generation's, in node-rank order
+  size_t members_assigned_ = 0;        // of them, those sent their ASSIGNMENT
   bool snapshot_peers_sent_ = false;  // SNAPSHOT_PEERS went to every member of this generation
   std::vector<std::unique_ptr<AgentHandle>> retired_handles_;  // agents replaced by a later one
   uint64_t agent_serial_ = 0;    // agents whose start was attempted
