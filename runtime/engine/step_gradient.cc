@@ -81,7 +81,7 @@ std::span<float> StepGradient::Range(size_t begin, size_t count, ScratchBuffers&
 }
 
 void StepGradient::Release(ScratchBuffers& scratch) {
-  scratch.Give(std::move(owned_));
+  scratch.GiveForReuse(std::move(owned_));  // the next step takes the same size
   scratch.Give(std::move(staging_));
   values_ = std::span<float>();
 }

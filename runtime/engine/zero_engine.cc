@@ -96,7 +96,9 @@ class ZeroEngine final : public Engine, private ParameterAccess {
         grads_(layout, comm, options.zero, partitioning_.gradients, shards_, scratch_, deferred_, queue_),
         state_(Offloaded(options) ? nullptr : MakeStateStore<S>(options.optimizer, params_, shards_.own(), initial)),
         scaler_(options.precision == Precision::kFp16 ? options.loss_scaler : LossScalerConfig{}),
-        segments_(OwnedSegments(layout, shards_.own())) {}
+        segments_(OwnedSegments(layout, shards_.own())) {
+    scratch_.Trim();  // the start-up reads' buffers: training takes others
+  }
 
   // Collective: the second half of construction where the state goes to disk. Every rank sweeps
   // and checks before any rank creates its file (a sweep cannot meet a file being created by this
