@@ -165,4 +165,30 @@ Status Communicator::Barrier() {
   return Record(DoBarrier());
 }
 
+Status Communicator::CheckPeer(std::string_view op, int peer) const {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  if (peer < 0 || peer >= world_size() || peer == rank()) {
+    return InvalidArgumentError(Where(*this, op) + ": peer " + std::to_string(peer) +
+                                " is not another rank of the group");
+  }
+  return Status::Ok();
+}
+
+Status Communicator::Send(ConstBufferView data, int peer) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckPeer("send", peer));
+  if (data.count == 0) return Status::Ok();  // the receiver names the same count: nothing to do
+  return Record(DoSend(data, peer));
+}
+
+Status Communicator::Recv(BufferView data, int peer) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckPeer("recv", peer));
+  if (data.count == 0) return Status::Ok();
+  return Record(DoRecv(data, peer));
+}
+
+Status Communicator::FlushSends() {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  return Record(DoFlushSends());
+}
+
 }  // namespace dslaunch::runtime

@@ -130,6 +130,22 @@ class Communicator {
   // Returns once every rank has called Barrier.
   Status Barrier();
 
+  // Point-to-point, for a pipeline's activations and their gradients (docs/communicator.md,
+  // "Send and receive"). Not collective: only this rank and `peer` take part. The messages from
+  // one rank to another arrive in the order they were sent, and the receiver names the same count
+  // and dtype (a different size is an error: the two ranks disagree about the schedule).
+  // Send is buffered: it returns once `data` may be reused, without waiting for `peer` to
+  // receive; a failure to deliver is reported by a later call. Recv waits for the message, within
+  // the implementation's collective timeout. FlushSends returns once every message sent so far
+  // has been taken by its receiver (call it where the peers are known to have received them all,
+  // e.g. at the end of a pipeline step). kInvalidArgument for a peer outside the group or this
+  // rank itself.
+  Status Send(ConstBufferView data, int peer);
+  Status Send(std::span<const float> data, int peer) { return Send(View(data), peer); }
+  Status Recv(BufferView data, int peer);
+  Status Recv(std::span<float> data, int peer) { return Recv(View(data), peer); }
+  Status FlushSends();
+
   // OK while usable; after a failure, the first error.
   const Status& health() const { return health_; }
   // Whether reductions accept `dtype`.
@@ -145,6 +161,7 @@ class Communicator {
   Status CheckAllReduce(BufferView data) const;
   Status CheckReduceScatter(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) const;
   Status CheckAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) const;
+  Status CheckPeer(std::string_view op, int peer) const;
   // kAborted after an earlier error, naming it.
   Status Usable() const;
   // Keeps the first error other than kInvalidArgument as health(); returns `status`.
@@ -160,6 +177,9 @@ class Communicator {
                              const std::vector<size_t>& counts) = 0;
   virtual Status DoBroadcast(BufferView data, int root) = 0;
   virtual Status DoBarrier() = 0;
+  virtual Status DoSend(ConstBufferView data, int peer) = 0;
+  virtual Status DoRecv(BufferView data, int peer) = 0;
+  virtual Status DoFlushSends() = 0;
 
  private:
   const int rank_;

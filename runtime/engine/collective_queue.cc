@@ -95,4 +95,19 @@ Status QueuedCommunicator::DoBarrier() {
   return inner_.Barrier();
 }
 
+Status QueuedCommunicator::DoSend(ConstBufferView data, int peer) {
+  DSLAUNCH_RETURN_IF_ERROR(queue_.Drain());
+  return inner_.Send(data, peer);
+}
+
+Status QueuedCommunicator::DoRecv(BufferView data, int peer) {
+  DSLAUNCH_RETURN_IF_ERROR(queue_.Drain());
+  return inner_.Recv(data, peer);
+}
+
+Status QueuedCommunicator::DoFlushSends() {
+  DSLAUNCH_RETURN_IF_ERROR(queue_.Drain());
+  return inner_.FlushSends();
+}
+
 }  // namespace dslaunch::runtime

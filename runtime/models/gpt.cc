@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "common/check.h"
 #include "runtime/core/random.h"
@@ -60,16 +62,37 @@ Status ValidateGptConfig(const GptConfig& config) {
   return Status::Ok();
 }
 
-GptModel::GptModel(const GptConfig& config, int max_batch) : config_(config), max_batch_(max_batch) {
+namespace {
+
+// The part's blocks [first, end).
+std::pair<int, int> PartBlocks(const GptConfig& config, GptPart part) {
+  return {part.first_block, part.end_block < 0 ? config.n_layer : part.end_block};
+}
+
+// Of the model's first recompute_blocks blocks, those in the part: its first ones.
+int PartRecomputed(const GptConfig& config, GptPart part) {
+  const auto [first, end] = PartBlocks(config, part);
+  return std::clamp(config.recompute_blocks - first, 0, end - first);
+}
+
+}  // namespace
+
+GptModel::GptModel(const GptConfig& config, int max_batch, GptPart part) : config_(config), max_batch_(max_batch) {
   DSLAUNCH_CHECK(config.n_head > 0 && config.n_embd % config.n_head == 0)
       << "n_embd " << config.n_embd << " must divide into n_head " << config.n_head;
   DSLAUNCH_CHECK(config.recompute_blocks >= 0 && config.recompute_blocks <= config.n_layer)
       << "recompute_blocks " << config.recompute_blocks << " outside 0.." << config.n_layer;
+  std::tie(first_block_, end_block_) = PartBlocks(config, part);
+  DSLAUNCH_CHECK(0 <= first_block_ && first_block_ < end_block_ && end_block_ <= config.n_layer)
+      << "blocks [" << first_block_ << ", " << end_block_ << ") of " << config.n_layer;
+  blocks_ = end_block_ - first_block_;
+  recompute_ = PartRecomputed(config, part);
   BuildLayout();
   const size_t n = static_cast<size_t>(max_batch) * config.block_size;
-  const size_t c = config.n_embd, l = config.n_layer, v = config.vocab_size, nh = config.n_head;
-  const size_t s = BlockSlots(config);  // sets of block internals: l, or fewer with recomputation
+  const size_t c = config.n_embd, l = blocks_, v = last() ? config.vocab_size : 0, nh = config.n_head;
+  const size_t s = BlockSlots(config, part);  // sets of block internals: l, or fewer with recomputation
   const size_t tt = static_cast<size_t>(config.block_size) * config.block_size;
+  const size_t head_rows = last() ? n : 0;
   tokens_.resize(n);
   targets_.resize(n);
   x_.resize((l + 1) * n * c);
@@ -77,24 +100,27 @@ GptModel::GptModel(const GptConfig& config, int max_batch) : config_(config), ma
   qkv_.resize(s * n * 3 * c), att_.resize(s * max_batch * nh * tt), atty_.resize(s * n * c);
   res2_.resize(s * n * c), ln2_.resize(s * n * c), ln2_mean_.resize(s * n), ln2_rstd_.resize(s * n);
   fch_.resize(s * n * 4 * c), fch_gelu_.resize(s * n * 4 * c);
-  lnf_.resize(n * c), lnf_mean_.resize(n), lnf_rstd_.resize(n), logits_.resize(n * v), probs_.resize(n * v),
-      losses_.resize(n);
+  lnf_.resize(head_rows * c), lnf_mean_.resize(head_rows), lnf_rstd_.resize(head_rows), logits_.resize(n * v),
+      probs_.resize(n * v), losses_.resize(head_rows);
   dx_.resize(n * c), dtmp_c_.resize(n * c), dtmp_c2_.resize(n * c), dqkv_.resize(n * 3 * c),
-      dfch_.resize(n * 4 * c), dfch_gelu_.resize(n * 4 * c), dlnf_.resize(n * c), dlogits_.resize(n * v);
+      dfch_.resize(n * 4 * c), dfch_gelu_.resize(n * 4 * c), dlnf_.resize(head_rows * c), dlogits_.resize(n * v);
 }
 
-int GptModel::BlockSlots(const GptConfig& config) {
-  const int recomputed = config.recompute_blocks;
-  return recomputed > 0 ? config.n_layer - recomputed + 1 : config.n_layer;
+int GptModel::BlockSlots(const GptConfig& config, GptPart part) {
+  const auto [first, end] = PartBlocks(config, part);
+  const int recomputed = PartRecomputed(config, part);
+  return recomputed > 0 ? end - first - recomputed + 1 : end - first;
 }
 
-std::vector<double> GptModel::GroupSizes(const GptConfig& config) {
+std::vector<double> GptModel::GroupSizes(const GptConfig& config, GptPart part) {
   const double c = config.n_embd;
+  const auto [first, end] = PartBlocks(config, part);
+  std::vector<double> sizes;
+  if (first == 0) sizes.push_back((static_cast<double>(config.vocab_size) + config.block_size) * c);
   // Per block: ln_1 and ln_2 (2c each), c_attn (3c x c + 3c), attn c_proj (c x c + c),
   // mlp c_fc (4c x c + 4c), mlp c_proj (c x 4c + c): 12c^2 + 13c.
-  std::vector<double> sizes = {(static_cast<double>(config.vocab_size) + config.block_size) * c};
-  sizes.insert(sizes.end(), static_cast<size_t>(std::max(config.n_layer, 0)), 12.0 * c * c + 13.0 * c);
-  sizes.push_back(2.0 * c);  // ln_f
+  sizes.insert(sizes.end(), static_cast<size_t>(std::max(end - first, 0)), 12.0 * c * c + 13.0 * c);
+  if (end == config.n_layer) sizes.push_back(2.0 * c);  // ln_f
   return sizes;
 }
 
@@ -103,11 +129,14 @@ double GptModel::NumParameters(const GptConfig& config) {
   return std::accumulate(sizes.begin(), sizes.end(), 0.0);
 }
 
-double GptModel::ActivationBytes(const GptConfig& config, int max_batch) {
-  // Element counts of the constructor's buffers, in its order; s sets of block internals.
+double GptModel::ActivationBytes(const GptConfig& config, int max_batch, GptPart part) {
+  // Element counts of the constructor's buffers, in its order; s sets of block internals. A part
+  // without the head has no final norm, logits or losses.
+  const auto [first, end] = PartBlocks(config, part);
   const double n = static_cast<double>(max_batch) * config.block_size;
-  const double c = config.n_embd, l = config.n_layer, v = config.vocab_size, nh = config.n_head;
-  const double s = BlockSlots(config);
+  const double head = end == config.n_layer ? 1.0 : 0.0;
+  const double c = config.n_embd, l = end - first, v = head * config.vocab_size, nh = config.n_head;
+  const double s = BlockSlots(config, part);
   const double tt = static_cast<double>(config.block_size) * config.block_size;
   const double ints = 2 * n;  // tokens, targets
   const double floats = (l + 1) * n * c                                 // x: every block's input, and the last output
@@ -115,8 +144,8 @@ double GptModel::ActivationBytes(const GptConfig& config, int max_batch) {
                         + s * n * 3 * c + s * max_batch * nh * tt + s * n * c  // qkv, att, atty
                         + 2 * s * n * c + 2 * s * n                      // res2, ln2, mean, rstd
                         + 2 * s * n * 4 * c                              // fch, fch_gelu
-                        + n * c + 2 * n + 2 * n * v + n                  // lnf, mean, rstd, logits, probs, losses
-                        + 3 * n * c + n * 3 * c + 2 * n * 4 * c + n * c + n * v;  // backward scratch
+                        + head * (n * c + 2 * n + n) + 2 * n * v         // lnf, mean, rstd, losses; logits, probs
+                        + 3 * n * c + n * 3 * c + 2 * n * 4 * c + head * n * c + n * v;  // backward scratch
   return ints * sizeof(int) + floats * sizeof(float);
 }
 
@@ -132,31 +161,49 @@ size_t GptModel::activation_bytes() const {
 
 void GptModel::BuildLayout() {
   const int c = config_.n_embd;
-  layout_.BeginGroup("embeddings");
-  layout_.Add("wte.weight", {config_.vocab_size, c}, true);
-  wpe_offset_ = layout_.Add("wpe.weight", {config_.block_size, c}, true);
+  // The whole model's tensors in order, each with its initialisation: the seed stream advances
+  // over the normal tensors only (GPT-2's scheme: InitRange), so a part's tensors find their
+  // values at their offset in it.
+  const float proj_std = kInitStd / std::sqrt(2.0f * static_cast<float>(std::max(1, config_.n_layer)));
+  uint64_t draws = 0;
+  auto add = [&](bool keep, const std::string& name, std::vector<int> shape, bool decay, float stddev,
+                 float constant) -> size_t {
+    size_t numel = 1;
+    for (int d : shape) numel *= static_cast<size_t>(d);
+    const TensorInit init{draws, stddev, constant};
+    if (stddev > 0) draws += NormalDraws(numel);
+    if (!keep) return 0;
+    init_.push_back(init);
+    return layout_.Add(name, std::move(shape), decay);
+  };
+  if (first()) layout_.BeginGroup("embeddings");
+  add(first(), "wte.weight", {config_.vocab_size, c}, true, kInitStd, 0);
+  wpe_offset_ = add(first(), "wpe.weight", {config_.block_size, c}, true, kPositionInitStd, 0);
   for (int l = 0; l < config_.n_layer; ++l) {
+    const bool keep = l >= first_block_ && l < end_block_;
     const std::string p = "h." + std::to_string(l) + ".";
-    layout_.BeginGroup("h." + std::to_string(l));
+    if (keep) layout_.BeginGroup("h." + std::to_string(l));
     size_t base = layout_.numel();
     size_t off[kBlockTensors];
-    off[kLn1W] = layout_.Add(p + "ln_1.weight", {c}, false);
-    off[kLn1B] = layout_.Add(p + "ln_1.bias", {c}, false);
-    off[kAttnW] = layout_.Add(p + "attn.c_attn.weight", {3 * c, c}, true);
-    off[kAttnB] = layout_.Add(p + "attn.c_attn.bias", {3 * c}, false);
-    off[kProjW] = layout_.Add(p + "attn.c_proj.weight", {c, c}, true);
-    off[kProjB] = layout_.Add(p + "attn.c_proj.bias", {c}, false);
-    off[kLn2W] = layout_.Add(p + "ln_2.weight", {c}, false);
-    off[kLn2B] = layout_.Add(p + "ln_2.bias", {c}, false);
-    off[kFcW] = layout_.Add(p + "mlp.c_fc.weight", {4 * c, c}, true);
-    off[kFcB] = layout_.Add(p + "mlp.c_fc.bias", {4 * c}, false);
-    off[kFcProjW] = layout_.Add(p + "mlp.c_proj.weight", {c, 4 * c}, true);
-    off[kFcProjB] = layout_.Add(p + "mlp.c_proj.bias", {c}, false);
-    for (int i = 0; i < kBlockTensors; ++i) block_offset_[i] = off[i] - base;
+    off[kLn1W] = add(keep, p + "ln_1.weight", {c}, false, 0, 1);
+    off[kLn1B] = add(keep, p + "ln_1.bias", {c}, false, 0, 0);
+    off[kAttnW] = add(keep, p + "attn.c_attn.weight", {3 * c, c}, true, kInitStd, 0);
+    off[kAttnB] = add(keep, p + "attn.c_attn.bias", {3 * c}, false, 0, 0);
+    off[kProjW] = add(keep, p + "attn.c_proj.weight", {c, c}, true, proj_std, 0);
+    off[kProjB] = add(keep, p + "attn.c_proj.bias", {c}, false, 0, 0);
+    off[kLn2W] = add(keep, p + "ln_2.weight", {c}, false, 0, 1);
+    off[kLn2B] = add(keep, p + "ln_2.bias", {c}, false, 0, 0);
+    off[kFcW] = add(keep, p + "mlp.c_fc.weight", {4 * c, c}, true, kInitStd, 0);
+    off[kFcB] = add(keep, p + "mlp.c_fc.bias", {4 * c}, false, 0, 0);
+    off[kFcProjW] = add(keep, p + "mlp.c_proj.weight", {c, 4 * c}, true, proj_std, 0);
+    off[kFcProjB] = add(keep, p + "mlp.c_proj.bias", {c}, false, 0, 0);
+    if (keep) {
+      for (int i = 0; i < kBlockTensors; ++i) block_offset_[i] = off[i] - base;
+    }
   }
-  layout_.BeginGroup("ln_f");
-  layout_.Add("ln_f.weight", {c}, false);
-  layout_.Add("ln_f.bias", {c}, false);
+  if (last()) layout_.BeginGroup("ln_f");
+  add(last(), "ln_f.weight", {c}, false, 0, 1);
+  add(last(), "ln_f.bias", {c}, false, 0, 0);
 }
 
 void GptModel::InitParameters(std::span<float> flat, uint64_t seed) const {
@@ -167,31 +214,26 @@ void GptModel::InitParameters(std::span<float> flat, uint64_t seed) const {
 void GptModel::InitRange(size_t begin, std::span<float> out, uint64_t seed) const {
   const size_t end = begin + out.size();
   DSLAUNCH_CHECK(begin <= end && end <= layout_.numel()) << "range [" << begin << ", " << end << ") of " << layout_.numel();
-  uint64_t state = seed;  // the stream's state before the tensor's first draw
-  const float proj_std = kInitStd / std::sqrt(2.0f * static_cast<float>(std::max(1, config_.n_layer)));
+  size_t index = 0;  // the tensor's place in init_
   for (const auto& g : layout_.groups()) {
     for (const auto& t : g.tensors) {
+      const TensorInit& init = init_[index++];
       if (t.offset >= end) return;
       const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
+      if (lo >= hi) continue;
       float* p = out.data() + (lo - begin);
-      const bool is_weight = t.name.ends_with(".weight");
-      if (t.name.find("ln_") != std::string::npos || !is_weight) {
-        const float value = is_weight ? 1.0f : 0.0f;  // layer-norm weights 1; biases 0
-        if (lo < hi) std::fill(p, p + (hi - lo), value);
-        continue;
+      if (init.stddev == 0) {
+        std::fill(p, p + (hi - lo), init.constant);
+      } else {
+        FillNormalRange(p, lo - t.offset, hi - t.offset, init.stddev, SkipSplitMix64(seed, init.state_offset));
       }
-      const float stddev = t.name == "wpe.weight"                ? kPositionInitStd
-                           : t.name.ends_with("c_proj.weight") ? proj_std
-                                                                 : kInitStd;
-      if (lo < hi) FillNormalRange(p, lo - t.offset, hi - t.offset, stddev, state);
-      state = SkipSplitMix64(state, NormalDraws(t.numel));
     }
   }
 }
 
 GptModel::BlockActivations GptModel::Block(int l) {
-  // Blocks below recompute_blocks share slot 0; the others have one slot each after it.
-  const int recomputed = config_.recompute_blocks;
+  // The part's recomputed blocks share slot 0; the others have one slot each after it.
+  const int recomputed = recompute_;
   const size_t slot = recomputed == 0 ? l : l < recomputed ? 0 : l - recomputed + 1;
   const size_t n = static_cast<size_t>(b_) * t_, nc = n * config_.n_embd;
   const size_t natt = static_cast<size_t>(b_) * config_.n_head * t_ * t_;
@@ -218,64 +260,125 @@ void GptModel::BlockForward(const float* g, int l, bool output) {
 }
 
 float GptModel::Forward(ParameterAccess& params, const int* tokens, const int* targets, int b, int t) {
+  DSLAUNCH_CHECK(first() && last()) << "Forward runs the whole model; a part runs ForwardPart";
+  return ForwardPart(params, tokens, nullptr, targets, b, t);
+}
+
+void GptModel::Backward(ParameterAccess& params, float loss_scale) {
+  DSLAUNCH_CHECK(first() && last()) << "Backward runs the whole model; a part runs BackwardPart";
+  BackwardPart(params, loss_scale, nullptr);
+}
+
+void GptModel::SetTiedHead(std::span<const float> weight, std::span<float> gradient) {
+  const size_t size = static_cast<size_t>(config_.vocab_size) * config_.n_embd;
+  DSLAUNCH_CHECK(last() && !first() && weight.size() == size && gradient.size() == size)
+      << "a tied head of " << weight.size() << " and " << gradient.size() << " values for a [" << config_.vocab_size
+      << "][" << config_.n_embd << "] embedding, on blocks [" << first_block_ << ", " << end_block_ << ")";
+  tied_weight_ = weight;
+  tied_gradient_ = gradient;
+}
+
+std::span<const float> GptModel::output() const {
+  DSLAUNCH_CHECK(!last()) << "the last part ends with the loss";
+  const size_t nc = static_cast<size_t>(b_) * t_ * config_.n_embd;
+  return {x_.data() + blocks_ * nc, nc};
+}
+
+std::span<const float> GptModel::input_gradient() const {
+  DSLAUNCH_CHECK(!first()) << "the first part starts from tokens";
+  return {dx_.data(), static_cast<size_t>(b_) * t_ * config_.n_embd};
+}
+
+void GptModel::HeadForward(ParameterAccess& params) {
+  const int n = b_ * t_, c = config_.n_embd, v = config_.vocab_size;
+  if (first()) {
+    std::span<const float> emb = params.Acquire(EmbeddingGroup());
+    ops::LinearForward(logits_.data(), lnf_.data(), emb.data(), nullptr, n, c, v);
+    params.Release(EmbeddingGroup());
+  } else {
+    DSLAUNCH_CHECK(!tied_weight_.empty()) << "the last part's head needs SetTiedHead";
+    ops::LinearForward(logits_.data(), lnf_.data(), tied_weight_.data(), nullptr, n, c, v);
+  }
+}
+
+void GptModel::HeadBackward(ParameterAccess& params, float loss_scale) {
+  const int n = b_ * t_, c = config_.n_embd, v = config_.vocab_size;
+  // Loss -> logits -> the final norm's output (mean loss: each row's share is 1/n).
+  std::fill(dlogits_.begin(), dlogits_.begin() + static_cast<size_t>(n) * v, 0.0f);
+  ops::CrossEntropyBackward(dlogits_.data(), probs_.data(), targets_.data(), loss_scale / n, n, v);
+  if (first()) {
+    std::span<const float> emb = params.Acquire(EmbeddingGroup());
+    std::span<float> demb = params.Gradient(EmbeddingGroup());
+    ops::LinearBackward(dlnf_.data(), demb.data(), nullptr, dlogits_.data(), lnf_.data(), emb.data(), n, c, v,
+                        ops::GradMode::kSet);
+    params.Release(EmbeddingGroup());
+  } else {
+    ops::LinearBackward(dlnf_.data(), tied_gradient_.data(), nullptr, dlogits_.data(), lnf_.data(),
+                        tied_weight_.data(), n, c, v, ops::GradMode::kSet);
+  }
+}
+
+float GptModel::ForwardPart(ParameterAccess& params, const int* tokens, const float* input, const int* targets, int b,
+                            int t) {
   DSLAUNCH_CHECK(b <= max_batch_ && t <= config_.block_size) << "batch " << b << "x" << t << " too large";
   b_ = b, t_ = t;
-  const int n = b * t, c = config_.n_embd, v = config_.vocab_size, L = config_.n_layer;
+  const int n = b * t, c = config_.n_embd;
   const size_t nc = static_cast<size_t>(n) * c;
-  std::copy(tokens, tokens + n, tokens_.begin());
-  std::copy(targets, targets + n, targets_.begin());
+  if (first()) {
+    std::copy(tokens, tokens + n, tokens_.begin());
+  } else {
+    std::copy(input, input + nc, x_.begin());
+  }
+  if (last()) std::copy(targets, targets + n, targets_.begin());
 
-  std::span<const float> emb = params.Acquire(0);
-  ops::EmbeddingForward(x_.data(), tokens, emb.data(), emb.data() + wpe_offset_, b, t, c);
-  params.Release(0);
-
-  for (int l = 0; l < L; ++l) {
-    BlockForward(params.Acquire(1 + l).data(), l, /*output=*/true);
-    params.Release(1 + l);
+  if (first()) {
+    std::span<const float> emb = params.Acquire(EmbeddingGroup());
+    ops::EmbeddingForward(x_.data(), tokens, emb.data(), emb.data() + wpe_offset_, b, t, c);
+    params.Release(EmbeddingGroup());
   }
 
-  std::span<const float> lnf = params.Acquire(1 + L);
-  ops::LayerNormForward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x_.data() + L * nc, lnf.data(),
+  for (int l = 0; l < blocks_; ++l) {
+    BlockForward(params.Acquire(BlockGroup(l)).data(), l, /*output=*/true);
+    params.Release(BlockGroup(l));
+  }
+  if (!last()) return 0.0f;
+
+  std::span<const float> lnf = params.Acquire(FinalNormGroup());
+  ops::LayerNormForward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x_.data() + blocks_ * nc, lnf.data(),
                         lnf.data() + c, n, c);
-  params.Release(1 + L);
-  emb = params.Acquire(0);
-  ops::LinearForward(logits_.data(), lnf_.data(), emb.data(), nullptr, n, c, v);
-  params.Release(0);
-  ops::CrossEntropyForward(losses_.data(), probs_.data(), logits_.data(), targets, n, v);
+  params.Release(FinalNormGroup());
+  HeadForward(params);
+  ops::CrossEntropyForward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), n, config_.vocab_size);
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += losses_[i];
   return static_cast<float>(sum / n);
 }
 
-void GptModel::Backward(ParameterAccess& params, float loss_scale) {
-  const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = config_.n_head, v = config_.vocab_size,
-            L = config_.n_layer;
+void GptModel::BackwardPart(ParameterAccess& params, float loss_scale, const float* output_gradient) {
+  const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = config_.n_head;
   const size_t nc = static_cast<size_t>(n) * c;
   auto zero = [](std::vector<float>& buf, size_t count) { std::fill(buf.begin(), buf.begin() + count, 0.0f); };
 
-  // Loss -> logits -> final layer norm (mean loss: each row's share is 1/n).
-  zero(dlogits_, static_cast<size_t>(n) * v);
-  ops::CrossEntropyBackward(dlogits_.data(), probs_.data(), targets_.data(), loss_scale / n, n, v);
-  std::span<const float> emb = params.Acquire(0);
-  std::span<float> demb = params.Gradient(0);
-  ops::LinearBackward(dlnf_.data(), demb.data(), nullptr, dlogits_.data(), lnf_.data(), emb.data(), n, c, v,
-                      ops::GradMode::kSet);
-  params.Release(0);
+  if (last()) {
+    HeadBackward(params, loss_scale);
+    std::span<const float> lnf = params.Acquire(FinalNormGroup());
+    std::span<float> dlnf = params.Gradient(FinalNormGroup());
+    zero(dx_, nc);
+    ops::LayerNormBackward(dx_.data(), dlnf.data(), dlnf.data() + c, dlnf_.data(), x_.data() + blocks_ * nc,
+                           lnf.data(), lnf_mean_.data(), lnf_rstd_.data(), n, c);
+    params.Release(FinalNormGroup());
+    params.GradientReady(FinalNormGroup());
+  } else {
+    std::copy(output_gradient, output_gradient + nc, dx_.begin());
+  }
 
-  std::span<const float> lnf = params.Acquire(1 + L);
-  std::span<float> dlnf = params.Gradient(1 + L);
-  zero(dx_, nc);
-  ops::LayerNormBackward(dx_.data(), dlnf.data(), dlnf.data() + c, dlnf_.data(), x_.data() + L * nc, lnf.data(),
-                         lnf_mean_.data(), lnf_rstd_.data(), n, c);
-  params.Release(1 + L);
-  params.GradientReady(1 + L);
-
-  for (int l = L - 1; l >= 0; --l) {
-    std::span<const float> g = params.Acquire(1 + l);
+  for (int l = blocks_ - 1; l >= 0; --l) {
+    const int group = BlockGroup(l);
+    std::span<const float> g = params.Acquire(group);
     // A recomputed block kept only its input: run its forward again (same kernels, same inputs,
     // so the same bits) into the shared slot, now that the blocks above it are done with theirs.
-    if (l < config_.recompute_blocks) BlockForward(g.data(), l, /*output=*/false);
-    std::span<float> dg = params.Gradient(1 + l);
+    if (l < recompute_) BlockForward(g.data(), l, /*output=*/false);
+    std::span<float> dg = params.Gradient(group);
     auto w = [&](BlockTensor k) { return g.data() + block_offset_[k]; };
     auto dw = [&](BlockTensor k) { return dg.data() + block_offset_[k]; };
     const BlockActivations a = Block(l);
@@ -299,13 +402,15 @@ void GptModel::Backward(ParameterAccess& params, float loss_scale) {
                         ops::GradMode::kSet);
     ops::LayerNormBackward(dx_.data(), dw(kLn1W), dw(kLn1B), dtmp_c2_.data(), x, w(kLn1W), a.ln1_mean,
                            a.ln1_rstd, n, c);
-    params.Release(1 + l);
-    params.GradientReady(1 + l);
+    params.Release(group);
+    params.GradientReady(group);
   }
 
-  demb = params.Gradient(0);
-  ops::EmbeddingBackward(demb.data(), demb.data() + wpe_offset_, dx_.data(), tokens_.data(), b, t, c);
-  params.GradientReady(0);
+  if (first()) {
+    std::span<float> demb = params.Gradient(EmbeddingGroup());
+    ops::EmbeddingBackward(demb.data(), demb.data() + wpe_offset_, dx_.data(), tokens_.data(), b, t, c);
+    params.GradientReady(EmbeddingGroup());
+  }
 }
 
 double GptModel::FlopsPerToken(int t) const {

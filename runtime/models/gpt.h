@@ -10,6 +10,14 @@
 // `recompute_blocks` blocks keep only their input after Forward; Backward runs each one's forward
 // again just before its backward, into one shared set of block buffers, so the result is bitwise
 // the same and the activations take the block inputs plus one block's internals.
+//
+// A GptModel may hold a part of the model, a pipeline stage's blocks (GptPart; docs/parallelism.md,
+// "Stages"): its layout then has only the part's groups, it reads an input activation instead of
+// tokens unless it holds the first block, and it ends with an output activation instead of the
+// loss unless it holds the last. The last part without the first keeps no copy of the tied token
+// embedding: the head reads the values and adds its gradient where SetTiedHead says (the pipeline
+// brings wte's values from the first stage and takes the gradient back to it). Parameter values
+// and every result are those of the same tensors in the whole model.
 // Not thread-safe; Forward then Backward, once per micro-step.
 #pragma once
 
@@ -53,26 +61,37 @@ inline constexpr int kMaxGptVocabSize = 65536;
 // "model.<key>: ".
 Status ValidateGptConfig(const GptConfig& config);
 
+// Blocks [first_block, end_block) of the model (end_block -1: to the last block).
+struct GptPart {
+  int first_block = 0;
+  int end_block = -1;
+};
+
 class GptModel {
  public:
-  GptModel(const GptConfig& config, int max_batch);
+  // Precondition (checked): the part is a non-empty run of the config's blocks.
+  GptModel(const GptConfig& config, int max_batch, GptPart part = {});
 
   // What a model of `config` holds, computed without building it (the memory check before
   // allocating, runtime/train/memory_estimate.h). Doubles: a hostile config's products pass 2^64.
   // Parameters: layout().numel(). Groups: the elements of each parameter group, in layout order.
+  // Groups: those of `part`.
   static double NumParameters(const GptConfig& config);
-  static std::vector<double> GroupSizes(const GptConfig& config);
+  static std::vector<double> GroupSizes(const GptConfig& config, GptPart part = {});
   // Bytes of the activations and scratch gradients the constructor allocates for max_batch
   // (docs/engine.md, "Recomputation", gives the formula).
-  static double ActivationBytes(const GptConfig& config, int max_batch);
-  // Sets of block-internal buffers the model keeps: n_layer without recomputation, else one shared
-  // by the recomputed blocks plus one per block that keeps its activations.
-  static int BlockSlots(const GptConfig& config);
+  static double ActivationBytes(const GptConfig& config, int max_batch, GptPart part = {});
+  // Sets of block-internal buffers the model keeps: its blocks without recomputation, else one
+  // shared by the recomputed blocks (the part's first recompute_blocks) plus one per other block.
+  static int BlockSlots(const GptConfig& config, GptPart part = {});
   // The same, measured on this model's buffers.
   size_t activation_bytes() const;
 
   const GptConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
+  // Whether the part holds the embeddings (the model's first block) and the head (its last).
+  bool first() const { return first_block_ == 0; }
+  bool last() const { return end_block_ == config_.n_layer; }
 
   // GPT-2's initialisation into the full flat buffer (size layout().numel()): weights N(0, 0.02),
   // residual projections scaled by 1/sqrt(2 n_layer), position embeddings N(0, 0.01), biases 0,
@@ -83,11 +102,25 @@ class GptModel {
   void InitRange(size_t begin, std::span<float> out, uint64_t seed) const;
 
   // Runs the model on tokens[b][t] (t <= block_size, b <= max_batch) and returns the mean
-  // cross-entropy against targets[b][t]. Keeps what Backward needs.
+  // cross-entropy against targets[b][t]. Keeps what Backward needs. The whole model only.
   float Forward(ParameterAccess& params, const int* tokens, const int* targets, int b, int t);
   // Accumulates d(mean loss)/d(parameters) x loss_scale into params.Gradient(group), group by
   // group from the last block to the embeddings, calling GradientReady after each.
   void Backward(ParameterAccess& params, float loss_scale);
+
+  // A part's forward: from tokens (the first part) or `input`, [b*t][n_embd]; to the mean loss
+  // against targets (the last part; others return 0 and leave output()).
+  float ForwardPart(ParameterAccess& params, const int* tokens, const float* input, const int* targets, int b, int t);
+  // The last ForwardPart's output activation, [b*t][n_embd] (a part without the head).
+  std::span<const float> output() const;
+  // A part's backward, from the loss (the last part) or from `output_gradient`, the gradient of
+  // output() x loss_scale. Gradients as Backward.
+  void BackwardPart(ParameterAccess& params, float loss_scale, const float* output_gradient);
+  // After BackwardPart of a part without the embeddings: the gradient of its input x loss_scale.
+  std::span<const float> input_gradient() const;
+  // The token embedding the head of a last part without the first one reads, and where it adds its
+  // gradient ([vocab_size][n_embd] each, the caller's, alive while the model runs).
+  void SetTiedHead(std::span<const float> weight, std::span<float> gradient);
 
   // The logits of the last Forward's rows, [b*t][vocab] (for sampling).
   std::span<const float> logits() const { return logits_; }
@@ -105,6 +138,13 @@ class GptModel {
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu;
   };
   void BuildLayout();
+  // Group indices in this part's layout (-1 where the part has none).
+  int EmbeddingGroup() const { return first() ? 0 : -1; }
+  int BlockGroup(int local) const { return (first() ? 1 : 0) + local; }
+  int FinalNormGroup() const { return last() ? BlockGroup(blocks_) : -1; }
+  // The head: logits from the final norm's output, and its gradient back into dlnf_.
+  void HeadForward(ParameterAccess& params);
+  void HeadBackward(ParameterAccess& params, float loss_scale);
   BlockActivations Block(int l);
   // Block l's forward from x_[l] with the block's parameters `g`: the internals into its slot, and
   // with `output` the block's output into x_[l + 1] (a recomputation does not need it).
@@ -112,6 +152,18 @@ class GptModel {
 
   GptConfig config_;
   int max_batch_;
+  int first_block_ = 0, end_block_ = 0, blocks_ = 0;  // the part: model blocks [first, end)
+  int recompute_ = 0;  // the part's first blocks recomputed in backward
+  // Per layout tensor: the seed stream's state before its first draw in the whole model, and its
+  // standard deviation (0 for the constants: layer-norm weights 1, biases 0).
+  struct TensorInit {
+    uint64_t state_offset = 0;  // draws before the tensor's first, in the whole model's stream
+    float stddev = 0;
+    float constant = 0;
+  };
+  std::vector<TensorInit> init_;
+  std::span<const float> tied_weight_;  // a last part's head without the embeddings
+  std::span<float> tied_gradient_;
   ParameterLayout layout_;
   size_t block_offset_[kBlockTensors] = {};  // group-relative
   size_t wpe_offset_ = 0;                    // relative to group 0 (wte is at 0)

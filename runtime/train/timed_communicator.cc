@@ -34,4 +34,16 @@ Status TimedCommunicator::DoBarrier() {
   return Timed([&] { return inner_.Barrier(); });
 }
 
+Status TimedCommunicator::DoSend(ConstBufferView data, int peer) {
+  return Timed([&] { return inner_.Send(data, peer); });
+}
+
+Status TimedCommunicator::DoRecv(BufferView data, int peer) {
+  return Timed([&] { return inner_.Recv(data, peer); });
+}
+
+Status TimedCommunicator::DoFlushSends() {
+  return Timed([&] { return inner_.FlushSends(); });
+}
+
 }  // namespace dslaunch::runtime

@@ -37,6 +37,9 @@ class TimedCommunicator final : public Communicator {
   Status DoAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) override;
   Status DoBroadcast(BufferView data, int root) override;
   Status DoBarrier() override;
+  Status DoSend(ConstBufferView data, int peer) override;
+  Status DoRecv(BufferView data, int peer) override;
+  Status DoFlushSends() override;
 
  private:
   // Runs `call`, adding its wall time.

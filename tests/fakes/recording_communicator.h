@@ -45,6 +45,18 @@ class RecordingCommunicator final : public Communicator {
     calls_.push_back("barrier");
     return inner_.Barrier();
   }
+  Status DoSend(ConstBufferView data, int peer) override {
+    calls_.push_back("send " + std::to_string(data.count) + " to " + std::to_string(peer));
+    return inner_.Send(data, peer);
+  }
+  Status DoRecv(BufferView data, int peer) override {
+    calls_.push_back("recv " + std::to_string(data.count) + " from " + std::to_string(peer));
+    return inner_.Recv(data, peer);
+  }
+  Status DoFlushSends() override {
+    calls_.push_back("flush sends");
+    return inner_.FlushSends();
+  }
 
  private:
   static std::string Counts(const std::vector<size_t>& counts) {

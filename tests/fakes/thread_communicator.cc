@@ -85,6 +85,35 @@ class ThreadCommunicator : public Communicator {
     return Run(post, BufferView{}, [](const auto&, std::vector<char>&) {});
   }
 
+  Status DoSend(ConstBufferView data, int peer) override {
+    std::lock_guard lock(group_.mu_);
+    DSLAUNCH_RETURN_IF_ERROR(group_.DeadError());
+    const char* bytes = static_cast<const char*>(data.data);
+    group_.mail_[{rank(), peer}].emplace_back(bytes, bytes + data.bytes());
+    group_.cv_.notify_all();
+    return Status::Ok();
+  }
+
+  Status DoRecv(BufferView data, int peer) override {
+    std::unique_lock lock(group_.mu_);
+    auto& box = group_.mail_[{peer, rank()}];
+    if (!group_.cv_.wait_for(lock, group_.timeout_, [&] { return !box.empty() || !group_.DeadError().ok(); })) {
+      return AbortedError("rank " + std::to_string(peer) + " (thread) sent nothing to rank " + std::to_string(rank()) +
+                          " within " + std::to_string(group_.timeout_.count()) + " ms");
+    }
+    if (box.empty()) return group_.DeadError();
+    std::vector<char> message = std::move(box.front());
+    box.pop_front();
+    if (message.size() != data.bytes()) {
+      return InternalError(Describe() + ": a message of " + std::to_string(message.size()) + " bytes from rank " +
+                           std::to_string(peer) + " received as " + std::to_string(data.bytes()));
+    }
+    std::memcpy(data.data, message.data(), message.size());
+    return Status::Ok();
+  }
+
+  Status DoFlushSends() override { return Status::Ok(); }  // a mailbox holds what was sent
+
  private:
   static ThreadCommunicatorGroup::Post MakePost(int kind, ReduceOp op, DType dtype, size_t count,
                                                 std::vector<size_t> counts, int root,

@@ -8,7 +8,8 @@
 // every other rank blocked in (or entering) a collective returns kAborted naming it
 // ("rank 2 (thread) died"). A rank that never arrives makes the others fail with kAborted naming
 // the missing ranks after `timeout`. Mismatched calls (different op, dtype or counts) are
-// kInternal.
+// kInternal. Send and Recv go through per-link mailboxes (a send never waits); a Recv of a
+// different size than the message is kInternal, one with no message within `timeout` kAborted.
 //
 // Thread-safety: the group is thread-safe; each communicator is used by one thread. The group must
 // outlive its communicators.
@@ -16,6 +17,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,6 +80,8 @@ class ThreadCommunicatorGroup {
   std::vector<uint64_t> phase_;  // per rank: barrier phases passed; guarded by mu_
   std::vector<Post> posts_;      // guarded by mu_ between phases
   std::vector<bool> dead_;       // guarded by mu_
+  // Point-to-point messages not yet received, per (from, to), in the order sent; guarded by mu_.
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> mail_;
   std::vector<std::unique_ptr<Communicator>> comms_;
 };
 

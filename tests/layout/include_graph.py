@@ -15,7 +15,7 @@ import sys
 # Layers of each tree, lowest first. A folder may include its own files and folders of lower layers
 # only. The top of a tree (its programs) stands above everything of its tree.
 RUNTIME_LAYERS = [
-    ["runtime/core"],
+    ["runtime/core", "runtime/parallel"],
     ["runtime/ops"],
     ["runtime/comm", "runtime/models", "runtime/data", "runtime/swap"],
     ["runtime/engine"],

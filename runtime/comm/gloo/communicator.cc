@@ -34,6 +34,8 @@ constexpr std::chrono::milliseconds kPeerLookupTimeout{2000};
 constexpr std::chrono::milliseconds kRollCallTimeout{1000};
 // Slot prefix of the ring reduce-scatter's messages; Gloo's own collectives use small prefixes.
 constexpr uint8_t kRingSlotPrefix = 0xd5;
+// Slot prefix of Send and Recv (docs/communicator.md, "Send and receive").
+constexpr uint8_t kPointToPointSlotPrefix = 0xd6;
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
@@ -61,7 +63,9 @@ GlooCommunicator::GlooCommunicator(StoreClient& store, int rank, int world, Gloo
       options_(std::move(options)),
       prefix_("gloo/ctx" + std::to_string(options_.context_id) + "/"),
       context_(std::move(context)),
-      peer_addresses_(std::move(peer_addresses)) {}
+      peer_addresses_(std::move(peer_addresses)),
+      send_tags_(world, 0),
+      recv_tags_(world, 0) {}
 
 GlooCommunicator::~GlooCommunicator() = default;
 
@@ -299,6 +303,45 @@ Status GlooCommunicator::DoBarrier() {
     gloo::barrier(opts);
   } catch (const std::exception& e) {
     return GlooError("barrier", e.what());
+  }
+  return Status::Ok();
+}
+
+Status GlooCommunicator::DoSend(ConstBufferView data, int peer) {
+  try {
+    PendingSend send;
+    const auto* bytes = static_cast<const uint8_t*>(data.data);
+    send.bytes.assign(bytes, bytes + data.bytes());
+    send.peer = peer;
+    send.buffer = context_->createUnboundBuffer(send.bytes.data(), send.bytes.size());
+    send.buffer->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, send_tags_[peer]++));
+    pending_sends_.push_back(std::move(send));
+  } catch (const std::exception& e) {
+    return GlooError("send", e.what(), peer);
+  }
+  return Status::Ok();
+}
+
+Status GlooCommunicator::DoRecv(BufferView data, int peer) {
+  try {
+    auto buffer = context_->createUnboundBuffer(data.data, data.bytes());
+    buffer->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, recv_tags_[peer]++));
+    buffer->waitRecv(options_.collective_timeout);
+  } catch (const std::exception& e) {
+    return GlooError("recv", e.what(), peer);
+  }
+  return Status::Ok();
+}
+
+Status GlooCommunicator::DoFlushSends() {
+  std::vector<PendingSend> pending = std::move(pending_sends_);
+  pending_sends_.clear();
+  for (PendingSend& send : pending) {
+    try {
+      send.buffer->waitSend(options_.collective_timeout);
+    } catch (const std::exception& e) {
+      return GlooError("send", e.what(), send.peer);
+    }
   }
   return Status::Ok();
 }

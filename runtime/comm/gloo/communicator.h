@@ -16,7 +16,9 @@
 // Algorithms: AllReduce, AllGather (allgatherv: uneven counts), Broadcast and Barrier are Gloo's;
 // ReduceScatter with uneven counts is a ring over Gloo's unbound buffers (N-1 steps, each rank
 // sends one block to rank+1 and receives one from rank-1, memory O(max block)), since this Gloo
-// has no reduce_scatter function. kAvg is a sum scaled by 1/world_size.
+// has no reduce_scatter function. kAvg is a sum scaled by 1/world_size. Send and Recv are Gloo's
+// unbound-buffer send and receive, tagged per pair in order; a Send copies the message and posts
+// it (Gloo moves it once the peer has posted its receive), FlushSends waits for the posted ones.
 //
 // Errors: Gloo exceptions are caught here and become kAborted naming the peer
 // ("rank 2 ([127.0.0.1]:41234)"): from the address in Gloo's message, or else by a roll call
@@ -38,6 +40,7 @@ namespace gloo {
 class Context;
 namespace transport {
 class Device;
+class UnboundBuffer;
 }  // namespace transport
 }  // namespace gloo
 
@@ -84,8 +87,18 @@ class GlooCommunicator : public Communicator {
                      const std::vector<size_t>& counts) override;
   Status DoBroadcast(BufferView data, int root) override;
   Status DoBarrier() override;
+  Status DoSend(ConstBufferView data, int peer) override;
+  Status DoRecv(BufferView data, int peer) override;
+  Status DoFlushSends() override;
 
  private:
+  // A buffered send: a copy of the message, posted to Gloo, until FlushSends sees it taken.
+  struct PendingSend {
+    std::vector<uint8_t> bytes;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    int peer = -1;
+  };
+
   GlooCommunicator(StoreClient& store, int rank, int world, GlooOptions options,
                    std::shared_ptr<gloo::Context> context, std::vector<std::string> peer_addresses);
 
@@ -103,6 +116,10 @@ class GlooCommunicator : public Communicator {
   uint32_t ring_calls_ = 0;  // tag of the next ring reduce-scatter
   // The ring's receive buffers, 2 x the largest block seen so far; reused across calls.
   std::vector<float> ring_scratch_[2];
+  // Point-to-point: the tag of the next message to and from each peer, and the sends not yet
+  // known to be taken (declared after context_, so they go first).
+  std::vector<uint32_t> send_tags_, recv_tags_;
+  std::vector<PendingSend> pending_sends_;
 };
 
 }  // namespace dslaunch::runtime

@@ -424,4 +424,14 @@ Status NcclCommunicator::DoBarrier() {
   return Synchronize("barrier");
 }
 
+Status NcclCommunicator::DoSend(ConstBufferView, int) {
+  return FailedPreconditionError(Who() + ": send: pipeline parallelism on NCCL comes with the device engine (docs/gpu.md)");
+}
+
+Status NcclCommunicator::DoRecv(BufferView, int) {
+  return FailedPreconditionError(Who() + ": recv: pipeline parallelism on NCCL comes with the device engine (docs/gpu.md)");
+}
+
+Status NcclCommunicator::DoFlushSends() { return Status::Ok(); }  // nothing was sent
+
 }  // namespace dslaunch::runtime

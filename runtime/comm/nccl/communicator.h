@@ -104,6 +104,11 @@ class NcclCommunicator : public Communicator {
   Status DoAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) override;
   Status DoBroadcast(BufferView data, int root) override;
   Status DoBarrier() override;
+  // Not yet: NCCL's send and receive rendezvous on one stream, so a pipeline's buffered sends need
+  // the device engine's streams (docs/gpu.md). kFailedPrecondition saying so.
+  Status DoSend(ConstBufferView data, int peer) override;
+  Status DoRecv(BufferView data, int peer) override;
+  Status DoFlushSends() override;
 
  private:
   NcclCommunicator(int rank, int world, NcclOptions options, ncclComm_t comm, cudaStream_t stream,

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/runtime/comm/collective_script.h"
+#include "tests/runtime/comm/pipeline_exchange.h"
 
 namespace dslaunch::runtime::testing {
 namespace {
@@ -71,10 +72,39 @@ TEST_CASE("Communicator rejects malformed arguments locally and stays usable") {
     std::vector<int64_t> gathered(7);
     st = comm.AllGather(std::span<const int64_t>(ints), std::span<int64_t>(gathered), {4, 4});
     if (st.code() != StatusCode::kInvalidArgument) return InternalError("int64 counts: " + st.ToString());
+    st = comm.Send(std::span<const float>(in), r);  // to itself
+    if (st.code() != StatusCode::kInvalidArgument || st.message() != "send on rank " + std::to_string(r) +
+                                                                          "/2: peer " + std::to_string(r) +
+                                                                          " is not another rank of the group") {
+      return InternalError("send to self: " + st.ToString());
+    }
+    st = comm.Recv(std::span<float>(in), 2);
+    if (st.code() != StatusCode::kInvalidArgument) return InternalError("recv from 2: " + st.ToString());
     if (!comm.health().ok()) return InternalError("unhealthy after argument errors");
     return comm.Barrier();
   });
   for (const Status& st : statuses) CHECK_MESSAGE(st.ok(), st.ToString());
+}
+
+TEST_CASE("ThreadCommunicator delivers a pipeline's sends in order without the sender waiting") {
+  for (PipeSchedule schedule : {PipeSchedule::k1F1B, PipeSchedule::kGPipe}) {
+    for (int stages : {2, 3, 4}) {
+      CAPTURE(PipeScheduleName(schedule));
+      CAPTURE(stages);
+      ThreadCommunicatorGroup group(stages);
+      auto statuses =
+          RunRanks(group, [&](int, Communicator& comm) { return RunPipelineExchange(comm, schedule, 8); });
+      for (const Status& st : statuses) CHECK_MESSAGE(st.ok(), st.ToString());
+    }
+  }
+  // A receive of another size than the message is the schedules disagreeing.
+  ThreadCommunicatorGroup group(2);
+  auto statuses = RunRanks(group, [](int r, Communicator& comm) -> Status {
+    std::vector<float> data(r == 0 ? 10 : 5);
+    return r == 0 ? comm.Send(std::span<const float>(data), 1) : comm.Recv(data, 0);
+  });
+  CHECK(statuses[0].ok());
+  CHECK(statuses[1].code() == StatusCode::kInternal);
 }
 
 TEST_CASE("A rank that dies mid-run fails every other rank with kAborted naming it") {

@@ -2,6 +2,7 @@
 // the thread fake's results, and a dead or stalled peer failing the others in bounded time.
 #include "common/route.h"
 #include "runtime/comm/gloo/communicator.h"
+#include "runtime/comm/gloo/grid_communicators.h"
 
 #include <doctest/doctest.h>
 
@@ -18,6 +19,7 @@
 
 #include "tests/fakes/thread_communicator.h"
 #include "tests/runtime/comm/collective_script.h"
+#include "tests/runtime/comm/pipeline_exchange.h"
 #include "tests/support/test_endpoint.h"
 
 namespace dslaunch::runtime::testing {
@@ -88,6 +90,81 @@ TEST_CASE("GlooCommunicator matches the thread fake on every collective for 2 to
       CHECK(gloo[r].ints == ExpectedScript(world, r).ints);
     }
   }
+}
+
+TEST_CASE("Gloo Send and Recv carry a 1F1B and a GPipe step's messages in order on 2 to 4 stages") {
+  TestEndpoint ep;
+  int context = 100;
+  for (PipeSchedule schedule : {PipeSchedule::k1F1B, PipeSchedule::kGPipe}) {
+    for (int stages = 2; stages <= 4; ++stages) {
+      CAPTURE(PipeScheduleName(schedule));
+      CAPTURE(stages);
+      auto statuses = RunGlooRanks(ep, stages, LoopbackOptions(milliseconds(10000), context++),
+                                   [&](int, std::unique_ptr<GlooCommunicator>& comm) -> Status {
+                                     // Two steps: tags continue across FlushSends.
+                                     DSLAUNCH_RETURN_IF_ERROR(RunPipelineExchange(*comm, schedule, 8));
+                                     return RunPipelineExchange(*comm, schedule, 5);
+                                   });
+      for (const Status& st : statuses) CHECK_MESSAGE(st.ok(), st.ToString());
+    }
+  }
+}
+
+TEST_CASE("A Recv whose peer sends nothing fails after the timeout naming the peer") {
+  TestEndpoint ep;
+  auto statuses = RunGlooRanks(ep, 2, LoopbackOptions(milliseconds(500), 200),
+                               [&](int r, std::unique_ptr<GlooCommunicator>& comm) -> Status {
+                                 if (r == 1) return comm->Barrier();
+                                 DSLAUNCH_RETURN_IF_ERROR(comm->Barrier());
+                                 std::vector<float> data(16);
+                                 return comm->Recv(data, 1);
+                               });
+  CHECK(statuses[1].ok());
+  CHECK(statuses[0].code() == StatusCode::kAborted);
+  CHECK_MESSAGE(statuses[0].message().find("gloo recv on rank 0/2: failed with rank 1") == 0, statuses[0].message());
+}
+
+TEST_CASE("A 2 x 2 x 2 grid forms its pipeline, data and tensor groups, each reducing over its own members") {
+  TestEndpoint ep;
+  const ProcessGrid grid = *ProcessGrid::Create(8, 2, 2);
+  std::vector<std::future<Status>> ranks;
+  for (int r = 0; r < 8; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&, r]() -> Status {
+      auto client = ep.Client();
+      DSLAUNCH_ASSIGN_OR_RETURN(GridCommunicators comms,
+                                CreateGridCommunicators(*client, grid, r, LoopbackOptions(milliseconds(10000))));
+      const std::pair<GridAxis, GlooCommunicator*> axes[] = {{GridAxis::kPipeline, comms.pipeline.get()},
+                                                             {GridAxis::kData, comms.data.get()},
+                                                             {GridAxis::kTensor, comms.tensor.get()}};
+      for (auto [axis, comm] : axes) {
+        const std::vector<int> members = grid.GroupOf(r, axis);
+        if (comm->world_size() != 2 || members[comm->rank()] != r) {
+          return InternalError(std::string(GridAxisName(axis)) + ": rank " + std::to_string(comm->rank()) + "/" +
+                               std::to_string(comm->world_size()));
+        }
+        std::vector<float> value = {static_cast<float>(r)};
+        DSLAUNCH_RETURN_IF_ERROR(comm->AllReduce(value, ReduceOp::kSum));
+        if (value[0] != static_cast<float>(members[0] + members[1])) {
+          return InternalError(std::string(GridAxisName(axis)) + " sum " + std::to_string(value[0]));
+        }
+      }
+      // The pipeline group carries a stage's output to the next stage.
+      std::vector<float> activation = {static_cast<float>(100 + r)};
+      if (grid.NextStage(r) >= 0) {
+        DSLAUNCH_RETURN_IF_ERROR(comms.pipeline->Send(std::span<const float>(activation), 1));
+        return comms.pipeline->FlushSends();
+      }
+      DSLAUNCH_RETURN_IF_ERROR(comms.pipeline->Recv(activation, 0));
+      if (activation[0] != static_cast<float>(100 + grid.PreviousStage(r))) return InternalError("activation");
+      return Status::Ok();
+    }));
+  }
+  for (int r = 0; r < 8; ++r) {
+    CAPTURE(r);
+    const Status st = ranks[r].get();
+    CHECK_MESSAGE(st.ok(), st.ToString());
+  }
+  CHECK(GridContextId(grid, 5, GridAxis::kTensor) != GridContextId(grid, 5, GridAxis::kData));
 }
 
 TEST_CASE("A peer that closes mid-run fails the others quickly with kAborted naming it") {
