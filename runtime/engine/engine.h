@@ -109,6 +109,11 @@ class Engine {
   virtual ~Engine() = default;
 
   virtual ParameterAccess& access() = 0;
+  // The ranks that hold the model's other parts (a pipeline group: docs/parallelism.md), or null
+  // (the default): the step's gradient norm then sums over them too, so that clipping, the
+  // reported norm and fp16's overflow decision are the whole model's, the same on every part.
+  // `group` must outlive the engine; every rank of it takes part in each Step.
+  virtual void SetModelParallelGroup(Communicator* group) = 0;
   // What the backward pass multiplies the loss by (the fp16 loss scale; 1 otherwise).
   virtual double loss_scale() const = 0;
   // Starts a step of `micro_steps` forward and backward passes (gradient_accumulation_steps).

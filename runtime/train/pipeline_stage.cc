@@ -1,0 +1,137 @@
+#include "runtime/train/pipeline_stage.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+// The first stage's access during its last backward of a step: wte's gradient takes the last
+// stage's head term just before it is reported ready. Everything else goes straight through.
+class TiedGradientAccess final : public ParameterAccess {
+ public:
+  TiedGradientAccess(ParameterAccess& inner, Communicator& pipeline, int last_stage, size_t wte_size)
+      : inner_(inner), pipeline_(pipeline), last_stage_(last_stage), received_(wte_size) {}
+
+  std::span<const float> Acquire(int group) override { return inner_.Acquire(group); }
+  void Release(int group) override { inner_.Release(group); }
+  std::span<float> Gradient(int group) override { return inner_.Gradient(group); }
+  void GradientReady(int group) override {
+    if (group == 0 && status_.ok()) {  // the embeddings: wte first
+      status_ = pipeline_.Recv(std::span<float>(received_), last_stage_).WithContext("the head's gradient of wte");
+      if (status_.ok()) {
+        std::span<float> wte = inner_.Gradient(0).first(received_.size());
+        for (size_t i = 0; i < received_.size(); ++i) wte[i] += received_[i];
+      }
+    }
+    inner_.GradientReady(group);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  ParameterAccess& inner_;
+  Communicator& pipeline_;
+  const int last_stage_;
+  std::vector<float> received_;
+  Status status_;
+};
+
+}  // namespace
+
+PipelineStage::PipelineStage(const PipelineStageOptions& options, Communicator& pipeline)
+    : pipeline_(pipeline), options_(options), stages_(pipeline.world_size()), stage_(pipeline.rank()) {
+  DSLAUNCH_CHECK(static_cast<int>(options.partition.size()) == stages_ && options.micro_batch > 0 &&
+                 options.seq_len > 0 && options.micro_batches > 0)
+      << options.partition.size() << " stages partitioned for a pipeline group of " << stages_;
+  const StageBlocks blocks = options.partition[stage_];
+  const GptPart part{blocks.begin, blocks.end};
+  const int slots = PeakMicroBatchesHeld(StageSchedule(options.schedule, stages_, stage_, options.micro_batches));
+  const size_t rows = static_cast<size_t>(options.micro_batch) * options.seq_len;
+  for (int k = 0; k < slots; ++k) {
+    models_.push_back(std::make_unique<GptModel>(options.model, options.micro_batch, part));
+    inputs_.emplace_back(first() ? 0 : rows * options.model.n_embd);
+    output_grads_.emplace_back(last() ? 0 : rows * options.model.n_embd);
+    tokens_.emplace_back(rows);
+    targets_.emplace_back(rows);
+  }
+  if (stages_ > 1 && last()) {
+    const size_t wte = static_cast<size_t>(options.model.vocab_size) * options.model.n_embd;
+    tied_weight_.resize(wte);
+    tied_gradient_.resize(wte);
+    for (auto& model : models_) model->SetTiedHead(tied_weight_, tied_gradient_);
+  }
+}
+
+Status PipelineStage::SendTiedWeight(ParameterAccess& params) {
+  if (stages_ == 1) return Status::Ok();
+  if (first()) {
+    std::span<const float> embeddings = params.Acquire(0);
+    Status sent = pipeline_.Send(embeddings.first(tied_weight_size()), stages_ - 1);
+    params.Release(0);
+    return sent.WithContext("wte to the last stage");
+  }
+  if (last()) return pipeline_.Recv(std::span<float>(tied_weight_), 0).WithContext("wte from the first stage");
+  return Status::Ok();
+}
+
+Result<double> PipelineStage::RunStep(ParameterAccess& params, float scale, const FillBatch& fill) {
+  DSLAUNCH_RETURN_IF_ERROR(SendTiedWeight(params));
+  std::fill(tied_gradient_.begin(), tied_gradient_.end(), 0.0f);
+  const int m = options_.micro_batches;
+  const int t = options_.seq_len, b = options_.micro_batch;
+  double loss = 0;
+  for (const PipeInstruction& in : StageSchedule(options_.schedule, stages_, stage_, m)) {
+    const int slot = in.micro_batch % slots();
+    GptModel& model = *models_[slot];
+    switch (in.op) {
+      case PipeOp::kRecvActivation:
+        DSLAUNCH_RETURN_IF_ERROR(pipeline_.Recv(std::span<float>(inputs_[slot]), stage_ - 1));
+        break;
+      case PipeOp::kForward:
+        fill(in.micro_batch, tokens_[slot], targets_[slot]);
+        loss += model.ForwardPart(params, tokens_[slot].data(), inputs_[slot].data(), targets_[slot].data(), b, t);
+        break;
+      case PipeOp::kSendActivation:
+        DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(model.output(), stage_ + 1));
+        break;
+      case PipeOp::kRecvGradient:
+        DSLAUNCH_RETURN_IF_ERROR(pipeline_.Recv(std::span<float>(output_grads_[slot]), stage_ + 1));
+        break;
+      case PipeOp::kBackward:
+        if (stages_ > 1 && first() && in.micro_batch == m - 1) {
+          TiedGradientAccess tied(params, pipeline_, stages_ - 1, tied_weight_size());
+          model.BackwardPart(tied, scale, output_grads_[slot].data());
+          DSLAUNCH_RETURN_IF_ERROR(tied.status());
+        } else {
+          model.BackwardPart(params, scale, output_grads_[slot].data());
+        }
+        break;
+      case PipeOp::kSendGradient:
+        DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(model.input_gradient(), stage_ - 1));
+        break;
+    }
+  }
+  // After the last backward's own gradient: with two stages it shares the link to the first stage,
+  // which takes that gradient before this one.
+  if (stages_ > 1 && last()) DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(std::span<const float>(tied_gradient_), 0));
+  DSLAUNCH_RETURN_IF_ERROR(pipeline_.FlushSends());
+  return last() ? loss : 0.0;
+}
+
+Result<double> PipelineStage::RunValidation(ParameterAccess& params, int batches, const FillBatch& fill) {
+  DSLAUNCH_RETURN_IF_ERROR(SendTiedWeight(params));
+  GptModel& model = *models_.front();
+  const int t = options_.seq_len, b = options_.micro_batch;
+  double loss = 0;
+  for (int i = 0; i < batches; ++i) {
+    if (!first()) DSLAUNCH_RETURN_IF_ERROR(pipeline_.Recv(std::span<float>(inputs_.front()), stage_ - 1));
+    fill(i, tokens_.front(), targets_.front());
+    loss += model.ForwardPart(params, tokens_.front().data(), inputs_.front().data(), targets_.front().data(), b, t);
+    if (!last()) DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(model.output(), stage_ + 1));
+  }
+  DSLAUNCH_RETURN_IF_ERROR(pipeline_.FlushSends());
+  return last() ? loss : 0.0;
+}
+
+}  // namespace dslaunch::runtime

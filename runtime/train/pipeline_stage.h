@@ -1,0 +1,84 @@
+// PipelineStage: one pipeline stage of the GPT model and its part of a step (docs/parallelism.md,
+// "The pipelined step").
+//
+// The stage holds its blocks (GptModel parts) in as many copies of their activations as its
+// schedule keeps micro-batches at once (1F1B: p - s; GPipe: m), and runs its instruction list
+// (runtime/parallel/pipeline_schedule.h) with the pipeline group's Send and Recv: activations
+// forward, their gradients back, [micro_batch x seq_len][n_embd] floats each.
+//
+// The tied token embedding lives with the first stage's engine only. With more than one stage,
+// at the start of each step (and of each validation) the first stage sends wte's values to the
+// last stage, whose head reads them. The last stage adds the head's gradient of wte over the
+// step's micro-batches apart and sends it to the first stage after its last backward. The first
+// stage adds it into wte's gradient in its last micro-batch's backward, just before the engine
+// is told that gradient is ready. So wte gets both terms once per step, as in the whole model;
+// only their order of addition differs (docs/parallelism.md, "Tied embeddings").
+//
+// Collective over the pipeline group: every stage calls RunStep (or RunValidation) together.
+// Not thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/core/parameter_access.h"
+#include "runtime/models/gpt.h"
+#include "runtime/parallel/layer_partition.h"
+#include "runtime/parallel/pipeline_schedule.h"
+
+namespace dslaunch::runtime {
+
+struct PipelineStageOptions {
+  GptConfig model;
+  std::vector<StageBlocks> partition;  // one entry per stage of the pipeline group
+  PipeSchedule schedule = PipeSchedule::k1F1B;
+  int micro_batch = 1;    // sequences per micro-batch
+  int seq_len = 1;        // tokens per sequence
+  int micro_batches = 1;  // per step: gradient_accumulation_steps
+};
+
+class PipelineStage {
+ public:
+  // The stage of `pipeline`'s rank. Preconditions (checked): one partition entry per rank of
+  // `pipeline`, positive sizes. `pipeline` must outlive the stage.
+  PipelineStage(const PipelineStageOptions& options, Communicator& pipeline);
+
+  // The stage's parameters (its part's layout) and their initial values, the whole model's.
+  const GptModel& model() const { return *models_.front(); }
+  bool first() const { return model().first(); }
+  bool last() const { return model().last(); }
+  // Copies of the activations kept (the schedule's micro-batches held at once).
+  int slots() const { return static_cast<int>(models_.size()); }
+
+  // Fills micro-batch `micro_batch`'s inputs and targets (micro_batch x seq_len each).
+  using FillBatch = std::function<void(int micro_batch, std::vector<int>& tokens, std::vector<int>& targets)>;
+
+  // One step's micro-batches, their gradients accumulated through `params` (the engine's access:
+  // BeginStep before, Step after), each micro-batch's loss multiplied by `scale` in backward.
+  // Returns the sum of the micro-batches' losses on the last stage, 0 on the others. kAborted
+  // (naming the peer) when a message does not arrive.
+  Result<double> RunStep(ParameterAccess& params, float scale, const FillBatch& fill);
+  // Forwards only, over `batches` micro-batches: the sum of their losses on the last stage.
+  Result<double> RunValidation(ParameterAccess& params, int batches, const FillBatch& fill);
+
+ private:
+  // The first stage sends wte's current values to the last stage (with more than one stage).
+  Status SendTiedWeight(ParameterAccess& params);
+  size_t tied_weight_size() const {
+    return static_cast<size_t>(options_.model.vocab_size) * options_.model.n_embd;
+  }
+
+  Communicator& pipeline_;
+  const PipelineStageOptions options_;
+  const int stages_, stage_;
+  std::vector<std::unique_ptr<GptModel>> models_;  // one per slot
+  std::vector<std::vector<float>> inputs_, output_grads_;
+  std::vector<std::vector<int>> tokens_, targets_;
+  // The last stage's copy of wte and the head's gradient of it (more than one stage).
+  std::vector<float> tied_weight_, tied_gradient_;
+};
+
+}  // namespace dslaunch::runtime
