@@ -37,6 +37,7 @@
 #include "runtime/checkpoint/fault_injecting_file_system.h"
 #include "runtime/checkpoint/model_file.h"
 #include "runtime/comm/gloo/communicator.h"
+#include "runtime/comm/gloo/grid_communicators.h"
 #include "runtime/config/train_config.h"
 #include "runtime/data/idx_synthetic.h"
 #include "runtime/data/prepare_text.h"
@@ -47,6 +48,7 @@
 #include "runtime/train/generation.h"
 #include "runtime/train/kernel_choice.h"
 #include "runtime/train/memory_estimate.h"
+#include "runtime/train/pipeline_stage.h"
 #include "runtime/train/offload_sizing.h"
 #include "runtime/train/progress_file.h"
 #include "runtime/train/progress_report.h"
@@ -96,6 +98,8 @@ int64_t SnapshotIntervalFor(const std::map<std::string, std::string>& env, const
   int max_restarts = 0;
   if (auto it = env.find(env::kTorchElasticMaxRestarts); it != env.end()) max_restarts = std::atoi(it->second.c_str());
   const bool offloaded = config.engine.offload_optimizer.device == swap::OffloadDevice::kNvme;
+  // A pipelined run's state is not snapshotted yet (docs/parallelism.md).
+  if (config.pipeline.stages > 1) return 0;
   return ResolveSnapshotInterval(config.checkpoint.snapshot_interval, env.count(env::kSnapshotFds) > 0, max_restarts,
                                  offloaded);
 }
@@ -163,7 +167,12 @@ Status SetUpSnapshots(const std::map<std::string, std::string>& env, const Train
                 "(no %s): no in-memory snapshots\n",
                 static_cast<long long>(configured), env::kSnapshotFds);
   }
-  if (interval == 0) return Status::Ok();
+  if (interval == 0) {
+    if (rank == 0 && config.pipeline.stages > 1 && fds != env.end()) {
+      std::printf("snapshots: none: a pipelined run is not snapshotted yet (docs/parallelism.md)\n");
+    }
+    return Status::Ok();
+  }
   const auto copies = env.find(env::kSnapshotReplicaFds);
   DSLAUNCH_ASSIGN_OR_RETURN(
       MemorySnapshots mine,
@@ -184,6 +193,24 @@ Status SetUpSnapshots(const std::map<std::string, std::string>& env, const Train
   }
   std::fflush(stdout);
   return Status::Ok();
+}
+
+// "grid: stage 1/2 (blocks 2-3 of 4), data 0/2, tensor 0/1, 1f1b": where this rank sits.
+std::string GridLine(const TrainConfig& config, const ProcessGrid& grid, int rank) {
+  const GridCoordinates at = grid.CoordinatesOf(rank);
+  std::string blocks;
+  if (const auto* gpt = std::get_if<GptConfig>(&config.model)) {
+    auto partition = PartitionStages(*gpt, grid.shape().pipeline, config.pipeline.partition_method);
+    if (partition.ok()) {
+      const StageBlocks b = (*partition)[at.pipeline];
+      blocks = " (blocks " + std::to_string(b.begin) + "-" + std::to_string(b.end - 1) + " of " +
+               std::to_string(gpt->n_layer) + ")";
+    }
+  }
+  std::string line = "grid: " + grid.Describe(rank);
+  const size_t comma = line.find(',');
+  line.insert(comma, blocks);
+  return line + ", " + PipeScheduleName(config.pipeline.schedule) + " schedule";
 }
 
 int Fail(const Status& status) {
@@ -432,6 +459,20 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   generation->started_ms = started_ms;
   generation->rendezvous_ms = UnixMillis();
   gloo = comm->get();
+  // A model split into pipeline stages (docs/parallelism.md): this rank's groups, formed through the
+  // store as the world's; each rank says where it sits in the grid.
+  std::optional<GridCommunicators> grid_comms;
+  ModelParallelRun model_parallel;
+  if (config->pipeline.stages > 1) {
+    auto grid = ProcessGrid::Create(id->world_size, config->pipeline.stages, 1);
+    if (!grid.ok()) return FailConfig(grid.status());
+    auto groups = CreateGridCommunicators(**store, *grid, id->rank, options);
+    if (!groups.ok()) return FailTraining(groups.status(), env);
+    grid_comms = std::move(*groups);
+    model_parallel = ModelParallelRun{*grid, grid_comms->pipeline.get(), grid_comms->data.get()};
+    std::printf("%s\n", GridLine(*config, *grid, id->rank).c_str());
+    std::fflush(stdout);
+  }
   double estimate = 0;
   if (Status fits = FitMemory(&*config, *id, **comm, config_path, footprint, &estimate); !fits.ok()) {
     return FailTraining(fits, env);
@@ -441,6 +482,7 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   if (!metrics.ok()) return Fail(metrics.status());
   TrainHooks output = OutputHooks(env, metrics->get());
   output.reporter = &reporter;
+  if (grid_comms) output.model_parallel = &model_parallel;
   output.origin = RunOrigin{std::move(command), FileText(config_path), started_ms, kernel->choice.kernel,
                             kernel->choice.gflops, kernel->choice.default_kernel, kernel->choice.default_gflops};
   output.first_step_done = [&](int64_t first_step) {

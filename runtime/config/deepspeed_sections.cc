@@ -249,6 +249,58 @@ Status ParseActivationCheckpointing(Section& root, int n_layer, int* recompute_b
   return Status::Ok();
 }
 
+Status ParsePipeline(Section& root, PipelineConfig* out) {
+  *out = PipelineConfig{};
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> p, root.Child("pipeline"));
+  if (!p) return Status::Ok();
+  int64_t stages = 1;
+  KeySource source = KeySource::kDefault;
+  p->IntOrAuto("stages", 1, kMaxGptLayers, &stages, &source);
+  out->stages = static_cast<int>(stages);
+  size_t method = 0;
+  if (p->Choice("partition_method", {"parameters", "uniform"}, true, &method)) {
+    out->partition_method = method == 1 ? PartitionMethod::kUniform : PartitionMethod::kParameters;
+  }
+  size_t schedule = 0;
+  if (p->Choice("schedule", {"1f1b", "gpipe"}, true, &schedule)) {
+    out->schedule = schedule == 1 ? PipeSchedule::kGPipe : PipeSchedule::k1F1B;
+  }
+  p->Unimplemented();
+  p->Finish();
+  return Status::Ok();
+}
+
+Status CheckPipeline(const Section& root, const TrainConfig& config, int world_size) {
+  const int stages = config.pipeline.stages;
+  if (stages == 1) return Status::Ok();
+  const std::string count = std::to_string(stages);
+  auto error = [&](const std::string& path_and_message) {
+    return root.Validated(InvalidArgumentError(path_and_message));
+  };
+  if (world_size % stages != 0) {
+    return error("pipeline.stages: " + count + " does not divide the " + std::to_string(world_size) +
+                 " ranks of the job: give the job a multiple of " + count +
+                 " ranks (each stage has world / stages data-parallel copies)");
+  }
+  const auto* gpt = std::get_if<GptConfig>(&config.model);
+  if (gpt == nullptr) return error("pipeline.stages: " + count + ": only the gpt model is split into stages");
+  if (stages > gpt->n_layer) {
+    return error("pipeline.stages: " + count + " is more than model.n_layer " + std::to_string(gpt->n_layer) +
+                 ": each stage holds at least one block");
+  }
+  if (config.engine.zero.stage > 1) {
+    return error("zero_optimization.stage: " + std::to_string(config.engine.zero.stage) + " with pipeline.stages " +
+                 count + ": a pipelined run takes ZeRO stage 0 or 1, as DeepSpeed's pipeline engine does (stages "
+                 "2-3 reduce the gradients of every micro-batch)");
+  }
+  if (!config.checkpoint.dir.empty()) {
+    return error("checkpoint.dir: with pipeline.stages " + count +
+                 ": checkpoints of a pipelined run are not written yet (docs/parallelism.md); leave checkpoint.dir "
+                 "out, or train without pipeline stages");
+  }
+  return Status::Ok();
+}
+
 void CollectUnimplementedTopLevel(Section& root) {
   root.Unimplemented();
 }

@@ -165,7 +165,11 @@ void DeepMerge(Json& base, const Json& over) {
 void ParseRoot(Section& root, int world_size, int generation, const std::string& base_dir, TrainConfig* config_out) {
   TrainConfig& config = *config_out;
   root.Known(kDeepSpeedConfigKey);
-  root.Report(internal::ParseBatch(root, world_size, generation, &config));
+  // The batch counts data-parallel copies: with pipeline stages, world / stages of them.
+  root.Report(internal::ParsePipeline(root, &config.pipeline));
+  const int stages = config.pipeline.stages;
+  const int data_parallel = world_size % stages == 0 ? world_size / stages : world_size;
+  root.Report(internal::ParseBatch(root, data_parallel, generation, &config));
 
   EngineOptions& engine = config.engine;
   root.Report(internal::ParseOptimizer(root, &engine.optimizer, &config.default_optimizer));
@@ -199,6 +203,7 @@ void ParseRoot(Section& root, int world_size, int generation, const std::string&
   root.Report(internal::ParseData(root, model, base_dir, &config.data));
   root.Report(internal::ParseTrainLoop(root, model, &config.train));
   root.Report(internal::ParseCheckpoint(root, base_dir, generation, &config.checkpoint));
+  root.Report(internal::CheckPipeline(root, config, world_size));
   root.Finish();
 }
 

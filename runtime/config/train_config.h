@@ -25,6 +25,8 @@
 #include "runtime/engine/optimizer.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
+#include "runtime/parallel/layer_partition.h"
+#include "runtime/parallel/pipeline_schedule.h"
 
 namespace dslaunch::runtime {
 
@@ -61,6 +63,14 @@ struct DataConfig {
   std::string train_labels;  // kIdx only
   std::string val_labels;    // kIdx only
   int seq_len = 0;           // tokens per sample; defaults to the gpt block_size, 0 for kIdx
+};
+
+// The `pipeline` section (docs/parallelism.md): the gpt model's blocks split into `stages`
+// pipeline stages, each on its own ranks; the job's ranks are stages x data-parallel copies.
+struct PipelineConfig {
+  int stages = 1;
+  PartitionMethod partition_method = PartitionMethod::kParameters;
+  PipeSchedule schedule = PipeSchedule::k1F1B;
 };
 
 struct TrainLoopConfig {
@@ -101,6 +111,7 @@ struct TrainConfig {
   DataConfig data;
   TrainLoopConfig train;
   CheckpointConfig checkpoint;
+  PipelineConfig pipeline;
   // True when the config has no optimizer section (Megatron's and Hugging Face's leave it to their
   // client code): engine.optimizer is then DeepSpeed's {"type": "AdamW"} (DefaultOptimizerNote).
   bool default_optimizer = false;

@@ -44,7 +44,6 @@ constexpr UnimplementedKey kKeys[] = {
     {"$", "weight_quantization"},
     {"$", "compile"},
     {"$", "timers"},
-    {"$", "pipeline"},
     {"$", "disable_allgather"},
     {"$", "graph_harvesting"},
     {"$", "use_data_before_expert_parallelism"},
@@ -53,6 +52,13 @@ constexpr UnimplementedKey kKeys[] = {
     {"$", "moe"},
     {"$", "sequence_parallel_size"},
     {"$", "vocabulary_size"},
+    // pipeline: DeepSpeed's engine keys that change nothing here (the stages are split by
+    // partition_method; activations cross a stage whole, there being no tensor parallelism).
+    {"$.pipeline", "partition", "best"},
+    {"$.pipeline", "seed_layers", "false"},
+    {"$.pipeline", "activation_checkpoint_interval", "0"},
+    {"$.pipeline", "pipe_partitioned"},
+    {"$.pipeline", "grad_partitioned"},
     // optimizer and scheduler
     {"$.optimizer", "legacy_fusion"},
     {"$.optimizer.params", "torch_adam"},

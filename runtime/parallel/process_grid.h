@@ -49,6 +49,7 @@ class ProcessGrid {
   static Result<ProcessGrid> Create(int world_size, int pipeline_stages, int tensor_size);
   // The trivial grid: every rank data-parallel.
   static ProcessGrid DataParallel(int world_size);
+  ProcessGrid() = default;  // one rank
 
   const GridShape& shape() const { return shape_; }
   int world_size() const { return shape_.world(); }

@@ -9,6 +9,8 @@
 #include "runtime/engine/parameter_swap.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
+#include "runtime/parallel/pipeline_schedule.h"
+#include "runtime/train/pipeline_stage.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -27,9 +29,44 @@ struct ModelShape {
   double gradients_held = 0;    // elements of the groups whose micro-step gradients are out at once
 };
 
+// A pipelined gpt (docs/parallelism.md): of every stage, the most it holds. The groups of the
+// stage with the most parameters; the activations of the stage that keeps the most (its part's
+// buffers in as many copies as its schedule holds micro-batches, the activations crossing its
+// cuts, and on the last stage the copy of wte and the head's gradient of it).
+ModelShape PipelineShapeOf(const TrainConfig& config, const GptConfig& gpt, int micro) {
+  const int stages = config.pipeline.stages;
+  const int m = static_cast<int>(std::min<int64_t>(config.batch.gradient_accumulation_steps, 1 << 20));
+  auto partition = PartitionStages(gpt, stages, config.pipeline.partition_method);
+  ModelShape shape;
+  if (!partition.ok()) return shape;  // refused by the config's checks before this is asked
+  const double crossing = static_cast<double>(micro) * gpt.block_size * gpt.n_embd * sizeof(float);
+  const double tied = 2.0 * gpt.vocab_size * gpt.n_embd * sizeof(float);
+  double most_parameters = -1;
+  for (int s = 0; s < stages; ++s) {
+    const GptPart part{(*partition)[s].begin, (*partition)[s].end};
+    const std::vector<double> groups = GptModel::GroupSizes(gpt, part);
+    double parameters = 0, largest = 0;
+    for (double g : groups) parameters += g;
+    for (size_t g = (s == 0 ? 1 : 0); g < groups.size(); ++g) largest = std::max(largest, groups[g]);
+    const int slots = PeakMicroBatchesHeld(StageSchedule(config.pipeline.schedule, stages, s, m));
+    double activations = (GptModel::ActivationBytes(gpt, micro, part) + crossing) * slots;
+    if (s + 1 == stages) activations += tied;
+    shape.activations = std::max(shape.activations, activations);
+    shape.gradients_held = std::max(shape.gradients_held, (s == 0 ? groups.front() : 0.0) + largest);
+    if (parameters > most_parameters) {
+      most_parameters = parameters;
+      shape.groups = groups;
+    }
+  }
+  return shape;
+}
+
 ModelShape ShapeOf(const TrainConfig& config) {
   const int micro = static_cast<int>(std::min<int64_t>(config.batch.micro_batch_per_gpu, 1 << 30));
   ModelShape shape;
+  if (const auto* gpt = std::get_if<GptConfig>(&config.model); gpt != nullptr && config.pipeline.stages > 1) {
+    return PipelineShapeOf(config, *gpt, micro);
+  }
   if (const auto* gpt = std::get_if<GptConfig>(&config.model)) {
     shape = {GptModel::GroupSizes(*gpt), GptModel::ActivationBytes(*gpt, micro)};
     // The backward (runtime/models/gpt.cc) takes the embeddings' gradient (group 0, tied with the
@@ -114,7 +151,9 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size,
     largest_group = std::max(largest_group, g);
   }
   const int stage = engine.zero.stage;
-  const double world = std::max(world_size, 1);
+  // ZeRO partitions over the data-parallel copies: with pipeline stages, world / stages of them.
+  world_size = std::max(world_size / std::max(config.pipeline.stages, 1), 1);
+  const double world = world_size;
   const double shard = stage >= 1 ? std::ceil(numel / world) : numel;  // rank 0's, the largest
   const bool fp32 = engine.precision == Precision::kFp32;
   const double storage = fp32 ? 4.0 : 2.0;

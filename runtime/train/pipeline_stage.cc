@@ -39,6 +39,13 @@ class TiedGradientAccess final : public ParameterAccess {
 
 }  // namespace
 
+Result<std::vector<StageBlocks>> PartitionStages(const GptConfig& model, int stages, PartitionMethod method) {
+  const std::vector<double> groups = GptModel::GroupSizes(model);  // embeddings, blocks, ln_f
+  const double head = static_cast<double>(model.vocab_size) * model.n_embd;
+  const LayerWeights weights{model.n_layer, groups[1], groups.front(), groups.back() + head};
+  return PartitionLayers(weights, stages, method);
+}
+
 PipelineStage::PipelineStage(const PipelineStageOptions& options, Communicator& pipeline)
     : pipeline_(pipeline), options_(options), stages_(pipeline.world_size()), stage_(pipeline.rank()) {
   DSLAUNCH_CHECK(static_cast<int>(options.partition.size()) == stages_ && options.micro_batch > 0 &&

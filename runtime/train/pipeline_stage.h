@@ -31,6 +31,10 @@
 
 namespace dslaunch::runtime {
 
+// The blocks of each of `stages` stages of `model` by `method` (runtime/parallel/layer_partition.h):
+// the embeddings weigh on the first stage, the final norm and the head's copy of wte on the last.
+Result<std::vector<StageBlocks>> PartitionStages(const GptConfig& model, int stages, PartitionMethod method);
+
 struct PipelineStageOptions {
   GptConfig model;
   std::vector<StageBlocks> partition;  // one entry per stage of the pipeline group

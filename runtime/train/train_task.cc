@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/check.h"
+
 #include "runtime/data/batch_sampler.h"
 #include "runtime/data/token_shard.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
+#include "runtime/train/pipeline_stage.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -131,6 +134,110 @@ class GptTask final : public TrainTask {
   std::vector<int> inputs_, targets_;
 };
 
+// ---- a pipeline stage of gpt on token shards ----
+
+// The windows a data-parallel copy reads are the data-parallel run's: every stage of a pipeline
+// reads its copy's micro-batches (the first stage uses the inputs, the last the targets).
+class GptStageTask final : public TrainTask {
+ public:
+  GptStageTask(const TrainConfig& config, const GptConfig& gpt, const TrainData& data, int data_rank, int data_world,
+               std::vector<StageBlocks> partition, Communicator& pipeline)
+      : config_(config),
+        gpt_(gpt),
+        data_(data),
+        data_rank_(data_rank),
+        stages_(static_cast<int>(partition.size())),
+        seq_len_(config.data.seq_len > 0 ? config.data.seq_len : gpt.block_size),
+        micro_(static_cast<int>(config.batch.micro_batch_per_gpu)),
+        train_{static_cast<int64_t>(data.train.size()), seq_len_, micro_,
+               static_cast<int>(config.batch.gradient_accumulation_steps), data_world},
+        val_{static_cast<int64_t>(data.val.size()), seq_len_, micro_, 1, data_world},
+        stage_(PipelineStageOptions{gpt, std::move(partition), config.pipeline.schedule, micro_, seq_len_,
+                                    static_cast<int>(config.batch.gradient_accumulation_steps)},
+               pipeline) {}
+
+  Status Validate() const {
+    if (train_.windows() == 0) {
+      return InvalidArgumentError(config_.data.train + ": " + std::to_string(data_.train.size()) +
+                                  " tokens hold no sequence of " + std::to_string(seq_len_) + " + 1 tokens");
+    }
+    for (uint16_t t : data_.train) {
+      if (t >= gpt_.vocab_size) {
+        return InvalidArgumentError("token id " + std::to_string(t) + " in " + config_.data.train +
+                                    " is outside model.vocab_size " + std::to_string(gpt_.vocab_size));
+      }
+    }
+    return Status::Ok();
+  }
+
+  const ParameterLayout& layout() const override { return stage_.model().layout(); }
+  void InitParameters(std::span<float> flat, uint64_t seed) const override { stage_.model().InitParameters(flat, seed); }
+  void InitRange(size_t begin, std::span<float> out, uint64_t seed) const override {
+    stage_.model().InitRange(begin, out, seed);
+  }
+  std::string_view name() const override { return "gpt"; }
+  bool classifier() const override { return false; }
+  int64_t TokensPerSample() const override { return seq_len_; }
+  // The whole model's: MFU counts the job's tokens against all its ranks.
+  double FlopsPerToken() const override { return GptModel(gpt_, 0).FlopsPerToken(seq_len_); }
+  size_t ActivationBytes() const override { return stage_.model().activation_bytes() * stage_.slots(); }
+  int64_t GlobalBatch() const override { return train_.global_batch(); }
+
+  float ForwardTrain(ParameterAccess&, int64_t, int) override {
+    DSLAUNCH_CHECK(false) << "a pipeline stage trains through TrainMicroSteps";
+    return 0;
+  }
+  void Backward(ParameterAccess&, float) override {
+    DSLAUNCH_CHECK(false) << "a pipeline stage trains through TrainMicroSteps";
+  }
+  Result<double> TrainMicroSteps(ParameterAccess& params, int64_t step, int, float scale) override {
+    return stage_.RunStep(params, scale, [&](int mb, std::vector<int>& tokens, std::vector<int>& targets) {
+      Fill(data_.train, WindowsForMicroStep(config_.seed, train_, step, mb, data_rank_), tokens, targets);
+    });
+  }
+  bool HasValidation() const override { return val_.windows() > 0; }
+  float ForwardValidation(ParameterAccess&, int64_t, int64_t*) override {
+    DSLAUNCH_CHECK(false) << "a pipeline stage validates through ValidationLossSum";
+    return 0;
+  }
+  Result<double> ValidationLossSum(ParameterAccess& params, int64_t batches, int64_t*,
+                                   const std::function<void()>& after_batch) override {
+    auto sum = stage_.RunValidation(params, static_cast<int>(batches),
+                                    [&](int batch, std::vector<int>& tokens, std::vector<int>& targets) {
+                                      Fill(data_.val, WindowsForMicroStep(config_.seed, val_, batch, 0, data_rank_),
+                                           tokens, targets);
+                                      if (after_batch) after_batch();
+                                    });
+    return sum;
+  }
+  int ValidationRows() const override { return micro_ * seq_len_; }
+  int LossRanks(int world) const override { return world / stages_; }
+  // Sampling runs the whole model token by token: not from a pipeline yet.
+  std::string Sample(ParameterAccess&, const std::string&, int, uint64_t) override { return {}; }
+
+ private:
+  void Fill(const std::vector<uint16_t>& shard, const std::vector<int64_t>& windows, std::vector<int>& tokens,
+            std::vector<int>& targets) const {
+    for (size_t i = 0; i < windows.size(); ++i) {
+      const size_t start = static_cast<size_t>(windows[i]) * seq_len_;
+      for (int k = 0; k < seq_len_; ++k) {
+        tokens[i * seq_len_ + k] = shard[start + k];
+        targets[i * seq_len_ + k] = shard[start + k + 1];
+      }
+    }
+  }
+
+  const TrainConfig& config_;
+  const GptConfig gpt_;
+  const TrainData& data_;
+  const int data_rank_;
+  const int stages_;
+  const int seq_len_;
+  const int micro_;
+  const BatchGeometry train_, val_;
+  PipelineStage stage_;
+};
+
 // ---- mlp on IDX images ----
 
 // A set of n images is sampled as n "windows" of one token: BatchGeometry{n + 1 tokens, length 1}
@@ -221,6 +328,38 @@ Result<TrainData> ReadTrainData(const TrainConfig& config) {
     DSLAUNCH_ASSIGN_OR_RETURN(data.val, ReadTokenShard(config.data.val));
   }
   return data;
+}
+
+Result<double> TrainTask::TrainMicroSteps(ParameterAccess& params, int64_t step, int micro_steps, float scale) {
+  double sum = 0.0;
+  for (int m = 0; m < micro_steps; ++m) {
+    sum += ForwardTrain(params, step, m);
+    Backward(params, scale);
+  }
+  return sum;
+}
+
+Result<double> TrainTask::ValidationLossSum(ParameterAccess& params, int64_t batches, int64_t* correct,
+                                            const std::function<void()>& after_batch) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < batches; ++i) {
+    sum += ForwardValidation(params, i, correct);
+    if (after_batch) after_batch();
+  }
+  return sum;
+}
+
+Result<std::unique_ptr<TrainTask>> TrainTask::CreateStage(const TrainConfig& config, const TrainData& data, int rank,
+                                                          const ModelParallelRun& parallel) {
+  const auto* gpt = std::get_if<GptConfig>(&config.model);
+  if (gpt == nullptr) return InvalidArgumentError("pipeline.stages: only the gpt model is split into stages");
+  DSLAUNCH_ASSIGN_OR_RETURN(std::vector<StageBlocks> partition,
+                            PartitionStages(*gpt, parallel.grid.shape().pipeline, config.pipeline.partition_method));
+  const GridCoordinates at = parallel.grid.CoordinatesOf(rank);
+  auto task = std::make_unique<GptStageTask>(config, *gpt, data, at.data, parallel.grid.shape().data,
+                                             std::move(partition), *parallel.pipeline);
+  DSLAUNCH_RETURN_IF_ERROR(task->Validate());
+  return std::unique_ptr<TrainTask>(std::move(task));
 }
 
 Result<std::unique_ptr<TrainTask>> TrainTask::Create(const TrainConfig& config, const TrainData& data, int rank,

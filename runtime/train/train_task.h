@@ -6,16 +6,19 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/config/train_config.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
 #include "runtime/data/idx_data.h"
+#include "runtime/parallel/process_grid.h"
 
 namespace dslaunch::runtime {
 
@@ -30,6 +33,15 @@ struct TrainData {
 // Reads the data files of `config` (token shards or IDX images and labels).
 Result<TrainData> ReadTrainData(const TrainConfig& config);
 
+// A run whose model is split into pipeline stages (docs/parallelism.md): the grid and this rank's
+// groups (the caller's, alive for the run). The whole world is Train's communicator; the engine
+// partitions over `data`, activations travel over `pipeline`.
+struct ModelParallelRun {
+  ProcessGrid grid;
+  Communicator* pipeline = nullptr;
+  Communicator* data = nullptr;
+};
+
 class TrainTask {
  public:
   // The task for config.model on `data`, for rank `rank` of `world`. Fails with
@@ -38,6 +50,10 @@ class TrainTask {
   // sample of data.seq_len + 1 tokens).
   static Result<std::unique_ptr<TrainTask>> Create(const TrainConfig& config, const TrainData& data, int rank,
                                                    int world);
+  // The pipeline stage of rank `rank` of `parallel`'s grid (gpt only): its blocks, the micro-batches of
+  // its data-parallel copy.
+  static Result<std::unique_ptr<TrainTask>> CreateStage(const TrainConfig& config, const TrainData& data, int rank,
+                                                        const ModelParallelRun& parallel);
   virtual ~TrainTask() = default;
 
   virtual const ParameterLayout& layout() const = 0;
@@ -64,6 +80,16 @@ class TrainTask {
   virtual float ForwardTrain(ParameterAccess& params, int64_t step, int micro_step) = 0;
   // Backward of the last forward, the loss multiplied by `scale`.
   virtual void Backward(ParameterAccess& params, float scale) = 0;
+  // The step's `micro_steps` forwards and backwards (each loss x `scale` in backward); returns the
+  // sum of their losses. A pipeline stage runs its schedule (runtime/train/pipeline_stage.h) and
+  // returns the losses on the last stage, 0 on the others.
+  virtual Result<double> TrainMicroSteps(ParameterAccess& params, int64_t step, int micro_steps, float scale);
+  // The sum of `batches` validation batches' mean losses (mlp: the rows right into *correct).
+  // `after_batch` (optional) is called after each batch (the progress reporter's StillWorking).
+  virtual Result<double> ValidationLossSum(ParameterAccess& params, int64_t batches, int64_t* correct,
+                                           const std::function<void()>& after_batch);
+  // Of `world` ranks, how many add a loss to the step's all-reduce: all, or the last stages.
+  virtual int LossRanks(int world) const { return world; }
   // Whether there is validation data.
   virtual bool HasValidation() const = 0;
   // Forward on validation batch `batch` of this rank; returns the mean loss, and adds to

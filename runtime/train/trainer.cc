@@ -165,11 +165,8 @@ struct Loop {
     const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
     engine.BeginStep(accumulation);
     const float backward_scale = static_cast<float>(engine.loss_scale() / accumulation);
-    double loss_sum = 0.0;
-    for (int m = 0; m < accumulation; ++m) {
-      loss_sum += task.ForwardTrain(engine.access(), step, m);
-      task.Backward(engine.access(), backward_scale);
-    }
+    DSLAUNCH_ASSIGN_OR_RETURN(const double loss_sum,
+                              task.TrainMicroSteps(engine.access(), step, accumulation, backward_scale));
     StepOutcome outcome;
     DSLAUNCH_ASSIGN_OR_RETURN(outcome.step.stats, engine.Step());
     // The step's loss, averaged over ranks; whether any rank was told to stop; how many ranks have
@@ -181,7 +178,7 @@ struct Loop {
     DSLAUNCH_RETURN_IF_ERROR(
         comm.AllReduce(std::span<float>(reduced, 5), ReduceOp::kSum).WithContext("loss all-reduce"));
     outcome.step.step = step + 1;
-    outcome.step.loss = reduced[0] / static_cast<float>(comm.world_size());
+    outcome.step.loss = reduced[0] / static_cast<float>(task.LossRanks(comm.world_size()));
     outcome.step.tokens = task.GlobalBatch() * task.TokensPerSample();
     outcome.stop = reduced[1] > 0;
     outcome.ranks_written = static_cast<int>(reduced[2]);
@@ -232,19 +229,17 @@ struct Loop {
   Result<double> Validate(int64_t after_step) {
     if (!task.HasValidation()) return -1.0;
     const auto start = Clock::now();
-    double sum = 0.0;
     int64_t correct = 0;
     const int64_t batches = std::max<int64_t>(1, config.train.eval_steps);
-    for (int64_t i = 0; i < batches; ++i) {
-      sum += task.ForwardValidation(engine.access(), i, &correct);
+    DSLAUNCH_ASSIGN_OR_RETURN(const double sum, task.ValidationLossSum(engine.access(), batches, &correct, [this] {
       if (hooks.reporter != nullptr) hooks.reporter->StillWorking();
-    }
+    }));
     DSLAUNCH_RETURN_IF_ERROR(engine.status());
     float reduced[2] = {static_cast<float>(sum / static_cast<double>(batches)), static_cast<float>(correct)};
     DSLAUNCH_RETURN_IF_ERROR(
         comm.AllReduce(std::span<float>(reduced, 2), ReduceOp::kSum).WithContext("validation all-reduce"));
     const int world = comm.world_size();
-    ValidationReport validation{after_step, reduced[0] / world, std::nullopt, batches};
+    ValidationReport validation{after_step, reduced[0] / task.LossRanks(world), std::nullopt, batches};
     if (task.classifier()) {
       validation.accuracy = reduced[1] / static_cast<double>(batches * task.ValidationRows() * world);
     }
@@ -273,7 +268,8 @@ struct Loop {
     if (config.train.eval_interval <= 0 || steps % config.train.eval_interval != 0) {
       DSLAUNCH_ASSIGN_OR_RETURN(result.val_loss, Validate(steps));
     }
-    if (config.train.sample_tokens > 0 && task.name() == "gpt") {
+    // Not from a pipelined model yet: sampling runs the whole model token by token.
+    if (config.train.sample_tokens > 0 && task.name() == "gpt" && hooks.model_parallel == nullptr) {
       // Every rank samples (the same tokens): at ZeRO stage 3 each forward pass gathers
       // parameters from all ranks.
       ScopedSlowPhase slow(hooks.reporter);
@@ -308,10 +304,29 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   const int world = comm.world_size();
   // Rank 0's output; every other rank's report writes nothing.
   RunReport report = RunReport::ForRank(comm.rank(), OutputsOf(hooks), config.steps_per_print, config.train.steps);
-  DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<TrainTask> task, TrainTask::Create(config, data, comm.rank(), world));
+  // A pipelined model: the engine partitions over the data group, the stage's messages go over the
+  // pipeline group (docs/parallelism.md); both timed as the world's collectives are.
+  const ModelParallelRun* parallel = hooks.model_parallel;
+  std::optional<TimedCommunicator> data_comm, pipeline_comm;
+  ModelParallelRun timed_parallel;
+  if (parallel != nullptr) {
+    data_comm.emplace(*parallel->data);
+    pipeline_comm.emplace(*parallel->pipeline);
+    timed_parallel = ModelParallelRun{parallel->grid, &*pipeline_comm, &*data_comm};
+  }
+  auto in_collectives = [&] {
+    auto total = comm.in_collectives();
+    if (parallel != nullptr) total += data_comm->in_collectives() + pipeline_comm->in_collectives();
+    return total;
+  };
+  DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<TrainTask> task,
+                            parallel != nullptr ? TrainTask::CreateStage(config, data, comm.rank(), timed_parallel)
+                                                : TrainTask::Create(config, data, comm.rank(), world));
   DSLAUNCH_ASSIGN_OR_RETURN(const ResumePlan plan, PlanCheckpointResume(config.checkpoint));
+  Communicator& engine_comm = parallel != nullptr ? static_cast<Communicator&>(*data_comm) : comm;
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                            CreateEngine(config, *task, plan.mode != ResumeMode::kFresh, comm, report));
+                            CreateEngine(config, *task, plan.mode != ResumeMode::kFresh, engine_comm, report));
+  if (parallel != nullptr) engine->SetModelParallelGroup(&*pipeline_comm);
   if (hooks.print) {  // every rank's own (its swap files); the launcher prefixes the rank
     for (const std::string& note : engine->notes()) hooks.print(note);
   }
@@ -361,7 +376,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   report.TrainingStarts(result.first_step, Clock::now());
   for (int64_t step = result.first_step; step < config.train.steps; ++step) {
     const auto step_start = Clock::now();
-    const auto collectives_before = comm.in_collectives();
+    const auto collectives_before = in_collectives();
     DSLAUNCH_ASSIGN_OR_RETURN(Loop::StepOutcome outcome,
                               loop.RunStep(step, saver.pending_written(), snapshot_step >= 0));
     if (snapshot_step >= 0 && outcome.snapshot_ranks == world) hooks.snapshots->Committed(snapshot_step);
@@ -371,12 +386,12 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
     }
     result.losses.push_back(outcome.step.loss);
     outcome.step.seconds = SecondsSince(step_start);
-    const double in_collectives = std::chrono::duration<double>(comm.in_collectives() - collectives_before).count();
-    DSLAUNCH_ASSIGN_OR_RETURN(Loop::RankTimes times, loop.GatherStepTimes(outcome.step.seconds, in_collectives));
+    const double in_collectives_s = std::chrono::duration<double>(in_collectives() - collectives_before).count();
+    DSLAUNCH_ASSIGN_OR_RETURN(Loop::RankTimes times, loop.GatherStepTimes(outcome.step.seconds, in_collectives_s));
     outcome.step.rank_ms = std::move(times.step_ms);
     outcome.step.rank_collective_ms = std::move(times.collective_ms);
     if (hooks.reporter != nullptr) {
-      const double outside_collectives = outcome.step.seconds - in_collectives;
+      const double outside_collectives = outcome.step.seconds - in_collectives_s;
       hooks.reporter->StepDone(step + 1, outcome.step.seconds, outcome.step.loss,
                                static_cast<double>(outcome.step.tokens) / outcome.step.seconds,
                                std::max(0.0, outside_collectives));

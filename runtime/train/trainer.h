@@ -62,6 +62,9 @@ struct TrainHooks {
   // Every rank, after each step (and its snapshot): the steps done. The worker's crash hook for
   // tests (DSLAUNCH_CRASH_AFTER_STEP). Optional.
   std::function<void(int64_t step)> after_step;
+  // A model split into pipeline stages (config.pipeline.stages > 1): this rank's groups. Null:
+  // data parallel over Train's communicator. Must outlive Train.
+  const ModelParallelRun* model_parallel = nullptr;
 };
 
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train/train_task.h)

@@ -1,0 +1,101 @@
+// The training loop with the model split into pipeline stages (docs/parallelism.md) on in-process
+// ranks: against the data-parallel run of the same global batch, on the same data.
+#include "runtime/train/trainer.h"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "tests/fakes/thread_communicator.h"
+#include "tests/fakes/train_on_threads.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+using testing::ThreadCommunicatorGroup;
+
+// 4 blocks, so that 2 and 4 stages exist; 2 data-parallel copies of 2 sequences per micro-batch,
+// 4 micro-batches a step.
+TrainConfig Config(int stages, int zero_stage) {
+  TrainConfig c;
+  c.batch.micro_batch_per_gpu = 2;
+  c.batch.gradient_accumulation_steps = 4;
+  c.batch.train_batch_size = 2 * 4 * 2;
+  c.engine.zero.stage = zero_stage;
+  c.engine.optimizer.lr = 3e-3;
+  c.engine.optimizer.weight_decay = 0.01;
+  c.model = GptConfig{4, 2, 16, 8, 32};
+  c.data.seq_len = 8;
+  c.train.steps = 6;
+  c.train.eval_steps = 2;
+  c.steps_per_print = 3;
+  c.seed = 5;
+  c.pipeline.stages = stages;
+  return c;
+}
+
+// Trains `config` on stages x 2 threads, each rank with its grid's groups.
+std::vector<Result<TrainResult>> TrainPipelined(const TrainConfig& config, std::vector<std::string>* rank0_lines) {
+  const int stages = config.pipeline.stages, world = stages * 2;
+  const ProcessGrid grid = *ProcessGrid::Create(world, stages, 1);
+  ThreadCommunicatorGroup everyone(world, std::chrono::seconds(30));
+  std::vector<std::unique_ptr<ThreadCommunicatorGroup>> pipelines, datas;
+  for (int i = 0; i < grid.GroupCount(GridAxis::kPipeline); ++i) {
+    pipelines.push_back(std::make_unique<ThreadCommunicatorGroup>(stages, std::chrono::seconds(30)));
+  }
+  for (int i = 0; i < grid.GroupCount(GridAxis::kData); ++i) {
+    datas.push_back(std::make_unique<ThreadCommunicatorGroup>(2, std::chrono::seconds(30)));
+  }
+  std::vector<ModelParallelRun> runs(world);
+  for (int r = 0; r < world; ++r) {
+    const GridCoordinates at = grid.CoordinatesOf(r);
+    runs[r] = ModelParallelRun{grid, &pipelines[grid.GroupIndex(r, GridAxis::kPipeline)]->Get(at.pipeline),
+                               &datas[grid.GroupIndex(r, GridAxis::kData)]->Get(at.data)};
+  }
+  const TrainData data = testing::PatternTokens(/*validation=*/true);
+  std::vector<Result<TrainResult>> results(world, Status(StatusCode::kInternal, "not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      TrainHooks hooks;
+      hooks.model_parallel = &runs[r];
+      if (r == 0 && rank0_lines != nullptr) hooks.print = [rank0_lines](const std::string& l) { rank0_lines->push_back(l); };
+      results[r] = Train(config, data, everyone.Get(r), hooks);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+TEST_CASE("Trained on 2 and 4 pipeline stages x 2 data-parallel copies, the losses are the data-parallel run's") {
+  for (int zero_stage : {0, 1}) {
+    const auto reference = testing::TrainOnThreads(2, Config(1, zero_stage), testing::PatternTokens(true));
+    REQUIRE(reference[0].ok());
+    const TrainResult& want = *reference[0];
+    for (int stages : {2, 4}) {
+      CAPTURE(zero_stage);
+      CAPTURE(stages);
+      std::vector<std::string> lines;
+      const auto results = TrainPipelined(Config(stages, zero_stage), &lines);
+      for (const auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      const TrainResult& got = *results[0];
+      REQUIRE(got.losses.size() == want.losses.size());
+      // The first step starts from the same values through the same kernels: the same bits.
+      CHECK(std::memcmp(&got.losses[0], &want.losses[0], sizeof(double)) == 0);
+      for (size_t i = 0; i < want.losses.size(); ++i) {
+        CAPTURE(i);
+        CHECK(got.losses[i] == doctest::Approx(want.losses[i]).epsilon(1e-5));
+      }
+      CHECK(got.val_loss == doctest::Approx(want.val_loss).epsilon(1e-5));
+      // Every rank reports the same losses.
+      for (const auto& r : results) CHECK(r->losses == got.losses);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime
