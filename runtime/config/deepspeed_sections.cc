@@ -253,10 +253,7 @@ Status ParsePipeline(Section& root, PipelineConfig* out) {
   *out = PipelineConfig{};
   DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> p, root.Child("pipeline"));
   if (!p) return Status::Ok();
-  int64_t stages = 1;
-  KeySource source = KeySource::kDefault;
-  p->IntOrAuto("stages", 1, kMaxGptLayers, &stages, &source);
-  out->stages = static_cast<int>(stages);
+  p->Int("stages", 1, kMaxGptLayers, &out->stages);
   size_t method = 0;
   if (p->Choice("partition_method", {"parameters", "uniform"}, true, &method)) {
     out->partition_method = method == 1 ? PartitionMethod::kUniform : PartitionMethod::kParameters;

@@ -47,8 +47,8 @@ Status ParseOptimizerOffload(Section& root, const std::string& base_dir, swap::O
 // absent; nullptr for a model without blocks (mlp). Keys with no effect on a CPU rank are
 // accepted when true with a warning line each.
 Status ParseActivationCheckpointing(Section& root, int n_layer, int* recompute_blocks);
-// The pipeline section (docs/parallelism.md): stages (an integer >= 1; DeepSpeed's "auto" is 1 here,
-// there being no PipelineModule to ask), partition_method and schedule; DeepSpeed's engine keys
+// The pipeline section (docs/parallelism.md): stages (an integer >= 1; "auto" is refused as every
+// "auto" the Hugging Face Trainer fills in), partition_method and schedule; DeepSpeed's engine keys
 // that change nothing here are recognised (unimplemented_keys.cc). Whether the stages fit the job
 // and the model is CheckPipeline's question.
 Status ParsePipeline(Section& root, PipelineConfig* out);

@@ -54,7 +54,7 @@ constexpr UnimplementedKey kKeys[] = {
     {"$", "vocabulary_size"},
     // pipeline: DeepSpeed's engine keys that change nothing here (the stages are split by
     // partition_method; activations cross a stage whole, there being no tensor parallelism).
-    {"$.pipeline", "partition", "best"},
+    {"$.pipeline", "partition", R"("best")"},
     {"$.pipeline", "seed_layers", "false"},
     {"$.pipeline", "activation_checkpoint_interval", "0"},
     {"$.pipeline", "pipe_partitioned"},

@@ -1,0 +1,96 @@
+// train.json's pipeline section (docs/parallelism.md, docs/train-json.md "pipeline"): read into
+// PipelineConfig, the batch counted over the data-parallel copies, and what a pipelined run cannot
+// take refused before it starts, naming the key.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "runtime/config/train_config.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+// A valid train.json of a 4-layer gpt (or the mlp) with `extra` appended at the top level.
+std::string Config(const std::string& extra, bool mlp = false) {
+  const std::string model = mlp ? R"({"type": "mlp", "layers": [784, 10]})"
+                                : R"({"type": "gpt", "n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 16})";
+  const std::string data = mlp ? R"({"format": "idx", "train": "x.idx", "train_labels": "y.idx"})"
+                               : R"({"train": "data/train.bin"})";
+  return R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW"},
+    "train": {"steps": 10}, "model": )" + model + R"(, "data": )" + data + extra + "}";
+}
+
+Result<TrainConfig> Parse(const std::string& text, int world) {
+  return ParseTrainConfig(text, "train.json", world, [](const std::string& path) -> Result<std::string> {
+    return NotFoundError(path + ": no such file");
+  });
+}
+
+TEST_CASE("The pipeline section sets stages, partition method and schedule, with DeepSpeed's defaults") {
+  auto none = Parse(Config(""), 4);
+  REQUIRE(none.ok());
+  CHECK(none->pipeline.stages == 1);
+  CHECK(none->pipeline.partition_method == PartitionMethod::kParameters);
+  CHECK(none->pipeline.schedule == PipeSchedule::k1F1B);
+  CHECK(none->batch.gradient_accumulation_steps == 2);  // 16 = 2 x 2 x 4 ranks
+
+  auto set = Parse(Config(R"(, "pipeline": {"stages": 2, "partition_method": "Uniform", "schedule": "gpipe"})"), 4);
+  REQUIRE_MESSAGE(set.ok(), set.status().ToString());
+  CHECK(set->pipeline.stages == 2);
+  CHECK(set->pipeline.partition_method == PartitionMethod::kUniform);
+  CHECK(set->pipeline.schedule == PipeSchedule::kGPipe);
+  // The batch counts the data-parallel copies: 4 ranks / 2 stages.
+  CHECK(set->batch.gradient_accumulation_steps == 4);
+
+  // DeepSpeed's engine keys are recognised and change nothing.
+  auto deepspeed = Parse(Config(R"(, "pipeline": {"stages": 2, "partition": "best", "seed_layers": false,
+                                   "activation_checkpoint_interval": 0, "pipe_partitioned": true,
+                                   "grad_partitioned": true})"),
+                         4);
+  REQUIRE_MESSAGE(deepspeed.ok(), deepspeed.status().ToString());
+  CHECK(deepspeed->pipeline.stages == 2);
+  CHECK(deepspeed->unimplemented_keys.size() == 5);
+  // "auto" (DeepSpeed's default: its PipelineModule decides) needs a number here.
+  auto automatic = Parse(Config(R"(, "pipeline": {"stages": "auto"})"), 4);
+  REQUIRE_FALSE(automatic.ok());
+  CHECK(automatic.status().message().find("$.pipeline.stages") != std::string::npos);
+}
+
+TEST_CASE("A pipeline the job, the model or the other sections cannot take is refused, naming the key") {
+  struct Case {
+    std::string extra;
+    int world;
+    std::string error;
+    bool mlp = false;
+  };
+  const Case cases[] = {
+      {R"(, "pipeline": {"stages": 3})", 4,
+       "train.json: $.pipeline.stages: 3 does not divide the 4 ranks of the job: give the job a multiple of 3 ranks "
+       "(each stage has world / stages data-parallel copies)"},
+      {R"(, "pipeline": {"stages": 8})", 8, "train.json: $.pipeline.stages: 8 is more than model.n_layer 4: each stage "
+                                            "holds at least one block"},
+      {R"(, "pipeline": {"stages": 2}, "zero_optimization": {"stage": 2})", 4,
+       "train.json: $.zero_optimization.stage: 2 with pipeline.stages 2: a pipelined run takes ZeRO stage 0 or 1, as "
+       "DeepSpeed's pipeline engine does (stages 2-3 reduce the gradients of every micro-batch)"},
+      {R"(, "pipeline": {"stages": 2}, "checkpoint": {"dir": "ckpt"})", 4,
+       "train.json: $.checkpoint.dir: with pipeline.stages 2: checkpoints of a pipelined run are not written yet "
+       "(docs/parallelism.md); leave checkpoint.dir out, or train without pipeline stages"},
+      {R"(, "pipeline": {"stages": 2})", 2, "train.json: $.pipeline.stages: 2: only the gpt model is split into stages",
+       true},
+      {R"(, "pipeline": {"stages": 2, "schedule": "1f1d"})", 4,
+       "train.json: $.pipeline.schedule: expected one of 1f1b, gpipe, got \"1f1d\" (did you mean \"1f1b\"?)"},
+      {R"(, "pipeline": {"stages": 2, "partition_method": "type:transformer"})", 4,
+       "train.json: $.pipeline.partition_method: expected one of parameters, uniform, got \"type:transformer\""},
+      {R"(, "pipeline": {"stages": 0})", 4, "train.json: $.pipeline.stages: expected an integer"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.extra);
+    auto parsed = Parse(Config(c.extra, c.mlp), c.world);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(parsed.status().message().find(c.error) != std::string::npos, parsed.status().message());
+  }
+}
+
+}  // namespace
+}  // namespace dslaunch::runtime

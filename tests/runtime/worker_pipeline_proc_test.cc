@@ -1,0 +1,125 @@
+// Pipeline parallelism through the real `dslaunch`, agents and dslaunch-worker processes over Gloo
+// (docs/parallelism.md): train.json's pipeline section splits the model into stages, each rank
+// says where it sits, and the losses are the data-parallel run's of the same global batch.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "runtime/data/token_shard.h"
+#include "tests/support/proc_checks.h"
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::testing {
+namespace {
+
+const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
+constexpr auto kJobTimeout = std::chrono::seconds(180);
+
+// A gpt of 4 blocks on a text with structure; every step printed, a validation at the end.
+struct Job {
+  TempDir dir;
+  Job() {
+    std::vector<uint16_t> train, val;
+    for (int i = 0; i < 4000; ++i) train.push_back(static_cast<uint16_t>((i % 7) * 4 + (i * 13 / 7) % 3));
+    for (int i = 0; i < 600; ++i) val.push_back(static_cast<uint16_t>((i % 7) * 4));
+    REQUIRE(runtime::WriteTokenShard(dir.path() + "/train.bin", train).ok());
+    REQUIRE(runtime::WriteTokenShard(dir.path() + "/val.bin", val).ok());
+  }
+  // `pipeline` is the section's JSON ("" for none); `batch` the global batch (micro-batch 2).
+  std::string Config(const std::string& name, const std::string& pipeline, int batch,
+                     const std::string& model = R"("n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 32)") {
+    const std::string path = dir.path() + "/" + name + ".json";
+    std::ofstream(path) << R"({"train_batch_size": )" << batch << R"(, "train_micro_batch_size_per_gpu": 2,
+      "steps_per_print": 1, "gradient_clipping": 1.0, "seed": 3,
+      "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}},
+      "zero_optimization": {"stage": 1},
+      "model": {"type": "gpt", )" << model << R"(},
+      "data": {"train": "train.bin", "val": "val.bin"},
+      "train": {"steps": 6, "eval_interval": 0, "eval_steps": 2, "sample_tokens": 0})"
+                        << (pipeline.empty() ? "" : R"(, "pipeline": )" + pipeline) << "}";
+    return path;
+  }
+  ProcessResult Run(const std::string& config, int ranks) {
+    return RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", std::to_string(ranks), config},
+                      kJobTimeout, {"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"});
+  }
+};
+
+// Rank 0's "step N | loss X" and "validation loss X" values, as printed.
+std::vector<std::string> Losses(const std::string& out) {
+  std::vector<std::string> losses;
+  std::regex loss(R"(\[rank 0\] step \d+ \| (?:validation )?loss ([0-9.]+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), loss); it != std::sregex_iterator(); ++it) {
+    losses.push_back((*it)[1]);
+  }
+  return losses;
+}
+
+// Each rank's "grid: ..." line.
+std::map<int, std::string> GridLines(const std::string& out) {
+  std::map<int, std::string> lines;
+  std::regex line(R"(\[rank (\d+)\] (grid: [^\n]*))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it) {
+    lines[std::stoi((*it)[1])] = (*it)[2];
+  }
+  return lines;
+}
+
+TEST_CASE("pipeline.stages and schedule: 2 stages x 2 copies and 4 stages print the data-parallel run's losses") {
+  Job job;
+  // The same global batch of 8: 2 copies x 2 micro-batches of 2, or 1 copy x 4.
+  const ProcessResult dp2 = job.Run(job.Config("dp2", "", 8), 2);
+  REQUIRE_MESSAGE(dp2.exit_code == 0, dp2.out << dp2.err);
+  const ProcessResult pp2 = job.Run(job.Config("pp2", R"({"stages": 2})", 8), 4);
+  REQUIRE_MESSAGE(pp2.exit_code == 0, pp2.out << pp2.err);
+  const std::vector<std::string> want2 = Losses(dp2.out);
+  REQUIRE(want2.size() == 7);  // 6 steps and the validation
+  CHECK(Losses(pp2.out) == want2);
+  const auto grid2 = GridLines(pp2.out);
+  REQUIRE(grid2.size() == 4);
+  CHECK(grid2.at(0) == "grid: stage 0/2 (blocks 0-1 of 4), data 0/2, tensor 0/1, 1f1b schedule");
+  CHECK(grid2.at(3) == "grid: stage 1/2 (blocks 2-3 of 4), data 1/2, tensor 0/1, 1f1b schedule");
+  CHECK(Contains(pp2.out, "[rank 0] snapshots: none: a pipelined run is not snapshotted yet"));
+  CHECK_FALSE(Contains(dp2.out, "grid:"));
+
+  const ProcessResult dp1 = job.Run(job.Config("dp1", "", 8), 1);
+  REQUIRE_MESSAGE(dp1.exit_code == 0, dp1.out << dp1.err);
+  const ProcessResult pp4 = job.Run(job.Config("pp4", R"({"stages": 4, "schedule": "GPipe"})", 8), 4);
+  REQUIRE_MESSAGE(pp4.exit_code == 0, pp4.out << pp4.err);
+  CHECK(Losses(pp4.out) == Losses(dp1.out));
+  CHECK(GridLines(pp4.out).at(2) == "grid: stage 2/4 (blocks 2-2 of 4), data 0/1, tensor 0/1, gpipe schedule");
+}
+
+TEST_CASE("pipeline.partition_method: by parameters the stages with the embeddings and the head take fewer blocks") {
+  Job job;
+  // 6 blocks of 12,704 parameters; the embeddings (2064 x 32) and the head's copy of wte (2048 x
+  // 32) weigh about 5.2 blocks each: by parameters 1, 4 and 1 blocks (largest stage 6.2 blocks'
+  // worth) instead of 2, 2 and 2 (7.2).
+  const std::string model = R"("n_layer": 6, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 2048)";
+  const ProcessResult by_parameters = job.Run(job.Config("parameters", R"({"stages": 3})", 2, model), 3);
+  REQUIRE_MESSAGE(by_parameters.exit_code == 0, by_parameters.out << by_parameters.err);
+  const ProcessResult uniform =
+      job.Run(job.Config("uniform", R"({"stages": 3, "partition_method": "uniform"})", 2, model), 3);
+  REQUIRE_MESSAGE(uniform.exit_code == 0, uniform.out << uniform.err);
+  CHECK(GridLines(by_parameters.out).at(1) == "grid: stage 1/3 (blocks 1-4 of 6), data 0/1, tensor 0/1, 1f1b schedule");
+  CHECK(GridLines(uniform.out).at(1) == "grid: stage 1/3 (blocks 2-3 of 6), data 0/1, tensor 0/1, 1f1b schedule");
+  // The same model either way: the same losses.
+  CHECK(Losses(by_parameters.out) == Losses(uniform.out));
+}
+
+TEST_CASE("A pipeline that does not fit the job or the model is refused before training, naming the key") {
+  Job job;
+  const ProcessResult odd = job.Run(job.Config("odd", R"({"stages": 2})", 6), 3);
+  CHECK(odd.exit_code == 2);
+  CHECK_MESSAGE(Contains(odd.err, "$.pipeline.stages: 2 does not divide the 3 ranks of the job"), odd.err);
+  const ProcessResult deep = job.Run(job.Config("deep", R"({"stages": 5})", 10), 5);
+  CHECK(deep.exit_code == 2);
+  CHECK_MESSAGE(Contains(deep.err, "$.pipeline.stages: 5 is more than model.n_layer 4"), deep.err);
+}
+
+}  // namespace
+}  // namespace dslaunch::testing
