@@ -37,6 +37,7 @@ base["data"] = {k: os.path.normpath(os.path.join(root, v)) for k, v in base["dat
 base["train"] = {"steps": steps, "eval_interval": 0, "eval_steps": 1, "sample_tokens": 0}
 base["steps_per_print"] = 1
 base["train_batch_size"] = 16
+base.pop("gradient_accumulation_steps", None)  # derived from the batch and the copies
 
 shapes = [
     ("data parallel, 2 copies x 4 micro-batches", {"train_micro_batch_size_per_gpu": 2}, None, 8),
