@@ -102,6 +102,13 @@ Result<UniqueFd> ConnectAny(const HostPort& hp, Clock::time_point deadline) {
   return last;
 }
 
+// The node's store proxy at `path` is gone: its agent exited or was killed (`detail` says how it
+// showed).
+Status ProxyGone(const std::string& path, const std::string& detail) {
+  return UnavailableError("the node's store proxy at " + path + " is gone (its dslaunch-agent exited or was killed): " +
+                          detail);
+}
+
 // Connects to the Unix-domain socket at `path`: a node's store proxy (docs/protocol.md, "Store
 // proxy"). Not retried: the agent listens before it starts its workers, so a socket that is
 // missing or refuses means the agent is gone.
@@ -121,11 +128,7 @@ Result<UniqueFd> ConnectUnix(const std::string& path) {
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) {
     const int err = errno;
-    if (err == ENOENT || err == ECONNREFUSED) {
-      return UnavailableError("the node's store proxy at " + path +
-                              " is gone (its dslaunch-agent exited or was killed): " +
-                              std::strerror(err));
-    }
+    if (err == ENOENT || err == ECONNREFUSED) return ProxyGone(path, std::strerror(err));
     return ErrnoError("connect to the store proxy at " + path, err);
   }
   DSLAUNCH_RETURN_IF_ERROR(SetBlockingWithNoDelay(fd.get(), /*tcp=*/false));
@@ -283,7 +286,13 @@ Result<UniqueFd> ConnectToEndpoint(const std::string& address, std::string_view 
     if (unix_path) {
       auto fd = ConnectUnix(*unix_path);
       if (!fd.ok()) return fd.status().WithContext(where);
-      return HandshakeAsClient(std::move(*fd), where, job_id, secret, role, generation, deadline);
+      // Closed before the challenge: the connection reached the socket as the agent died (its
+      // queue is reset when the socket's last holder closes it), so the proxy is gone too.
+      bool before_challenge = false;
+      auto done = HandshakeAsClient(std::move(*fd), where, job_id, secret, role, generation, deadline,
+                                    &before_challenge);
+      if (!done.ok() && before_challenge) return ProxyGone(*unix_path, done.status().message()).WithContext(where);
+      return done;
     }
     auto fd = ConnectAny(hp, deadline);
     if (fd.ok()) {

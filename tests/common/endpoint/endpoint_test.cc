@@ -6,6 +6,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <thread>
 
 #include <doctest/doctest.h>
 
@@ -410,6 +414,29 @@ TEST_CASE("ConnectToEndpoint gives up at the deadline with kDeadlineExceeded") {
   CHECK(fd.status().message().find(address) != std::string::npos);
   CHECK(fd.status().message().find("Connection refused") != std::string::npos);
   CHECK(Clock::now() - start < seconds(3));
+}
+
+TEST_CASE("A store proxy socket that closes a connection before the challenge is named as a gone proxy") {
+  // The moment an agent dies: its socket still takes a connection, then drops it unanswered.
+  const std::string path = "/tmp/dslaunch-endpoint-test-" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  REQUIRE(listener.valid());
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, path.size());
+  REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(listener.get(), 4) == 0);
+  std::thread closer([&] {
+    UniqueFd accepted(::accept(listener.get(), nullptr, nullptr));
+  });
+  auto fd = ConnectToEndpoint("unix:" + path, kTestJobId, kTestSecret, PeerRole::kStoreClient, 0, In(seconds(5)));
+  closer.join();
+  ::unlink(path.c_str());
+  CHECK(fd.status().code() == StatusCode::kUnavailable);
+  CHECK_MESSAGE(fd.status().message().find("the node's store proxy at " + path +
+                                           " is gone (its dslaunch-agent exited or was killed)") != std::string::npos,
+                fd.status().message());
 }
 
 TEST_CASE("Endpoint::Listen refuses an empty secret or job id and a bad address") {
