@@ -74,6 +74,14 @@ std::string JoinText(const std::vector<std::string>& parts, std::string_view sep
   return out;
 }
 
+std::string LowerAscii(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
 std::string SingleQuoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
 std::vector<std::string> SplitText(std::string_view text, char separator) {

@@ -27,6 +27,9 @@ std::string JsonString(std::string_view text);
 // `parts` with `separator` between them: {"a", "b"}, ", " -> "a, b"; "" for none.
 std::string JoinText(const std::vector<std::string>& parts, std::string_view separator);
 
+// `text` with ASCII letters in lower case ("GPipe" -> "gpipe"): names read case-insensitively.
+std::string LowerAscii(std::string_view text);
+
 // `text` in single quotes, as messages quote a value: "abc" -> "'abc'" (nothing escaped).
 std::string SingleQuoted(std::string_view text);
 

@@ -195,7 +195,7 @@ Status SetUpSnapshots(const std::map<std::string, std::string>& env, const Train
   return Status::Ok();
 }
 
-// "grid: stage 1/2 (blocks 2-3 of 4), data 0/2, tensor 0/1, 1f1b": where this rank sits.
+// "grid: stage 1/2 (blocks 2-3 of 4), data 0/2, tensor 0/1, 1f1b schedule": where this rank sits.
 std::string GridLine(const TrainConfig& config, const ProcessGrid& grid, int rank) {
   const GridCoordinates at = grid.CoordinatesOf(rank);
   std::string blocks;
@@ -431,13 +431,20 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
     });
   }
   GlooCommunicator* gloo = nullptr;
+  std::optional<GridCommunicators> grid_comms;  // a pipelined run's groups (below)
   ProgressReporter reporter(
       {*watchdog_env, config->train.watchdog_timeout},
       [&](const std::string& report) {
         if (progress_file) progress_file->Write(report);
       },
       [&](double timeout) {
-        if (gloo != nullptr) gloo->SetCollectiveTimeout(CollectiveTimeoutFor(timeout, kDefaultGlooCollectiveTimeout));
+        const auto collective = CollectiveTimeoutFor(timeout, kDefaultGlooCollectiveTimeout);
+        if (gloo != nullptr) gloo->SetCollectiveTimeout(collective);
+        if (grid_comms) {
+          for (GlooCommunicator* group : {grid_comms->pipeline.get(), grid_comms->data.get(), grid_comms->tensor.get()}) {
+            group->SetCollectiveTimeout(collective);
+          }
+        }
       });
   reporter.Starting(0);
   const int64_t snapshot_interval = SnapshotIntervalFor(env, *config);
@@ -461,7 +468,6 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   gloo = comm->get();
   // A model split into pipeline stages (docs/parallelism.md): this rank's groups, formed through the
   // store as the world's; each rank says where it sits in the grid.
-  std::optional<GridCommunicators> grid_comms;
   ModelParallelRun model_parallel;
   if (config->pipeline.stages > 1) {
     auto grid = ProcessGrid::Create(id->world_size, config->pipeline.stages, 1);

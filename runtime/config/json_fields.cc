@@ -20,12 +20,6 @@ constexpr size_t kMinSuggestDistance = 2;
 // megabytes must not reach it.
 constexpr size_t kMaxSuggestedWord = 64;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string RangeText(int64_t min, int64_t max) {
   // Int fields cap kNoMax at INT_MAX; either way there is no upper bound worth printing.
   if (max >= std::numeric_limits<int>::max()) return ">= " + std::to_string(min);
@@ -64,9 +58,9 @@ std::string Suggest(std::string_view word, const std::vector<std::string>& candi
   if (word.size() > kMaxSuggestedWord) return "";
   std::string best;
   size_t best_d = std::string::npos;
-  std::string lower = Lower(word);
+  std::string lower = LowerAscii(word);
   for (const std::string& c : candidates) {
-    size_t d = EditDistance(lower, Lower(c));
+    size_t d = EditDistance(lower, LowerAscii(c));
     if (d < best_d) {
       best_d = d;
       best = c;
@@ -224,7 +218,7 @@ bool Section::Choice(std::string_view key, const std::vector<std::string>& names
   if (!v->is_string()) return Report(Error(key, "expected one of " + expected + ", got " + Describe(*v)));
   std::string given = v->get<std::string>();
   for (size_t i = 0; i < names.size(); ++i) {
-    if (ignore_case ? Lower(given) == Lower(names[i]) : given == names[i]) {
+    if (ignore_case ? LowerAscii(given) == LowerAscii(names[i]) : given == names[i]) {
       *out = i;
       return true;
     }

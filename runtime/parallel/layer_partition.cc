@@ -1,8 +1,9 @@
 #include "runtime/parallel/layer_partition.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
+
+#include "common/text.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -25,8 +26,7 @@ const char* PartitionMethodName(PartitionMethod method) {
 }
 
 Result<PartitionMethod> ParsePartitionMethod(std::string_view text) {
-  std::string lower;
-  for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = LowerAscii(text);
   if (lower == "parameters") return PartitionMethod::kParameters;
   if (lower == "uniform") return PartitionMethod::kUniform;
   return InvalidArgumentError("'" + std::string(text) +

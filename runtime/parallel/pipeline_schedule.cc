@@ -1,9 +1,9 @@
 #include "runtime/parallel/pipeline_schedule.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "common/check.h"
+#include "common/text.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -25,8 +25,7 @@ void AddBackward(std::vector<PipeInstruction>& out, int stages, int stage, int m
 const char* PipeScheduleName(PipeSchedule schedule) { return schedule == PipeSchedule::kGPipe ? "gpipe" : "1f1b"; }
 
 Result<PipeSchedule> ParsePipeSchedule(std::string_view text) {
-  std::string lower;
-  for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = LowerAscii(text);
   if (lower == "1f1b") return PipeSchedule::k1F1B;
   if (lower == "gpipe") return PipeSchedule::kGPipe;
   return InvalidArgumentError("'" + std::string(text) +
@@ -83,6 +82,10 @@ std::string FormatSchedule(const std::vector<PipeInstruction>& instructions) {
 
 double BubbleFraction(int stages, int micro_batches) {
   return static_cast<double>(stages - 1) / (micro_batches + stages - 1);
+}
+
+int MicroBatchesHeld(PipeSchedule schedule, int stages, int stage, int micro_batches) {
+  return schedule == PipeSchedule::kGPipe ? micro_batches : std::min(stages - stage, micro_batches);
 }
 
 int PeakMicroBatchesHeld(const std::vector<PipeInstruction>& instructions) {

@@ -65,5 +65,7 @@ double BubbleFraction(int stages, int micro_batches);
 
 // How many micro-batches' activations the stage holds at most at once under the schedule.
 int PeakMicroBatchesHeld(const std::vector<PipeInstruction>& instructions);
+// The same without building the list: min(p - s, m) under 1F1B, m under GPipe.
+int MicroBatchesHeld(PipeSchedule schedule, int stages, int stage, int micro_batches);
 
 }  // namespace dslaunch::runtime

@@ -35,7 +35,7 @@ struct ModelShape {
 // cuts, and on the last stage the copy of wte and the head's gradient of it).
 ModelShape PipelineShapeOf(const TrainConfig& config, const GptConfig& gpt, int micro) {
   const int stages = config.pipeline.stages;
-  const int m = static_cast<int>(std::min<int64_t>(config.batch.gradient_accumulation_steps, 1 << 20));
+  const int m = static_cast<int>(std::min<int64_t>(config.batch.gradient_accumulation_steps, 1 << 30));
   auto partition = PartitionStages(gpt, stages, config.pipeline.partition_method);
   ModelShape shape;
   if (!partition.ok()) return shape;  // refused by the config's checks before this is asked
@@ -48,7 +48,7 @@ ModelShape PipelineShapeOf(const TrainConfig& config, const GptConfig& gpt, int 
     double parameters = 0, largest = 0;
     for (double g : groups) parameters += g;
     for (size_t g = (s == 0 ? 1 : 0); g < groups.size(); ++g) largest = std::max(largest, groups[g]);
-    const int slots = PeakMicroBatchesHeld(StageSchedule(config.pipeline.schedule, stages, s, m));
+    const int slots = MicroBatchesHeld(config.pipeline.schedule, stages, s, m);
     double activations = (GptModel::ActivationBytes(gpt, micro, part) + crossing) * slots;
     if (s + 1 == stages) activations += tied;
     shape.activations = std::max(shape.activations, activations);

@@ -53,7 +53,7 @@ PipelineStage::PipelineStage(const PipelineStageOptions& options, Communicator& 
       << options.partition.size() << " stages partitioned for a pipeline group of " << stages_;
   const StageBlocks blocks = options.partition[stage_];
   const GptPart part{blocks.begin, blocks.end};
-  const int slots = PeakMicroBatchesHeld(StageSchedule(options.schedule, stages_, stage_, options.micro_batches));
+  const int slots = MicroBatchesHeld(options.schedule, stages_, stage_, options.micro_batches);
   const size_t rows = static_cast<size_t>(options.micro_batch) * options.seq_len;
   for (int k = 0; k < slots; ++k) {
     models_.push_back(std::make_unique<GptModel>(options.model, options.micro_batch, part));

@@ -42,5 +42,11 @@ TEST_CASE("FormatSeconds prints seconds with one decimal") {
   CHECK(FormatSeconds(std::chrono::milliseconds(123456)) == "123.5 s");
 }
 
+TEST_CASE("LowerAscii lowers ASCII letters only") {
+  CHECK(LowerAscii("GPipe 1F1B") == "gpipe 1f1b");
+  CHECK(LowerAscii("") == "");
+  CHECK(LowerAscii("\xC3\x89t\xC3\xA9") == "\xC3\x89t\xC3\xA9");  // UTF-8 bytes untouched
+}
+
 }  // namespace
 }  // namespace dslaunch

@@ -47,6 +47,11 @@ TEST_CASE("1F1B on 4 stages: p - s - 1 forwards first, then one forward one back
     // Held at once: p - s micro-batches (capped at m) under 1F1B, all m under GPipe.
     CHECK(PeakMicroBatchesHeld(StageSchedule(PipeSchedule::k1F1B, 4, s, 8)) == 4 - s);
     CHECK(PeakMicroBatchesHeld(StageSchedule(PipeSchedule::kGPipe, 4, s, 8)) == 8);
+    for (int m : {1, 2, 3, 8}) {  // the formula is the lists' count
+      for (PipeSchedule schedule : {PipeSchedule::k1F1B, PipeSchedule::kGPipe}) {
+        CHECK(MicroBatchesHeld(schedule, 4, s, m) == PeakMicroBatchesHeld(StageSchedule(schedule, 4, s, m)));
+      }
+    }
   }
   // Fewer micro-batches than stages: the warm-up is cut at m.
   CHECK(Compute(StageSchedule(PipeSchedule::k1F1B, 4, 0, 2)) == "F0 F1 B0 B1");
