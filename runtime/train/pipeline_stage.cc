@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "runtime/train/token_sampler.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -139,6 +140,36 @@ Result<double> PipelineStage::RunValidation(ParameterAccess& params, int batches
   }
   DSLAUNCH_RETURN_IF_ERROR(pipeline_.FlushSends());
   return last() ? loss : 0.0;
+}
+
+Result<std::vector<int>> PipelineStage::Sample(ParameterAccess& params, std::vector<int> prompt, int count,
+                                               uint64_t seed) {
+  DSLAUNCH_RETURN_IF_ERROR(SendTiedWeight(params));
+  GptModel& model = *models_.front();
+  const size_t block = static_cast<size_t>(options_.model.block_size);
+  const size_t vocab = static_cast<size_t>(options_.model.vocab_size);
+  std::vector<int>& context = prompt;
+  std::vector<int> window, dummy_targets, sampled;
+  std::vector<float> input;  // the window's activation from the stage before
+  TokenSampler sampler(seed);
+  for (int k = 0; k < count; ++k) {
+    const size_t len = std::min(context.size(), block);
+    window.assign(context.end() - static_cast<std::ptrdiff_t>(len), context.end());
+    dummy_targets.assign(len, 0);
+    if (!first()) {
+      input.resize(len * options_.model.n_embd);
+      DSLAUNCH_RETURN_IF_ERROR(pipeline_.Recv(std::span<float>(input), stage_ - 1));
+    }
+    model.ForwardPart(params, window.data(), input.data(), dummy_targets.data(), 1, static_cast<int>(len));
+    if (!last()) DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(model.output(), stage_ + 1));
+    int64_t next = 0;
+    if (last()) next = sampler.Draw(model.logits().subspan((len - 1) * vocab, vocab));
+    DSLAUNCH_RETURN_IF_ERROR(pipeline_.Broadcast(std::span<int64_t>(&next, 1), stages_ - 1).WithContext("sampled token"));
+    context.push_back(static_cast<int>(next));
+    sampled.push_back(static_cast<int>(next));
+  }
+  DSLAUNCH_RETURN_IF_ERROR(pipeline_.FlushSends());
+  return sampled;
 }
 
 }  // namespace dslaunch::runtime

@@ -67,6 +67,10 @@ class PipelineStage {
   Result<double> RunStep(ParameterAccess& params, float scale, const FillBatch& fill);
   // Forwards only, over `batches` micro-batches: the sum of their losses on the last stage.
   Result<double> RunValidation(ParameterAccess& params, int batches, const FillBatch& fill);
+  // `count` tokens after `prompt`, as the whole model samples them (runtime/train/token_sampler.h):
+  // each token's window goes through the stages, the last stage draws the next token and
+  // broadcasts it over the pipeline group. Every stage returns the tokens.
+  Result<std::vector<int>> Sample(ParameterAccess& params, std::vector<int> prompt, int count, uint64_t seed);
 
  private:
   // The first stage sends wte's current values to the last stage (with more than one stage).

@@ -10,6 +10,7 @@
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
 #include "runtime/train/pipeline_stage.h"
+#include "runtime/train/token_sampler.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -75,37 +76,22 @@ class GptTask final : public TrainTask {
   }
   int ValidationRows() const override { return micro_ * seq_len_; }
 
-  // Each next token drawn from the softmax of the last position's logits with a generator seeded
-  // by `seed`, over a window of at most block_size tokens.
-  std::string Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) override {
-    std::vector<int> context;
-    for (char ch : prompt.empty() ? std::string("\n") : prompt) context.push_back(static_cast<unsigned char>(ch));
+  // Each next token drawn from the last position's logits (TokenSampler), over a window of at most
+  // block_size tokens.
+  Result<std::string> Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) override {
+    std::vector<int> context = TokenSampler::PromptTokens(prompt);
     const int block = model_.config().block_size, vocab = model_.config().vocab_size;
-    uint64_t state = seed ^ 0x5a5a5a5a5a5a5a5aull;
+    TokenSampler sampler(seed);
     std::string out;
     std::vector<int> window, dummy_targets;
-    std::vector<double> p(static_cast<size_t>(vocab));
     for (int k = 0; k < count; ++k) {
       const size_t len = std::min<size_t>(context.size(), static_cast<size_t>(block));
       window.assign(context.end() - static_cast<std::ptrdiff_t>(len), context.end());
       dummy_targets.assign(len, 0);
       model_.Forward(params, window.data(), dummy_targets.data(), 1, static_cast<int>(len));
-      const float* logits = model_.logits().data() + (len - 1) * static_cast<size_t>(vocab);
-      const float mx = *std::max_element(logits, logits + vocab);
-      double total = 0.0;
-      for (int v = 0; v < vocab; ++v) total += p[static_cast<size_t>(v)] = std::exp(static_cast<double>(logits[v] - mx));
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      double r = static_cast<double>(state >> 11) / 9007199254740992.0 * total;
-      int next = vocab - 1;
-      for (int v = 0; v < vocab; ++v) {
-        r -= p[static_cast<size_t>(v)];
-        if (r <= 0) {
-          next = v;
-          break;
-        }
-      }
+      const int next = sampler.Draw(model_.logits().subspan((len - 1) * static_cast<size_t>(vocab), vocab));
       context.push_back(next);
-      out.push_back(next < 256 ? static_cast<char>(next) : '?');
+      out.push_back(TokenSampler::TokenText(next));
     }
     return out;
   }
@@ -212,8 +198,13 @@ class GptStageTask final : public TrainTask {
   }
   int ValidationRows() const override { return micro_ * seq_len_; }
   int LossRanks(int world) const override { return world / stages_; }
-  // Sampling runs the whole model token by token: not from a pipeline yet.
-  std::string Sample(ParameterAccess&, const std::string&, int, uint64_t) override { return {}; }
+  Result<std::string> Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) override {
+    DSLAUNCH_ASSIGN_OR_RETURN(std::vector<int> tokens,
+                              stage_.Sample(params, TokenSampler::PromptTokens(prompt), count, seed));
+    std::string text;
+    for (int token : tokens) text.push_back(TokenSampler::TokenText(token));
+    return text;
+  }
 
  private:
   void Fill(const std::vector<uint16_t>& shard, const std::vector<int64_t>& windows, std::vector<int>& tokens,
@@ -293,7 +284,7 @@ class MlpTask final : public TrainTask {
     return loss;
   }
   int ValidationRows() const override { return micro_; }
-  std::string Sample(ParameterAccess&, const std::string&, int, uint64_t) override { return {}; }
+  Result<std::string> Sample(ParameterAccess&, const std::string&, int, uint64_t) override { return std::string(); }
 
  private:
   void Fill(const IdxDataset& data, const std::vector<int64_t>& indices) {

@@ -97,8 +97,10 @@ class TrainTask {
   virtual float ForwardValidation(ParameterAccess& params, int64_t batch, int64_t* correct) = 0;
   // Rows per validation batch on this rank.
   virtual int ValidationRows() const = 0;
-  // gpt: `count` tokens sampled after `prompt` (empty: "\n"), seeded; mlp: empty.
-  virtual std::string Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) = 0;
+  // gpt: `count` tokens sampled after `prompt` (empty: "\n"), seeded; mlp: empty. A pipeline
+  // stage samples with the other stages (collective over the pipeline group; every stage gets the
+  // text) and fails as its messages do.
+  virtual Result<std::string> Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) = 0;
 };
 
 }  // namespace dslaunch::runtime

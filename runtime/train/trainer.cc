@@ -268,13 +268,13 @@ struct Loop {
     if (config.train.eval_interval <= 0 || steps % config.train.eval_interval != 0) {
       DSLAUNCH_ASSIGN_OR_RETURN(result.val_loss, Validate(steps));
     }
-    // Not from a pipelined model yet: sampling runs the whole model token by token.
-    if (config.train.sample_tokens > 0 && task.name() == "gpt" && hooks.model_parallel == nullptr) {
+    if (config.train.sample_tokens > 0 && task.name() == "gpt") {
       // Every rank samples (the same tokens): at ZeRO stage 3 each forward pass gathers
-      // parameters from all ranks.
+      // parameters from all ranks; a pipeline's stages pass each token's activations along.
       ScopedSlowPhase slow(hooks.reporter);
-      const std::string text =
-          task.Sample(engine.access(), config.train.sample_prompt, config.train.sample_tokens, config.seed);
+      DSLAUNCH_ASSIGN_OR_RETURN(
+          const std::string text,
+          task.Sample(engine.access(), config.train.sample_prompt, config.train.sample_tokens, config.seed));
       DSLAUNCH_RETURN_IF_ERROR(engine.status());
       report.Sample(text);
     }

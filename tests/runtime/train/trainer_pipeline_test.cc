@@ -125,5 +125,39 @@ TEST_CASE("A pipelined run in fp16 and bf16 with recomputed blocks follows the d
   }
 }
 
+TEST_CASE("A pipelined model samples the data-parallel model's text from the same parameters") {
+  // lr 0: the parameters stay the initial ones on both, so the logits are the same bits.
+  auto config_for = [](int stages) {
+    TrainConfig c = Config(stages, 1);
+    c.engine.optimizer.lr = 0;
+    c.train.steps = 1;
+    c.train.sample_tokens = 40;
+    c.train.sample_prompt = "ab";
+    return c;
+  };
+  std::vector<std::string> whole_lines;
+  const auto reference = testing::TrainOnThreads(2, config_for(1), testing::PatternTokens(true), [&](int rank) {
+    TrainHooks hooks;
+    if (rank == 0) hooks.print = [&](const std::string& l) { whole_lines.push_back(l); };
+    return hooks;
+  });
+  REQUIRE(reference[0].ok());
+  for (int stages : {2, 4}) {
+    CAPTURE(stages);
+    std::vector<std::string> lines;
+    const auto results = TrainPipelined(config_for(stages), &lines);
+    for (const auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto sample = [](const std::vector<std::string>& all) {
+      for (const std::string& l : all) {
+        if (l.rfind("sample:", 0) == 0) return l;
+      }
+      return std::string();
+    };
+    const std::string want = sample(whole_lines);
+    REQUIRE(want.size() > std::string("sample:\n").size());  // 40 tokens, control bytes escaped
+    CHECK(sample(lines) == want);
+  }
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
