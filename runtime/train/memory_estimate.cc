@@ -9,7 +9,6 @@
 #include "runtime/engine/parameter_swap.h"
 #include "runtime/models/gpt.h"
 #include "runtime/models/mlp.h"
-#include "runtime/parallel/pipeline_schedule.h"
 #include "runtime/train/pipeline_stage.h"
 
 namespace dslaunch::runtime {
@@ -30,17 +29,16 @@ struct ModelShape {
 };
 
 // A pipelined gpt (docs/parallelism.md): of every stage, the most it holds. The groups of the
-// stage with the most parameters; the activations of the stage that keeps the most (its part's
-// buffers in as many copies as its schedule holds micro-batches, the activations crossing its
-// cuts, and on the last stage the copy of wte and the head's gradient of it).
+// stage with the most parameters; the activations of the stage that allocates the most
+// (PipelineStage::ActivationBytes).
 ModelShape PipelineShapeOf(const TrainConfig& config, const GptConfig& gpt, int micro) {
   const int stages = config.pipeline.stages;
-  const int m = static_cast<int>(std::min<int64_t>(config.batch.gradient_accumulation_steps, 1 << 30));
   auto partition = PartitionStages(gpt, stages, config.pipeline.partition_method);
   ModelShape shape;
   if (!partition.ok()) return shape;  // refused by the config's checks before this is asked
-  const double crossing = static_cast<double>(micro) * gpt.block_size * gpt.n_embd * sizeof(float);
-  const double tied = 2.0 * gpt.vocab_size * gpt.n_embd * sizeof(float);
+  const PipelineStageOptions options{
+      gpt, *partition, config.pipeline.schedule, micro, config.data.seq_len > 0 ? config.data.seq_len : gpt.block_size,
+      static_cast<int>(std::min<int64_t>(config.batch.gradient_accumulation_steps, 1 << 30))};
   double most_parameters = -1;
   for (int s = 0; s < stages; ++s) {
     const GptPart part{(*partition)[s].begin, (*partition)[s].end};
@@ -48,10 +46,7 @@ ModelShape PipelineShapeOf(const TrainConfig& config, const GptConfig& gpt, int 
     double parameters = 0, largest = 0;
     for (double g : groups) parameters += g;
     for (size_t g = (s == 0 ? 1 : 0); g < groups.size(); ++g) largest = std::max(largest, groups[g]);
-    const int slots = MicroBatchesHeld(config.pipeline.schedule, stages, s, m);
-    double activations = (GptModel::ActivationBytes(gpt, micro, part) + crossing) * slots;
-    if (s + 1 == stages) activations += tied;
-    shape.activations = std::max(shape.activations, activations);
+    shape.activations = std::max(shape.activations, PipelineStage::ActivationBytes(options, stages, s));
     shape.gradients_held = std::max(shape.gradients_held, (s == 0 ? groups.front() : 0.0) + largest);
     if (parameters > most_parameters) {
       most_parameters = parameters;

@@ -47,6 +47,27 @@ Result<std::vector<StageBlocks>> PartitionStages(const GptConfig& model, int sta
   return PartitionLayers(weights, stages, method);
 }
 
+double PipelineStage::ActivationBytes(const PipelineStageOptions& options, int stages, int stage) {
+  const StageBlocks blocks = options.partition[static_cast<size_t>(stage)];
+  const GptPart part{blocks.begin, blocks.end};
+  const bool first = blocks.begin == 0, last = blocks.end == options.model.n_layer;
+  const double rows = static_cast<double>(options.micro_batch) * options.seq_len;
+  const double crossing = rows * options.model.n_embd * sizeof(float);
+  const double per_slot = GptModel::ActivationBytes(options.model, options.micro_batch, part) +
+                          (first ? 0 : crossing) + (last ? 0 : crossing) + 2 * rows * sizeof(int);
+  const double tied = stages > 1 && last ? 2.0 * options.model.vocab_size * options.model.n_embd * sizeof(float) : 0;
+  return per_slot * MicroBatchesHeld(options.schedule, stages, stage, options.micro_batches) + tied;
+}
+
+size_t PipelineStage::activation_bytes() const {
+  size_t bytes = (tied_weight_.size() + tied_gradient_.size()) * sizeof(float);
+  for (size_t k = 0; k < models_.size(); ++k) {
+    bytes += models_[k]->activation_bytes() + (inputs_[k].size() + output_grads_[k].size()) * sizeof(float) +
+             (tokens_[k].size() + targets_[k].size()) * sizeof(int);
+  }
+  return bytes;
+}
+
 PipelineStage::PipelineStage(const PipelineStageOptions& options, Communicator& pipeline)
     : pipeline_(pipeline), options_(options), stages_(pipeline.world_size()), stage_(pipeline.rank()) {
   DSLAUNCH_CHECK(static_cast<int>(options.partition.size()) == stages_ && options.micro_batch > 0 &&

@@ -57,6 +57,14 @@ class PipelineStage {
   // Copies of the activations kept (the schedule's micro-batches held at once).
   int slots() const { return static_cast<int>(models_.size()); }
 
+  // The bytes stage `stage` of `stages` allocates for activations: its part's buffers in as many
+  // copies as its schedule holds micro-batches, with each copy's crossing activations (the one
+  // received, the gradient received back) and tokens, and on the last of several stages the copy
+  // of wte and its gradient. The memory estimate counts this (runtime/train/memory_estimate.h).
+  static double ActivationBytes(const PipelineStageOptions& options, int stages, int stage);
+  // The same, measured on this stage's buffers.
+  size_t activation_bytes() const;
+
   // Fills micro-batch `micro_batch`'s inputs and targets (micro_batch x seq_len each).
   using FillBatch = std::function<void(int micro_batch, std::vector<int>& tokens, std::vector<int>& targets)>;
 

@@ -166,7 +166,7 @@ class GptStageTask final : public TrainTask {
   int64_t TokensPerSample() const override { return seq_len_; }
   // The whole model's: MFU counts the job's tokens against all its ranks.
   double FlopsPerToken() const override { return GptModel(gpt_, 0).FlopsPerToken(seq_len_); }
-  size_t ActivationBytes() const override { return stage_.model().activation_bytes() * stage_.slots(); }
+  size_t ActivationBytes() const override { return stage_.activation_bytes(); }
   int64_t GlobalBatch() const override { return train_.global_batch(); }
 
   float ForwardTrain(ParameterAccess&, int64_t, int) override {

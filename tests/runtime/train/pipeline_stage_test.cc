@@ -184,5 +184,26 @@ TEST_CASE("A pipeline stage's engine may partition its state (ZeRO 1) on its dat
   CheckAgainstWhole(Whole(), Pipelined(2, PipeSchedule::k1F1B, 1));
 }
 
+TEST_CASE("What a stage allocates for activations is the formula the memory estimate counts") {
+  for (int stages : {2, 3, 4}) {
+    for (PipeSchedule schedule : {PipeSchedule::k1F1B, PipeSchedule::kGPipe}) {
+      for (int m : {2, 8}) {
+        CAPTURE(stages);
+        CAPTURE(PipeScheduleName(schedule));
+        CAPTURE(m);
+        // A sequence shorter than the model's block (seq_len 6 of 8), so both sizes count.
+        PipelineStageOptions options{Model(), {}, schedule, kBatch, 6, m};
+        options.partition = *PartitionStages(options.model, stages, PartitionMethod::kParameters);
+        ThreadCommunicatorGroup group(stages);
+        for (int s = 0; s < stages; ++s) {
+          CAPTURE(s);
+          const PipelineStage stage(options, group.Get(s));  // builds its buffers; sends nothing
+          CHECK(static_cast<double>(stage.activation_bytes()) == PipelineStage::ActivationBytes(options, stages, s));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime
