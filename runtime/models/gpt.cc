@@ -413,10 +413,10 @@ void GptModel::BackwardPart(ParameterAccess& params, float loss_scale, const flo
   }
 }
 
-double GptModel::FlopsPerToken(int t) const {
+double GptModel::FlopsPerToken(const GptConfig& config, int t) {
   // 6 FLOPs per matmul parameter per token (forward 2, backward 4), the lm head included (tied
   // wte), plus attention's q.k and a.v: 2 x 2 x t x C per layer forward, x3 with backward.
-  const double c = config_.n_embd, l = config_.n_layer, v = config_.vocab_size;
+  const double c = config.n_embd, l = config.n_layer, v = config.vocab_size;
   const double matmul_params = l * 12.0 * c * c + v * c;
   return 6.0 * matmul_params + 12.0 * l * t * c;
 }

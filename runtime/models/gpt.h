@@ -126,7 +126,8 @@ class GptModel {
   std::span<const float> logits() const { return logits_; }
 
   // Model FLOPs per token for forward + backward (6 x matmul parameters + attention), for MFU.
-  double FlopsPerToken(int t) const;
+  double FlopsPerToken(int t) const { return FlopsPerToken(config_, t); }
+  static double FlopsPerToken(const GptConfig& config, int t);
 
  private:
   // A block's tensors, in layout order; their offsets relative to the block's group are the same

@@ -17,6 +17,44 @@ namespace {
 
 // ---- gpt on token shards ----
 
+// The token data fits `gpt`: each shard given holds a sample of seq_len + 1 tokens (a validation
+// file that holds none would silently skip validation), and every token id is within the
+// vocabulary.
+Status CheckTokenData(const TrainConfig& config, const GptConfig& gpt, const TrainData& data,
+                      const BatchGeometry& train, const BatchGeometry& val, int seq_len) {
+  auto too_short = [&](const std::string& file, size_t tokens) {
+    return InvalidArgumentError(file + ": " + std::to_string(tokens) + " tokens hold no sequence of " +
+                                std::to_string(seq_len) + " + 1 tokens ($.data.seq_len is " + std::to_string(seq_len) +
+                                ")");
+  };
+  if (train.windows() == 0) return too_short(config.data.train, data.train.size());
+  if (!config.data.val.empty() && val.windows() == 0) return too_short(config.data.val, data.val.size());
+  for (const auto* shard : {&data.train, &data.val}) {
+    for (uint16_t t : *shard) {
+      if (t >= gpt.vocab_size) {
+        return InvalidArgumentError("token id " + std::to_string(t) + " in " +
+                                    (shard == &data.train ? config.data.train : config.data.val) +
+                                    " is outside model.vocab_size " + std::to_string(gpt.vocab_size));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Inputs and targets of `windows`, each seq_len + 1 tokens of the shard.
+void FillWindows(const std::vector<uint16_t>& shard, const std::vector<int64_t>& windows, int seq_len,
+                 std::vector<int>& tokens, std::vector<int>& targets) {
+  tokens.resize(windows.size() * seq_len);
+  targets.resize(windows.size() * seq_len);
+  for (size_t i = 0; i < windows.size(); ++i) {
+    const size_t start = static_cast<size_t>(windows[i]) * seq_len;
+    for (int k = 0; k < seq_len; ++k) {
+      tokens[i * seq_len + k] = shard[start + k];
+      targets[i * seq_len + k] = shard[start + k + 1];
+    }
+  }
+}
+
 class GptTask final : public TrainTask {
  public:
   GptTask(const TrainConfig& config, const GptConfig& gpt, const TrainData& data, int rank, int world)
@@ -30,27 +68,7 @@ class GptTask final : public TrainTask {
         val_{static_cast<int64_t>(data.val.size()), seq_len_, micro_, 1, world},
         model_(gpt, micro_) {}
 
-  Status Validate(const GptConfig& gpt) const {
-    // A sample is seq_len inputs and their seq_len next tokens: seq_len + 1 tokens of the shard.
-    auto too_short = [&](const std::string& file, size_t tokens) {
-      return InvalidArgumentError(file + ": " + std::to_string(tokens) + " tokens hold no sequence of " +
-                                  std::to_string(seq_len_) + " + 1 tokens ($.data.seq_len is " +
-                                  std::to_string(seq_len_) + ")");
-    };
-    if (train_.windows() == 0) return too_short(config_.data.train, data_.train.size());
-    // A validation file that was given but holds no sample would silently skip validation.
-    if (!config_.data.val.empty() && val_.windows() == 0) return too_short(config_.data.val, data_.val.size());
-    for (const auto* shard : {&data_.train, &data_.val}) {
-      for (uint16_t t : *shard) {
-        if (t >= gpt.vocab_size) {
-          return InvalidArgumentError("token id " + std::to_string(t) + " in " +
-                                      (shard == &data_.train ? config_.data.train : config_.data.val) +
-                                      " is outside model.vocab_size " + std::to_string(gpt.vocab_size));
-        }
-      }
-    }
-    return Status::Ok();
-  }
+  Status Validate(const GptConfig& gpt) const { return CheckTokenData(config_, gpt, data_, train_, val_, seq_len_); }
 
   const ParameterLayout& layout() const override { return model_.layout(); }
   void InitParameters(std::span<float> flat, uint64_t seed) const override { model_.InitParameters(flat, seed); }
@@ -97,17 +115,8 @@ class GptTask final : public TrainTask {
   }
 
  private:
-  // Inputs and targets of `windows` (each seq_len + 1 tokens from the shard).
   void Fill(const std::vector<uint16_t>& shard, const std::vector<int64_t>& windows) {
-    inputs_.resize(windows.size() * seq_len_);
-    targets_.resize(windows.size() * seq_len_);
-    for (size_t i = 0; i < windows.size(); ++i) {
-      const size_t start = static_cast<size_t>(windows[i]) * seq_len_;
-      for (int k = 0; k < seq_len_; ++k) {
-        inputs_[i * seq_len_ + k] = shard[start + k];
-        targets_[i * seq_len_ + k] = shard[start + k + 1];
-      }
-    }
+    FillWindows(shard, windows, seq_len_, inputs_, targets_);
   }
 
   const TrainConfig& config_;
@@ -142,19 +151,7 @@ class GptStageTask final : public TrainTask {
                                     static_cast<int>(config.batch.gradient_accumulation_steps)},
                pipeline) {}
 
-  Status Validate() const {
-    if (train_.windows() == 0) {
-      return InvalidArgumentError(config_.data.train + ": " + std::to_string(data_.train.size()) +
-                                  " tokens hold no sequence of " + std::to_string(seq_len_) + " + 1 tokens");
-    }
-    for (uint16_t t : data_.train) {
-      if (t >= gpt_.vocab_size) {
-        return InvalidArgumentError("token id " + std::to_string(t) + " in " + config_.data.train +
-                                    " is outside model.vocab_size " + std::to_string(gpt_.vocab_size));
-      }
-    }
-    return Status::Ok();
-  }
+  Status Validate() const { return CheckTokenData(config_, gpt_, data_, train_, val_, seq_len_); }
 
   const ParameterLayout& layout() const override { return stage_.model().layout(); }
   void InitParameters(std::span<float> flat, uint64_t seed) const override { stage_.model().InitParameters(flat, seed); }
@@ -165,7 +162,7 @@ class GptStageTask final : public TrainTask {
   bool classifier() const override { return false; }
   int64_t TokensPerSample() const override { return seq_len_; }
   // The whole model's: MFU counts the job's tokens against all its ranks.
-  double FlopsPerToken() const override { return GptModel(gpt_, 0).FlopsPerToken(seq_len_); }
+  double FlopsPerToken() const override { return GptModel::FlopsPerToken(gpt_, seq_len_); }
   size_t ActivationBytes() const override { return stage_.activation_bytes(); }
   int64_t GlobalBatch() const override { return train_.global_batch(); }
 
@@ -178,7 +175,7 @@ class GptStageTask final : public TrainTask {
   }
   Result<double> TrainMicroSteps(ParameterAccess& params, int64_t step, int, float scale) override {
     return stage_.RunStep(params, scale, [&](int mb, std::vector<int>& tokens, std::vector<int>& targets) {
-      Fill(data_.train, WindowsForMicroStep(config_.seed, train_, step, mb, data_rank_), tokens, targets);
+      FillWindows(data_.train, WindowsForMicroStep(config_.seed, train_, step, mb, data_rank_), seq_len_, tokens, targets);
     });
   }
   bool HasValidation() const override { return val_.windows() > 0; }
@@ -190,8 +187,8 @@ class GptStageTask final : public TrainTask {
                                    const std::function<void()>& after_batch) override {
     auto sum = stage_.RunValidation(params, static_cast<int>(batches),
                                     [&](int batch, std::vector<int>& tokens, std::vector<int>& targets) {
-                                      Fill(data_.val, WindowsForMicroStep(config_.seed, val_, batch, 0, data_rank_),
-                                           tokens, targets);
+                                      FillWindows(data_.val, WindowsForMicroStep(config_.seed, val_, batch, 0, data_rank_),
+                                                  seq_len_, tokens, targets);
                                       if (after_batch) after_batch();
                                     });
     return sum;
@@ -207,17 +204,6 @@ class GptStageTask final : public TrainTask {
   }
 
  private:
-  void Fill(const std::vector<uint16_t>& shard, const std::vector<int64_t>& windows, std::vector<int>& tokens,
-            std::vector<int>& targets) const {
-    for (size_t i = 0; i < windows.size(); ++i) {
-      const size_t start = static_cast<size_t>(windows[i]) * seq_len_;
-      for (int k = 0; k < seq_len_; ++k) {
-        tokens[i * seq_len_ + k] = shard[start + k];
-        targets[i * seq_len_ + k] = shard[start + k + 1];
-      }
-    }
-  }
-
   const TrainConfig& config_;
   const GptConfig gpt_;
   const TrainData& data_;
