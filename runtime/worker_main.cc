@@ -98,8 +98,8 @@ int64_t SnapshotIntervalFor(const std::map<std::string, std::string>& env, const
   int max_restarts = 0;
   if (auto it = env.find(env::kTorchElasticMaxRestarts); it != env.end()) max_restarts = std::atoi(it->second.c_str());
   const bool offloaded = config.engine.offload_optimizer.device == swap::OffloadDevice::kNvme;
-  // A pipelined run's state is not snapshotted yet (docs/parallelism.md).
-  if (config.pipeline.stages > 1) return 0;
+  // A pipelined or tensor-parallel run's state is not snapshotted yet (docs/parallelism.md).
+  if (RanksPerModelCopy(config) > 1) return 0;
   return ResolveSnapshotInterval(config.checkpoint.snapshot_interval, env.count(env::kSnapshotFds) > 0, max_restarts,
                                  offloaded);
 }
@@ -168,8 +168,8 @@ Status SetUpSnapshots(const std::map<std::string, std::string>& env, const Train
                 static_cast<long long>(configured), env::kSnapshotFds);
   }
   if (interval == 0) {
-    if (rank == 0 && config.pipeline.stages > 1 && fds != env.end()) {
-      std::printf("snapshots: none: a pipelined run is not snapshotted yet (docs/parallelism.md)\n");
+    if (rank == 0 && RanksPerModelCopy(config) > 1 && fds != env.end()) {
+      std::printf("snapshots: none: a pipelined or tensor-parallel run is not snapshotted yet (docs/parallelism.md)\n");
     }
     return Status::Ok();
   }
@@ -210,6 +210,7 @@ std::string GridLine(const TrainConfig& config, const ProcessGrid& grid, int ran
   std::string line = "grid: " + grid.Describe(rank);
   const size_t comma = line.find(',');
   line.insert(comma, blocks);
+  if (grid.shape().pipeline == 1) return line;
   return line + ", " + PipeScheduleName(config.pipeline.schedule) + " schedule";
 }
 
@@ -466,16 +467,17 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   generation->started_ms = started_ms;
   generation->rendezvous_ms = UnixMillis();
   gloo = comm->get();
-  // A model split into pipeline stages (docs/parallelism.md): this rank's groups, formed through the
-  // store as the world's; each rank says where it sits in the grid.
+  // A model split into pipeline stages or over tensor ranks (docs/parallelism.md): this rank's
+  // groups, formed through the store as the world's; each rank says where it sits in the grid.
   ModelParallelRun model_parallel;
-  if (config->pipeline.stages > 1) {
-    auto grid = ProcessGrid::Create(id->world_size, config->pipeline.stages, 1);
+  if (RanksPerModelCopy(*config) > 1) {
+    auto grid = ProcessGrid::Create(id->world_size, config->pipeline.stages, config->tensor_parallel.size);
     if (!grid.ok()) return FailConfig(grid.status());
     auto groups = CreateGridCommunicators(**store, *grid, id->rank, options);
     if (!groups.ok()) return FailTraining(groups.status(), env);
     grid_comms = std::move(*groups);
-    model_parallel = ModelParallelRun{*grid, grid_comms->pipeline.get(), grid_comms->data.get()};
+    model_parallel =
+        ModelParallelRun{*grid, grid_comms->pipeline.get(), grid_comms->data.get(), grid_comms->tensor.get()};
     std::printf("%s\n", GridLine(*config, *grid, id->rank).c_str());
     std::fflush(stdout);
   }

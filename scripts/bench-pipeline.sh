@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Pipeline parallelism against data parallelism on this machine (docs/parallelism.md): the
-# gpt-bench model on 2 local ranks, one thread each, the same global batch of 16 sequences in
+# Pipeline and tensor parallelism against data parallelism on this machine (docs/parallelism.md):
+# the gpt-bench model on 2 local ranks, one thread each, the same global batch of 16 sequences in
 # micro-batches of 2:
 #   data parallel:          2 copies, 4 micro-batches each (ZeRO 1);
 #   2 stages, 1F1B and GPipe, 8 micro-batches (m = 8: bubble 1/9);
-#   2 stages, 1F1B, 2 micro-batches of 8 (m = 2: bubble 1/3).
+#   2 stages, 1F1B, 2 micro-batches of 8 (m = 2: bubble 1/3);
+#   2 tensor ranks, 8 micro-batches (every layer split, 4 sums of a micro-batch's activations
+#   per block and step).
 # For each: tokens/s (the best of `repeats` alternating runs, the first print interval skipped),
 # every rank's peak resident memory and estimate, and every rank's share of the step spent in
 # communication or waiting for it (metrics.jsonl's rank_collective_ms / rank_step_ms, averaged
 # over the steps after the first): for a stage that is the pipeline's idle time plus the loss
-# and norm all-reduces and the tied embedding's transfers.
+# and norm all-reduces and the tied embedding's transfers; for tensor ranks, their sums.
 #
 #   scripts/bench-pipeline.sh [steps] [repeats]   (defaults 12 and 2)
 #
@@ -39,17 +41,21 @@ base["steps_per_print"] = 1
 base["train_batch_size"] = 16
 base.pop("gradient_accumulation_steps", None)  # derived from the batch and the copies
 
+# name, batch keys, model-parallel sections, micro-batches per step
 shapes = [
-    ("data parallel, 2 copies x 4 micro-batches", {"train_micro_batch_size_per_gpu": 2}, None, 8),
-    ("2 stages, 1F1B, 8 micro-batches", {"train_micro_batch_size_per_gpu": 2}, {"stages": 2, "schedule": "1f1b"}, 8),
-    ("2 stages, GPipe, 8 micro-batches", {"train_micro_batch_size_per_gpu": 2}, {"stages": 2, "schedule": "gpipe"}, 8),
-    ("2 stages, 1F1B, 2 micro-batches of 8", {"train_micro_batch_size_per_gpu": 8}, {"stages": 2, "schedule": "1f1b"}, 2),
+    ("data parallel, 2 copies x 4 micro-batches", {"train_micro_batch_size_per_gpu": 2}, {}, 8),
+    ("2 stages, 1F1B, 8 micro-batches", {"train_micro_batch_size_per_gpu": 2},
+     {"pipeline": {"stages": 2, "schedule": "1f1b"}}, 8),
+    ("2 stages, GPipe, 8 micro-batches", {"train_micro_batch_size_per_gpu": 2},
+     {"pipeline": {"stages": 2, "schedule": "gpipe"}}, 8),
+    ("2 stages, 1F1B, 2 micro-batches of 8", {"train_micro_batch_size_per_gpu": 8},
+     {"pipeline": {"stages": 2, "schedule": "1f1b"}}, 2),
+    ("2 tensor ranks, 8 micro-batches", {"train_micro_batch_size_per_gpu": 2},
+     {"tensor_parallel": {"autotp_size": 2}}, 8),
 ]
 
-def run(name, batch, pipeline):
-    config = dict(base, **batch)
-    if pipeline:
-        config["pipeline"] = pipeline
+def run(name, batch, sections):
+    config = dict(base, **batch, **sections)
     path = os.path.join(work, re.sub(r"\W+", "_", name) + ".json")
     json.dump(config, open(path, "w"))
     logs = os.path.join(work, "logs-" + os.path.basename(path))
@@ -78,8 +84,8 @@ def run(name, batch, pipeline):
 load_before = open("/proc/loadavg").read().split()[0]
 best = {}
 for _ in range(repeats):
-    for name, batch, pipeline, m in shapes:
-        result = run(name, batch, pipeline)
+    for name, batch, sections, m in shapes:
+        result = run(name, batch, sections)
         if name not in best or result[0] > best[name][0]:
             best[name] = result
 load_after = open("/proc/loadavg").read().split()[0]
@@ -90,10 +96,10 @@ print(f"{cpu}, 2 ranks, one thread each; {steps} steps per run, best of {repeats
 print("| shape | tokens/s | vs data parallel | peak / estimate per rank (MiB) | waiting share rank 0, rank 1 | bubble (p-1)/(m+p-1) |")
 print("|---|---|---|---|---|---|")
 reference = best[shapes[0][0]][0]
-for name, batch, pipeline, m in shapes:
+for name, batch, sections, m in shapes:
     tps, peaks, waiting = best[name]
-    p = pipeline["stages"] if pipeline else 1
-    bubble = f"{(p - 1) / (m + p - 1):.1%}" if pipeline else "-"
+    p = sections.get("pipeline", {}).get("stages", 1)
+    bubble = f"{(p - 1) / (m + p - 1):.1%}" if p > 1 else "-"
     memory = ", ".join(f"{peaks[r][0]:.0f} / {peaks[r][1]:.0f}" for r in sorted(peaks))
     print(f"| {name} | {tps:.0f} | {tps / reference:.2f}x | {memory} | {waiting[0]:.1%}, {waiting[1]:.1%} | {bubble} |")
 PY

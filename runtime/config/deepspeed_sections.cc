@@ -298,6 +298,45 @@ Status CheckPipeline(const Section& root, const TrainConfig& config, int world_s
   return Status::Ok();
 }
 
+Status ParseTensorParallel(Section& root, TensorParallelConfig* out) {
+  *out = TensorParallelConfig{};
+  DSLAUNCH_ASSIGN_OR_RETURN(std::optional<Section> tp, root.Child("tensor_parallel"));
+  if (!tp) return Status::Ok();
+  int size = 1;
+  if (tp->Int("autotp_size", 0, kMaxGptEmbedding, &size)) out->size = std::max(size, 1);
+  tp->Unimplemented();
+  tp->Finish();
+  return Status::Ok();
+}
+
+Status CheckTensorParallel(const Section& root, const TrainConfig& config, int world_size) {
+  const int size = config.tensor_parallel.size;
+  if (size == 1) return Status::Ok();
+  const std::string count = std::to_string(size);
+  auto error = [&](Status status) { return root.Validated(std::move(status)); };
+  const auto* gpt = std::get_if<GptConfig>(&config.model);
+  if (gpt == nullptr) {
+    return error(InvalidArgumentError("tensor_parallel.autotp_size: " + count +
+                                      ": only the gpt model is split over tensor ranks"));
+  }
+  DSLAUNCH_RETURN_IF_ERROR(error(ValidateGptTensorSplit(*gpt, size)));
+  if (world_size % RanksPerModelCopy(config) != 0) {
+    const std::string per_copy = std::to_string(RanksPerModelCopy(config));
+    return error(InvalidArgumentError(
+        "tensor_parallel.autotp_size: pipeline.stages " + std::to_string(config.pipeline.stages) +
+        " x tensor_parallel.autotp_size " + count + " = " + per_copy + " ranks per model copy does not divide the " +
+        std::to_string(world_size) + " ranks of the job: give the job a multiple of " + per_copy +
+        " ranks, or change the two sizes"));
+  }
+  if (!config.checkpoint.dir.empty()) {
+    return error(InvalidArgumentError(
+        "checkpoint.dir: with tensor_parallel.autotp_size " + count +
+        ": checkpoints of a tensor-parallel run are not written yet (docs/parallelism.md); leave checkpoint.dir "
+        "out, or train without tensor_parallel"));
+  }
+  return Status::Ok();
+}
+
 void CollectUnimplementedTopLevel(Section& root) {
   root.Unimplemented();
 }

@@ -55,6 +55,13 @@ Status ParsePipeline(Section& root, PipelineConfig* out);
 // A pipelined run's limits, once every section is read: the stages divide `world_size` and the
 // model's blocks (a gpt model), ZeRO 0-1, and no checkpoint.dir yet (docs/parallelism.md).
 Status CheckPipeline(const Section& root, const TrainConfig& config, int world_size);
+// The tensor_parallel section (docs/parallelism.md, "Tensor parallelism"): autotp_size (0, DeepSpeed's
+// "off", is 1); DeepSpeed's AutoTP keys that change nothing here are recognised
+// (unimplemented_keys.cc).
+Status ParseTensorParallel(Section& root, TensorParallelConfig* out);
+// A tensor-parallel run's limits, once every section is read: a gpt model whose heads the ranks
+// share, stages x tensor ranks dividing `world_size`, and no checkpoint.dir yet.
+Status CheckTensorParallel(const Section& root, const TrainConfig& config, int world_size);
 // Top-level DeepSpeed keys that are recognised and ignored.
 void CollectUnimplementedTopLevel(Section& root);
 

@@ -165,10 +165,12 @@ void DeepMerge(Json& base, const Json& over) {
 void ParseRoot(Section& root, int world_size, int generation, const std::string& base_dir, TrainConfig* config_out) {
   TrainConfig& config = *config_out;
   root.Known(kDeepSpeedConfigKey);
-  // The batch counts data-parallel copies: with pipeline stages, world / stages of them.
+  // The batch counts data-parallel copies: with pipeline stages and tensor ranks, world / (stages x
+  // tensor ranks) of them.
   root.Report(internal::ParsePipeline(root, &config.pipeline));
-  const int stages = config.pipeline.stages;
-  const int data_parallel = world_size % stages == 0 ? world_size / stages : world_size;
+  root.Report(internal::ParseTensorParallel(root, &config.tensor_parallel));
+  const int per_copy = RanksPerModelCopy(config);
+  const int data_parallel = world_size % per_copy == 0 ? world_size / per_copy : world_size;
   root.Report(internal::ParseBatch(root, data_parallel, generation, &config));
 
   EngineOptions& engine = config.engine;
@@ -204,6 +206,7 @@ void ParseRoot(Section& root, int world_size, int generation, const std::string&
   root.Report(internal::ParseTrainLoop(root, model, &config.train));
   root.Report(internal::ParseCheckpoint(root, base_dir, generation, &config.checkpoint));
   root.Report(internal::CheckPipeline(root, config, world_size));
+  root.Report(internal::CheckTensorParallel(root, config, world_size));
   root.Finish();
 }
 

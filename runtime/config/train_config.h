@@ -73,6 +73,12 @@ struct PipelineConfig {
   PipeSchedule schedule = PipeSchedule::k1F1B;
 };
 
+// train.json's `tensor_parallel` section (DeepSpeed's AutoTP training key; docs/parallelism.md,
+// "Tensor parallelism"): the ranks each layer's matrices are split over.
+struct TensorParallelConfig {
+  int size = 1;  // autotp_size; DeepSpeed's 0 (off) is 1
+};
+
 struct TrainLoopConfig {
   int64_t steps = 0;          // optimizer steps; required
   int64_t eval_interval = 0;  // steps between validation passes; 0 = only at the end
@@ -112,6 +118,7 @@ struct TrainConfig {
   TrainLoopConfig train;
   CheckpointConfig checkpoint;
   PipelineConfig pipeline;
+  TensorParallelConfig tensor_parallel;
   // True when the config has no optimizer section (Megatron's and Hugging Face's leave it to their
   // client code): engine.optimizer is then DeepSpeed's {"type": "AdamW"} (DefaultOptimizerNote).
   bool default_optimizer = false;
@@ -124,6 +131,11 @@ struct TrainConfig {
   // was ignored, a deprecated form that was accepted (e.g. "zero_optimization": true).
   std::vector<std::string> warnings;
 };
+
+// The ranks that hold one copy of the model: pipeline stages x tensor ranks (docs/parallelism.md).
+inline int RanksPerModelCopy(const TrainConfig& config) {
+  return config.pipeline.stages * config.tensor_parallel.size;
+}
 
 // Reads the file at a resolved path; returns its text or an error (kNotFound, ...).
 using ConfigLoader = std::function<Result<std::string>(const std::string& path)>;

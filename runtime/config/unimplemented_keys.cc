@@ -10,7 +10,6 @@ constexpr UnimplementedKey kKeys[] = {
     // Top level: monitoring, profiling, compression, parallelism this runtime does not have
     // (tensor, pipeline, sequence, expert), PyTorch's autocast, and schedulers of data or layers.
     {"$", "torch_autocast"},
-    {"$", "tensor_parallel"},
     {"$", "flops_profiler"},
     {"$", "wall_clock_breakdown"},
     {"$", "memory_breakdown"},
@@ -59,6 +58,15 @@ constexpr UnimplementedKey kKeys[] = {
     {"$.pipeline", "activation_checkpoint_interval", "0"},
     {"$.pipeline", "pipe_partitioned"},
     {"$.pipeline", "grad_partitioned"},
+    // tensor_parallel: DeepSpeed's AutoTP keys for Hugging Face models (which layers to split,
+    // their dtype, overlapping the all-reduce); the bundled gpt is split as Megatron-LM splits it.
+    {"$.tensor_parallel", "tp"},
+    {"$.tensor_parallel", "dtype"},
+    {"$.tensor_parallel", "tp_overlap_comm"},
+    {"$.tensor_parallel", "injection_policy_tuple"},
+    {"$.tensor_parallel", "keep_module_on_host"},
+    {"$.tensor_parallel", "partition_config"},
+    {"$.tensor_parallel", "preset_model"},
     // optimizer and scheduler
     {"$.optimizer", "legacy_fusion"},
     {"$.optimizer.params", "torch_adam"},

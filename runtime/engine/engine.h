@@ -44,6 +44,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/core/initial_values.h"
 #include "runtime/core/param_layout.h"
+#include "runtime/core/partition.h"
 #include "runtime/core/parameter_access.h"
 #include "runtime/core/partition.h"
 #include "runtime/engine/engine_options.h"
@@ -109,11 +110,15 @@ class Engine {
   virtual ~Engine() = default;
 
   virtual ParameterAccess& access() = 0;
-  // The ranks that hold the model's other parts (a pipeline group: docs/parallelism.md), or null
-  // (the default): the step's gradient norm then sums over them too, so that clipping, the
-  // reported norm and fp16's overflow decision are the whole model's, the same on every part.
-  // `group` must outlive the engine; every rank of it takes part in each Step.
-  virtual void SetModelParallelGroup(Communicator* group) = 0;
+  // The ranks that hold the model's other parts (a pipeline group, a tensor group:
+  // docs/parallelism.md), none by default: the step's gradient norm then sums over each group in
+  // turn, so that clipping, the reported norm and fp16's overflow decision are the whole model's,
+  // the same on every part. `counted_elsewhere` (sorted, disjoint ranges of the flat buffer) are
+  // gradients another rank of the groups holds too (a tensor group's whole tensors on every tensor
+  // rank but the first): left out of this rank's share, so that each counts once. The groups must
+  // outlive the engine; every rank of them takes part in each Step.
+  virtual void SetModelParallelGroups(std::vector<Communicator*> groups,
+                                      std::vector<ShardRange> counted_elsewhere = {}) = 0;
   // What the backward pass multiplies the loss by (the fp16 loss scale; 1 otherwise).
   virtual double loss_scale() const = 0;
   // Starts a step of `micro_steps` forward and backward passes (gradient_accumulation_steps).

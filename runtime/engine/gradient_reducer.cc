@@ -223,8 +223,14 @@ Result<StepGradient> GradientReducer<S>::AllReduceWhole() {
 }
 
 template <class S>
-Result<double> GradientReducer<S>::GlobalSumOfSquares(const StepGradient& gradient) {
-  double sum = gradient.SumOfSquares();
+Result<double> GradientReducer<S>::GlobalSumOfSquares(const StepGradient& gradient, std::span<const ShardRange> skip) {
+  // The step's gradient holds the owned slice: the ranges to skip, relative to its start.
+  std::vector<ShardRange> mine;
+  for (const ShardRange& range : skip) {
+    const ShardRange part = shards_.OwnPart(range.begin, range.end);
+    if (!part.empty()) mine.push_back({part.begin - shards_.own().begin, part.end - shards_.own().begin});
+  }
+  double sum = gradient.SumOfSquares(mine);
   if (!shards_.partitioned()) return sum;  // every rank holds the whole gradient
   float partial = static_cast<float>(sum);
   DSLAUNCH_RETURN_IF_ERROR(

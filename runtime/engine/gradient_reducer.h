@@ -63,7 +63,8 @@ class GradientReducer {
   Result<StepGradient> ReduceForStep();
   // Collective where the step's gradient is a slice (ZeRO 1-3): the sum of squares of the whole
   // averaged gradient, from every rank's `gradient` (summed in fp32 across ranks, as DeepSpeed).
-  Result<double> GlobalSumOfSquares(const StepGradient& gradient);
+  // Elements of the flat buffer in `skip` (sorted, disjoint) are left out of this rank's share.
+  Result<double> GlobalSumOfSquares(const StepGradient& gradient, std::span<const ShardRange> skip = {});
 
   size_t bytes() const { return grads_.size() * sizeof(S); }
   // Bytes of the kept buckets and their reduced parts (ZeRO 2-3), or staging buffers (ZeRO 1

@@ -63,6 +63,26 @@ double StepGradient::SumOfSquares() const {
   return std::visit([](auto values) { return SumOfSquaresOf(values); }, values_);
 }
 
+double StepGradient::SumOfSquares(std::span<const ShardRange> skip) const {
+  if (skip.empty()) return SumOfSquares();
+  return std::visit(
+      [&](auto values) {
+        double sum = 0.0;
+        size_t at = 0;
+        auto add = [&](size_t to) {
+          to = std::min(to, values.size());
+          if (to > at) sum += SumOfSquaresOf(values.subspan(at, to - at));
+        };
+        for (const ShardRange& range : skip) {
+          add(range.begin);
+          at = std::max(at, std::min(range.end, values.size()));
+        }
+        add(values.size());
+        return sum;
+      },
+      values_);
+}
+
 std::span<float> StepGradient::Range(size_t begin, size_t count, ScratchBuffers& scratch) {
   DSLAUNCH_CHECK(begin <= size() && count <= size() - begin)
       << "range [" << begin << ", " << begin + count << ") of " << size();

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/core/partition.h"
 #include "runtime/core/sixteen_bit_float.h"
 #include "runtime/engine/scratch_buffers.h"
 
@@ -32,8 +33,10 @@ class StepGradient {
   static StepGradient Converting(std::span<const BFloat16> values);
 
   size_t size() const;
-  // The sum of the squares of the fp32 values, in fp64, in element order.
+  // The sum of the squares of the fp32 values, in fp64, in element order; with `skip` (sorted,
+  // disjoint ranges of element indices), of the values outside them.
   double SumOfSquares() const;
+  double SumOfSquares(std::span<const ShardRange> skip) const;
   // Elements [begin, begin + count) as fp32, writable (the step scales them in place). A 16-bit
   // gradient's range lives in the staging buffer (from `scratch`) until the next call.
   std::span<float> Range(size_t begin, size_t count, ScratchBuffers& scratch);

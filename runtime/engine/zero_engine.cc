@@ -115,7 +115,10 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   }
 
   ParameterAccess& access() override { return *this; }
-  void SetModelParallelGroup(Communicator* group) override { model_parallel_ = group; }
+  void SetModelParallelGroups(std::vector<Communicator*> groups, std::vector<ShardRange> counted_elsewhere) override {
+    model_parallel_ = std::move(groups);
+    counted_elsewhere_ = std::move(counted_elsewhere);
+  }
   double loss_scale() const override { return options_.precision == Precision::kFp16 ? scaler_.scale() : 1.0; }
   Status status() const override { return deferred_.status(); }
   int64_t applied_steps() const override { return applied_; }
@@ -255,10 +258,11 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   // The norm of `gradient`, the decision on overflow, and the update unless the step is skipped;
   // fills `stats`.
   Status UpdateWith(StepGradient& gradient, StepStats& stats) {
-    DSLAUNCH_ASSIGN_OR_RETURN(double sum, grads_.GlobalSumOfSquares(gradient));
-    if (model_parallel_ != nullptr && model_parallel_->world_size() > 1) {
+    DSLAUNCH_ASSIGN_OR_RETURN(double sum, grads_.GlobalSumOfSquares(gradient, counted_elsewhere_));
+    for (Communicator* group : model_parallel_) {
+      if (group->world_size() == 1) continue;
       float whole = static_cast<float>(sum);  // a sum of fp32 partials, as the data group's
-      DSLAUNCH_RETURN_IF_ERROR(model_parallel_->AllReduce(std::span<float>(&whole, 1), ReduceOp::kSum)
+      DSLAUNCH_RETURN_IF_ERROR(group->AllReduce(std::span<float>(&whole, 1), ReduceOp::kSum)
                                    .WithContext("gradient norm over the model's parts"));
       sum = whole;
     }
@@ -314,7 +318,8 @@ class ZeroEngine final : public Engine, private ParameterAccess {
   LossScaler scaler_;
   const std::vector<DecaySegment> segments_;  // of the owned slice, relative to its start
   int64_t applied_ = 0;
-  Communicator* model_parallel_ = nullptr;  // SetModelParallelGroup
+  std::vector<Communicator*> model_parallel_;  // SetModelParallelGroups
+  std::vector<ShardRange> counted_elsewhere_;
   std::vector<std::string> state_notes_;  // from opening the optimizer state on disk (notes())
 };
 

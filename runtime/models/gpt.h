@@ -18,6 +18,15 @@
 // embedding: the head reads the values and adds its gradient where SetTiedHead says (the pipeline
 // brings wte's values from the first stage and takes the gradient back to it). Parameter values
 // and every result are those of the same tensors in the whole model.
+//
+// A part may also be one tensor rank's share (GptPart::tensor_size > 1; Megatron-LM's split,
+// docs/parallelism.md "Tensor parallelism"): each attention's heads and the MLP's hidden units
+// split column-wise (c_attn, c_fc: the rank's rows of the weight and bias) and row-wise (the two
+// c_proj: the rank's columns), the token embedding and the head by rows of the vocabulary. The
+// other tensors (layer norms, wpe, the c_proj biases) are whole on every rank, with the same
+// values and gradients everywhere. The group's sums (TensorGroup, set by SetTensorGroup) finish
+// each c_proj's product, the embedding, and the input gradients of c_attn, c_fc and the head; a
+// maximum and two sums make the cross-entropy over the split vocabulary.
 // Not thread-safe; Forward then Backward, once per micro-step.
 #pragma once
 
@@ -29,6 +38,8 @@
 #include "common/status.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
+#include "runtime/core/partition.h"
+#include "runtime/models/tensor_group.h"
 
 namespace dslaunch::runtime {
 
@@ -61,16 +72,38 @@ inline constexpr int kMaxGptVocabSize = 65536;
 // "model.<key>: ".
 Status ValidateGptConfig(const GptConfig& config);
 
-// Blocks [first_block, end_block) of the model (end_block -1: to the last block).
+// Whether the model splits over `tensor_size` tensor ranks: n_head divisible by it (each rank a
+// whole number of heads), and no more ranks than rows of the vocabulary. kInvalidArgument naming
+// tensor_parallel.autotp_size and the model key.
+Status ValidateGptTensorSplit(const GptConfig& config, int tensor_size);
+
+// Blocks [first_block, end_block) of the model (end_block -1: to the last block), and of every
+// split tensor the share of tensor rank `tensor_rank` of `tensor_size` (1: whole tensors).
 struct GptPart {
   int first_block = 0;
   int end_block = -1;
+  int tensor_rank = 0;
+  int tensor_size = 1;
 };
 
 class GptModel {
  public:
-  // Precondition (checked): the part is a non-empty run of the config's blocks.
+  // Preconditions (checked): the part is a non-empty run of the config's blocks; a tensor split
+  // ValidateGptTensorSplit accepts, and tensor_rank in [0, tensor_size).
   GptModel(const GptConfig& config, int max_batch, GptPart part = {});
+
+  // The tensor group of a split part (size tensor_size, this rank tensor_rank; checked), alive
+  // while the model runs. Required before the first Forward of a split part.
+  void SetTensorGroup(TensorGroup& group);
+  // OK, or the first failure of the tensor group's collectives: Forward's and Backward's results
+  // are meaningless after one (the caller checks after each).
+  const Status& status() const { return status_; }
+  // The rows of the vocabulary this part's wte and logits hold: [vocab_begin, vocab_end).
+  int vocab_begin() const { return vocab_.begin; }
+  int vocab_end() const { return vocab_.end; }
+  // Ranges of the layout held whole on every tensor rank, with the same gradients on each (empty
+  // without a split): a norm over the group counts them once.
+  std::vector<ShardRange> ReplicatedRanges() const;
 
   // What a model of `config` holds, computed without building it (the memory check before
   // allocating, runtime/train/memory_estimate.h). Doubles: a hostile config's products pass 2^64.
@@ -122,7 +155,7 @@ class GptModel {
   // gradient ([vocab_size][n_embd] each, the caller's, alive while the model runs).
   void SetTiedHead(std::span<const float> weight, std::span<float> gradient);
 
-  // The logits of the last Forward's rows, [b*t][vocab] (for sampling).
+  // The logits of the last Forward's rows, [b*t][vocab_end - vocab_begin] (for sampling).
   std::span<const float> logits() const { return logits_; }
 
   // Model FLOPs per token for forward + backward (6 x matmul parameters + attention), for MFU.
@@ -138,6 +171,21 @@ class GptModel {
   struct BlockActivations {
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu;
   };
+  // A split part's widths: heads, the attention's and the MLP's hidden units, the vocabulary rows.
+  struct Widths {
+    int heads = 0, attn = 0, mlp = 0;
+    ShardRange vocab;
+  };
+  static Widths WidthsOf(const GptConfig& config, GptPart part);
+  // A tensor's elements in the whole model's tensor: `count` runs of `run` values, run k starting
+  // at start + k x stride (a row slice is one run; a column slice one run per row).
+  struct Slice {
+    size_t start = 0, stride = 0, run = 0, count = 1;
+  };
+  // The tensor group's sum (max) in place; the first failure is kept in status_.
+  void GroupSum(float* data, size_t count);
+  void GroupMax(float* data, size_t count);
+  bool split() const { return tensor_size_ > 1; }
   void BuildLayout();
   // Group indices in this part's layout (-1 where the part has none).
   int EmbeddingGroup() const { return first() ? 0 : -1; }
@@ -161,8 +209,15 @@ class GptModel {
     uint64_t state_offset = 0;  // draws before the tensor's first, in the whole model's stream
     float stddev = 0;
     float constant = 0;
+    Slice slice;  // where its values lie in the whole model's tensor
+    bool replicated = true;  // whole on every tensor rank
   };
   std::vector<TensorInit> init_;
+  int tensor_rank_ = 0, tensor_size_ = 1;
+  int heads_ = 0, attn_ = 0, mlp_ = 0;  // this rank's heads, attention and MLP widths
+  ShardRange vocab_;                    // this rank's rows of the vocabulary
+  TensorGroup* tensor_group_ = nullptr;
+  Status status_;
   std::span<const float> tied_weight_;  // a last part's head without the embeddings
   std::span<float> tied_gradient_;
   ParameterLayout layout_;
@@ -174,6 +229,9 @@ class GptModel {
   std::vector<float> x_, ln1_, ln1_mean_, ln1_rstd_, qkv_, att_, atty_, res2_, ln2_, ln2_mean_, ln2_rstd_, fch_,
       fch_gelu_;
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
+  // A split head: each row's maximum and sum over the vocabulary, and the targets in its rows.
+  std::vector<float> row_max_, row_sum_;
+  std::vector<int> local_targets_;
   // Scratch gradients of activations for the backward pass.
   std::vector<float> dx_, dtmp_c_, dtmp_c2_, dqkv_, dfch_, dfch_gelu_, dlnf_, dlogits_;
 };

@@ -28,9 +28,9 @@ struct ModelShape {
   double gradients_held = 0;    // elements of the groups whose micro-step gradients are out at once
 };
 
-// A pipelined gpt (docs/parallelism.md): of every stage, the most it holds. The groups of the
-// stage with the most parameters; the activations of the stage that allocates the most
-// (PipelineStage::ActivationBytes).
+// A pipelined or tensor-parallel gpt (docs/parallelism.md): of every stage, the most it holds, on
+// tensor rank 0 (the most rows of the vocabulary). The groups of the stage with the most
+// parameters; the activations of the stage that allocates the most (PipelineStage::ActivationBytes).
 ModelShape PipelineShapeOf(const TrainConfig& config, const GptConfig& gpt, int micro) {
   const int stages = config.pipeline.stages;
   auto partition = PartitionStages(gpt, stages, config.pipeline.partition_method);
@@ -38,10 +38,11 @@ ModelShape PipelineShapeOf(const TrainConfig& config, const GptConfig& gpt, int 
   if (!partition.ok()) return shape;  // refused by the config's checks before this is asked
   const PipelineStageOptions options{
       gpt, *partition, config.pipeline.schedule, micro, config.data.seq_len > 0 ? config.data.seq_len : gpt.block_size,
-      static_cast<int>(std::min<int64_t>(config.batch.gradient_accumulation_steps, 1 << 30))};
+      static_cast<int>(std::min<int64_t>(config.batch.gradient_accumulation_steps, 1 << 30)),
+      config.tensor_parallel.size};
   double most_parameters = -1;
   for (int s = 0; s < stages; ++s) {
-    const GptPart part{(*partition)[s].begin, (*partition)[s].end};
+    const GptPart part{(*partition)[s].begin, (*partition)[s].end, 0, config.tensor_parallel.size};
     const std::vector<double> groups = GptModel::GroupSizes(gpt, part);
     double parameters = 0, largest = 0;
     for (double g : groups) parameters += g;
@@ -59,7 +60,7 @@ ModelShape PipelineShapeOf(const TrainConfig& config, const GptConfig& gpt, int 
 ModelShape ShapeOf(const TrainConfig& config) {
   const int micro = static_cast<int>(std::min<int64_t>(config.batch.micro_batch_per_gpu, 1 << 30));
   ModelShape shape;
-  if (const auto* gpt = std::get_if<GptConfig>(&config.model); gpt != nullptr && config.pipeline.stages > 1) {
+  if (const auto* gpt = std::get_if<GptConfig>(&config.model); gpt != nullptr && RanksPerModelCopy(config) > 1) {
     return PipelineShapeOf(config, *gpt, micro);
   }
   if (const auto* gpt = std::get_if<GptConfig>(&config.model)) {
@@ -146,8 +147,8 @@ MemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int world_size,
     largest_group = std::max(largest_group, g);
   }
   const int stage = engine.zero.stage;
-  // ZeRO partitions over the data-parallel copies: with pipeline stages, world / stages of them.
-  world_size = std::max(world_size / std::max(config.pipeline.stages, 1), 1);
+  // ZeRO partitions over the data-parallel copies: world / (stages x tensor ranks) of them.
+  world_size = std::max(world_size / std::max(RanksPerModelCopy(config), 1), 1);
   const double world = world_size;
   const double shard = stage >= 1 ? std::ceil(numel / world) : numel;  // rank 0's, the largest
   const bool fp32 = engine.precision == Precision::kFp32;

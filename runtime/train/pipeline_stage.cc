@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/check.h"
-#include "runtime/train/token_sampler.h"
+#include "runtime/train/communicator_tensor_group.h"
 
 namespace dslaunch::runtime {
 namespace {
@@ -49,13 +49,15 @@ Result<std::vector<StageBlocks>> PartitionStages(const GptConfig& model, int sta
 
 double PipelineStage::ActivationBytes(const PipelineStageOptions& options, int stages, int stage) {
   const StageBlocks blocks = options.partition[static_cast<size_t>(stage)];
-  const GptPart part{blocks.begin, blocks.end};
+  const GptPart part{blocks.begin, blocks.end, 0, options.tensor_size};
   const bool first = blocks.begin == 0, last = blocks.end == options.model.n_layer;
   const double rows = static_cast<double>(options.micro_batch) * options.seq_len;
   const double crossing = rows * options.model.n_embd * sizeof(float);
   const double per_slot = GptModel::ActivationBytes(options.model, options.micro_batch, part) +
                           (first ? 0 : crossing) + (last ? 0 : crossing) + 2 * rows * sizeof(int);
-  const double tied = stages > 1 && last ? 2.0 * options.model.vocab_size * options.model.n_embd * sizeof(float) : 0;
+  const double vocab_rows =
+      static_cast<double>(ShardFor(static_cast<size_t>(options.model.vocab_size), options.tensor_size, 0).size());
+  const double tied = stages > 1 && last ? 2.0 * vocab_rows * options.model.n_embd * sizeof(float) : 0;
   return per_slot * MicroBatchesHeld(options.schedule, stages, stage, options.micro_batches) + tied;
 }
 
@@ -68,26 +70,29 @@ size_t PipelineStage::activation_bytes() const {
   return bytes;
 }
 
-PipelineStage::PipelineStage(const PipelineStageOptions& options, Communicator& pipeline)
-    : pipeline_(pipeline), options_(options), stages_(pipeline.world_size()), stage_(pipeline.rank()) {
+PipelineStage::PipelineStage(const PipelineStageOptions& options, Communicator& pipeline, Communicator* tensor)
+    : pipeline_(pipeline), tensor_(tensor), options_(options), stages_(pipeline.world_size()), stage_(pipeline.rank()) {
   DSLAUNCH_CHECK(static_cast<int>(options.partition.size()) == stages_ && options.micro_batch > 0 &&
                  options.seq_len > 0 && options.micro_batches > 0)
       << options.partition.size() << " stages partitioned for a pipeline group of " << stages_;
+  DSLAUNCH_CHECK(options.tensor_size == 1 || (tensor != nullptr && tensor->world_size() == options.tensor_size))
+      << "a tensor split of " << options.tensor_size << " needs a tensor group of that size";
   const StageBlocks blocks = options.partition[stage_];
-  const GptPart part{blocks.begin, blocks.end};
+  const GptPart part{blocks.begin, blocks.end, options.tensor_size > 1 ? tensor->rank() : 0, options.tensor_size};
+  if (options.tensor_size > 1) tensor_group_ = std::make_unique<CommunicatorTensorGroup>(*tensor);
   const int slots = MicroBatchesHeld(options.schedule, stages_, stage_, options.micro_batches);
   const size_t rows = static_cast<size_t>(options.micro_batch) * options.seq_len;
   for (int k = 0; k < slots; ++k) {
     models_.push_back(std::make_unique<GptModel>(options.model, options.micro_batch, part));
+    if (tensor_group_) models_.back()->SetTensorGroup(*tensor_group_);
     inputs_.emplace_back(first() ? 0 : rows * options.model.n_embd);
     output_grads_.emplace_back(last() ? 0 : rows * options.model.n_embd);
     tokens_.emplace_back(rows);
     targets_.emplace_back(rows);
   }
   if (stages_ > 1 && last()) {
-    const size_t wte = static_cast<size_t>(options.model.vocab_size) * options.model.n_embd;
-    tied_weight_.resize(wte);
-    tied_gradient_.resize(wte);
+    tied_weight_.resize(tied_weight_size());
+    tied_gradient_.resize(tied_weight_size());
     for (auto& model : models_) model->SetTiedHead(tied_weight_, tied_gradient_);
   }
 }
@@ -120,6 +125,7 @@ Result<double> PipelineStage::RunStep(ParameterAccess& params, float scale, cons
       case PipeOp::kForward:
         fill(in.micro_batch, tokens_[slot], targets_[slot]);
         loss += model.ForwardPart(params, tokens_[slot].data(), inputs_[slot].data(), targets_[slot].data(), b, t);
+        DSLAUNCH_RETURN_IF_ERROR(model.status());
         break;
       case PipeOp::kSendActivation:
         DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(model.output(), stage_ + 1));
@@ -135,6 +141,7 @@ Result<double> PipelineStage::RunStep(ParameterAccess& params, float scale, cons
         } else {
           model.BackwardPart(params, scale, output_grads_[slot].data());
         }
+        DSLAUNCH_RETURN_IF_ERROR(model.status());
         break;
       case PipeOp::kSendGradient:
         DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(model.input_gradient(), stage_ - 1));
@@ -157,6 +164,7 @@ Result<double> PipelineStage::RunValidation(ParameterAccess& params, int batches
     if (!first()) DSLAUNCH_RETURN_IF_ERROR(pipeline_.Recv(std::span<float>(inputs_.front()), stage_ - 1));
     fill(i, tokens_.front(), targets_.front());
     loss += model.ForwardPart(params, tokens_.front().data(), inputs_.front().data(), targets_.front().data(), b, t);
+    DSLAUNCH_RETURN_IF_ERROR(model.status());
     if (!last()) DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(model.output(), stage_ + 1));
   }
   DSLAUNCH_RETURN_IF_ERROR(pipeline_.FlushSends());
@@ -168,7 +176,6 @@ Result<std::vector<int>> PipelineStage::Sample(ParameterAccess& params, std::vec
   DSLAUNCH_RETURN_IF_ERROR(SendTiedWeight(params));
   GptModel& model = *models_.front();
   const size_t block = static_cast<size_t>(options_.model.block_size);
-  const size_t vocab = static_cast<size_t>(options_.model.vocab_size);
   std::vector<int>& context = prompt;
   std::vector<int> window, dummy_targets, sampled;
   std::vector<float> input;  // the window's activation from the stage before
@@ -182,15 +189,32 @@ Result<std::vector<int>> PipelineStage::Sample(ParameterAccess& params, std::vec
       DSLAUNCH_RETURN_IF_ERROR(pipeline_.Recv(std::span<float>(input), stage_ - 1));
     }
     model.ForwardPart(params, window.data(), input.data(), dummy_targets.data(), 1, static_cast<int>(len));
+    DSLAUNCH_RETURN_IF_ERROR(model.status());
     if (!last()) DSLAUNCH_RETURN_IF_ERROR(pipeline_.Send(model.output(), stage_ + 1));
     int64_t next = 0;
-    if (last()) next = sampler.Draw(model.logits().subspan((len - 1) * vocab, vocab));
+    if (last()) {
+      DSLAUNCH_ASSIGN_OR_RETURN(next, DrawNext(sampler, model, len - 1));
+    }
     DSLAUNCH_RETURN_IF_ERROR(pipeline_.Broadcast(std::span<int64_t>(&next, 1), stages_ - 1).WithContext("sampled token"));
     context.push_back(static_cast<int>(next));
     sampled.push_back(static_cast<int>(next));
   }
   DSLAUNCH_RETURN_IF_ERROR(pipeline_.FlushSends());
   return sampled;
+}
+
+Result<int> PipelineStage::DrawNext(TokenSampler& sampler, const GptModel& model, size_t position) {
+  const size_t rows = static_cast<size_t>(model.vocab_end() - model.vocab_begin());
+  std::span<const float> mine = model.logits().subspan(position * rows, rows);
+  if (!tensor_group_) return sampler.Draw(mine);
+  // Every tensor rank gathers the whole row and draws the same token from the same generator.
+  std::vector<size_t> counts;
+  for (int r = 0; r < tensor_->world_size(); ++r) {
+    counts.push_back(ShardFor(static_cast<size_t>(options_.model.vocab_size), tensor_->world_size(), r).size());
+  }
+  std::vector<float> row(static_cast<size_t>(options_.model.vocab_size));
+  DSLAUNCH_RETURN_IF_ERROR(tensor_group_->Gather(mine, row, counts).WithContext("the sampled position's logits"));
+  return sampler.Draw(row);
 }
 
 }  // namespace dslaunch::runtime

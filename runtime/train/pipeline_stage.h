@@ -14,8 +14,14 @@
 // is told that gradient is ready. So wte gets both terms once per step, as in the whole model;
 // only their order of addition differs (docs/parallelism.md, "Tied embeddings").
 //
-// Collective over the pipeline group: every stage calls RunStep (or RunValidation) together.
-// Not thread-safe.
+// With a tensor group of t > 1 ranks (docs/parallelism.md, "Tensor parallelism") each stage's
+// parts are this rank's share of the split tensors, their sums over the tensor group made inside
+// forward and backward; the crossing activations are whole on every tensor rank, and each tensor
+// rank exchanges them with the same tensor rank of the next stage, whose pipeline group it shares.
+// The tied wte travels as this tensor rank's rows.
+//
+// Collective over the pipeline group (and the tensor group): every stage calls RunStep (or
+// RunValidation) together. Not thread-safe.
 #pragma once
 
 #include <functional>
@@ -26,8 +32,10 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/core/parameter_access.h"
 #include "runtime/models/gpt.h"
+#include "runtime/models/tensor_group.h"
 #include "runtime/parallel/layer_partition.h"
 #include "runtime/parallel/pipeline_schedule.h"
+#include "runtime/train/token_sampler.h"
 
 namespace dslaunch::runtime {
 
@@ -42,13 +50,15 @@ struct PipelineStageOptions {
   int micro_batch = 1;    // sequences per micro-batch
   int seq_len = 1;        // tokens per sequence
   int micro_batches = 1;  // per step: gradient_accumulation_steps
+  int tensor_size = 1;    // ranks of the tensor group (tensor_parallel.autotp_size)
 };
 
 class PipelineStage {
  public:
-  // The stage of `pipeline`'s rank. Preconditions (checked): one partition entry per rank of
-  // `pipeline`, positive sizes. `pipeline` must outlive the stage.
-  PipelineStage(const PipelineStageOptions& options, Communicator& pipeline);
+  // The stage of `pipeline`'s rank, and with options.tensor_size > 1 its share of `tensor`'s rank.
+  // Preconditions (checked): one partition entry per rank of `pipeline`, positive sizes, a tensor
+  // group of options.tensor_size ranks where it is more than 1. The groups must outlive the stage.
+  PipelineStage(const PipelineStageOptions& options, Communicator& pipeline, Communicator* tensor = nullptr);
 
   // The stage's parameters (its part's layout) and their initial values, the whole model's.
   const GptModel& model() const { return *models_.front(); }
@@ -61,6 +71,8 @@ class PipelineStage {
   // copies as its schedule holds micro-batches, with each copy's crossing activations (the one
   // received, the gradient received back) and tokens, and on the last of several stages the copy
   // of wte and its gradient. The memory estimate counts this (runtime/train/memory_estimate.h).
+  // Split over tensor ranks: tensor rank 0's, the largest (its rows of the vocabulary are the
+  // most where they do not divide).
   static double ActivationBytes(const PipelineStageOptions& options, int stages, int stage);
   // The same, measured on this stage's buffers.
   size_t activation_bytes() const;
@@ -83,11 +95,16 @@ class PipelineStage {
  private:
   // The first stage sends wte's current values to the last stage (with more than one stage).
   Status SendTiedWeight(ParameterAccess& params);
+  // This tensor rank's rows of wte.
   size_t tied_weight_size() const {
-    return static_cast<size_t>(options_.model.vocab_size) * options_.model.n_embd;
+    return static_cast<size_t>(model().vocab_end() - model().vocab_begin()) * options_.model.n_embd;
   }
+  // The next token from the last position's logits, gathered over the tensor group when split.
+  Result<int> DrawNext(TokenSampler& sampler, const GptModel& model, size_t position);
 
   Communicator& pipeline_;
+  Communicator* tensor_;
+  std::unique_ptr<TensorGroup> tensor_group_;  // over tensor_, with a split
   const PipelineStageOptions options_;
   const int stages_, stage_;
   std::vector<std::unique_ptr<GptModel>> models_;  // one per slot

@@ -131,25 +131,29 @@ class GptTask final : public TrainTask {
 
 // ---- a pipeline stage of gpt on token shards ----
 
-// The windows a data-parallel copy reads are the data-parallel run's: every stage of a pipeline
-// reads its copy's micro-batches (the first stage uses the inputs, the last the targets).
+// The windows a data-parallel copy reads are the data-parallel run's: every stage of a pipeline,
+// and every tensor rank of a stage, reads its copy's micro-batches (the first stage uses the
+// inputs, the last the targets). Of a last stage's tensor ranks, which all compute the same loss,
+// the first reports it.
 class GptStageTask final : public TrainTask {
  public:
   GptStageTask(const TrainConfig& config, const GptConfig& gpt, const TrainData& data, int data_rank, int data_world,
-               std::vector<StageBlocks> partition, Communicator& pipeline)
+               std::vector<StageBlocks> partition, Communicator& pipeline, Communicator& tensor)
       : config_(config),
         gpt_(gpt),
         data_(data),
         data_rank_(data_rank),
         stages_(static_cast<int>(partition.size())),
+        tensor_size_(tensor.world_size()),
+        reports_loss_(tensor.rank() == 0),
         seq_len_(config.data.seq_len > 0 ? config.data.seq_len : gpt.block_size),
         micro_(static_cast<int>(config.batch.micro_batch_per_gpu)),
         train_{static_cast<int64_t>(data.train.size()), seq_len_, micro_,
                static_cast<int>(config.batch.gradient_accumulation_steps), data_world},
         val_{static_cast<int64_t>(data.val.size()), seq_len_, micro_, 1, data_world},
         stage_(PipelineStageOptions{gpt, std::move(partition), config.pipeline.schedule, micro_, seq_len_,
-                                    static_cast<int>(config.batch.gradient_accumulation_steps)},
-               pipeline) {}
+                                    static_cast<int>(config.batch.gradient_accumulation_steps), tensor_size_},
+               pipeline, &tensor) {}
 
   Status Validate() const { return CheckTokenData(config_, gpt_, data_, train_, val_, seq_len_); }
 
@@ -174,9 +178,12 @@ class GptStageTask final : public TrainTask {
     DSLAUNCH_CHECK(false) << "a pipeline stage trains through TrainMicroSteps";
   }
   Result<double> TrainMicroSteps(ParameterAccess& params, int64_t step, int, float scale) override {
-    return stage_.RunStep(params, scale, [&](int mb, std::vector<int>& tokens, std::vector<int>& targets) {
-      FillWindows(data_.train, WindowsForMicroStep(config_.seed, train_, step, mb, data_rank_), seq_len_, tokens, targets);
-    });
+    DSLAUNCH_ASSIGN_OR_RETURN(
+        double loss, stage_.RunStep(params, scale, [&](int mb, std::vector<int>& tokens, std::vector<int>& targets) {
+          FillWindows(data_.train, WindowsForMicroStep(config_.seed, train_, step, mb, data_rank_), seq_len_, tokens,
+                      targets);
+        }));
+    return reports_loss_ ? loss : 0.0;
   }
   bool HasValidation() const override { return val_.windows() > 0; }
   float ForwardValidation(ParameterAccess&, int64_t, int64_t*) override {
@@ -191,10 +198,12 @@ class GptStageTask final : public TrainTask {
                                                   seq_len_, tokens, targets);
                                       if (after_batch) after_batch();
                                     });
-    return sum;
+    if (!sum.ok()) return sum;
+    return reports_loss_ ? *sum : 0.0;
   }
   int ValidationRows() const override { return micro_ * seq_len_; }
-  int LossRanks(int world) const override { return world / stages_; }
+  int LossRanks(int world) const override { return world / (stages_ * tensor_size_); }
+  std::vector<ShardRange> ReplicatedRanges() const override { return stage_.model().ReplicatedRanges(); }
   Result<std::string> Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) override {
     DSLAUNCH_ASSIGN_OR_RETURN(std::vector<int> tokens,
                               stage_.Sample(params, TokenSampler::PromptTokens(prompt), count, seed));
@@ -209,6 +218,8 @@ class GptStageTask final : public TrainTask {
   const TrainData& data_;
   const int data_rank_;
   const int stages_;
+  const int tensor_size_;
+  const bool reports_loss_;
   const int seq_len_;
   const int micro_;
   const BatchGeometry train_, val_;
@@ -334,7 +345,7 @@ Result<std::unique_ptr<TrainTask>> TrainTask::CreateStage(const TrainConfig& con
                             PartitionStages(*gpt, parallel.grid.shape().pipeline, config.pipeline.partition_method));
   const GridCoordinates at = parallel.grid.CoordinatesOf(rank);
   auto task = std::make_unique<GptStageTask>(config, *gpt, data, at.data, parallel.grid.shape().data,
-                                             std::move(partition), *parallel.pipeline);
+                                             std::move(partition), *parallel.pipeline, *parallel.tensor);
   DSLAUNCH_RETURN_IF_ERROR(task->Validate());
   return std::unique_ptr<TrainTask>(std::move(task));
 }

@@ -33,13 +33,15 @@ struct TrainData {
 // Reads the data files of `config` (token shards or IDX images and labels).
 Result<TrainData> ReadTrainData(const TrainConfig& config);
 
-// A run whose model is split into pipeline stages (docs/parallelism.md): the grid and this rank's
-// groups (the caller's, alive for the run). The whole world is Train's communicator; the engine
-// partitions over `data`, activations travel over `pipeline`.
+// A run whose model is split into pipeline stages or over tensor ranks (docs/parallelism.md): the
+// grid and this rank's groups (the caller's, alive for the run). The whole world is Train's
+// communicator; the engine partitions over `data`, activations travel over `pipeline`, the split
+// layers' sums over `tensor`.
 struct ModelParallelRun {
   ProcessGrid grid;
   Communicator* pipeline = nullptr;
   Communicator* data = nullptr;
+  Communicator* tensor = nullptr;
 };
 
 class TrainTask {
@@ -50,8 +52,8 @@ class TrainTask {
   // sample of data.seq_len + 1 tokens).
   static Result<std::unique_ptr<TrainTask>> Create(const TrainConfig& config, const TrainData& data, int rank,
                                                    int world);
-  // The pipeline stage of rank `rank` of `parallel`'s grid (gpt only): its blocks, the micro-batches of
-  // its data-parallel copy.
+  // The part of rank `rank` of `parallel`'s grid (gpt only): its stage's blocks, its tensor rank's
+  // share of them, the micro-batches of its data-parallel copy.
   static Result<std::unique_ptr<TrainTask>> CreateStage(const TrainConfig& config, const TrainData& data, int rank,
                                                         const ModelParallelRun& parallel);
   virtual ~TrainTask() = default;
@@ -88,8 +90,12 @@ class TrainTask {
   // `after_batch` (optional) is called after each batch (the progress reporter's StillWorking).
   virtual Result<double> ValidationLossSum(ParameterAccess& params, int64_t batches, int64_t* correct,
                                            const std::function<void()>& after_batch);
-  // Of `world` ranks, how many add a loss to the step's all-reduce: all, or the last stages.
+  // Of `world` ranks, how many add a loss to the step's all-reduce: all, or the first tensor rank
+  // of each last stage.
   virtual int LossRanks(int world) const { return world; }
+  // Ranges of the layout every tensor rank holds whole (runtime/models/gpt.h, ReplicatedRanges);
+  // empty without a tensor split.
+  virtual std::vector<ShardRange> ReplicatedRanges() const { return {}; }
   // Whether there is validation data.
   virtual bool HasValidation() const = 0;
   // Forward on validation batch `batch` of this rank; returns the mean loss, and adds to

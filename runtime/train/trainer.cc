@@ -304,19 +304,23 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   const int world = comm.world_size();
   // Rank 0's output; every other rank's report writes nothing.
   RunReport report = RunReport::ForRank(comm.rank(), OutputsOf(hooks), config.steps_per_print, config.train.steps);
-  // A pipelined model: the engine partitions over the data group, the stage's messages go over the
-  // pipeline group (docs/parallelism.md); both timed as the world's collectives are.
+  // A model split into stages or over tensor ranks: the engine partitions over the data group, the
+  // stage's messages go over the pipeline group, the split layers' sums over the tensor group
+  // (docs/parallelism.md); all timed as the world's collectives are.
   const ModelParallelRun* parallel = hooks.model_parallel;
-  std::optional<TimedCommunicator> data_comm, pipeline_comm;
+  std::optional<TimedCommunicator> data_comm, pipeline_comm, tensor_comm;
   ModelParallelRun timed_parallel;
   if (parallel != nullptr) {
     data_comm.emplace(*parallel->data);
     pipeline_comm.emplace(*parallel->pipeline);
-    timed_parallel = ModelParallelRun{parallel->grid, &*pipeline_comm, &*data_comm};
+    tensor_comm.emplace(*parallel->tensor);
+    timed_parallel = ModelParallelRun{parallel->grid, &*pipeline_comm, &*data_comm, &*tensor_comm};
   }
   auto in_collectives = [&] {
     auto total = comm.in_collectives();
-    if (parallel != nullptr) total += data_comm->in_collectives() + pipeline_comm->in_collectives();
+    if (parallel != nullptr) {
+      total += data_comm->in_collectives() + pipeline_comm->in_collectives() + tensor_comm->in_collectives();
+    }
     return total;
   };
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<TrainTask> task,
@@ -326,7 +330,11 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   Communicator& engine_comm = parallel != nullptr ? static_cast<Communicator&>(*data_comm) : comm;
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                             CreateEngine(config, *task, plan.mode != ResumeMode::kFresh, engine_comm, report));
-  if (parallel != nullptr) engine->SetModelParallelGroup(&*pipeline_comm);
+  if (parallel != nullptr) {
+    // The whole tensors every tensor rank holds count once in the norm: on the first tensor rank.
+    engine->SetModelParallelGroups({&*tensor_comm, &*pipeline_comm},
+                                   tensor_comm->rank() == 0 ? std::vector<ShardRange>{} : task->ReplicatedRanges());
+  }
   if (hooks.print) {  // every rank's own (its swap files); the launcher prefixes the rank
     for (const std::string& note : engine->notes()) hooks.print(note);
   }

@@ -52,7 +52,7 @@ TEST_CASE("A config with current DeepSpeed keys and no optimizer section trains,
   std::ofstream(config) << R"({
     "train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, "steps_per_print": 1, "seed": 3,
     "torch_autocast": {"enabled": false, "dtype": "bfloat16"},
-    "tensor_parallel": {"autotp_size": 1},
+    "tensor_parallel": {"autotp_size": 1, "tp_overlap_comm": true},
     "zero_optimization": {"stage": 2, "zeropp_loco_param": {"err_beta": 0.8, "reset_T": 1024},
                           "stage3_use_all_reduce_for_fetch_params": false},
     "my_own_note": "not a DeepSpeed key",
@@ -71,8 +71,8 @@ TEST_CASE("A config with current DeepSpeed keys and no optimizer section trains,
   CHECK(Count(all, "[rank 0] optimizer: no \"optimizer\" section; training with AdamW (lr 0.001, betas [0.9, 0.999], "
                    "eps 1e-08, weight_decay 0), DeepSpeed's defaults for {\"type\": \"AdamW\"}\n") == 1);
   CHECK(Count(all, "[rank 0] dslaunch-worker: warning: 4 DeepSpeed key(s) not implemented here, ignored: "
-                   "$.zero_optimization.stage3_use_all_reduce_for_fetch_params, $.zero_optimization.zeropp_loco_param, "
-                   "$.torch_autocast, $.tensor_parallel\n") == 1);
+                   "$.tensor_parallel.tp_overlap_comm, $.zero_optimization.stage3_use_all_reduce_for_fetch_params, "
+                   "$.zero_optimization.zeropp_loco_param, $.torch_autocast\n") == 1);
   CHECK(Count(all, "[rank 0] dslaunch-worker: warning: " + config +
                        ": $.my_own_note: unknown key, ignored (DeepSpeed ignores keys it does not know; check the "
                        "spelling if it was meant for dslaunch-worker)\n") == 1);

@@ -1,8 +1,11 @@
-// Pipeline parallelism through the real `dslaunch`, agents and dslaunch-worker processes over Gloo
-// (docs/parallelism.md): train.json's pipeline section splits the model into stages, each rank
-// says where it sits, and the losses are the data-parallel run's of the same global batch.
+// Pipeline and tensor parallelism through the real `dslaunch`, agents and dslaunch-worker processes
+// over Gloo (docs/parallelism.md): train.json's pipeline and tensor_parallel sections split the
+// model into stages and over tensor ranks, each rank says where it sits, and the losses are the
+// data-parallel run's of the same global batch (to the last printed digit with stages alone,
+// within fp32 reassociation with tensor ranks).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -29,7 +32,8 @@ struct Job {
     REQUIRE(runtime::WriteTokenShard(dir.path() + "/train.bin", train).ok());
     REQUIRE(runtime::WriteTokenShard(dir.path() + "/val.bin", val).ok());
   }
-  // `pipeline` is the section's JSON ("" for none); `batch` the global batch (micro-batch 2).
+  // `pipeline` is the section's JSON ("" for none), or sections of their own (starting with a
+  // quote); `batch` the global batch (micro-batch 2).
   std::string Config(const std::string& name, const std::string& pipeline, int batch,
                      const std::string& model = R"("n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 32)") {
     const std::string path = dir.path() + "/" + name + ".json";
@@ -40,7 +44,10 @@ struct Job {
       "model": {"type": "gpt", )" << model << R"(},
       "data": {"train": "train.bin", "val": "val.bin"},
       "train": {"steps": 6, "eval_interval": 0, "eval_steps": 2, "sample_tokens": 0})"
-                        << (pipeline.empty() ? "" : R"(, "pipeline": )" + pipeline) << "}";
+                        << (pipeline.empty()       ? ""
+                            : pipeline[0] == '"' ? ", " + pipeline
+                                                 : R"(, "pipeline": )" + pipeline)
+                        << "}";
     return path;
   }
   ProcessResult Run(const std::string& config, int ranks) {
@@ -83,7 +90,7 @@ TEST_CASE("pipeline.stages and schedule: 2 stages x 2 copies and 4 stages print 
   REQUIRE(grid2.size() == 4);
   CHECK(grid2.at(0) == "grid: stage 0/2 (blocks 0-1 of 4), data 0/2, tensor 0/1, 1f1b schedule");
   CHECK(grid2.at(3) == "grid: stage 1/2 (blocks 2-3 of 4), data 1/2, tensor 0/1, 1f1b schedule");
-  CHECK(Contains(pp2.out, "[rank 0] snapshots: none: a pipelined run is not snapshotted yet"));
+  CHECK(Contains(pp2.out, "[rank 0] snapshots: none: a pipelined or tensor-parallel run is not snapshotted yet"));
   CHECK_FALSE(Contains(dp2.out, "grid:"));
 
   const ProcessResult dp1 = job.Run(job.Config("dp1", "", 8), 1);
@@ -119,6 +126,56 @@ TEST_CASE("A pipeline that does not fit the job or the model is refused before t
   const ProcessResult deep = job.Run(job.Config("deep", R"({"stages": 5})", 10), 5);
   CHECK(deep.exit_code == 2);
   CHECK_MESSAGE(Contains(deep.err, "$.pipeline.stages: 5 is more than model.n_layer 4"), deep.err);
+}
+
+// Every printed loss of `got` within a relative `tolerance` of `want`'s.
+void CheckLossesClose(const std::vector<std::string>& got, const std::vector<std::string>& want, double tolerance) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::stod(got[i]) == doctest::Approx(std::stod(want[i])).epsilon(tolerance));
+  }
+}
+
+TEST_CASE("tensor_parallel.autotp_size: 2 tensor ranks x 2 copies, and 2 stages x 2 copies x 2 tensor ranks on 8 "
+          "ranks, follow the data-parallel run's losses") {
+  Job job;
+  const ProcessResult dp2 = job.Run(job.Config("dp2", "", 8), 2);
+  REQUIRE_MESSAGE(dp2.exit_code == 0, dp2.out << dp2.err);
+  const std::vector<std::string> want = Losses(dp2.out);
+  REQUIRE(want.size() == 7);
+  const ProcessResult tp2 = job.Run(job.Config("tp2", R"("tensor_parallel": {"autotp_size": 2})", 8), 4);
+  REQUIRE_MESSAGE(tp2.exit_code == 0, tp2.out << tp2.err);
+  // The partial products summed over the tensor group reassociate fp32 sums (docs/parallelism.md,
+  // "Tolerance"): within a relative 1e-5, a few units of the sixth printed digit.
+  CheckLossesClose(Losses(tp2.out), want, 1e-5);
+  const auto grid = GridLines(tp2.out);
+  REQUIRE(grid.size() == 4);
+  CHECK(grid.at(1) == "grid: stage 0/1 (blocks 0-3 of 4), data 0/2, tensor 1/2");
+  CHECK(grid.at(2) == "grid: stage 0/1 (blocks 0-3 of 4), data 1/2, tensor 0/2");
+
+  const ProcessResult three_d = job.Run(
+      job.Config("3d", R"("pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})", 8), 8);
+  REQUIRE_MESSAGE(three_d.exit_code == 0, three_d.out << three_d.err);
+  CheckLossesClose(Losses(three_d.out), want, 1e-5);
+  const auto grid8 = GridLines(three_d.out);
+  REQUIRE(grid8.size() == 8);
+  CHECK(grid8.at(5) == "grid: stage 1/2 (blocks 2-3 of 4), data 0/2, tensor 1/2, 1f1b schedule");
+}
+
+TEST_CASE("A tensor split that does not fit the model or the job is refused before training, naming the key") {
+  Job job;
+  const ProcessResult heads = job.Run(job.Config("heads", R"("tensor_parallel": {"autotp_size": 3})", 2), 3);
+  CHECK(heads.exit_code == 2);
+  CHECK_MESSAGE(Contains(heads.err, "$.tensor_parallel.autotp_size: 3 tensor ranks cannot share model.n_head 2 heads "
+                                    "evenly"),
+                heads.err);
+  const ProcessResult odd = job.Run(
+      job.Config("odd", R"("pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})", 6), 6);
+  CHECK(odd.exit_code == 2);
+  CHECK_MESSAGE(Contains(odd.err, "$.tensor_parallel.autotp_size: pipeline.stages 2 x tensor_parallel.autotp_size 2 "
+                                  "= 4 ranks per model copy does not divide the 6 ranks of the job"),
+                odd.err);
 }
 
 }  // namespace

@@ -6,10 +6,6 @@
 #include "runtime/ops/cpu/softmax.h"
 
 namespace dslaunch::runtime::ops {
-namespace {
-// Floor for a probability before its log: keeps the loss finite when softmax underflows to 0.
-constexpr float kMinProbability = 1e-30f;
-}  // namespace
 
 void EmbeddingForward(float* out, const int* tokens, const float* wte, const float* wpe, int b, int t, int c) {
   for (int i = 0; i < b * t; ++i) {

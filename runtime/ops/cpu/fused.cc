@@ -52,10 +52,14 @@ void LinearGeluForward(float* pre, float* out, const float* in, const float* wei
 void LinearResidualForward(float* out, const float* in, const float* weight, const float* bias,
                            const float* residual, int n, int in_dim, int out_dim) {
   LinearMatmul(out, in, weight, n, in_dim, out_dim);
-#pragma omp parallel for if (static_cast<long>(n) * out_dim >= kParallelMinElements)
+  BiasResidualForward(out, bias, residual, n, out_dim);
+}
+
+void BiasResidualForward(float* out, const float* bias, const float* residual, int n, int c) {
+#pragma omp parallel for if (static_cast<long>(n) * c >= kParallelMinElements)
   for (int r = 0; r < n; ++r) {
-    const long at = static_cast<long>(r) * out_dim;
-    BiasResidualRow(out + at, bias, residual + at, out_dim);
+    const long at = static_cast<long>(r) * c;
+    BiasResidualRow(out + at, bias, residual + at, c);
   }
 }
 

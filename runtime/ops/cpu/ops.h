@@ -77,6 +77,32 @@ void CrossEntropyForward(float* losses, float* probs, const float* logits, const
 // dlogits += (probs - onehot(target)) * dloss (dloss per row, e.g. 1/N for a mean loss).
 void CrossEntropyBackward(float* dlogits, const float* probs, const int* targets, float dloss, int n, int v);
 
+// Tensor parallelism (runtime/ops/cpu/tensor_parallel.cc; docs/parallelism.md, "Tensor
+// parallelism"): a rank holds rows [row_begin, row_end) of the vocabulary; the sums and maxima
+// over the tensor group between these steps are the caller's.
+// out[N][C] = wte_rows[token - row_begin] for the rank's tokens, 0 for the others (summed over the
+// group, each row is its token's embedding, exactly).
+void EmbeddingRowsForward(float* out, const int* tokens, const float* wte_rows, int row_begin, int row_end, int n,
+                          int c);
+// out[b][t][:] += wpe[t][:].
+void AddPositionEmbedding(float* out, const float* wpe, int b, int t, int c);
+// dwte_rows[token - row_begin] += dout for the rank's tokens; dwpe[t] += dout for every row.
+void EmbeddingRowsBackward(float* dwte_rows, float* dwpe, const float* dout, const int* tokens, int row_begin,
+                           int row_end, int b, int t, int c);
+// out[N][C] = (out + bias) + residual, in place: a row-parallel layer's summed partial products
+// finished as LinearResidualForward finishes its own.
+void BiasResidualForward(float* out, const float* bias, const float* residual, int n, int c);
+// The softmax cross-entropy over a vocabulary split into rows, in three passes with a maximum and
+// two sums over the group between them: (1) row_max[N] = the rank's maximum logit of each row
+// (-inf for no rows); the caller takes the maximum over the group. (2) probs[N][V] = exp(logit -
+// row_max), row_sum[N] = their sum; the caller sums row_sum over the group. (3) probs /= row_sum,
+// losses[N] = -log probs[target] where the rank holds the target, else 0; the caller sums losses
+// over the group. CrossEntropyBackward then takes targets - row_begin (outside [0, V): no one-hot).
+void SplitSoftmaxMax(float* row_max, const float* logits, int n, int v);
+void SplitSoftmaxExp(float* row_sum, float* probs, const float* logits, const float* row_max, int n, int v);
+void SplitCrossEntropyForward(float* losses, float* probs, const float* row_sum, const int* targets, int row_begin,
+                              int n, int v);
+
 // ReLU: out = max(x, 0). The backward passes dout where the saved input was > 0 (the subgradient
 // at exactly 0 is taken as 0, as PyTorch does).
 void ReluForward(float* out, const float* in, long count);

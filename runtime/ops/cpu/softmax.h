@@ -6,6 +6,10 @@
 
 namespace dslaunch::runtime::ops {
 
+// The floor under a target's probability before its log: the loss stays finite when the softmax
+// underflows to 0 (the cross-entropy, whole and split).
+inline constexpr float kMinProbability = 1e-30f;
+
 // out[0..len) = softmax(in[0..len)), max-subtracted; `out` may be `in` (in place). len >= 1.
 void SoftmaxRow(const float* in, float* out, int len);
 

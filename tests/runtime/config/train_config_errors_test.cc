@@ -62,20 +62,21 @@ TEST_CASE("An unknown key a few edits from a known key of the same object stays 
 TEST_CASE("The keys of current DeepSpeed releases are accepted as not implemented here, each named by its path") {
   json doc = BaseConfig();
   doc["torch_autocast"] = {{"enabled", true}, {"dtype", "bfloat16"}};
-  doc["tensor_parallel"] = {{"autotp_size", 1}};
+  doc["tensor_parallel"] = {{"autotp_size", 1}, {"tp_overlap_comm", true}};
   doc["zero_optimization"] = {{"stage", 1},
                               {"zeropp_loco_param", {{"err_beta", 0.8}, {"reset_T", 1024}}},
                               {"stage3_use_all_reduce_for_fetch_params", true}};
   Result<TrainConfig> c = Parse(doc);
   REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   CHECK(c->warnings.empty());
-  CHECK(c->unimplemented_keys == std::vector<std::string>{"$.zero_optimization.stage3_use_all_reduce_for_fetch_params",
+  CHECK(c->unimplemented_keys == std::vector<std::string>{"$.tensor_parallel.tp_overlap_comm",
+                                                          "$.zero_optimization.stage3_use_all_reduce_for_fetch_params",
                                                           "$.zero_optimization.zeropp_loco_param",
-                                                          "$.torch_autocast", "$.tensor_parallel"});
+                                                          "$.torch_autocast"});
   CHECK(UnimplementedWarning(*c) ==
         "warning: 4 DeepSpeed key(s) not implemented here, ignored: "
-        "$.zero_optimization.stage3_use_all_reduce_for_fetch_params, $.zero_optimization.zeropp_loco_param, "
-        "$.torch_autocast, $.tensor_parallel");
+        "$.tensor_parallel.tp_overlap_comm, $.zero_optimization.stage3_use_all_reduce_for_fetch_params, "
+        "$.zero_optimization.zeropp_loco_param, $.torch_autocast");
   CHECK(c->engine.zero.stage == 1);
 }
 

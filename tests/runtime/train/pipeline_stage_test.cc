@@ -106,7 +106,7 @@ Run Pipelined(int stages, PipeSchedule schedule, int zero_stage, std::vector<int
       ThreadCommunicatorGroup data(1);
       auto engine = Engine::Create(layout, data.Get(0), Options(zero_stage), std::span<const float>(initial));
       REQUIRE(engine.ok());
-      (*engine)->SetModelParallelGroup(&pipeline.Get(s));
+      (*engine)->SetModelParallelGroups({&pipeline.Get(s)});
       for (int step = 0; step < kSteps; ++step) {
         (*engine)->BeginStep(kMicroBatches);
         auto loss = stage.RunStep((*engine)->access(), 1.0f / kMicroBatches,

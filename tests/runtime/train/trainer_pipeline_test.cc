@@ -1,5 +1,6 @@
-// The training loop with the model split into pipeline stages (docs/parallelism.md) on in-process
-// ranks: against the data-parallel run of the same global batch, on the same data.
+// The training loop with the model split into pipeline stages and over tensor ranks
+// (docs/parallelism.md) on in-process ranks: against the data-parallel run of the same global
+// batch, on the same data.
 #include "runtime/train/trainer.h"
 
 #include <doctest/doctest.h>
@@ -18,9 +19,9 @@ namespace {
 
 using testing::ThreadCommunicatorGroup;
 
-// 4 blocks, so that 2 and 4 stages exist; 2 data-parallel copies of 2 sequences per micro-batch,
-// 4 micro-batches a step.
-TrainConfig Config(int stages, int zero_stage) {
+// 4 blocks, so that 2 and 4 stages exist; 4 heads, so that 2 and 4 tensor ranks exist; 2
+// data-parallel copies of 2 sequences per micro-batch, 4 micro-batches a step.
+TrainConfig Config(int stages, int zero_stage, int tensor = 1) {
   TrainConfig c;
   c.batch.micro_batch_per_gpu = 2;
   c.batch.gradient_accumulation_steps = 4;
@@ -28,33 +29,38 @@ TrainConfig Config(int stages, int zero_stage) {
   c.engine.zero.stage = zero_stage;
   c.engine.optimizer.lr = 3e-3;
   c.engine.optimizer.weight_decay = 0.01;
-  c.model = GptConfig{4, 2, 16, 8, 32};
+  c.model = GptConfig{4, 4, 16, 8, 32};
   c.data.seq_len = 8;
   c.train.steps = 6;
   c.train.eval_steps = 2;
   c.steps_per_print = 3;
   c.seed = 5;
   c.pipeline.stages = stages;
+  c.tensor_parallel.size = tensor;
   return c;
 }
 
-// Trains `config` on stages x 2 threads, each rank with its grid's groups.
+// Trains `config` on stages x 2 x tensor ranks threads, each rank with its grid's groups.
 std::vector<Result<TrainResult>> TrainPipelined(const TrainConfig& config, std::vector<std::string>* rank0_lines) {
-  const int stages = config.pipeline.stages, world = stages * 2;
-  const ProcessGrid grid = *ProcessGrid::Create(world, stages, 1);
+  const int stages = config.pipeline.stages, tensor = config.tensor_parallel.size, world = stages * 2 * tensor;
+  const ProcessGrid grid = *ProcessGrid::Create(world, stages, tensor);
   ThreadCommunicatorGroup everyone(world, std::chrono::seconds(30));
-  std::vector<std::unique_ptr<ThreadCommunicatorGroup>> pipelines, datas;
+  std::vector<std::unique_ptr<ThreadCommunicatorGroup>> pipelines, datas, tensors;
   for (int i = 0; i < grid.GroupCount(GridAxis::kPipeline); ++i) {
     pipelines.push_back(std::make_unique<ThreadCommunicatorGroup>(stages, std::chrono::seconds(30)));
   }
   for (int i = 0; i < grid.GroupCount(GridAxis::kData); ++i) {
     datas.push_back(std::make_unique<ThreadCommunicatorGroup>(2, std::chrono::seconds(30)));
   }
+  for (int i = 0; i < grid.GroupCount(GridAxis::kTensor); ++i) {
+    tensors.push_back(std::make_unique<ThreadCommunicatorGroup>(tensor, std::chrono::seconds(30)));
+  }
   std::vector<ModelParallelRun> runs(world);
   for (int r = 0; r < world; ++r) {
     const GridCoordinates at = grid.CoordinatesOf(r);
     runs[r] = ModelParallelRun{grid, &pipelines[grid.GroupIndex(r, GridAxis::kPipeline)]->Get(at.pipeline),
-                               &datas[grid.GroupIndex(r, GridAxis::kData)]->Get(at.data)};
+                               &datas[grid.GroupIndex(r, GridAxis::kData)]->Get(at.data),
+                               &tensors[grid.GroupIndex(r, GridAxis::kTensor)]->Get(at.tensor)};
   }
   const TrainData data = testing::PatternTokens(/*validation=*/true);
   std::vector<Result<TrainResult>> results(world, Status(StatusCode::kInternal, "not run"));
@@ -127,7 +133,7 @@ TEST_CASE("A pipelined run in fp16 and bf16 with recomputed blocks follows the d
 
 TEST_CASE("A pipelined model samples the data-parallel model's text from the same parameters") {
   // lr 0: the parameters stay the initial ones on both, so the logits are the same bits.
-  auto config_for = [](int stages) {
+  auto config_for = [](int stages) {  // with tensor ranks: the whole row of logits gathered
     TrainConfig c = Config(stages, 1);
     c.engine.optimizer.lr = 0;
     c.train.steps = 1;
@@ -142,10 +148,13 @@ TEST_CASE("A pipelined model samples the data-parallel model's text from the sam
     return hooks;
   });
   REQUIRE(reference[0].ok());
-  for (int stages : {2, 4}) {
+  for (auto [stages, tensor] : {std::pair{2, 1}, std::pair{4, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
     CAPTURE(stages);
+    CAPTURE(tensor);
     std::vector<std::string> lines;
-    const auto results = TrainPipelined(config_for(stages), &lines);
+    TrainConfig config = config_for(stages);
+    config.tensor_parallel.size = tensor;
+    const auto results = TrainPipelined(config, &lines);
     for (const auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
     auto sample = [](const std::vector<std::string>& all) {
       for (const std::string& l : all) {
@@ -156,6 +165,58 @@ TEST_CASE("A pipelined model samples the data-parallel model's text from the sam
     const std::string want = sample(whole_lines);
     REQUIRE(want.size() > std::string("sample:\n").size());  // 40 tokens, control bytes escaped
     CHECK(sample(lines) == want);
+  }
+}
+
+// Tensor ranks sum partial products where the whole model makes one: the losses follow the
+// data-parallel run's within fp32 reassociation (docs/parallelism.md, "Tolerance").
+void CheckFollowsDataParallel(const TrainResult& got, const TrainResult& want, double tolerance) {
+  REQUIRE(got.losses.size() == want.losses.size());
+  for (size_t i = 0; i < want.losses.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got.losses[i] == doctest::Approx(want.losses[i]).epsilon(tolerance));
+  }
+  CHECK(got.val_loss == doctest::Approx(want.val_loss).epsilon(tolerance));
+}
+
+TEST_CASE("Trained on 2 and 4 tensor ranks x 2 data-parallel copies, at ZeRO 0, 1 and 3, the losses follow the "
+          "data-parallel run's") {
+  for (int zero_stage : {0, 1, 3}) {
+    // Clipped at every step: the whole model's norm, each whole tensor counted once, decides it.
+    auto config_for = [&](int tensor) {
+      TrainConfig c = Config(1, zero_stage, tensor);
+      c.engine.gradient_clipping = 0.05;
+      return c;
+    };
+    const auto reference = testing::TrainOnThreads(2, config_for(1), testing::PatternTokens(true));
+    REQUIRE(reference[0].ok());
+    for (int tensor : {2, 4}) {
+      CAPTURE(zero_stage);
+      CAPTURE(tensor);
+      const auto results = TrainPipelined(config_for(tensor), nullptr);
+      for (const auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+      CheckFollowsDataParallel(*results[0], *reference[0], 1e-5);
+      for (const auto& r : results) CHECK(r->losses == results[0]->losses);  // every rank reports them
+    }
+  }
+}
+
+TEST_CASE("Trained on 2 stages x 2 data-parallel copies x 2 tensor ranks (8 ranks), in fp32 and bf16, the losses "
+          "follow the data-parallel run's") {
+  for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    const std::string name(PrecisionName(precision));
+    CAPTURE(name);
+    auto config_for = [&](int stages, int tensor) {
+      TrainConfig c = Config(stages, 1, tensor);
+      c.engine.precision = precision;
+      c.engine.gradient_clipping = 0.05;  // the norm over every part decides the clipping
+      return c;
+    };
+    const auto reference = testing::TrainOnThreads(2, config_for(1, 1), testing::PatternTokens(true));
+    REQUIRE(reference[0].ok());
+    const auto results = TrainPipelined(config_for(2, 2), nullptr);
+    for (const auto& r : results) REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CheckFollowsDataParallel(*results[0], *reference[0], precision == Precision::kFp32 ? 1e-5 : 1e-3);
   }
 }
 
