@@ -37,6 +37,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+disk_space_require "$work" $((4 << 30)) "the optimizer state and parameters swapped to disk"
 
 python3 - "$work" "$n_layer" "$n_embd" "$steps" <<'PY'
 import json, os, sys

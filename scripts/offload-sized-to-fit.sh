@@ -29,6 +29,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+disk_space_require "$work" $((2 << 30)) "the optimizer state and parameters swapped to disk"
 
 # Any text will do: a few steps of a batch of one sequence.
 "$bin/dslaunch-worker" prepare-text /usr/share/common-licenses/GPL-3 "$work/train.bin" > /dev/null

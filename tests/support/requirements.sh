@@ -31,3 +31,15 @@ skip_or_fail() {
   echo "DSLAUNCH_TEST_SKIPPED: $1: $2"
   exit 0
 }
+
+# disk_space_require DIR BYTES WHAT: fails (exit 1) unless DIR's file system has BYTES free, naming
+# both figures and WHAT needs them, so that a full disk is said as such rather than met as a
+# write error halfway through a test.
+disk_space_require() {
+  local free
+  free=$(( $(df --output=avail -k "$1" | tail -1) * 1024 ))
+  if (( free < $2 )); then
+    echo "FAIL: $1 has $(( free >> 20 )) MiB free; $3 needs about $(( $2 >> 20 )) MiB there (free some space: df -h $1)" >&2
+    exit 1
+  fi
+}
