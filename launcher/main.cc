@@ -20,6 +20,7 @@
 #include "common/cpu_count.h"
 #include "common/env_names.h"
 #include "common/exit_codes.h"
+#include "common/file_io.h"
 #include "common/process_tree.h"
 #include "common/route.h"
 #include "common/text.h"
@@ -34,6 +35,7 @@
 #include "launcher/job/job_runner.h"
 #include "launcher/job/starter_choice.h"
 #include "launcher/plan/launch_plan.h"
+#include "launcher/plan/model_grid.h"
 #include "launcher/cli/node_mode_options.h"
 #include "launcher/node_mode/node_role.h"
 #include "launcher/machine/open_files_limit.h"
@@ -524,6 +526,9 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
     po.store_address = kDryRunStoreAddress;
     auto plan = PlanLaunch(*resources, po);
     if (!plan.ok()) return Fail(plan.status(), kUsageError);
+    if (po.program.kind == ProgramKind::kTrainConfig) {
+      SetModelGrid(*plan, ReadModelGridSizes(po.program.program, [](const std::string& path) { return ReadFile(path); }));
+    }
     std::cout << (*cli.dry_run == DryRunFormat::kJson ? FormatPlanJson(*plan) : FormatPlanTable(*plan));
     return 0;
   }

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/process_grid.h"
 #include "common/status.h"
 #include "launcher/plan/resource_filter.h"
 
@@ -84,6 +86,11 @@ struct LaunchPlan : PlanFacts {
   int world_size = 0;
   std::string master_addr;  // resolved: never empty
   std::vector<NodePlan> nodes;
+  // A train.json that splits its model (pipeline stages, tensor ranks: docs/parallelism.md): the
+  // process grid of the world, from which the printed plan gives each rank's coordinates
+  // (SetModelGrid, launcher/plan/model_grid.h). Or why it could not be made. Both empty otherwise.
+  std::optional<ProcessGrid> grid;
+  std::string grid_error;
 };
 
 struct PlanOptions : PlanFacts {

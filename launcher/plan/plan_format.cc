@@ -14,23 +14,24 @@
 namespace dslaunch::launcher {
 namespace {
 
-constexpr std::size_t kColumns = 6;
-using Row = std::array<std::string, kColumns>;
+using Row = std::vector<std::string>;
 
-// Left-aligned columns separated by two spaces; the last column is not padded.
+// Left-aligned columns separated by two spaces; the last column is not padded. Every row has the
+// first row's number of cells.
 std::string RenderTable(const std::vector<Row>& rows) {
-  std::array<std::size_t, kColumns> width{};
+  const std::size_t columns = rows.front().size();
+  std::vector<std::size_t> width(columns);
   for (const Row& row : rows) {
-    for (std::size_t c = 0; c < kColumns; ++c) {
+    for (std::size_t c = 0; c < columns; ++c) {
       if (row[c].size() <= kMaxPaddedCellWidth) width[c] = std::max(width[c], row[c].size());
     }
   }
   std::string out;
   for (const Row& row : rows) {
     std::string line;
-    for (std::size_t c = 0; c < kColumns; ++c) {
+    for (std::size_t c = 0; c < columns; ++c) {
       line += row[c];
-      if (c + 1 < kColumns) line += std::string(width[c] - std::min(width[c], row[c].size()) + 2, ' ');
+      if (c + 1 < columns) line += std::string(width[c] - std::min(width[c], row[c].size()) + 2, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line;
@@ -53,6 +54,17 @@ std::string ExportLines(const LaunchPlan& plan) {
     out += '\n';
   }
   return out;
+}
+
+// "2 stages x 2 data x 2 tensor" and "stage 1, data 0, tensor 1"-like cells of the grid.
+std::string GridSizes(const ProcessGrid& grid) {
+  const GridShape& s = grid.shape();
+  return std::to_string(s.pipeline) + " stage(s) x " + std::to_string(s.data) + " data x " +
+         std::to_string(s.tensor) + " tensor";
+}
+std::string GridCell(const ProcessGrid& grid, int rank) {
+  const GridCoordinates at = grid.CoordinatesOf(rank);
+  return std::to_string(at.pipeline) + "/" + std::to_string(at.data) + "/" + std::to_string(at.tensor);
 }
 
 }  // namespace
@@ -82,21 +94,30 @@ std::string FormatPlanTable(const LaunchPlan& plan) {
            (plan.bind_core_list.empty() ? std::string("each node's CPU affinity") : FormatCpuList(plan.bind_core_list)) +
            "\n";
   }
+  if (plan.grid) out += "grid " + GridSizes(*plan.grid) + " (train.json's pipeline and tensor_parallel)\n";
+  if (!plan.grid_error.empty()) out += "grid: none: " + plan.grid_error + "\n";
   out += ExportLines(plan);
 
+  // With a grid, a column of each rank's stage/data/tensor coordinates before argv.
+  auto row = [&](Row cells, const std::string& grid_cell, std::string argv) {
+    if (plan.grid) cells.push_back(grid_cell);
+    cells.push_back(std::move(argv));
+    return cells;
+  };
   std::vector<Row> rows;
-  rows.push_back({"node", "host", "slots", "rank", "local", "argv"});
+  rows.push_back(row({"node", "host", "slots", "rank", "local"}, "stage/data/tensor", "argv"));
   for (const NodePlan& node : plan.nodes) {
     std::string host = node.user.empty() ? node.host : node.user + "@" + node.host;
     bool first = true;
     for (const WorkerPlan& worker : node.workers) {
-      rows.push_back({first ? std::to_string(node.node_rank) : "", first ? host : "",
-                      first ? SlotRanges(node.slots) : "", std::to_string(worker.rank),
-                      std::to_string(worker.local_rank), ShellJoin(worker.argv)});
+      rows.push_back(row({first ? std::to_string(node.node_rank) : "", first ? host : "",
+                          first ? SlotRanges(node.slots) : "", std::to_string(worker.rank),
+                          std::to_string(worker.local_rank)},
+                         plan.grid ? GridCell(*plan.grid, worker.rank) : "", ShellJoin(worker.argv)));
       first = false;
     }
     if (node.workers.empty()) {
-      rows.push_back({std::to_string(node.node_rank), host, SlotRanges(node.slots), "-", "-", "-"});
+      rows.push_back(row({std::to_string(node.node_rank), host, SlotRanges(node.slots), "-", "-"}, "-", "-"));
     }
   }
   out += RenderTable(rows);
@@ -109,10 +130,15 @@ std::string FormatPlanJson(const LaunchPlan& plan) {
   for (const NodePlan& node : plan.nodes) {
     json workers = json::array();
     for (const WorkerPlan& worker : node.workers) {
-      workers.push_back(json{{"rank", worker.rank},
-                             {"local_rank", worker.local_rank},
-                             {"argv", worker.argv},
-                             {"env", RedactEnvironment(WorkerOwnEnvironment(worker))}});
+      json entry{{"rank", worker.rank},
+                 {"local_rank", worker.local_rank},
+                 {"argv", worker.argv},
+                 {"env", RedactEnvironment(WorkerOwnEnvironment(worker))}};
+      if (plan.grid) {
+        const GridCoordinates at = plan.grid->CoordinatesOf(worker.rank);
+        entry["grid"] = json{{"stage", at.pipeline}, {"data", at.data}, {"tensor", at.tensor}};
+      }
+      workers.push_back(std::move(entry));
     }
     nodes.push_back(json{{"node_rank", node.node_rank},
                          {"user", node.user},
@@ -131,6 +157,11 @@ std::string FormatPlanJson(const LaunchPlan& plan) {
            {"bind_cores_to_rank", plan.bind_cores_to_rank},
            {"bind_core_list", FormatCpuList(plan.bind_core_list)},
            {"nodes", std::move(nodes)}};
+  if (plan.grid) {
+    const GridShape& s = plan.grid->shape();
+    doc["grid"] = json{{"pipeline", s.pipeline}, {"data", s.data}, {"tensor", s.tensor}};
+  }
+  if (!plan.grid_error.empty()) doc["grid_error"] = plan.grid_error;
   // Invalid UTF-8 in an argument or variable is replaced (U+FFFD) instead of throwing: dump()
   // would otherwise raise type_error.316, and a dry run must always print.
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

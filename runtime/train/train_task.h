@@ -18,7 +18,7 @@
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
 #include "runtime/data/idx_data.h"
-#include "runtime/parallel/process_grid.h"
+#include "common/process_grid.h"
 
 namespace dslaunch::runtime {
 

@@ -163,6 +163,23 @@ TEST_CASE("tensor_parallel.autotp_size: 2 tensor ranks x 2 copies, and 2 stages 
   CHECK(grid8.at(5) == "grid: stage 1/2 (blocks 2-3 of 4), data 0/2, tensor 1/2, 1f1b schedule");
 }
 
+TEST_CASE("--dry-run gives each rank of a pipelined, tensor-parallel train.json the coordinates its worker prints") {
+  Job job;
+  const std::string config =
+      job.Config("3d", R"("pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})", 8);
+  const ProcessResult plan =
+      RunProcess({kLauncher, "--dry-run", "--nproc_per_node", "8", config}, kJobTimeout);
+  REQUIRE_MESSAGE(plan.exit_code == 0, plan.out << plan.err);
+  CHECK(Contains(plan.out, "grid 2 stage(s) x 2 data x 2 tensor (train.json's pipeline and tensor_parallel)\n"));
+  // Rank 5: stage 1, data 0, tensor 1, as its worker's line says in the run above.
+  CHECK(Contains(plan.out, "5     5      1/0/1              "));
+  CHECK_FALSE(Contains(plan.out, "[rank"));  // nothing started
+  const ProcessResult odd = RunProcess({kLauncher, "--dry-run=json", "--nproc_per_node", "6", config}, kJobTimeout);
+  REQUIRE_MESSAGE(odd.exit_code == 0, odd.out << odd.err);
+  CHECK(Contains(odd.out, R"("grid_error": "pipeline.stages 2 x tensor_parallel.autotp_size 2 = 4 ranks per model )"
+                          R"(copy does not divide the 6 ranks of the job)"));
+}
+
 TEST_CASE("A tensor split that does not fit the model or the job is refused before training, naming the key") {
   Job job;
   const ProcessResult heads = job.Run(job.Config("heads", R"("tensor_parallel": {"autotp_size": 3})", 2), 3);

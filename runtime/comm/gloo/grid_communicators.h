@@ -3,7 +3,7 @@
 //
 // Every rank forms its groups in the same order (pipeline, data, tensor), and the groups along one
 // axis are disjoint, so forming them cannot wait on each other. The group along an axis gets its
-// own Gloo context id, 1 + axis x world + the group's index (runtime/parallel/process_grid.h,
+// own Gloo context id, 1 + axis x world + the group's index (common/process_grid.h,
 // GroupIndex), so its store keys ("gloo/ctx<id>/") are the group's alone; the world communicator
 // keeps `options.context_id` (0).
 #pragma once
@@ -13,7 +13,7 @@
 #include "common/status.h"
 #include "common/store/store_client.h"
 #include "runtime/comm/gloo/communicator.h"
-#include "runtime/parallel/process_grid.h"
+#include "common/process_grid.h"
 
 namespace dslaunch::runtime {
 

@@ -1,8 +1,8 @@
-#include "runtime/parallel/process_grid.h"
+#include "common/process_grid.h"
 
 #include "common/check.h"
 
-namespace dslaunch::runtime {
+namespace dslaunch {
 
 const char* GridAxisName(GridAxis axis) {
   switch (axis) {
@@ -134,4 +134,4 @@ std::string ProcessGrid::Describe(int rank) const {
          std::to_string(shape_.tensor);
 }
 
-}  // namespace dslaunch::runtime
+}  // namespace dslaunch

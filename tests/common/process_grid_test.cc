@@ -1,4 +1,4 @@
-#include "runtime/parallel/process_grid.h"
+#include "common/process_grid.h"
 
 #include <doctest/doctest.h>
 

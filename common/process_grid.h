@@ -1,5 +1,6 @@
 // ProcessGrid: the world split into pipeline-, data- and tensor-parallel groups (docs/parallelism.md,
-// "The grid"). Pure arithmetic on ranks.
+// "The grid"). Pure arithmetic on ranks, shared by the runtime (its groups) and the launcher (each
+// rank's place in `--dry-run`).
 //
 // The axes are ordered as DeepSpeed's PipeModelDataParallelTopology orders them: pipeline
 // outermost, then data, tensor innermost, so
@@ -18,7 +19,7 @@
 
 #include "common/status.h"
 
-namespace dslaunch::runtime {
+namespace dslaunch {
 
 enum class GridAxis { kPipeline, kData, kTensor };
 
@@ -78,4 +79,4 @@ class ProcessGrid {
   GridShape shape_;
 };
 
-}  // namespace dslaunch::runtime
+}  // namespace dslaunch
