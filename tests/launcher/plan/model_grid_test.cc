@@ -102,6 +102,8 @@ TEST_CASE("The printed plan gives each rank its stage, data and tensor coordinat
   CHECK(table.find("grid 2 stage(s) x 2 data x 2 tensor (train.json's pipeline and tensor_parallel)\n") !=
         std::string::npos);
   CHECK(table.find("node  host  slots  rank  local  stage/data/tensor  argv\n") != std::string::npos);
+  CHECK(table.find("\n1     b     0-3    4     0      1/0/0              dslaunch-worker train /cfg/train.json\n") !=
+        std::string::npos);
   CHECK(table.find("\n                   5     1      1/0/1              dslaunch-worker train /cfg/train.json\n") !=
         std::string::npos);
 }
