@@ -11,9 +11,14 @@
 #include <vector>
 
 #include "tests/fakes/flat_parameter_access.h"
+#include "tests/runtime/models/model_parts.h"
 
 namespace dslaunch::runtime {
 namespace {
+
+using testing::ByName;
+using testing::SameBits;
+using testing::SmallBatch;
 
 // 5 blocks, so that parts of 1, 2 and 2 blocks and a middle part exist; odd sizes everywhere.
 GptConfig Small(int recompute = 0) {
@@ -21,30 +26,6 @@ GptConfig Small(int recompute = 0) {
   config.recompute_blocks = recompute;
   return config;
 }
-
-// Every tensor's values by name.
-std::map<std::string, std::vector<float>> ByName(const ParameterLayout& layout, const std::vector<float>& flat) {
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& g : layout.groups()) {
-    for (const auto& t : g.tensors) out[t.name].assign(flat.begin() + t.offset, flat.begin() + t.offset + t.numel);
-  }
-  return out;
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-struct Batch {
-  int b = 2, t = 6;
-  std::vector<int> tokens, targets;
-  Batch() {
-    for (int i = 0; i < b * t; ++i) {
-      tokens.push_back((i * 7 + 3) % 13);
-      targets.push_back((i * 5 + 1) % 13);
-    }
-  }
-};
 
 TEST_CASE("A part's layout and initial values are the whole model's tensors of its blocks") {
   const GptConfig config = Small();
@@ -78,12 +59,12 @@ TEST_CASE("A part's layout and initial values are the whole model's tensors of i
 // compares everything that crosses a cut and every gradient.
 void CheckPartsMatchWhole(int recompute) {
   const GptConfig config = Small(recompute);
-  const Batch batch;
+  const SmallBatch batch;
   const float scale = 8.0f;
   GptModel whole(config, batch.b);
   std::vector<float> all(whole.layout().numel()), all_grad(whole.layout().numel(), 0.0f);
   whole.InitParameters(all, 99);
-  testing::FlatParameterAccess whole_access(whole.layout(), all, all_grad);
+  dslaunch::testing::FlatParameterAccess whole_access(whole.layout(), all, all_grad);
   const float whole_loss = whole.Forward(whole_access, batch.tokens.data(), batch.targets.data(), batch.b, batch.t);
   whole.Backward(whole_access, scale);
   const auto want_grad = ByName(whole.layout(), all_grad);
@@ -97,7 +78,7 @@ void CheckPartsMatchWhole(int recompute) {
     grads.emplace_back(models.back().layout().numel(), 0.0f);
     models.back().InitParameters(values.back(), 99);
   }
-  std::vector<testing::FlatParameterAccess> access;
+  std::vector<dslaunch::testing::FlatParameterAccess> access;
   for (int p = 0; p < 3; ++p) access.emplace_back(models[p].layout(), values[p], grads[p]);
   // The last part reads wte where the first part keeps it, and adds its gradient apart.
   const size_t wte = static_cast<size_t>(config.vocab_size) * config.n_embd;

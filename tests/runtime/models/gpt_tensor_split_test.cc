@@ -15,10 +15,15 @@
 #include "runtime/models/gpt.h"
 #include "runtime/train/communicator_tensor_group.h"
 #include "tests/fakes/flat_parameter_access.h"
+#include "tests/runtime/models/model_parts.h"
 #include "tests/fakes/thread_communicator.h"
 
 namespace dslaunch::runtime {
 namespace {
+
+using testing::ByName;
+using testing::SameBits;
+using testing::SmallBatch;
 
 // 4 heads (splits of 2 and 4), a vocabulary of 13 (uneven rows: 4, 3, 3, 3 on four ranks).
 GptConfig Small(int recompute = 0) {
@@ -28,14 +33,6 @@ GptConfig Small(int recompute = 0) {
 }
 
 using Tensors = std::map<std::string, std::vector<float>>;
-
-Tensors ByName(const ParameterLayout& layout, const std::vector<float>& flat) {
-  Tensors out;
-  for (const auto& g : layout.groups()) {
-    for (const auto& t : g.tensors) out[t.name].assign(flat.begin() + t.offset, flat.begin() + t.offset + t.numel);
-  }
-  return out;
-}
 
 bool EndsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -83,10 +80,6 @@ std::vector<float> ShareOf(const GptConfig& config, const std::string& name, con
 bool Split(const std::string& name) {
   return name == "wte.weight" || EndsWith(name, "c_attn.weight") || EndsWith(name, "c_attn.bias") ||
          EndsWith(name, "c_proj.weight") || EndsWith(name, "c_fc.weight") || EndsWith(name, "c_fc.bias");
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Norm-wise: ||got - want|| <= tolerance x ||want||. Reassociated sums differ by a few roundings
@@ -156,24 +149,13 @@ TEST_CASE("A tensor rank's tensors are its slices of the whole model's, and its 
   CHECK(ValidateGptTensorSplit(config, 4).ok());
 }
 
-struct Batch {
-  int b = 2, t = 6;
-  std::vector<int> tokens, targets;
-  Batch() {
-    for (int i = 0; i < b * t; ++i) {
-      tokens.push_back((i * 7 + 3) % 13);
-      targets.push_back((i * 5 + 1) % 13);
-    }
-  }
-};
-
 // The whole model and t tensor ranks on one batch, forward and backward twice (accumulating):
 // losses and every gradient compared slice by slice.
 void CheckSplitMatchesWhole(int t, int recompute) {
   CAPTURE(t);
   CAPTURE(recompute);
   const GptConfig config = Small(recompute);
-  const Batch batch;
+  const SmallBatch batch;
   const float scale = 4.0f;
   GptModel whole(config, batch.b);
   std::vector<float> all(whole.layout().numel()), all_grad(whole.layout().numel(), 0.0f);
@@ -242,7 +224,7 @@ TEST_CASE("Tensor ranks with recomputed blocks give the same results") {
 TEST_CASE("A tensor rank whose peer is gone keeps the group's failure") {
   testing::ThreadCommunicatorGroup group(2, std::chrono::milliseconds(200));
   const GptConfig config = Small();
-  const Batch batch;
+  const SmallBatch batch;
   CommunicatorTensorGroup tensor_group(group.Get(0));
   GptModel model(config, batch.b, GptPart{0, -1, 0, 2});
   model.SetTensorGroup(tensor_group);

@@ -1,6 +1,7 @@
-// train.json's pipeline section (docs/parallelism.md, docs/train-json.md "pipeline"): read into
-// PipelineConfig, the batch counted over the data-parallel copies, and what a pipelined run cannot
-// take refused before it starts, naming the key.
+// train.json's pipeline and tensor_parallel sections (docs/parallelism.md, docs/train-json.md
+// "pipeline" and "tensor_parallel"): read into PipelineConfig and TensorParallelConfig, the batch
+// counted over the data-parallel copies, and what a pipelined or tensor-parallel run cannot take
+// refused before it starts, naming the key.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -10,10 +11,10 @@
 namespace dslaunch::runtime {
 namespace {
 
-// A valid train.json of a 4-layer gpt (or the mlp) with `extra` appended at the top level.
+// A valid train.json of a 4-layer, 4-head gpt (or the mlp) with `extra` appended at the top level.
 std::string Config(const std::string& extra, bool mlp = false) {
   const std::string model = mlp ? R"({"type": "mlp", "layers": [784, 10]})"
-                                : R"({"type": "gpt", "n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 16})";
+                                : R"({"type": "gpt", "n_layer": 4, "n_head": 4, "n_embd": 32, "block_size": 16})";
   const std::string data = mlp ? R"({"format": "idx", "train": "x.idx", "train_labels": "y.idx"})"
                                : R"({"train": "data/train.bin"})";
   return R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW"},
@@ -82,6 +83,71 @@ TEST_CASE("A pipeline the job, the model or the other sections cannot take is re
       {R"(, "pipeline": {"stages": 2, "partition_method": "type:transformer"})", 4,
        "train.json: $.pipeline.partition_method: expected one of parameters, uniform, got \"type:transformer\""},
       {R"(, "pipeline": {"stages": 0})", 4, "train.json: $.pipeline.stages: expected an integer"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.extra);
+    auto parsed = Parse(Config(c.extra, c.mlp), c.world);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(parsed.status().message().find(c.error) != std::string::npos, parsed.status().message());
+  }
+}
+
+TEST_CASE("tensor_parallel.autotp_size sets the tensor ranks, and DeepSpeed's 0 or an absent section is 1") {
+  auto none = Parse(Config(""), 4);
+  REQUIRE_MESSAGE(none.ok(), none.status().ToString());
+  CHECK(none->tensor_parallel.size == 1);
+  CHECK(RanksPerModelCopy(*none) == 1);
+  auto off = Parse(Config(R"(, "tensor_parallel": {"autotp_size": 0})"), 4);
+  REQUIRE_MESSAGE(off.ok(), off.status().ToString());
+  CHECK(off->tensor_parallel.size == 1);
+
+  auto set = Parse(Config(R"(, "tensor_parallel": {"autotp_size": 2})"), 4);
+  REQUIRE_MESSAGE(set.ok(), set.status().ToString());
+  CHECK(set->tensor_parallel.size == 2);
+  // The batch counts the data-parallel copies: 4 ranks / 2 tensor ranks, 2 micro-batches of 2 each.
+  CHECK(set->batch.gradient_accumulation_steps == 4);
+  // With stages too: 8 ranks / (2 stages x 2 tensor ranks).
+  auto both = Parse(Config(R"(, "pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})"), 8);
+  REQUIRE_MESSAGE(both.ok(), both.status().ToString());
+  CHECK(RanksPerModelCopy(*both) == 4);
+  CHECK(both->batch.gradient_accumulation_steps == 4);
+
+  // DeepSpeed's AutoTP keys for Hugging Face models are recognised and change nothing.
+  auto deepspeed = Parse(Config(R"(, "tensor_parallel": {"autotp_size": 2, "tp": {"tp_size": 2}, "dtype": "bf16",
+                                   "tp_overlap_comm": false, "keep_module_on_host": false, "preset_model": "llama",
+                                   "partition_config": {}, "injection_policy_tuple": null})"),
+                         4);
+  REQUIRE_MESSAGE(deepspeed.ok(), deepspeed.status().ToString());
+  CHECK(deepspeed->tensor_parallel.size == 2);
+  CHECK(deepspeed->unimplemented_keys.size() == 7);
+}
+
+TEST_CASE("A tensor split the job, the model or the other sections cannot take is refused, naming the key") {
+  struct Case {
+    std::string extra;
+    int world;
+    std::string error;
+    bool mlp = false;
+  };
+  const Case cases[] = {
+      {R"(, "tensor_parallel": {"autotp_size": 3})", 3,
+       "train.json: $.tensor_parallel.autotp_size: 3 tensor ranks cannot share model.n_head 4 heads evenly; choose a "
+       "size that divides n_head"},
+      {R"(, "tensor_parallel": {"autotp_size": 4})", 6,
+       "train.json: $.tensor_parallel.autotp_size: pipeline.stages 1 x tensor_parallel.autotp_size 4 = 4 ranks per "
+       "model copy does not divide the 6 ranks of the job: give the job a multiple of 4 ranks, or change the two "
+       "sizes"},
+      {R"(, "pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})", 6,
+       "train.json: $.tensor_parallel.autotp_size: pipeline.stages 2 x tensor_parallel.autotp_size 2 = 4 ranks per "
+       "model copy does not divide the 6 ranks of the job"},
+      {R"(, "tensor_parallel": {"autotp_size": 2}, "checkpoint": {"dir": "ckpt"})", 4,
+       "train.json: $.checkpoint.dir: with tensor_parallel.autotp_size 2: checkpoints of a tensor-parallel run are not "
+       "written yet (docs/parallelism.md); leave checkpoint.dir out, or train without tensor_parallel"},
+      {R"(, "tensor_parallel": {"autotp_size": 2})", 2,
+       "train.json: $.tensor_parallel.autotp_size: 2: only the gpt model is split over tensor ranks", true},
+      {R"(, "tensor_parallel": {"autotp_size": -1})", 4, "train.json: $.tensor_parallel.autotp_size:"},
+      {R"(, "tensor_parallel": {"autotp_size": "auto"})", 4, "train.json: $.tensor_parallel.autotp_size:"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.extra);
