@@ -119,12 +119,11 @@ GptModel::GptModel(const GptConfig& config, int max_batch, GptPart part) : confi
                  part.tensor_rank < part.tensor_size)
       << "tensor rank " << part.tensor_rank << " of " << part.tensor_size << " for " << config.n_head << " heads";
   tensor_rank_ = part.tensor_rank, tensor_size_ = part.tensor_size;
-  const Widths widths = WidthsOf(config, part);
-  heads_ = widths.heads, attn_ = widths.attn, mlp_ = widths.mlp, vocab_ = widths.vocab;
+  widths_ = WidthsOf(config, part);
   BuildLayout();
   const size_t n = static_cast<size_t>(max_batch) * config.block_size;
-  const size_t c = config.n_embd, l = blocks_, v = last() ? vocab_.size() : 0, nh = heads_;
-  const size_t a = attn_, m = mlp_;
+  const size_t c = config.n_embd, l = blocks_, v = last() ? widths_.vocab.size() : 0, nh = widths_.heads;
+  const size_t a = widths_.attn, m = widths_.mlp;
   const size_t s = BlockSlots(config, part);  // sets of block internals: l, or fewer with recomputation
   const size_t tt = static_cast<size_t>(config.block_size) * config.block_size;
   const size_t head_rows = last() ? n : 0;
@@ -149,17 +148,10 @@ void GptModel::SetTensorGroup(TensorGroup& group) {
   tensor_group_ = &group;
 }
 
-void GptModel::GroupSum(float* data, size_t count) {
+void GptModel::GroupReduce(Status (TensorGroup::*op)(std::span<float>), float* data, size_t count) {
   if (!split()) return;
   DSLAUNCH_CHECK(tensor_group_ != nullptr) << "a tensor-parallel part needs SetTensorGroup";
-  Status done = tensor_group_->Sum(std::span<float>(data, count));
-  if (status_.ok() && !done.ok()) status_ = std::move(done);
-}
-
-void GptModel::GroupMax(float* data, size_t count) {
-  if (!split()) return;
-  DSLAUNCH_CHECK(tensor_group_ != nullptr) << "a tensor-parallel part needs SetTensorGroup";
-  Status done = tensor_group_->Max(std::span<float>(data, count));
+  Status done = (tensor_group_->*op)(std::span<float>(data, count));
   if (status_.ok() && !done.ok()) status_ = std::move(done);
 }
 
@@ -243,23 +235,20 @@ size_t GptModel::activation_bytes() const {
 }
 
 void GptModel::BuildLayout() {
-  const int c = config_.n_embd, a = attn_, m = mlp_, r = tensor_rank_;
+  const int c = config_.n_embd, a = widths_.attn, m = widths_.mlp, r = tensor_rank_;
   const size_t cc = static_cast<size_t>(c);
   // The whole model's tensors in order, each with its initialisation: the seed stream advances
   // over the normal tensors only (GPT-2's scheme: InitRange), by the whole tensor's count, so a
   // part's tensors, and a tensor rank's slices of them, find their values where they lie in it.
   const float proj_std = kInitStd / std::sqrt(2.0f * static_cast<float>(std::max(1, config_.n_layer)));
   uint64_t draws = 0;
+  // A tensor without a slice is whole: one run of all its values.
   auto add = [&](bool keep, const std::string& name, size_t whole, std::vector<int> shape, bool decay, float stddev,
                  float constant, std::optional<Slice> slice = std::nullopt) -> size_t {
-    const TensorInit init{draws, stddev, constant, slice.value_or(Slice{0, 0, 0, 1}), !slice.has_value()};
+    const TensorInit init{draws, stddev, constant, slice.value_or(Slice{0, 0, whole, 1}), !slice.has_value()};
     if (stddev > 0) draws += NormalDraws(whole);
     if (!keep) return 0;
     init_.push_back(init);
-    if (init_.back().slice.run == 0) {
-      init_.back().slice.run = 1;
-      for (int d : shape) init_.back().slice.run *= static_cast<size_t>(d);
-    }
     return layout_.Add(name, std::move(shape), decay);
   };
   // Rows [from, from + rows) of a [*][cols] tensor; columns [from, from + cols) of each of `rows`
@@ -269,7 +258,7 @@ void GptModel::BuildLayout() {
   std::optional<Slice> wte, attn_w, attn_b, proj_w, fc_w, fc_b, fc_proj_w;
   if (split()) {
     const size_t sa = static_cast<size_t>(r) * a, sm = static_cast<size_t>(r) * m;
-    wte = rows(vocab_.begin, vocab_.size(), cc);
+    wte = rows(widths_.vocab.begin, widths_.vocab.size(), cc);
     attn_w = Slice{sa * cc, cc * cc, static_cast<size_t>(a) * cc, 3};  // its heads of q, of k, of v
     attn_b = Slice{sa, cc, static_cast<size_t>(a), 3};
     proj_w = columns(sa, a, cc, cc);
@@ -277,7 +266,7 @@ void GptModel::BuildLayout() {
     fc_b = rows(sm, m, 1);
     fc_proj_w = columns(sm, m, cc, 4 * cc);
   }
-  const int v = static_cast<int>(vocab_.size());
+  const int v = static_cast<int>(widths_.vocab.size());
   if (first()) layout_.BeginGroup("embeddings");
   add(first(), "wte.weight", static_cast<size_t>(config_.vocab_size) * cc, {v, c}, true, kInitStd, 0, wte);
   wpe_offset_ = add(first(), "wpe.weight", static_cast<size_t>(config_.block_size) * cc, {config_.block_size, c}, true,
@@ -347,8 +336,8 @@ GptModel::BlockActivations GptModel::Block(int l) {
   // The part's recomputed blocks share slot 0; the others have one slot each after it.
   const int recomputed = recompute_;
   const size_t slot = recomputed == 0 ? l : l < recomputed ? 0 : l - recomputed + 1;
-  const size_t n = static_cast<size_t>(b_) * t_, nc = n * config_.n_embd, na = n * attn_, nm = n * mlp_;
-  const size_t natt = static_cast<size_t>(b_) * heads_ * t_ * t_;
+  const size_t n = static_cast<size_t>(b_) * t_, nc = n * config_.n_embd, na = n * widths_.attn, nm = n * widths_.mlp;
+  const size_t natt = static_cast<size_t>(b_) * widths_.heads * t_ * t_;
   return {ln1_.data() + slot * nc,      ln1_mean_.data() + slot * n, ln1_rstd_.data() + slot * n,
           qkv_.data() + slot * 3 * na,  att_.data() + slot * natt,   atty_.data() + slot * na,
           res2_.data() + slot * nc,     ln2_.data() + slot * nc,     ln2_mean_.data() + slot * n,
@@ -356,7 +345,7 @@ GptModel::BlockActivations GptModel::Block(int l) {
 }
 
 void GptModel::BlockForward(const float* g, int l, bool output) {
-  const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = heads_, ca = attn_, m = mlp_;
+  const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = widths_.heads, ca = widths_.attn, m = widths_.mlp;
   const size_t nc = static_cast<size_t>(n) * c;
   auto w = [&](BlockTensor k) { return g + block_offset_[k]; };
   const BlockActivations a = Block(l);
@@ -391,9 +380,9 @@ void GptModel::Backward(ParameterAccess& params, float loss_scale) {
 }
 
 void GptModel::SetTiedHead(std::span<const float> weight, std::span<float> gradient) {
-  const size_t size = vocab_.size() * config_.n_embd;
+  const size_t size = widths_.vocab.size() * config_.n_embd;
   DSLAUNCH_CHECK(last() && !first() && weight.size() == size && gradient.size() == size)
-      << "a tied head of " << weight.size() << " and " << gradient.size() << " values for a [" << vocab_.size()
+      << "a tied head of " << weight.size() << " and " << gradient.size() << " values for a [" << widths_.vocab.size()
       << "][" << config_.n_embd << "] embedding, on blocks [" << first_block_ << ", " << end_block_ << ")";
   tied_weight_ = weight;
   tied_gradient_ = gradient;
@@ -411,7 +400,7 @@ std::span<const float> GptModel::input_gradient() const {
 }
 
 void GptModel::HeadForward(ParameterAccess& params) {
-  const int n = b_ * t_, c = config_.n_embd, v = static_cast<int>(vocab_.size());
+  const int n = b_ * t_, c = config_.n_embd, v = static_cast<int>(widths_.vocab.size());
   if (first()) {
     std::span<const float> emb = params.Acquire(EmbeddingGroup());
     ops::LinearForward(logits_.data(), lnf_.data(), emb.data(), nullptr, n, c, v);
@@ -423,7 +412,7 @@ void GptModel::HeadForward(ParameterAccess& params) {
 }
 
 void GptModel::HeadBackward(ParameterAccess& params, float loss_scale) {
-  const int n = b_ * t_, c = config_.n_embd, v = static_cast<int>(vocab_.size());
+  const int n = b_ * t_, c = config_.n_embd, v = static_cast<int>(widths_.vocab.size());
   // Loss -> logits -> the final norm's output (mean loss: each row's share is 1/n). Split, the
   // one-hot is at the targets in this rank's rows, and the final norm's gradient is summed over
   // the group.
@@ -459,8 +448,8 @@ float GptModel::ForwardPart(ParameterAccess& params, const int* tokens, const fl
   if (first()) {
     std::span<const float> emb = params.Acquire(EmbeddingGroup());
     if (split()) {  // each token's row from the rank that holds it, then its position's
-      ops::EmbeddingRowsForward(x_.data(), tokens, emb.data(), static_cast<int>(vocab_.begin),
-                                static_cast<int>(vocab_.end), n, c);
+      ops::EmbeddingRowsForward(x_.data(), tokens, emb.data(), static_cast<int>(widths_.vocab.begin),
+                                static_cast<int>(widths_.vocab.end), n, c);
       GroupSum(x_.data(), nc);
       ops::AddPositionEmbedding(x_.data(), emb.data() + wpe_offset_, b, t, c);
     } else {
@@ -481,14 +470,14 @@ float GptModel::ForwardPart(ParameterAccess& params, const int* tokens, const fl
   params.Release(FinalNormGroup());
   HeadForward(params);
   if (split()) {
-    const int v = static_cast<int>(vocab_.size());
-    for (int i = 0; i < n; ++i) local_targets_[i] = targets_[i] - static_cast<int>(vocab_.begin);
+    const int v = static_cast<int>(widths_.vocab.size());
+    for (int i = 0; i < n; ++i) local_targets_[i] = targets_[i] - static_cast<int>(widths_.vocab.begin);
     ops::SplitSoftmaxMax(row_max_.data(), logits_.data(), n, v);
     GroupMax(row_max_.data(), n);
     ops::SplitSoftmaxExp(row_sum_.data(), probs_.data(), logits_.data(), row_max_.data(), n, v);
     GroupSum(row_sum_.data(), n);
     ops::SplitCrossEntropyForward(losses_.data(), probs_.data(), row_sum_.data(), targets_.data(),
-                                  static_cast<int>(vocab_.begin), n, v);
+                                  static_cast<int>(widths_.vocab.begin), n, v);
     GroupSum(losses_.data(), n);
   } else {
     ops::CrossEntropyForward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), n, config_.vocab_size);
@@ -499,7 +488,7 @@ float GptModel::ForwardPart(ParameterAccess& params, const int* tokens, const fl
 }
 
 void GptModel::BackwardPart(ParameterAccess& params, float loss_scale, const float* output_gradient) {
-  const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = heads_, ca = attn_, m = mlp_;
+  const int b = b_, t = t_, n = b * t, c = config_.n_embd, nh = widths_.heads, ca = widths_.attn, m = widths_.mlp;
   const size_t nc = static_cast<size_t>(n) * c;
   auto zero = [](std::vector<float>& buf, size_t count) { std::fill(buf.begin(), buf.begin() + count, 0.0f); };
 
@@ -558,7 +547,7 @@ void GptModel::BackwardPart(ParameterAccess& params, float loss_scale, const flo
     std::span<float> demb = params.Gradient(EmbeddingGroup());
     if (split()) {
       ops::EmbeddingRowsBackward(demb.data(), demb.data() + wpe_offset_, dx_.data(), tokens_.data(),
-                                 static_cast<int>(vocab_.begin), static_cast<int>(vocab_.end), b, t, c);
+                                 static_cast<int>(widths_.vocab.begin), static_cast<int>(widths_.vocab.end), b, t, c);
     } else {
       ops::EmbeddingBackward(demb.data(), demb.data() + wpe_offset_, dx_.data(), tokens_.data(), b, t, c);
     }

@@ -99,8 +99,8 @@ class GptModel {
   // are meaningless after one (the caller checks after each).
   const Status& status() const { return status_; }
   // The rows of the vocabulary this part's wte and logits hold: [vocab_begin, vocab_end).
-  int vocab_begin() const { return vocab_.begin; }
-  int vocab_end() const { return vocab_.end; }
+  int vocab_begin() const { return static_cast<int>(widths_.vocab.begin); }
+  int vocab_end() const { return static_cast<int>(widths_.vocab.end); }
   // Ranges of the layout held whole on every tensor rank, with the same gradients on each (empty
   // without a split): a norm over the group counts them once.
   std::vector<ShardRange> ReplicatedRanges() const;
@@ -182,9 +182,11 @@ class GptModel {
   struct Slice {
     size_t start = 0, stride = 0, run = 0, count = 1;
   };
-  // The tensor group's sum (max) in place; the first failure is kept in status_.
-  void GroupSum(float* data, size_t count);
-  void GroupMax(float* data, size_t count);
+  // The tensor group's sum (max) in place, without a split nothing; the first failure is kept in
+  // status_.
+  void GroupSum(float* data, size_t count) { GroupReduce(&TensorGroup::Sum, data, count); }
+  void GroupMax(float* data, size_t count) { GroupReduce(&TensorGroup::Max, data, count); }
+  void GroupReduce(Status (TensorGroup::*op)(std::span<float>), float* data, size_t count);
   bool split() const { return tensor_size_ > 1; }
   void BuildLayout();
   // Group indices in this part's layout (-1 where the part has none).
@@ -214,8 +216,7 @@ class GptModel {
   };
   std::vector<TensorInit> init_;
   int tensor_rank_ = 0, tensor_size_ = 1;
-  int heads_ = 0, attn_ = 0, mlp_ = 0;  // this rank's heads, attention and MLP widths
-  ShardRange vocab_;                    // this rank's rows of the vocabulary
+  Widths widths_;  // this rank's heads, attention and MLP widths, rows of the vocabulary
   TensorGroup* tensor_group_ = nullptr;
   Status status_;
   std::span<const float> tied_weight_;  // a last part's head without the embeddings

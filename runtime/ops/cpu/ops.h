@@ -93,8 +93,8 @@ void EmbeddingRowsBackward(float* dwte_rows, float* dwpe, const float* dout, con
 // finished as LinearResidualForward finishes its own.
 void BiasResidualForward(float* out, const float* bias, const float* residual, int n, int c);
 // The softmax cross-entropy over a vocabulary split into rows, in three passes with a maximum and
-// two sums over the group between them: (1) row_max[N] = the rank's maximum logit of each row
-// (-inf for no rows); the caller takes the maximum over the group. (2) probs[N][V] = exp(logit -
+// two sums over the group between them: (1) row_max[N] = the rank's maximum logit of each row;
+// the caller takes the maximum over the group. (2) probs[N][V] = exp(logit -
 // row_max), row_sum[N] = their sum; the caller sums row_sum over the group. (3) probs /= row_sum,
 // losses[N] = -log probs[target] where the rank holds the target, else 0; the caller sums losses
 // over the group. CrossEntropyBackward then takes targets - row_begin (outside [0, V): no one-hot).

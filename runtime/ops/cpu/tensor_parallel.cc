@@ -72,14 +72,13 @@ void EmbeddingRowsBackward(float* dwte_rows, float* dwpe, const float* dout, con
 
 void SplitSoftmaxMax(float* row_max, const float* logits, int n, int v) {
 #pragma omp parallel for if (static_cast<long>(n) * v >= kParallelMinElements)
-  for (int r = 0; r < n; ++r) row_max[r] = v > 0 ? RowMax(logits + static_cast<long>(r) * v, v) : -INFINITY;
+  for (int r = 0; r < n; ++r) row_max[r] = RowMax(logits + static_cast<long>(r) * v, v);
 }
 
 void SplitSoftmaxExp(float* row_sum, float* probs, const float* logits, const float* row_max, int n, int v) {
 #pragma omp parallel for if (static_cast<long>(n) * v >= kParallelMinElements)
   for (int r = 0; r < n; ++r) {
-    row_sum[r] = v > 0 ? ExpRow(logits + static_cast<long>(r) * v, probs + static_cast<long>(r) * v, row_max[r], v)
-                       : 0.0f;
+    row_sum[r] = ExpRow(logits + static_cast<long>(r) * v, probs + static_cast<long>(r) * v, row_max[r], v);
   }
 }
 
