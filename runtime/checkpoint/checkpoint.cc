@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/check.h"
 #include "common/file_io.h"
 #include "runtime/checkpoint/checkpoint_directory.h"
 #include "runtime/checkpoint/names.h"
@@ -82,36 +83,109 @@ Status PrepareStepDirectory(FileSystem& files, const std::string& dir, const std
   return Status::Ok();
 }
 
+// What this rank's shard holds: its partition as meta.json records it, and which elements of the
+// engine's slice go into the file (ranges counted from the slice's start, in order).
+struct ShardPlan {
+  CheckpointPartition partition;
+  std::vector<ShardRange> kept;
+};
+
+// The shard of `rank` whose engine holds `range` of its flat buffer: the range itself (version 1),
+// or for a model part its pieces of the whole model without what another rank saves (version 2).
+ShardPlan PlanShard(const CheckpointRun& run, int rank, ShardRange range) {
+  ShardPlan plan;
+  plan.partition.rank = rank;
+  plan.partition.file = ShardFileName(rank);
+  if (run.part == nullptr) {
+    plan.partition.begin = range.begin;
+    plan.partition.end = range.end;
+    plan.kept = {{0, range.size()}};
+    return plan;
+  }
+  for (const ShardRange& kept : Without(range, run.part->saved_elsewhere)) {
+    for (const WholePiece& piece : PiecesOf(run.part->pieces, kept)) AppendPiece(plan.partition.pieces, piece);
+    plan.kept.push_back({kept.begin - range.begin, kept.end - range.begin});
+  }
+  return plan;
+}
+
+// Appends the elements of `kept` that lie in `piece`, elements [*at, *at + piece.size()) of the
+// slice (pieces arrive in order); advances *at.
+Status AppendKept(const TensorAppend& append, const std::vector<ShardRange>& kept, size_t* at,
+                  std::span<const float> piece) {
+  for (const ShardRange& k : kept) {
+    const size_t lo = std::max(k.begin, *at), hi = std::min(k.end, *at + piece.size());
+    if (lo < hi) DSLAUNCH_RETURN_IF_ERROR(append(piece.data() + (lo - *at), (hi - lo) * sizeof(float)));
+  }
+  *at += piece.size();
+  return Status::Ok();
+}
+
 // Local: this rank's shard, fsynced.
 // `stream`, when set, produces the tensors whose state is not resident (EngineSnapshot::stream):
 // they are written as they are read from the swap file, with no whole copy in memory.
-Result<WriteResult> WriteShard(FileSystem& files, const std::string& step_dir, int64_t step, int rank, int world,
-                               ShardRange range,
+Result<WriteResult> WriteShard(FileSystem& files, const std::string& step_dir, int64_t step, int world,
+                               const ShardPlan& plan,
                                const std::vector<std::pair<std::string, std::span<const float>>>& state,
                                const decltype(EngineSnapshot::stream)& stream = nullptr) {
+  const size_t elements = plan.partition.elements();
   std::vector<TensorData> tensors;
   for (size_t i = 0; i < state.size(); ++i) {
     const auto& [name, data] = state[i];
-    if (!stream) {
+    const bool whole = plan.kept.size() == 1 && plan.kept[0].size() == data.size();
+    if (!stream && whole) {
       tensors.push_back({name, "F32", {static_cast<int64_t>(data.size())}, data.data(), data.size_bytes(), nullptr});
       continue;
     }
-    TensorData t{name, "F32", {static_cast<int64_t>(range.size())}, nullptr, range.size() * sizeof(float), nullptr};
-    t.source = [&stream, i](const TensorAppend& append) {
-      return stream(i, [&](std::span<const float> piece) { return append(piece.data(), piece.size_bytes()); });
-    };
+    TensorData t{name, "F32", {static_cast<int64_t>(elements)}, nullptr, elements * sizeof(float), nullptr};
+    if (stream) {
+      t.source = [&stream, &plan, i](const TensorAppend& append) {
+        size_t at = 0;
+        return stream(i, [&](std::span<const float> piece) { return AppendKept(append, plan.kept, &at, piece); });
+      };
+    } else {
+      t.source = [&plan, data](const TensorAppend& append) {
+        size_t at = 0;
+        return AppendKept(append, plan.kept, &at, data);
+      };
+    }
     tensors.push_back(std::move(t));
   }
-  const std::map<std::string, std::string> metadata = {{"format", kCheckpointFormatName},
-                                                       {"step", std::to_string(step)},
-                                                       {"rank", std::to_string(rank)},
-                                                       {"world_size", std::to_string(world)},
-                                                       {"begin", std::to_string(range.begin)},
-                                                       {"end", std::to_string(range.end)}};
+  std::map<std::string, std::string> metadata = ShardHeaderOf(step, world, plan.partition);
+  metadata["format"] = kCheckpointFormatName;
   WriteOptions write_options;
   write_options.fsync = true;
   write_options.file_system = &files;
-  return WriteSafetensors(Join(step_dir, ShardFileName(rank)), tensors, metadata, write_options);
+  return WriteSafetensors(Join(step_dir, plan.partition.file), tensors, metadata, write_options);
+}
+
+// Collective (a model part's save): every rank's pieces, in rank order, for rank 0's meta.json.
+Result<std::vector<std::vector<WholePiece>>> GatherPieces(Communicator& comm, const std::vector<WholePiece>& mine) {
+  const size_t world = static_cast<size_t>(comm.world_size());
+  const int64_t count = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> counts(world);
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const int64_t>(&count, 1), std::span<int64_t>(counts),
+                                          std::vector<size_t>(world, 1))
+                               .WithContext("checkpoint: gathering the shards' pieces"));
+  std::vector<int64_t> local;
+  for (const WholePiece& p : mine) {
+    for (uint64_t field : {p.begin, p.stride, p.run, p.count}) local.push_back(static_cast<int64_t>(field));
+  }
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  for (int64_t c : counts) sizes.push_back(4 * static_cast<size_t>(c)), total += sizes.back();
+  std::vector<int64_t> all(total);
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const int64_t>(local), std::span<int64_t>(all), sizes)
+                               .WithContext("checkpoint: gathering the shards' pieces"));
+  std::vector<std::vector<WholePiece>> pieces(world);
+  size_t at = 0;
+  for (size_t r = 0; r < world; ++r) {
+    for (int64_t k = 0; k < counts[r]; ++k, at += 4) {
+      pieces[r].push_back({static_cast<uint64_t>(all[at]), static_cast<uint64_t>(all[at + 1]),
+                           static_cast<uint64_t>(all[at + 2]), static_cast<uint64_t>(all[at + 3])});
+    }
+  }
+  return pieces;
 }
 
 // What meta.json records of the engine, taken with the snapshot.
@@ -128,14 +202,17 @@ SnapshotCounters CountersOf(const EngineSnapshot& snap) {
   return c;
 }
 
-// meta.json of a save whose shards every rank reported written.
+// meta.json of a save whose shards every rank reported written; `pieces` (a model part's save)
+// every rank's pieces.
 CheckpointMeta MetaOf(int64_t step, int world, const SnapshotCounters& counters, const CheckpointRun& run,
-                      const std::vector<ShardReport>& reports) {
+                      const std::vector<ShardReport>& reports,
+                      const std::vector<std::vector<WholePiece>>& pieces = {}) {
   CheckpointMeta meta;
   meta.step = step;
   meta.applied_steps = counters.applied_steps;
   meta.optimizer_step = counters.optimizer_step;
   meta.world_size = world;
+  meta.grid = run.grid;
   meta.zero_stage = run.zero_stage;
   meta.precision = run.precision;
   meta.model = run.model;
@@ -146,9 +223,14 @@ CheckpointMeta MetaOf(int64_t step, int world, const SnapshotCounters& counters,
   meta.state_tensors = counters.state_tensors;
   meta.parameters = CheckpointParametersOf(*run.layout);
   for (int r = 0; r < world; ++r) {
-    const ShardRange range = ShardFor(run.layout->numel(), world, r);
     const ShardReport& report = reports[static_cast<size_t>(r)];
-    meta.partitions.push_back({r, range.begin, range.end, ShardFileName(r), report.bytes, report.crc32c});
+    if (run.part != nullptr) {
+      DSLAUNCH_CHECK(pieces.size() == reports.size()) << pieces.size() << " ranks' pieces for " << world << " ranks";
+      meta.partitions.push_back({r, 0, 0, ShardFileName(r), report.bytes, report.crc32c, pieces[r]});
+      continue;
+    }
+    const ShardRange range = ShardFor(run.layout->numel(), world, r);
+    meta.partitions.push_back({r, range.begin, range.end, ShardFileName(r), report.bytes, report.crc32c, {}});
   }
   meta.loss_scaler = counters.loss_scaler;
   meta.config_sha256 = run.config_sha256;
@@ -183,11 +265,16 @@ Status RemovePartial(FileSystem& files, const std::string& step_dir, Status fail
 // outcome.
 Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string& step_dir, int64_t step,
                                       const Result<WriteResult>& written, const SnapshotCounters& counters,
-                                      Communicator& comm, const CheckpointRun& run, const SaveOptions& options) {
+                                      const ShardPlan& shard, Communicator& comm, const CheckpointRun& run,
+                                      const SaveOptions& options) {
   const int rank = comm.rank(), world = comm.world_size();
   const std::string what = "checkpoint of step " + std::to_string(step);
   ShardReport mine{written.ok(), written.ok() ? written->crc32c : 0u, written.ok() ? written->bytes : 0u};
   DSLAUNCH_ASSIGN_OR_RETURN(std::vector<ShardReport> reports, GatherReports(comm, mine));
+  std::vector<std::vector<WholePiece>> pieces;
+  if (run.part != nullptr) {
+    DSLAUNCH_ASSIGN_OR_RETURN(pieces, GatherPieces(comm, shard.partition.pieces));
+  }
   FileSystem& files = FilesOf(options);
   for (int r = 0; r < world; ++r) {
     if (reports[static_cast<size_t>(r)].ok) continue;
@@ -206,7 +293,7 @@ Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string&
     }
   }
   if (rank == 0 && finished.ok()) {
-    finished = PublishCheckpoint(files, dir, step_dir, MetaOf(step, world, counters, run, reports),
+    finished = PublishCheckpoint(files, dir, step_dir, MetaOf(step, world, counters, run, reports, pieces),
                                  options.keep_last);
   }
   DSLAUNCH_ASSIGN_OR_RETURN(int failed, FirstFailedRank(comm, !finished.ok(), "checkpoint"));
@@ -223,6 +310,7 @@ Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string&
 }  // namespace
 
 CheckpointMeta MetaOfSnapshot(int64_t step, int world, const EngineSnapshot& snap, const CheckpointRun& run) {
+  DSLAUNCH_CHECK(run.part == nullptr) << "an in-memory snapshot of a model split over ranks";
   return MetaOf(step, world, CountersOf(snap), run, std::vector<ShardReport>(static_cast<size_t>(world)));
 }
 
@@ -234,10 +322,11 @@ Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const En
   const std::string step_dir = Join(dir, StepDirectoryName(step));
   DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(FilesOf(options), dir, step_dir, comm));
   const EngineSnapshot snap = engine.Snapshot();
-  Result<WriteResult> written = WriteShard(FilesOf(options), step_dir, step, comm.rank(), comm.world_size(),
-                                          snap.range, snap.tensors, snap.stream);
-  DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result,
-                            CompleteCheckpoint(dir, step_dir, step, written, CountersOf(snap), comm, run, options));
+  const ShardPlan shard = PlanShard(run, comm.rank(), snap.range);
+  Result<WriteResult> written =
+      WriteShard(FilesOf(options), step_dir, step, comm.world_size(), shard, snap.tensors, snap.stream);
+  DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result, CompleteCheckpoint(dir, step_dir, step, written, CountersOf(snap),
+                                                                   shard, comm, run, options));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.stall_seconds = result.seconds;
   return result;
@@ -249,6 +338,7 @@ struct AsyncCheckpoint::State {
   CheckpointRun run;
   SaveOptions options;
   SnapshotCounters counters;
+  ShardPlan shard;
   std::vector<std::pair<std::string, std::span<const float>>> copies;  // in the caller's buffers
   std::optional<Result<WriteResult>> written;                       // set by the writer thread
   std::atomic<bool> done{false};
@@ -274,6 +364,7 @@ Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::strin
   DSLAUNCH_RETURN_IF_ERROR(PrepareStepDirectory(FilesOf(options), dir, state->step_dir, comm));
   const EngineSnapshot snap = engine.Snapshot();
   state->counters = CountersOf(snap);
+  state->shard = PlanShard(run, comm.rank(), snap.range);
   state->resident = resident != nullptr;
   if (resident != nullptr) {
     // Already copied (the step's in-memory snapshot): the writer reads it where it is.
@@ -313,10 +404,9 @@ Result<std::unique_ptr<AsyncCheckpoint>> AsyncCheckpoint::Start(const std::strin
   }
   state->stall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - state->start).count();
   State* s = state.get();
-  const int rank = comm.rank(), world = comm.world_size();
-  const ShardRange range = snap.range;
-  s->writer = std::thread([s, rank, world, range] {
-    s->written = WriteShard(FilesOf(s->options), s->step_dir, s->step, rank, world, range, s->copies);
+  const int world = comm.world_size();
+  s->writer = std::thread([s, world] {
+    s->written = WriteShard(FilesOf(s->options), s->step_dir, s->step, world, s->shard, s->copies);
     s->done.store(true);
   });
   return std::unique_ptr<AsyncCheckpoint>(new AsyncCheckpoint(std::move(state)));
@@ -337,8 +427,8 @@ Result<SaveResult> AsyncCheckpoint::Finish(Communicator& comm) {
   const auto finish_start = std::chrono::steady_clock::now();
   if (state_->writer.joinable()) state_->writer.join();
   DSLAUNCH_ASSIGN_OR_RETURN(SaveResult result, CompleteCheckpoint(state_->dir, state_->step_dir, state_->step,
-                                                                   *state_->written, state_->counters, comm,
-                                                                   state_->run, state_->options));
+                                                                   *state_->written, state_->counters, state_->shard,
+                                                                   comm, state_->run, state_->options));
   const auto now = std::chrono::steady_clock::now();
   result.seconds = std::chrono::duration<double>(now - state_->start).count();
   result.stall_seconds = state_->stall_seconds + std::chrono::duration<double>(now - finish_start).count();
@@ -405,8 +495,19 @@ Result<LoadResult> LoadCheckpoint(const std::string& path, Engine& engine, Commu
   // peer waits, and the failure is agreed on afterwards.
   ShardReader shards(path, m);
   Status read_status;
+  // The engine asks for ranges of its flat buffer; a model part's lie in the whole model's where
+  // its placement says.
+  auto read = [&](const std::string& name, size_t begin, size_t end, float* out) -> Status {
+    if (run.part == nullptr) return shards.Read(name, begin, end, out);
+    Status status;
+    ForEachRun(PiecesOf(run.part->pieces, {begin, end}), [&](uint64_t from, uint64_t count) {
+      if (status.ok()) status = shards.Read(name, from, from + count, out);
+      out += count;
+    });
+    return status;
+  };
   StateReader guarded = [&](const std::string& name, size_t begin, size_t end, float* out) -> Status {
-    if (read_status.ok()) read_status = shards.Read(name, begin, end, out);
+    if (read_status.ok()) read_status = read(name, begin, end, out);
     return Status::Ok();
   };
   DSLAUNCH_RETURN_IF_ERROR(engine.Restore(guarded, m.optimizer_step, m.applied_steps, m.loss_scaler)

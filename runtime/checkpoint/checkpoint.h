@@ -1,7 +1,8 @@
 // Checkpoints (docs/checkpoint.md): sharded, atomic, resumable at another world size or ZeRO stage.
 //
 //   DIR/global_step<N>/rank<r>.safetensors   rank r's slice ShardFor(numel, world, r) of the fp32
-//                                            state tensors ("master", "exp_avg", ...)
+//                                            state tensors ("master", "exp_avg", ...); of a model
+//                                            split over ranks, its pieces of the whole model's
 //   DIR/global_step<N>/meta.json             CheckpointMeta: written last, by rank 0
 //   DIR/latest                               "global_step<N>": replaced atomically, after meta.json
 // (every name made and parsed in runtime/checkpoint/names.h)
@@ -10,7 +11,8 @@
 // meta.json (temporary file, fsync, rename, directory fsync) and then replaced `latest` the same
 // way. A crash at any moment leaves `latest` naming the previous complete checkpoint. Loading
 // verifies each shard it reads against the CRC-32C in meta.json and re-partitions on the fly, so a
-// checkpoint of N ranks at any stage resumes on M ranks at any stage without a conversion step.
+// checkpoint of N ranks at any stage, in any grid of pipeline stages and tensor ranks, resumes on
+// M ranks at any stage, in any grid, without a conversion step.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +36,12 @@ namespace dslaunch::runtime {
 // What a checkpoint records about the run besides the engine's state.
 struct CheckpointRun {
   std::string model;           // "gpt", "mlp"
-  const ParameterLayout* layout = nullptr;
+  const ParameterLayout* layout = nullptr;  // the whole model's
+  // A model split over ranks (pipeline stages, tensor ranks): where this rank's part lies in the
+  // whole model (its `whole` is `layout`), and the grid. Null: the engine holds all of `layout`,
+  // and the grid is data parallel.
+  const PartPlacement* part = nullptr;
+  CheckpointGrid grid;
   int64_t global_batch = 0;
   uint64_t seed = 0;
   int zero_stage = 0;

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The shard of partition `p` against meta.json: present, its size, and its header's own record
-// of step, rank, world size and slice (written by the save next to the tensors).
+// of step, rank, world size and slice (ShardHeaderOf, written by the save next to the tensors).
 Status CheckShard(const std::string& path, const CheckpointMeta& meta, size_t p) {
   const CheckpointPartition& part = meta.partitions[p];
   const std::string file = PathIn(path, part.file);
@@ -27,11 +27,7 @@ Status CheckShard(const std::string& path, const CheckpointMeta& meta, size_t p)
                          std::to_string(part.bytes));
   }
   DSLAUNCH_ASSIGN_OR_RETURN(SafetensorsFile shard, SafetensorsFile::Open(file));
-  const std::map<std::string, std::string> expected = {{"step", std::to_string(meta.step)},
-                                                       {"rank", std::to_string(part.rank)},
-                                                       {"world_size", std::to_string(meta.world_size)},
-                                                       {"begin", std::to_string(part.begin)},
-                                                       {"end", std::to_string(part.end)}};
+  const std::map<std::string, std::string> expected = ShardHeaderOf(meta.step, meta.world_size, part);
   for (const auto& [key, value] : expected) {
     auto it = shard.metadata().find(key);
     const std::string found = it == shard.metadata().end() ? "nothing" : "\"" + it->second + "\"";

@@ -1,10 +1,12 @@
 #include "runtime/checkpoint/meta.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
+#include "common/check.h"
 #include "common/crc32c.h"
 #include "runtime/checkpoint/names.h"
 #include "runtime/engine/engine_options.h"
@@ -20,6 +22,14 @@ std::vector<CheckpointParameter> CheckpointParametersOf(const ParameterLayout& l
   }
   return parameters;
 }
+
+uint64_t CheckpointPartition::elements() const {
+  if (pieces.empty()) return end - begin;
+  uint64_t n = 0;
+  for (const WholePiece& p : pieces) n += p.numel();
+  return n;
+}
+
 namespace {
 
 using Json = nlohmann::json;
@@ -64,16 +74,94 @@ class Reader {
   std::string path_;
 };
 
+// A version 2 partition's `elements` and `pieces`: each piece [begin, stride, run, count] within
+// [0, numel), its runs apart (stride >= run) and stride 0 for a single run; the runs so far in
+// *runs, at most kMaxCheckpointRuns.
+Status ReadPieces(const Reader& r, const Json& p, const std::string& at, uint64_t numel, uint64_t* runs,
+                  CheckpointPartition* cp) {
+  uint64_t elements = 0;
+  DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "elements", &elements));
+  DSLAUNCH_ASSIGN_OR_RETURN(const Json* pieces, r.Array(p, at, "pieces"));
+  uint64_t sum = 0;
+  for (size_t k = 0; k < pieces->size(); ++k) {
+    const std::string where = at + ".pieces[" + std::to_string(k) + "]";
+    const Json& q = (*pieces)[k];
+    bool numbers = q.is_array() && q.size() == 4;
+    for (size_t f = 0; numbers && f < 4; ++f) numbers = q[f].is_number_unsigned();
+    if (!numbers) return r.Error(where, "must be [begin, stride, run, count], non-negative integers");
+    const WholePiece piece{q[0].get<uint64_t>(), q[1].get<uint64_t>(), q[2].get<uint64_t>(), q[3].get<uint64_t>()};
+    const bool shaped = piece.run >= 1 && piece.count >= 1 && (piece.count == 1 ? piece.stride == 0 : piece.stride >= piece.run);
+    if (!shaped) return r.Error(where, "must have run and count of at least 1, and stride 0 for one run, else >= run");
+    // Its last element, compared without overflow: (count - 1) x stride + run <= numel - begin.
+    const uint64_t room = piece.begin <= numel ? numel - piece.begin : 0;
+    // (count x run <= numel too, so that numel() cannot overflow.)
+    const bool inside = piece.run <= room && piece.count <= numel / piece.run &&
+                        (piece.count == 1 || (piece.count - 1) <= (room - piece.run) / piece.stride);
+    if (!inside) return r.Error(where, "ends past $.numel " + std::to_string(numel));
+    if (piece.count > kMaxCheckpointRuns - *runs) {
+      return r.Error(where, "brings the runs past " + std::to_string(kMaxCheckpointRuns) + ": not a checkpoint");
+    }
+    if (piece.numel() > numel - sum) return r.Error(at + ".pieces", "hold more than $.numel elements");
+    *runs += piece.count;
+    sum += piece.numel();
+    cp->pieces.push_back(piece);
+  }
+  if (sum != elements) {
+    return r.Error(at + ".elements", "is " + std::to_string(elements) + ", but the pieces hold " + std::to_string(sum));
+  }
+  return Status::Ok();
+}
+
+// Version 2: the partitions' runs together hold every element of [0, numel) once.
+Status CheckPiecesCover(const Reader& r, const CheckpointMeta& m) {
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // begin, end
+  for (const CheckpointPartition& p : m.partitions) {
+    ForEachRun(p.pieces, [&](uint64_t begin, uint64_t count) { runs.emplace_back(begin, begin + count); });
+  }
+  std::sort(runs.begin(), runs.end());
+  uint64_t at = 0;
+  for (const auto& [begin, end] : runs) {
+    if (begin != at) {
+      return r.Error("$.partitions", begin > at ? "leave elements [" + std::to_string(at) + ", " +
+                                                      std::to_string(begin) + ") out"
+                                                : "hold element " + std::to_string(begin) + " twice");
+    }
+    at = end;
+  }
+  if (at != m.numel) {
+    return r.Error("$.partitions", "leave elements [" + std::to_string(at) + ", " + std::to_string(m.numel) + ") out");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::map<std::string, std::string> ShardHeaderOf(int64_t step, int world, const CheckpointPartition& part) {
+  std::map<std::string, std::string> header = {
+      {"step", std::to_string(step)}, {"rank", std::to_string(part.rank)}, {"world_size", std::to_string(world)}};
+  if (part.pieces.empty()) {
+    header["begin"] = std::to_string(part.begin);
+    header["end"] = std::to_string(part.end);
+  } else {
+    header["elements"] = std::to_string(part.elements());
+  }
+  return header;
+}
 
 std::string CheckpointMetaToJson(const CheckpointMeta& m) {
   Json j;
+  const bool grid = !m.grid.trivial();
   j["format"] = kCheckpointFormatName;
-  j["version"] = m.version;
+  j["version"] = grid ? kCheckpointFormatVersion : kCheckpointFormatVersionWithoutGrid;
   j["step"] = m.step;
   j["applied_steps"] = m.applied_steps;
   j["optimizer_step"] = m.optimizer_step;
   j["world_size"] = m.world_size;
+  if (grid) {
+    j["grid"] = {{"pipeline", m.grid.pipeline},
+                 {"data", m.world_size / (m.grid.pipeline * m.grid.tensor)},
+                 {"tensor", m.grid.tensor}};
+  }
   j["zero_stage"] = m.zero_stage;
   j["precision"] = m.precision;
   j["model"] = m.model;
@@ -91,12 +179,18 @@ std::string CheckpointMetaToJson(const CheckpointMeta& m) {
   j["parameters"] = std::move(params);
   Json parts = Json::array();
   for (const auto& p : m.partitions) {
-    parts.push_back({{"rank", p.rank},
-                     {"begin", p.begin},
-                     {"end", p.end},
-                     {"file", p.file},
-                     {"bytes", p.bytes},
-                     {"crc32c", Crc32cText(p.crc32c)}});
+    Json part = {{"rank", p.rank}, {"file", p.file}, {"bytes", p.bytes}, {"crc32c", Crc32cText(p.crc32c)}};
+    if (grid) {
+      part["elements"] = p.elements();
+      Json pieces = Json::array();
+      for (const WholePiece& piece : p.pieces) pieces.push_back({piece.begin, piece.stride, piece.run, piece.count});
+      part["pieces"] = std::move(pieces);
+    } else {
+      DSLAUNCH_CHECK(p.pieces.empty()) << "pieces in a checkpoint without a grid";
+      part["begin"] = p.begin;
+      part["end"] = p.end;
+    }
+    parts.push_back(std::move(part));
   }
   j["partitions"] = std::move(parts);
   j["loss_scaler"] = {{"scale", m.loss_scaler.scale},
@@ -120,10 +214,12 @@ Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "format", &format));
   if (format != kCheckpointFormatName) return r.Error("$.format", "is \"" + format + "\", not a dslaunch checkpoint");
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "version", &m.version));
-  if (m.version != kCheckpointFormatVersion) {
-    return r.Error("$.version", std::to_string(m.version) + " is not supported by this build (it reads version " +
+  if (m.version != kCheckpointFormatVersion && m.version != kCheckpointFormatVersionWithoutGrid) {
+    return r.Error("$.version", std::to_string(m.version) + " is not supported by this build (it reads versions " +
+                                    std::to_string(kCheckpointFormatVersionWithoutGrid) + " and " +
                                     std::to_string(kCheckpointFormatVersion) + ")");
   }
+  const bool grid = m.version == kCheckpointFormatVersion;
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "step", &m.step));
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "applied_steps", &m.applied_steps));
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "optimizer_step", &m.optimizer_step));
@@ -137,6 +233,20 @@ Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "seed", &m.seed));
   DSLAUNCH_RETURN_IF_ERROR(r.Get(j, "$", "config_sha256", &m.config_sha256));
   if (m.world_size < 1) return r.Error("$.world_size", "must be at least 1");
+  if (grid) {
+    auto g = j.find("grid");
+    if (g == j.end() || !g->is_object()) return r.Error("$.grid", "must be an object");
+    int data = 0;
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(*g, "$.grid", "pipeline", &m.grid.pipeline));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(*g, "$.grid", "data", &data));
+    DSLAUNCH_RETURN_IF_ERROR(r.Get(*g, "$.grid", "tensor", &m.grid.tensor));
+    auto size = [&](int n) { return n >= 1 && n <= m.world_size; };  // then the product fits int64
+    if (!size(m.grid.pipeline) || !size(data) || !size(m.grid.tensor) ||
+        static_cast<int64_t>(m.grid.pipeline) * data * m.grid.tensor != m.world_size) {
+      return r.Error("$.grid", "must be three sizes of at least 1 whose product is $.world_size " +
+                                   std::to_string(m.world_size));
+    }
+  }
   if (m.step < 0) return r.Error("$.step", "must not be negative");
   if (m.applied_steps < 0 || m.applied_steps > m.step) {
     return r.Error("$.applied_steps", "must be between 0 and $.step");
@@ -181,19 +291,27 @@ Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std
     m.parameters.push_back(std::move(cp));
   }
   DSLAUNCH_ASSIGN_OR_RETURN(const Json* parts, r.Array(j, "$", "partitions"));
-  uint64_t covered = 0;
+  uint64_t covered = 0;  // version 1: the end of the partitions so far
+  uint64_t runs = 0;     // version 2: of the pieces so far
   for (size_t i = 0; i < parts->size(); ++i) {
     const std::string at = "$.partitions[" + std::to_string(i) + "]";
     const Json& p = (*parts)[i];
     CheckpointPartition cp;
     std::string crc;
     DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "rank", &cp.rank));
-    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "begin", &cp.begin));
-    DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "end", &cp.end));
+    if (grid) {
+      DSLAUNCH_RETURN_IF_ERROR(ReadPieces(r, p, at, m.numel, &runs, &cp));
+      if (cp.rank != static_cast<int>(i)) {
+        return r.Error(at, "is rank " + std::to_string(cp.rank) + "'s: the partitions must be in rank order");
+      }
+    } else {
+      DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "begin", &cp.begin));
+      DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "end", &cp.end));
+    }
     DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "file", &cp.file));
     DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "bytes", &cp.bytes));
     DSLAUNCH_RETURN_IF_ERROR(r.Get(p, at, "crc32c", &crc));
-    if (cp.rank != static_cast<int>(i) || cp.begin != covered || cp.end < cp.begin) {
+    if (!grid && (cp.rank != static_cast<int>(i) || cp.begin != covered || cp.end < cp.begin)) {
       return r.Error(at, "does not continue the partitions in rank order (rank " + std::to_string(cp.rank) +
                              ", [" + std::to_string(cp.begin) + ", " + std::to_string(cp.end) + "))");
     }
@@ -209,7 +327,12 @@ Result<CheckpointMeta> CheckpointMetaFromJson(const std::string& text, const std
     covered = cp.end;
     m.partitions.push_back(std::move(cp));
   }
-  if (static_cast<int>(m.partitions.size()) != m.world_size || covered != m.numel) {
+  if (grid) {
+    if (static_cast<int>(m.partitions.size()) != m.world_size) {
+      return r.Error("$.partitions", "must be " + std::to_string(m.world_size) + " partitions, one per rank");
+    }
+    DSLAUNCH_RETURN_IF_ERROR(CheckPiecesCover(r, m));
+  } else if (static_cast<int>(m.partitions.size()) != m.world_size || covered != m.numel) {
     return r.Error("$.partitions", "must be " + std::to_string(m.world_size) + " partitions covering [0, " +
                                        std::to_string(m.numel) + ")");
   }

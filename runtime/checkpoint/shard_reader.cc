@@ -34,19 +34,40 @@ Status ShardReader::VerifyAll() {
   return Status::Ok();
 }
 
-Status ShardReader::Read(const std::string& name, uint64_t begin, uint64_t end, float* out) {
+void ShardReader::BuildIndex() {
   for (size_t p = 0; p < meta_.partitions.size(); ++p) {
     const CheckpointPartition& part = meta_.partitions[p];
-    const uint64_t b = std::max<uint64_t>(begin, part.begin), e = std::min<uint64_t>(end, part.end);
-    if (b >= e) continue;
-    DSLAUNCH_ASSIGN_OR_RETURN(const SafetensorsFile* file, Open(p));
-    const SafetensorsTensor* tensor = file->Find(name);
-    const uint64_t elements = part.end - part.begin;
-    if (tensor == nullptr || tensor->dtype != "F32" || tensor->bytes() != elements * sizeof(float)) {
-      return DataLossError(PathOf(p) + ": no F32 tensor \"" + name + "\" of " + std::to_string(elements) + " elements");
+    if (part.pieces.empty()) {
+      if (part.end > part.begin) runs_.push_back({part.begin, part.end - part.begin, p, 0});
+      continue;
     }
-    DSLAUNCH_RETURN_IF_ERROR(
-        file->Read(*tensor, (b - part.begin) * sizeof(float), out + (b - begin), (e - b) * sizeof(float)));
+    uint64_t offset = 0;
+    ForEachRun(part.pieces, [&](uint64_t begin, uint64_t count) {
+      runs_.push_back({begin, count, p, offset});
+      offset += count;
+    });
+  }
+  std::sort(runs_.begin(), runs_.end(), [](const Run& a, const Run& b) { return a.begin < b.begin; });
+  indexed_ = true;
+}
+
+Status ShardReader::Read(const std::string& name, uint64_t begin, uint64_t end, float* out) {
+  if (!indexed_) BuildIndex();
+  // The runs overlapping [begin, end): from the last one starting at or before begin.
+  auto it = std::upper_bound(runs_.begin(), runs_.end(), begin, [](uint64_t at, const Run& r) { return at < r.begin; });
+  if (it != runs_.begin()) --it;
+  for (; it != runs_.end() && it->begin < end; ++it) {
+    const uint64_t b = std::max<uint64_t>(begin, it->begin), e = std::min<uint64_t>(end, it->begin + it->count);
+    if (b >= e) continue;
+    DSLAUNCH_ASSIGN_OR_RETURN(const SafetensorsFile* file, Open(it->partition));
+    const SafetensorsTensor* tensor = file->Find(name);
+    const uint64_t elements = meta_.partitions[it->partition].elements();
+    if (tensor == nullptr || tensor->dtype != "F32" || tensor->bytes() != elements * sizeof(float)) {
+      return DataLossError(PathOf(it->partition) + ": no F32 tensor \"" + name + "\" of " + std::to_string(elements) +
+                           " elements");
+    }
+    DSLAUNCH_RETURN_IF_ERROR(file->Read(*tensor, (it->offset + (b - it->begin)) * sizeof(float), out + (b - begin),
+                                        (e - b) * sizeof(float)));
   }
   return Status::Ok();
 }

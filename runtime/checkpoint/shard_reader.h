@@ -1,5 +1,5 @@
 // ShardReader: reads a checkpoint's state tensors by global element range, whatever world size
-// saved it (docs/checkpoint.md, "Loading"). Used by LoadCheckpoint (each rank's ranges) and by
+// and grid saved it (docs/checkpoint.md, "Loading"). Used by LoadCheckpoint (each rank's ranges) and by
 // ExportCheckpoint (the whole "master" tensor).
 //
 // Each shard file is opened and checked against the CRC-32C meta.json records the first time it is
@@ -38,9 +38,20 @@ class ShardReader {
   Result<const SafetensorsFile*> Open(size_t p);
   std::string PathOf(size_t p) const;
 
+  // Every run of the partitions (a version 2 partition's pieces row by row), sorted by begin, so
+  // that a read finds the runs it overlaps without looking at the others; built on the first Read.
+  struct Run {
+    uint64_t begin = 0, count = 0;  // elements [begin, begin + count) of the whole state
+    size_t partition = 0;
+    uint64_t offset = 0;  // where they start in the partition's tensors (elements)
+  };
+  void BuildIndex();
+
   const std::string dir_;
   const CheckpointMeta& meta_;
   std::vector<std::optional<SafetensorsFile>> files_;  // per partition, once opened
+  std::vector<Run> runs_;
+  bool indexed_ = false;
 };
 
 }  // namespace dslaunch::runtime

@@ -290,11 +290,6 @@ Status CheckPipeline(const Section& root, const TrainConfig& config, int world_s
                  count + ": a pipelined run takes ZeRO stage 0 or 1, as DeepSpeed's pipeline engine does (stages "
                  "2-3 reduce the gradients of every micro-batch)");
   }
-  if (!config.checkpoint.dir.empty()) {
-    return error("checkpoint.dir: with pipeline.stages " + count +
-                 ": checkpoints of a pipelined run are not written yet (docs/parallelism.md); leave checkpoint.dir "
-                 "out, or train without pipeline stages");
-  }
   return Status::Ok();
 }
 
@@ -327,12 +322,6 @@ Status CheckTensorParallel(const Section& root, const TrainConfig& config, int w
         " x tensor_parallel.autotp_size " + count + " = " + per_copy + " ranks per model copy does not divide the " +
         std::to_string(world_size) + " ranks of the job: give the job a multiple of " + per_copy +
         " ranks, or change the two sizes"));
-  }
-  if (!config.checkpoint.dir.empty()) {
-    return error(InvalidArgumentError(
-        "checkpoint.dir: with tensor_parallel.autotp_size " + count +
-        ": checkpoints of a tensor-parallel run are not written yet (docs/parallelism.md); leave checkpoint.dir "
-        "out, or train without tensor_parallel"));
   }
   return Status::Ok();
 }

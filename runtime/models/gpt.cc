@@ -242,11 +242,14 @@ void GptModel::BuildLayout() {
   // part's tensors, and a tensor rank's slices of them, find their values where they lie in it.
   const float proj_std = kInitStd / std::sqrt(2.0f * static_cast<float>(std::max(1, config_.n_layer)));
   uint64_t draws = 0;
+  size_t whole_offset = 0;  // the tensor's place in the whole model's flat buffer
   // A tensor without a slice is whole: one run of all its values.
   auto add = [&](bool keep, const std::string& name, size_t whole, std::vector<int> shape, bool decay, float stddev,
                  float constant, std::optional<Slice> slice = std::nullopt) -> size_t {
-    const TensorInit init{draws, stddev, constant, slice.value_or(Slice{0, 0, whole, 1}), !slice.has_value()};
+    const TensorInit init{draws, stddev, constant, slice.value_or(Slice{0, 0, whole, 1}), !slice.has_value(),
+                          whole_offset};
     if (stddev > 0) draws += NormalDraws(whole);
+    whole_offset += whole;
     if (!keep) return 0;
     init_.push_back(init);
     return layout_.Add(name, std::move(shape), decay);
@@ -296,6 +299,15 @@ void GptModel::BuildLayout() {
   if (last()) layout_.BeginGroup("ln_f");
   add(last(), "ln_f.weight", cc, {c}, false, 0, 1);
   add(last(), "ln_f.bias", cc, {c}, false, 0, 0);
+}
+
+std::vector<WholePiece> GptModel::WholePieces() const {
+  std::vector<WholePiece> pieces;
+  for (const TensorInit& init : init_) {
+    const Slice& s = init.slice;
+    AppendPiece(pieces, {init.whole_offset + s.start, s.count > 1 ? s.stride : 0, s.run, s.count});
+  }
+  return pieces;
 }
 
 void GptModel::InitParameters(std::span<float> flat, uint64_t seed) const {

@@ -38,6 +38,7 @@
 #include "common/status.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
+#include "runtime/core/part_placement.h"
 #include "runtime/core/partition.h"
 #include "runtime/models/tensor_group.h"
 
@@ -89,7 +90,8 @@ struct GptPart {
 class GptModel {
  public:
   // Preconditions (checked): the part is a non-empty run of the config's blocks; a tensor split
-  // ValidateGptTensorSplit accepts, and tensor_rank in [0, tensor_size).
+  // ValidateGptTensorSplit accepts, and tensor_rank in [0, tensor_size). max_batch 0 makes a model
+  // for its layout only (no activations; it must not run).
   GptModel(const GptConfig& config, int max_batch, GptPart part = {});
 
   // The tensor group of a split part (size tensor_size, this rank tensor_rank; checked), alive
@@ -104,6 +106,10 @@ class GptModel {
   // Ranges of the layout held whole on every tensor rank, with the same gradients on each (empty
   // without a split): a norm over the group counts them once.
   std::vector<ShardRange> ReplicatedRanges() const;
+  // Where this part's flat buffer lies in the whole model's (the layout of GptModel(config, 0)):
+  // its tensors' slices in layout order, merged (runtime/core/part_placement.h). The whole model
+  // is one piece.
+  std::vector<WholePiece> WholePieces() const;
 
   // What a model of `config` holds, computed without building it (the memory check before
   // allocating, runtime/train/memory_estimate.h). Doubles: a hostile config's products pass 2^64.
@@ -213,6 +219,7 @@ class GptModel {
     float constant = 0;
     Slice slice;  // where its values lie in the whole model's tensor
     bool replicated = true;  // whole on every tensor rank
+    size_t whole_offset = 0;  // the whole tensor's offset in the whole model's flat buffer
   };
   std::vector<TensorInit> init_;
   int tensor_rank_ = 0, tensor_size_ = 1;

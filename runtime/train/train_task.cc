@@ -153,7 +153,11 @@ class GptStageTask final : public TrainTask {
         val_{static_cast<int64_t>(data.val.size()), seq_len_, micro_, 1, data_world},
         stage_(PipelineStageOptions{gpt, std::move(partition), config.pipeline.schedule, micro_, seq_len_,
                                     static_cast<int>(config.batch.gradient_accumulation_steps), tensor_size_},
-               pipeline, &tensor) {}
+               pipeline, &tensor) {
+    placement_.whole = GptModel(gpt, 0).layout();
+    placement_.pieces = stage_.model().WholePieces();
+    if (tensor.rank() > 0) placement_.saved_elsewhere = stage_.model().ReplicatedRanges();
+  }
 
   Status Validate() const { return CheckTokenData(config_, gpt_, data_, train_, val_, seq_len_); }
 
@@ -204,6 +208,7 @@ class GptStageTask final : public TrainTask {
   int ValidationRows() const override { return micro_ * seq_len_; }
   int LossRanks(int world) const override { return world / (stages_ * tensor_size_); }
   std::vector<ShardRange> ReplicatedRanges() const override { return stage_.model().ReplicatedRanges(); }
+  const PartPlacement* placement() const override { return &placement_; }
   Result<std::string> Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) override {
     DSLAUNCH_ASSIGN_OR_RETURN(std::vector<int> tokens,
                               stage_.Sample(params, TokenSampler::PromptTokens(prompt), count, seed));
@@ -224,6 +229,7 @@ class GptStageTask final : public TrainTask {
   const int micro_;
   const BatchGeometry train_, val_;
   PipelineStage stage_;
+  PartPlacement placement_;  // the whole model's layout, and where this part lies in it
 };
 
 // ---- mlp on IDX images ----

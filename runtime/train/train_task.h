@@ -17,6 +17,7 @@
 #include "runtime/config/train_config.h"
 #include "runtime/core/param_layout.h"
 #include "runtime/core/parameter_access.h"
+#include "runtime/core/part_placement.h"
 #include "runtime/data/idx_data.h"
 #include "common/process_grid.h"
 
@@ -96,6 +97,10 @@ class TrainTask {
   // Ranges of the layout every tensor rank holds whole (runtime/models/gpt.h, ReplicatedRanges);
   // empty without a tensor split.
   virtual std::vector<ShardRange> ReplicatedRanges() const { return {}; }
+  // A model part (a pipeline stage's blocks, a tensor rank's share): the whole model's layout and
+  // where the part lies in it, for checkpoints in the whole model's coordinates
+  // (runtime/checkpoint/checkpoint.h). Null for a whole model.
+  virtual const PartPlacement* placement() const { return nullptr; }
   // Whether there is validation data.
   virtual bool HasValidation() const = 0;
   // Forward on validation batch `batch` of this rank; returns the mean loss, and adds to

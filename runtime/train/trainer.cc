@@ -27,11 +27,14 @@ ReportOutputs OutputsOf(const TrainHooks& hooks) {
   return ReportOutputs{hooks.print, hooks.metrics, hooks.progress, hooks.first_step_done};
 }
 
-// What a checkpoint of this run records, and what a resumed one must match.
-CheckpointRun RunOf(const TrainConfig& config, const TrainTask& task) {
+// What a checkpoint of this run records, and what a resumed one must match: the whole model's
+// parameters, also where this rank holds a part of them (`parallel`: the grid; null: none).
+CheckpointRun RunOf(const TrainConfig& config, const TrainTask& task, const ModelParallelRun* parallel) {
   CheckpointRun run;
   run.model = std::string(task.name());
-  run.layout = &task.layout();
+  run.part = task.placement();
+  run.layout = run.part != nullptr ? &run.part->whole : &task.layout();
+  if (parallel != nullptr) run.grid = {parallel->grid.shape().pipeline, parallel->grid.shape().tensor};
   run.global_batch = task.GlobalBatch();
   run.seed = config.seed;
   run.zero_stage = config.engine.zero.stage;
@@ -55,8 +58,20 @@ RunStart StartOf(const TrainConfig& config, const TrainTask& task, int world, co
 Result<std::unique_ptr<Engine>> CreateEngine(const TrainConfig& config, const TrainTask& task, bool resuming,
                                              Communicator& comm, RunReport& report) {
   if (!resuming && !config.model_init_from.empty()) {
+    // The file holds the whole model; a part takes its pieces of it.
+    const PartPlacement* part = task.placement();
     DSLAUNCH_ASSIGN_OR_RETURN(std::vector<float> imported,
-                              ImportParameters(config.model_init_from, task.layout(), task.name()));
+                              ImportParameters(config.model_init_from, part != nullptr ? part->whole : task.layout(),
+                                               task.name()));
+    if (part != nullptr) {
+      std::vector<float> mine;
+      mine.reserve(task.layout().numel());
+      ForEachRun(part->pieces, [&](uint64_t begin, uint64_t count) {
+        mine.insert(mine.end(), imported.begin() + static_cast<std::ptrdiff_t>(begin),
+                    imported.begin() + static_cast<std::ptrdiff_t>(begin + count));
+      });
+      imported = std::move(mine);
+    }
     report.ModelInitialisedFrom(config.model_init_from);
     return Engine::Create(task.layout(), comm, config.engine, imported);
   }
@@ -341,7 +356,7 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   report.Start(StartOf(config, *task, world, engine->memory(), hooks.origin));
 
   Loop loop{config, comm, hooks, *task, *engine, report};
-  const CheckpointRun run = RunOf(config, *task);
+  const CheckpointRun run = RunOf(config, *task, parallel);
   TrainResult result;
   DSLAUNCH_ASSIGN_OR_RETURN(const ResumeOutcome resumed, loop.Resume(plan, run));
   result.first_step = resumed.loaded ? resumed.loaded->meta.step : 0;

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <map>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "tests/runtime/checkpoint/sample_meta.h"
@@ -85,8 +87,9 @@ TEST_CASE("CheckpointMetaFromJson refuses a damaged meta.json as data loss, nami
   };
   const Case cases[] = {
       {"another format", [](Json& j) { j["format"] = "zip"; }, "$.format is \"zip\", not a dslaunch checkpoint"},
-      {"a later version", [](Json& j) { j["version"] = 2; },
-       "$.version 2 is not supported by this build (it reads version 1)"},
+      {"a later version", [](Json& j) { j["version"] = 3; },
+       "$.version 3 is not supported by this build (it reads versions 1 and 2)"},
+      {"version 2 without its grid", [](Json& j) { j["version"] = 2; }, "$.grid must be an object"},
       {"a missing field", [](Json& j) { j.erase("seed"); }, "$.seed missing"},
       {"a field of the wrong type", [](Json& j) { j["step"] = "12"; }, "$.step must be an integer"},
       {"a negative count", [](Json& j) { j["numel"] = -10; }, "$.numel must be a non-negative integer"},
@@ -152,6 +155,95 @@ TEST_CASE("CheckpointMetaFromJson refuses a damaged meta.json as data loss, nami
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == StatusCode::kDataLoss);
     CHECK(r.status().message() == "ck/meta.json: $ is not a JSON object (truncated or corrupt?)");
+  }
+}
+
+TEST_CASE("A grid's meta.json is version 2: the grid, and each partition's elements and pieces") {
+  const Json j = Json::parse(CheckpointMetaToJson(SampleGridCheckpointMeta()));
+  CHECK(j.at("version") == 2);
+  CHECK(j.at("grid") == Json{{"pipeline", 2}, {"data", 1}, {"tensor", 2}});
+  CHECK(j.at("partitions").at(0) == Json{{"rank", 0},
+                                         {"file", "rank00000.safetensors"},
+                                         {"bytes", 200},
+                                         {"crc32c", "00000001"},
+                                         {"elements", 4},
+                                         {"pieces", {{0, 5, 2, 2}}}});
+  CHECK(j.at("partitions").at(3).at("pieces") == Json{{9, 0, 1, 1}});
+  // Without a grid: version 1, no grid.
+  CHECK_FALSE(Json::parse(CheckpointMetaToJson(SampleCheckpointMeta())).contains("grid"));
+
+  const CheckpointMeta a = SampleGridCheckpointMeta();
+  auto b = CheckpointMetaFromJson(CheckpointMetaToJson(a), "meta.json");
+  REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+  CHECK(b->version == 2);
+  CHECK(b->grid.pipeline == 2);
+  CHECK(b->grid.tensor == 2);
+  REQUIRE(b->partitions.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(b->partitions[i].pieces == a.partitions[i].pieces);
+    CHECK(b->partitions[i].elements() == a.partitions[i].elements());
+    CHECK(b->partitions[i].crc32c == a.partitions[i].crc32c);
+  }
+  // The shard header records the element count where a version 1 shard has its range.
+  CHECK(ShardHeaderOf(12, 4, a.partitions[1]) ==
+        std::map<std::string, std::string>{{"step", "12"}, {"rank", "1"}, {"world_size", "4"}, {"elements", "4"}});
+  CHECK(ShardHeaderOf(12, 2, SampleCheckpointMeta().partitions[1]) ==
+        std::map<std::string, std::string>{
+            {"step", "12"}, {"rank", "1"}, {"world_size", "2"}, {"begin", "5"}, {"end", "10"}});
+}
+
+TEST_CASE("A damaged version 2 meta.json is refused, naming the file and the JSON path") {
+  struct Case {
+    const char* what;
+    std::function<void(Json&)> damage;
+    std::string error;  // after "ck/meta.json: "
+  };
+  const Case cases[] = {
+      {"a grid of another world", [](Json& j) { j["grid"]["data"] = 2; },
+       "$.grid must be three sizes of at least 1 whose product is $.world_size 4"},
+      {"a grid of no stages", [](Json& j) { j["grid"]["pipeline"] = 0; },
+       "$.grid must be three sizes of at least 1 whose product is $.world_size 4"},
+      {"a grid size past the world", [](Json& j) { j["grid"]["tensor"] = 1 << 30; },
+       "$.grid must be three sizes of at least 1 whose product is $.world_size 4"},
+      {"no pieces", [](Json& j) { j["partitions"][2].erase("pieces"); }, "$.partitions[2].pieces must be an array"},
+      {"a piece of three numbers", [](Json& j) { j["partitions"][2]["pieces"][0] = {4, 0, 1}; },
+       "$.partitions[2].pieces[0] must be [begin, stride, run, count], non-negative integers"},
+      {"a negative begin", [](Json& j) { j["partitions"][2]["pieces"][0][0] = -4; },
+       "$.partitions[2].pieces[0] must be [begin, stride, run, count], non-negative integers"},
+      {"an empty run", [](Json& j) { j["partitions"][2]["pieces"][0][2] = 0; },
+       "$.partitions[2].pieces[0] must have run and count of at least 1, and stride 0 for one run, else >= run"},
+      {"overlapping runs of one piece", [](Json& j) { j["partitions"][0]["pieces"][0][1] = 1; },
+       "$.partitions[0].pieces[0] must have run and count of at least 1, and stride 0 for one run, else >= run"},
+      {"a piece past the end", [](Json& j) { j["partitions"][3]["pieces"][0][0] = 10; },
+       "$.partitions[3].pieces[0] ends past $.numel 10"},
+      {"a strided piece past the end", [](Json& j) { j["partitions"][1]["pieces"][0][3] = 3; },
+       "$.partitions[1].pieces[0] ends past $.numel 10"},
+      {"a huge count", [](Json& j) { j["partitions"][0]["pieces"][0] = {0, 0, 1, 1ull << 62}; },
+       "$.partitions[0].pieces[0] must have run and count of at least 1, and stride 0 for one run, else >= run"},
+      {"too many runs", [](Json& j) { j["numel"] = 1ull << 40; j["partitions"][0]["pieces"][0] = {0, 2, 1, (1 << 24) + 1}; },
+       "$.partitions[0].pieces[0] brings the runs past 16777216: not a checkpoint"},
+      {"elements against the pieces", [](Json& j) { j["partitions"][0]["elements"] = 5; },
+       "$.partitions[0].elements is 5, but the pieces hold 4"},
+      {"an element held twice", [](Json& j) { j["partitions"][3]["pieces"][0][0] = 8; },
+       "$.partitions hold element 8 twice"},
+      {"an element left out", [](Json& j) { j["partitions"][2]["pieces"] = Json::array(); j["partitions"][2]["elements"] = 0; },
+       "$.partitions leave elements [4, 5) out"},
+      {"the last element left out", [](Json& j) { j["numel"] = 11; },
+       "$.partitions leave elements [10, 11) out"},
+      {"partitions out of rank order", [](Json& j) { j["partitions"][1]["rank"] = 2; },
+       "$.partitions[1] is rank 2's: the partitions must be in rank order"},
+      {"fewer partitions than ranks", [](Json& j) { j["partitions"].erase(3); },
+       "$.partitions must be 4 partitions, one per rank"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    Json j = Json::parse(CheckpointMetaToJson(SampleGridCheckpointMeta()));
+    c.damage(j);
+    auto r = CheckpointMetaFromJson(j.dump(1), "ck/meta.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(r.status().message() == "ck/meta.json: " + c.error);
   }
 }
 

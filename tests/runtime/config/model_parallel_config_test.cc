@@ -73,9 +73,6 @@ TEST_CASE("A pipeline the job, the model or the other sections cannot take is re
       {R"(, "pipeline": {"stages": 2}, "zero_optimization": {"stage": 2})", 4,
        "train.json: $.zero_optimization.stage: 2 with pipeline.stages 2: a pipelined run takes ZeRO stage 0 or 1, as "
        "DeepSpeed's pipeline engine does (stages 2-3 reduce the gradients of every micro-batch)"},
-      {R"(, "pipeline": {"stages": 2}, "checkpoint": {"dir": "ckpt"})", 4,
-       "train.json: $.checkpoint.dir: with pipeline.stages 2: checkpoints of a pipelined run are not written yet "
-       "(docs/parallelism.md); leave checkpoint.dir out, or train without pipeline stages"},
       {R"(, "pipeline": {"stages": 2})", 2, "train.json: $.pipeline.stages: 2: only the gpt model is split into stages",
        true},
       {R"(, "pipeline": {"stages": 2, "schedule": "1f1d"})", 4,
@@ -112,6 +109,12 @@ TEST_CASE("tensor_parallel.autotp_size sets the tensor ranks, and DeepSpeed's 0 
   REQUIRE_MESSAGE(both.ok(), both.status().ToString());
   CHECK(RanksPerModelCopy(*both) == 4);
   CHECK(both->batch.gradient_accumulation_steps == 4);
+  // Checkpoints of a split model are in the whole model's coordinates (docs/checkpoint.md).
+  auto saved = Parse(Config(R"(, "pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2},
+                               "checkpoint": {"dir": "ckpt", "load": "auto"})"),
+                     8);
+  REQUIRE_MESSAGE(saved.ok(), saved.status().ToString());
+  CHECK_FALSE(saved->checkpoint.dir.empty());
 
   // DeepSpeed's AutoTP keys for Hugging Face models are recognised and change nothing.
   auto deepspeed = Parse(Config(R"(, "tensor_parallel": {"autotp_size": 2, "tp": {"tp_size": 2}, "dtype": "bf16",
@@ -141,9 +144,6 @@ TEST_CASE("A tensor split the job, the model or the other sections cannot take i
       {R"(, "pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})", 6,
        "train.json: $.tensor_parallel.autotp_size: pipeline.stages 2 x tensor_parallel.autotp_size 2 = 4 ranks per "
        "model copy does not divide the 6 ranks of the job"},
-      {R"(, "tensor_parallel": {"autotp_size": 2}, "checkpoint": {"dir": "ckpt"})", 4,
-       "train.json: $.checkpoint.dir: with tensor_parallel.autotp_size 2: checkpoints of a tensor-parallel run are not "
-       "written yet (docs/parallelism.md); leave checkpoint.dir out, or train without tensor_parallel"},
       {R"(, "tensor_parallel": {"autotp_size": 2})", 2,
        "train.json: $.tensor_parallel.autotp_size: 2: only the gpt model is split over tensor ranks", true},
       {R"(, "tensor_parallel": {"autotp_size": -1})", 4, "train.json: $.tensor_parallel.autotp_size:"},

@@ -4,6 +4,7 @@
 // by slice, its gradients, within fp32 reassociation.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -137,6 +138,13 @@ TEST_CASE("A tensor rank's tensors are its slices of the whole model's, and its 
           }
         }
         CHECK(model.vocab_begin() == static_cast<int>(ShardFor(13, t, r).begin));
+        // Its place in the whole model: the whole values at its pieces are its own, in its order.
+        std::vector<float> placed;
+        ForEachRun(model.WholePieces(), [&](uint64_t begin, uint64_t count) {
+          placed.insert(placed.end(), all.begin() + static_cast<std::ptrdiff_t>(begin),
+                        all.begin() + static_cast<std::ptrdiff_t>(begin + count));
+        });
+        CHECK(SameBits(placed, values));
       }
     }
   }
@@ -208,6 +216,33 @@ void CheckSplitMatchesWhole(int t, int recompute) {
       CheckClose(got, ShareOf(config, name, want_grad.at(name), t, r), 1e-5);
       // A whole tensor's gradient is the same bits on every rank: the group's sums are.
       if (!Split(name)) CHECK(SameBits(got, rank_grads[0].at(name)));
+    }
+  }
+}
+
+TEST_CASE("The parts of any grid, whole tensors counted on the first tensor rank only, place every element of the "
+          "whole model once") {
+  const GptConfig config = Small();
+  const size_t numel = GptModel(config, 2).layout().numel();
+  CHECK(GptModel(config, 0).layout().numel() == numel);  // a model for its layout only
+  CHECK(GptModel(config, 0).WholePieces() == std::vector<WholePiece>{{0, 0, numel, 1}});
+  for (int t : {1, 2, 4}) {
+    for (const std::vector<int>& bounds : {std::vector<int>{0, 3}, {0, 1, 3}, {0, 1, 2, 3}}) {
+      CAPTURE(t);
+      CAPTURE(bounds.size());
+      std::vector<int> seen(numel, 0);
+      for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+        for (int r = 0; r < t; ++r) {
+          const GptModel part(config, 0, GptPart{bounds[s], bounds[s + 1], r, t});
+          const std::vector<ShardRange> skip = r == 0 ? std::vector<ShardRange>{} : part.ReplicatedRanges();
+          for (const ShardRange& kept : Without({0, part.layout().numel()}, skip)) {
+            ForEachRun(PiecesOf(part.WholePieces(), kept), [&](uint64_t begin, uint64_t count) {
+              for (uint64_t i = begin; i < begin + count; ++i) ++seen[i];
+            });
+          }
+        }
+      }
+      CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(numel));
     }
   }
 }

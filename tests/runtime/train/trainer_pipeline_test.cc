@@ -5,19 +5,14 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cstring>
-#include <memory>
-#include <thread>
+#include <string>
 #include <vector>
 
-#include "tests/fakes/thread_communicator.h"
 #include "tests/fakes/train_on_threads.h"
 
 namespace dslaunch::runtime {
 namespace {
-
-using testing::ThreadCommunicatorGroup;
 
 // 4 blocks, so that 2 and 4 stages exist; 4 heads, so that 2 and 4 tensor ranks exist; 2
 // data-parallel copies of 2 sequences per micro-batch, 4 micro-batches a step.
@@ -42,39 +37,12 @@ TrainConfig Config(int stages, int zero_stage, int tensor = 1) {
 
 // Trains `config` on stages x 2 x tensor ranks threads, each rank with its grid's groups.
 std::vector<Result<TrainResult>> TrainPipelined(const TrainConfig& config, std::vector<std::string>* rank0_lines) {
-  const int stages = config.pipeline.stages, tensor = config.tensor_parallel.size, world = stages * 2 * tensor;
-  const ProcessGrid grid = *ProcessGrid::Create(world, stages, tensor);
-  ThreadCommunicatorGroup everyone(world, std::chrono::seconds(30));
-  std::vector<std::unique_ptr<ThreadCommunicatorGroup>> pipelines, datas, tensors;
-  for (int i = 0; i < grid.GroupCount(GridAxis::kPipeline); ++i) {
-    pipelines.push_back(std::make_unique<ThreadCommunicatorGroup>(stages, std::chrono::seconds(30)));
-  }
-  for (int i = 0; i < grid.GroupCount(GridAxis::kData); ++i) {
-    datas.push_back(std::make_unique<ThreadCommunicatorGroup>(2, std::chrono::seconds(30)));
-  }
-  for (int i = 0; i < grid.GroupCount(GridAxis::kTensor); ++i) {
-    tensors.push_back(std::make_unique<ThreadCommunicatorGroup>(tensor, std::chrono::seconds(30)));
-  }
-  std::vector<ModelParallelRun> runs(world);
-  for (int r = 0; r < world; ++r) {
-    const GridCoordinates at = grid.CoordinatesOf(r);
-    runs[r] = ModelParallelRun{grid, &pipelines[grid.GroupIndex(r, GridAxis::kPipeline)]->Get(at.pipeline),
-                               &datas[grid.GroupIndex(r, GridAxis::kData)]->Get(at.data),
-                               &tensors[grid.GroupIndex(r, GridAxis::kTensor)]->Get(at.tensor)};
-  }
-  const TrainData data = testing::PatternTokens(/*validation=*/true);
-  std::vector<Result<TrainResult>> results(world, Status(StatusCode::kInternal, "not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      TrainHooks hooks;
-      hooks.model_parallel = &runs[r];
-      if (r == 0 && rank0_lines != nullptr) hooks.print = [rank0_lines](const std::string& l) { rank0_lines->push_back(l); };
-      results[r] = Train(config, data, everyone.Get(r), hooks);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
+  const int world = config.pipeline.stages * 2 * config.tensor_parallel.size;
+  return testing::TrainOnGrid(world, config, testing::PatternTokens(/*validation=*/true), [rank0_lines](int r) {
+    TrainHooks hooks;
+    if (r == 0 && rank0_lines != nullptr) hooks.print = [rank0_lines](const std::string& l) { rank0_lines->push_back(l); };
+    return hooks;
+  });
 }
 
 TEST_CASE("Trained on 2 and 4 pipeline stages x 2 data-parallel copies, the losses are the data-parallel run's") {
