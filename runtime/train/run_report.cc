@@ -150,10 +150,14 @@ void RunReport::Resumed(const std::string& path, const LoadResult& loaded, bool 
   if (out_.print) {
     char size[96];
     std::snprintf(size, sizeof(size), "; %.1f MB in %.2f s", static_cast<double>(loaded.bytes) / 1e6, loaded.seconds);
+    const CheckpointGrid& g = loaded.meta.grid;
+    const std::string grid = g.trivial() ? "" : " as " + std::to_string(g.pipeline) + " stages x " +
+                                                   std::to_string(loaded.meta.world_size / (g.pipeline * g.tensor)) +
+                                                   " data x " + std::to_string(g.tensor) + " tensor";
     Print(std::string(restart ? "restart: " : "") + "resumed from " + path + " at step " +
-          std::to_string(loaded.meta.step) + " (saved by " + std::to_string(loaded.meta.world_size) +
-          " ranks at ZeRO stage " + std::to_string(loaded.meta.zero_stage) + ", " + loaded.meta.precision + size +
-          ")" + (loaded.warning.empty() ? "" : "; warning: " + loaded.warning));
+          std::to_string(loaded.meta.step) + " (saved by " + std::to_string(loaded.meta.world_size) + " ranks" + grid +
+          " at ZeRO stage " + std::to_string(loaded.meta.zero_stage) + ", " + loaded.meta.precision + size + ")" +
+          (loaded.warning.empty() ? "" : "; warning: " + loaded.warning));
   }
   if (out_.metrics) {
     Record r;
@@ -161,6 +165,11 @@ void RunReport::Resumed(const std::string& path, const LoadResult& loaded, bool 
     r["step"] = loaded.meta.step;
     r["saved_world_size"] = loaded.meta.world_size;
     r["saved_zero_stage"] = loaded.meta.zero_stage;
+    if (!loaded.meta.grid.trivial()) {
+      r["saved_grid"] = {{"pipeline", loaded.meta.grid.pipeline},
+                         {"data", loaded.meta.world_size / (loaded.meta.grid.pipeline * loaded.meta.grid.tensor)},
+                         {"tensor", loaded.meta.grid.tensor}};
+    }
     r["load_seconds"] = loaded.seconds;
     r["source"] = from_memory ? "memory" : "disk";
     out_.metrics(Text(r));

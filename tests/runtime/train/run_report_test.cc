@@ -196,6 +196,21 @@ TEST_CASE("Start, resume, validation and end give the documented lines and recor
                         "\"gradients\":2,\"optimizer_state\":3,\"working\":4},\"checkpoints_saved\":2,"
                         "\"checkpoints_failed\":1}");
   for (const std::string& record : c.records) CHECK(nlohmann::json::accept(record));
+
+  // A checkpoint of a grid says so, in the line and the record.
+  Captured g;
+  RunReport grid = RunReport::ForRank(0, g.Outputs(), 10, 40);
+  loaded.meta.world_size = 8;
+  loaded.meta.grid = {2, 2};
+  loaded.warning.clear();
+  grid.Resumed("ckpt/global_step40", loaded, /*restart=*/false);
+  REQUIRE(g.lines.size() == 1);
+  CHECK(g.lines[0] == "resumed from ckpt/global_step40 at step 40 (saved by 8 ranks as 2 stages x 2 data x 2 tensor "
+                      "at ZeRO stage 2, bf16; 12.3 MB in 0.25 s)");
+  REQUIRE(g.records.size() == 1);
+  CHECK(g.records[0] == "{\"event\":\"resume\",\"step\":40,\"saved_world_size\":8,\"saved_zero_stage\":2,"
+                        "\"saved_grid\":{\"pipeline\":2,\"data\":2,\"tensor\":2},\"load_seconds\":0.25,"
+                        "\"source\":\"disk\"}");
 }
 
 TEST_CASE("The end record carries rank 0's swap I/O when any byte moved, and no swap_io key without") {
