@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <string>
@@ -178,6 +179,34 @@ TEST_CASE("--dry-run gives each rank of a pipelined, tensor-parallel train.json 
   REQUIRE_MESSAGE(odd.exit_code == 0, odd.out << odd.err);
   CHECK(Contains(odd.out, R"("grid_error": "pipeline.stages 2 x tensor_parallel.autotp_size 2 = 4 ranks per model )"
                           R"(copy does not divide the 6 ranks of the job)"));
+}
+
+TEST_CASE("A checkpoint of 2 stages x 2 copies x 2 tensor ranks resumes on 2 data-parallel ranks, and exports") {
+  Job job;
+  const std::string grid = R"("pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})";
+  const ProcessResult saved =
+      job.Run(job.Config("3d", grid + std::string(R"(, "checkpoint": {"dir": "ckpt", "interval": 3})"), 8), 8);
+  REQUIRE_MESSAGE(saved.exit_code == 0, saved.out << saved.err);
+  const std::vector<std::string> whole = Losses(saved.out);
+  REQUIRE(whole.size() == 7);
+  const std::string step3 = job.dir.path() + "/ckpt/global_step3";
+  const ProcessResult resumed = job.Run(
+      job.Config("dp2", R"("checkpoint": {"dir": "ckpt2", "load": ")" + step3 + R"("})", 8), 2);
+  REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.out << resumed.err);
+  CHECK_MESSAGE(Contains(resumed.out, "resumed from " + step3 + " at step 3 (saved by 8 ranks as 2 stages x 2 data x "
+                                      "2 tensor at ZeRO stage 1, fp32;"),
+                resumed.out);
+  // Steps 4-6 and the validation: the 8 ranks' run's, within fp32 reassociation.
+  CheckLossesClose(Losses(resumed.out), std::vector<std::string>(whole.begin() + 3, whole.end()), 1e-5);
+
+  const ProcessResult exported =
+      RunProcess({std::string(DSLAUNCH_BIN_DIR) + "/dslaunch-worker", "export", job.dir.path() + "/ckpt",
+                  job.dir.path() + "/out/model.safetensors", "--hf_config", "--config", job.dir.path() + "/3d.json"},
+                 kJobTimeout);
+  REQUIRE_MESSAGE(exported.exit_code == 0, exported.out << exported.err);
+  std::ifstream config_json(job.dir.path() + "/out/config.json");
+  const std::string text{std::istreambuf_iterator<char>(config_json), std::istreambuf_iterator<char>()};
+  CHECK_MESSAGE(Contains(text, "\"n_head\": 2"), text);
 }
 
 TEST_CASE("A tensor split that does not fit the model or the job is refused before training, naming the key") {
