@@ -5,7 +5,9 @@
 // resumes") or kDataLoss naming the file and a JSON path, never a crash or an exception.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/checkpoint/meta.h"
@@ -25,8 +27,11 @@ struct Rng {
   size_t Below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(Next() % n); }
 };
 
-// A checkpoint of 2 ranks over 10 parameters, as the save writes it.
-std::string ValidMeta() { return CheckpointMetaToJson(SampleCheckpointMeta()); }
+// A checkpoint of 2 ranks over 10 parameters, as the save writes it; the same state saved by a
+// grid of 4 ranks (version 2).
+std::string ValidMeta(bool grid) {
+  return CheckpointMetaToJson(grid ? SampleGridCheckpointMeta() : SampleCheckpointMeta());
+}
 
 const char* const kValues[] = {"1000000000000000000", "-1", "0", "1e18", "1.5", "2147483648", "4294967298",
                                "9223372036854775807", "18446744073709551615", "-9223372036854775808", "\"12\"",
@@ -74,14 +79,39 @@ std::string Mutate(std::string text, Rng& rng) {
   return text;
 }
 
+// Every element of [0, numel) once: among the pieces' runs (version 2), and in rank order
+// (version 1).
+void CheckCovered(const CheckpointMeta& m) {
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // begin, end
+  uint64_t at = 0;
+  for (const CheckpointPartition& p : m.partitions) {
+    CHECK(p.end >= p.begin);
+    if (m.version == 1) {
+      CHECK(p.pieces.empty());
+      CHECK(p.begin == at);
+      at = p.end;
+      runs.emplace_back(p.begin, p.end);
+    }
+    ForEachRun(p.pieces, [&](uint64_t begin, uint64_t count) { runs.emplace_back(begin, begin + count); });
+  }
+  std::sort(runs.begin(), runs.end());
+  uint64_t covered = 0;
+  for (const auto& [begin, end] : runs) {
+    CHECK(begin == covered);
+    covered = end;
+  }
+  CHECK(covered == m.numel);
+}
+
 TEST_CASE("CheckpointMetaFromJson on mutated meta.json files: invariants that hold, or data loss with a place") {
-  const std::string valid = ValidMeta();
-  REQUIRE(CheckpointMetaFromJson(valid, "ck/meta.json").ok());
+  const std::string valid[2] = {ValidMeta(false), ValidMeta(true)};
+  REQUIRE(CheckpointMetaFromJson(valid[0], "ck/meta.json").ok());
+  REQUIRE(CheckpointMetaFromJson(valid[1], "ck/meta.json").ok());
   Rng rng{testing::FuzzSeed()};
   const int cases = testing::FuzzCases(kDefaultCases);
   int accepted = 0;
   for (int i = 0; i < cases; ++i) {
-    const std::string text = Mutate(valid, rng);
+    const std::string text = Mutate(valid[i % 2], rng);
     CAPTURE(testing::FuzzSeed());
     CAPTURE(i);
     CAPTURE(text);
@@ -103,13 +133,9 @@ TEST_CASE("CheckpointMetaFromJson on mutated meta.json files: invariants that ho
     CHECK(m.zero_stage <= 3);
     CHECK(m.loss_scaler.scale > 0.0);
     REQUIRE(static_cast<int>(m.partitions.size()) == m.world_size);
-    uint64_t covered = 0;
-    for (const CheckpointPartition& p : m.partitions) {
-      CHECK(p.begin == covered);
-      CHECK(p.end >= p.begin);
-      covered = p.end;
-    }
-    CHECK(covered == m.numel);
+    for (size_t r = 0; r < m.partitions.size(); ++r) CHECK(m.partitions[r].rank == static_cast<int>(r));
+    CHECK(m.world_size % (m.grid.pipeline * m.grid.tensor) == 0);
+    CheckCovered(m);
     for (const CheckpointParameter& p : m.parameters) {
       CHECK(p.offset + p.numel <= m.numel);
       uint64_t elements = 1;
