@@ -22,7 +22,7 @@ inline constexpr int kCheckpointFormatVersion = 2;
 inline constexpr int kCheckpointFormatVersionWithoutGrid = 1;
 inline constexpr char kCheckpointFormatName[] = "dslaunch-checkpoint";
 // The most runs (a strided piece counts its runs) the partitions of a checkpoint may have: a
-// meta.json past it is damaged, not a model (GPT-2 XL on 8 tensor ranks has about 1.2 million).
+// meta.json past it is damaged, not a model (GPT-2 XL on 5 tensor ranks has about 770,000).
 inline constexpr uint64_t kMaxCheckpointRuns = uint64_t{1} << 24;
 
 struct CheckpointParameter {
