@@ -250,6 +250,13 @@ Terminal ReadTerminal() {
   return t;
 }
 
+// A train.json job's pipeline and tensor sizes (launcher/plan/model_grid.h): each plan's grid,
+// for --dry-run and the status page. Unset for any other program.
+std::optional<Result<ModelGridSizes>> ModelGridOf(const PlanOptions& po) {
+  if (po.program.kind != ProgramKind::kTrainConfig) return std::nullopt;
+  return ReadModelGridSizes(po.program.program, [](const std::string& path) { return ReadFile(path); });
+}
+
 // The plan options every job shares: the program, the contract's addresses, the exports. `local`:
 // a one-node job on this machine.
 Result<PlanOptions> BasePlanOptions(const CliOptions& cli, const Edges& edges, const Terminal& terminal, bool local) {
@@ -470,6 +477,7 @@ int RunNode(const CliOptions& cli, const Edges& edges) {
     spec.job.plan_options = *po;
     spec.job.plan_options.store_address = JoinHostPort(ro->advertise_host, runner.port());
     spec.job.elastic.max_restarts = cli.max_restarts;
+    spec.job.model_grid = ModelGridOf(*po);
     spec.min_nodes = rdzv.min_nodes;
     spec.max_nodes = rdzv.max_nodes;
     spec.join_timeout = rdzv.join_timeout;
@@ -526,9 +534,7 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
     po.store_address = kDryRunStoreAddress;
     auto plan = PlanLaunch(*resources, po);
     if (!plan.ok()) return Fail(plan.status(), kUsageError);
-    if (po.program.kind == ProgramKind::kTrainConfig) {
-      SetModelGrid(*plan, ReadModelGridSizes(po.program.program, [](const std::string& path) { return ReadFile(path); }));
-    }
+    if (const auto sizes = ModelGridOf(po)) SetModelGrid(*plan, *sizes);
     std::cout << (*cli.dry_run == DryRunFormat::kJson ? FormatPlanJson(*plan) : FormatPlanTable(*plan));
     return 0;
   }
@@ -589,6 +595,7 @@ int RunPlannedJob(const CliOptions& cli, const Edges& edges) {
                    spec.candidates = *resources;
                    spec.everyone = std::move(*plan);
                    spec.plan_options = po;
+                   spec.model_grid = ModelGridOf(po);
                    spec.elastic = *elastic;
                    return runner.Run(spec);
                  });

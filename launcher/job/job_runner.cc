@@ -171,6 +171,7 @@ void JobRunner::Impl::StartGeneration(const std::vector<int>& active, const std:
   auto plan = PlanLaunch(resources, po);
   DSLAUNCH_CHECK(plan.ok()) << "generation " << generation << ": " << plan.status().ToString();
   plan_ = std::move(*plan);
+  if (spec_->model_grid) SetModelGrid(plan_, *spec_->model_grid);
   tracker_ = std::make_unique<JobTracker>(plan_);
   fault_time_ms_ = 0;
   workers_started_ = 0;

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "launcher/elastic/elastic_policy.h"
 #include "launcher/plan/launch_plan.h"
+#include "launcher/plan/model_grid.h"
 #include "launcher/start/agent_starter.h"
 
 namespace dslaunch::launcher {
@@ -25,6 +27,10 @@ struct JobSpec {
   // fault time are set for each generation.
   PlanOptions plan_options;
   ElasticOptions elastic;
+  // A train.json job's pipeline and tensor sizes, read once (main.cc): each generation's plan
+  // gets its grid over its world from them (SetModelGrid), for the status page's coordinates.
+  // Unset for other programs.
+  std::optional<Result<ModelGridSizes>> model_grid;
   // Makes a starter for re-probing failed nodes on a thread of its own (nullptr: failed nodes are
   // never re-probed). A separate starter, so that a probe never shares state with Start().
   std::function<std::unique_ptr<AgentStarter>()> probe_starter;

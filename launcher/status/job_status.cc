@@ -49,6 +49,7 @@ void JobStatus::OnGeneration(const LaunchPlan& plan) {
   view_.state = std::string(JobStateName(JobState::kStarting));
   view_.nodes.clear();
   view_.ranks.clear();
+  view_.grid = plan.grid ? std::optional<GridShape>(plan.grid->shape()) : std::nullopt;
   rank_index_.clear();
   node_index_.clear();
   for (const NodePlan& node : plan.nodes) {
@@ -60,6 +61,7 @@ void JobStatus::OnGeneration(const LaunchPlan& plan) {
       r.local_rank = worker.local_rank;
       r.node_rank = node.node_rank;
       r.host = node.host;
+      if (plan.grid) r.grid = plan.grid->CoordinatesOf(worker.rank);
       rank_index_[worker.rank] = view_.ranks.size();
       view_.ranks.push_back(std::move(r));
     }

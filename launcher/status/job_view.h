@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/process_grid.h"
+
 namespace dslaunch::launcher {
 
 // A rank as the launcher last heard of it. `state` is one of the names of RankStateName
@@ -27,6 +29,9 @@ struct RankView {
   std::optional<int> exit_code;  // set once it exited
   std::string exit_text;         // "exit 1", "signal 9 (SIGKILL)", ... ("" while running)
   std::string log_path;          // its log file on its node
+  // Its place in the model's process grid (docs/parallelism.md, "The grid"): unset unless the
+  // train.json splits the model into stages or over tensor ranks.
+  std::optional<GridCoordinates> grid;
   // From its progress reports (runtime/train/progress_report.h): the last step it completed and
   // what it said about it.
   int64_t last_step = -1;
@@ -73,6 +78,8 @@ struct JobView {
   std::string root_cause;            // the one-line reason it stopped early, "" if none
   std::vector<NodeView> nodes;
   std::vector<RankView> ranks;
+  // The generation's process grid (its plan's, launcher/plan/model_grid.h); unset without one.
+  std::optional<GridShape> grid;
   // Curves from rank 0's reports (every rank trains the same model on its own batches; rank 0 is
   // what the runtime's own log reports): loss, validation loss, tokens/s of the whole job.
   std::vector<SeriesPoint> loss;

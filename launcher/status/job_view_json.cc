@@ -1,5 +1,6 @@
 #include "launcher/status/job_view_json.h"
 
+#include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,16 @@ json StragglerRule(const JobView& v) {
           {"patience", v.straggler_patience}};
 }
 
+// A rank's place in the grid, and the grid, as --dry-run=json writes them; null without one.
+json GridJson(const std::optional<GridCoordinates>& at) {
+  if (!at) return nullptr;
+  return {{"stage", at->pipeline}, {"data", at->data}, {"tensor", at->tensor}};
+}
+json GridJson(const std::optional<GridShape>& shape) {
+  if (!shape) return nullptr;
+  return {{"pipeline", shape->pipeline}, {"data", shape->data}, {"tensor", shape->tensor}};
+}
+
 json RankJson(const RankView& r) {
   return {{"rank", r.rank},
           {"local_rank", r.local_rank},
@@ -50,6 +61,7 @@ json RankJson(const RankView& r) {
           {"exit_code", Optional(r.exit_code)},
           {"exit_text", r.exit_text},
           {"log_path", r.log_path},
+          {"grid", GridJson(r.grid)},
           {"last_step", r.last_step},
           {"step_ms", Optional(r.step_ms)},
           {"compute_ms", Optional(r.compute_ms)},
@@ -130,6 +142,18 @@ Result<std::vector<SeriesPoint>> ReadSeries(const json& obj, const std::string& 
   return points;
 }
 
+// A grid object's three sizes or coordinates, under `names`; absent or null: none (a launcher
+// older than them, or a job without a grid).
+Result<std::optional<std::array<int, 3>>> ReadGrid(const json& obj, const std::string& path,
+                                                   const std::array<const char*, 3>& names) {
+  const json* g = Field(obj, "grid");
+  if (g == nullptr || g->is_null()) return std::optional<std::array<int, 3>>();
+  if (!g->is_object()) return TypeError(path + "grid", "an object or null");
+  std::array<int, 3> values{};
+  for (size_t i = 0; i < 3; ++i) DSLAUNCH_RETURN_IF_ERROR(Read(*g, path + "grid.", names[i], values[i]));
+  return std::optional<std::array<int, 3>>(values);
+}
+
 Result<RankView> ReadRank(const json& r, const std::string& path) {
   if (!r.is_object()) return TypeError(path, "an object");
   RankView v;
@@ -143,6 +167,8 @@ Result<RankView> ReadRank(const json& r, const std::string& path) {
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "exit_code", v.exit_code));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "exit_text", v.exit_text));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "log_path", v.log_path));
+  DSLAUNCH_ASSIGN_OR_RETURN(const auto grid, ReadGrid(r, p, {"stage", "data", "tensor"}));
+  if (grid) v.grid = GridCoordinates{(*grid)[0], (*grid)[1], (*grid)[2]};
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "last_step", v.last_step));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "step_ms", v.step_ms));
   DSLAUNCH_RETURN_IF_ERROR(Read(r, p, "compute_ms", v.compute_ms));
@@ -193,6 +219,8 @@ Status ReadLists(const json& j, JobView& v) {
       }
     }
   }
+  DSLAUNCH_ASSIGN_OR_RETURN(const auto grid, ReadGrid(j, "", {"pipeline", "data", "tensor"}));
+  if (grid) v.grid = GridShape{(*grid)[0], (*grid)[1], (*grid)[2]};
   DSLAUNCH_ASSIGN_OR_RETURN(v.loss, ReadSeries(j, "loss"));
   DSLAUNCH_ASSIGN_OR_RETURN(v.val_loss, ReadSeries(j, "val_loss"));
   DSLAUNCH_ASSIGN_OR_RETURN(v.tokens_per_s, ReadSeries(j, "tokens_per_s"));
@@ -221,6 +249,7 @@ std::string JobViewJson(const JobView& view) {
             {"root_cause", view.root_cause},
             {"nodes", std::move(nodes)},
             {"ranks", std::move(ranks)},
+            {"grid", GridJson(view.grid)},
             {"loss", Series(view.loss)},
             {"val_loss", Series(view.val_loss)},
             {"tokens_per_s", Series(view.tokens_per_s)},

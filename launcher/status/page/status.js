@@ -67,6 +67,10 @@ function renderJob(v) {
   $('job-command').textContent = v.command.join(' ');
   $('job-hosts').textContent = [...new Set(v.nodes.map((n) => n.host))].join(', ');
   $('job-generation').textContent = v.generation + (v.restarts ? ' (' + v.restarts + ' restarts)' : '');
+  // A model split into stages or over tensor ranks (docs/parallelism.md): the grid, as --dry-run says it.
+  const grid = v.grid || null;
+  $('job-grid-label').hidden = $('job-grid').hidden = !grid;
+  $('job-grid').textContent = grid ? grid.pipeline + ' stages x ' + grid.data + ' data x ' + grid.tensor + ' tensor' : '';
   $('job-stragglers').textContent = v.stragglers_total;
   const cause = $('job-root-cause');
   cause.hidden = !v.root_cause;
@@ -123,6 +127,8 @@ function renderRanks(v) {
   for (const n of v.nodes) heartbeat[n.node_rank] = n.last_heartbeat_ms;
   const body = document.querySelector('#ranks tbody');
   body.replaceChildren();
+  const grid = !!v.grid;
+  $('ranks-grid').hidden = !grid;
   for (const r of v.ranks) {
     const row = document.createElement('tr');
     row.className = 'rank ' + r.state + (r.straggler ? ' straggler' : '') + (r.rank === selectedRank ? ' selected' : '');
@@ -131,6 +137,7 @@ function renderRanks(v) {
     const hb = heartbeat[r.node_rank];
     cell(row, r.rank, 'num');
     cell(row, r.host, 'host');
+    if (grid) cell(row, r.grid ? r.grid.stage + '/' + r.grid.data + '/' + r.grid.tensor : '', 'grid');
     cell(row, r.pid || '', 'num pid');
     cell(row, r.state, 'state');
     cell(row, hb ? duration(v.now_ms - hb) + ' ago' : '', 'heartbeat');

@@ -66,6 +66,29 @@ TEST_CASE("JobStatus lists the plan's ranks and nodes, pending, then follows the
   CHECK_FALSE(status.View(1700).nodes[1].connected);
 }
 
+TEST_CASE("JobStatus gives each rank its place in the plan's grid, and a generation without one none") {
+  JobStatus status("J", {"train.json"}, 1000);
+  LaunchPlan plan = Plan(0);
+  plan.grid = *ProcessGrid::Create(4, 2, 2);
+  status.OnGeneration(plan);
+  JobView v = status.View(1500);
+  REQUIRE(v.grid.has_value());
+  CHECK(*v.grid == GridShape{2, 1, 2});
+  REQUIRE(v.ranks.size() == 4);
+  for (const RankView& r : v.ranks) {
+    CAPTURE(r.rank);
+    REQUIRE(r.grid.has_value());
+    CHECK(*r.grid == plan.grid->CoordinatesOf(r.rank));
+  }
+  CHECK(*v.ranks[1].grid == GridCoordinates{0, 0, 1});
+  CHECK(*v.ranks[2].grid == GridCoordinates{1, 0, 0});
+  // The next generation's plan has no grid (another program would not): nothing is left over.
+  status.OnGeneration(Plan(1));
+  v = status.View(1600);
+  CHECK_FALSE(v.grid.has_value());
+  CHECK_FALSE(v.ranks[1].grid.has_value());
+}
+
 TEST_CASE("JobStatus names how each rank ended: exited, failed, stopped, stalled") {
   JobStatus status("J", {"x"}, 0);
   status.OnGeneration(Plan(0));

@@ -79,6 +79,31 @@ TEST_CASE("ParseJobViewJson reads back what JobViewJson wrote") {
   CHECK(!back->ranks[2].loss.has_value());
   CHECK(back->ranks[3].straggler_since_step == 38);
   CHECK(back->straggler_patience == 5);
+  CHECK(!back->grid.has_value());
+  CHECK(!back->ranks[0].grid.has_value());
+}
+
+TEST_CASE("The grid of a split model and each rank's place in it, as --dry-run=json writes them, and back") {
+  JobView v = testing::SampleView();
+  CHECK(json::parse(JobViewJson(v))["grid"].is_null());
+  CHECK(json::parse(JobViewJson(v))["ranks"][0]["grid"].is_null());
+  const ProcessGrid grid = *ProcessGrid::Create(4, 2, 2);
+  v.grid = grid.shape();
+  for (RankView& r : v.ranks) r.grid = grid.CoordinatesOf(r.rank);
+  const json j = json::parse(JobViewJson(v));
+  CHECK(j["grid"] == json({{"pipeline", 2}, {"data", 1}, {"tensor", 2}}));
+  CHECK(j["ranks"][3]["grid"] == json({{"stage", 1}, {"data", 0}, {"tensor", 1}}));
+  CHECK(j["ranks"][2]["grid"] == json({{"stage", 1}, {"data", 0}, {"tensor", 0}}));
+  auto back = ParseJobViewJson(JobViewJson(v));
+  REQUIRE(back.ok());
+  CHECK(JobViewJson(*back) == JobViewJson(v));
+  CHECK(back->grid == v.grid);
+  CHECK(back->ranks[3].grid == v.ranks[3].grid);
+  json bad = j;
+  bad["ranks"][1]["grid"]["tensor"] = "one";
+  auto refused = ParseJobViewJson(bad.dump());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message() == "ranks[1].grid.tensor: expected an integer");
 }
 
 TEST_CASE("ParseJobViewJson names the JSON path of a bad field") {

@@ -191,6 +191,10 @@ TEST_CASE("Headless Chromium shows the finished state once the launcher has gone
   const std::string token(64, 'a');
   auto board = std::make_shared<JobBoard>();
   JobView running = testing::SampleView();
+  // A model split into 2 stages x 1 copy x 2 tensor ranks: the grid, and each rank's place in it.
+  const ProcessGrid grid = *ProcessGrid::Create(4, 2, 2);
+  running.grid = grid.shape();
+  for (RankView& r : running.ranks) r.grid = grid.CoordinatesOf(r.rank);
   board->Publish(running);
   StatusServerOptions options;
   options.access.token = token;
@@ -224,6 +228,12 @@ TEST_CASE("Headless Chromium shows the finished state once the launcher has gone
   CHECK(Tag(dom, "job-end").find("hidden") == std::string::npos);
   CHECK(Text(dom, "connection") == "job finished; the launcher has exited");
   CHECK(Tag(dom, "connection").find("class=\"connection ended\"") != std::string::npos);
+  CHECK(Text(dom, "job-grid") == "2 stages x 1 data x 2 tensor");
+  CHECK(Tag(dom, "job-grid").find("hidden") == std::string::npos);
+  CHECK(Tag(dom, "ranks-grid").find("hidden") == std::string::npos);
+  // Rank 3: stage 1, data 0, tensor 1, in the column after the host.
+  const size_t row = dom.find(Tag(dom, "rank-3"));
+  CHECK(dom.find("<td class=\"grid\">1/0/1</td>", row) < dom.find("</tr>", row));
   // Rank 3 of the sample is a straggler: why and since when.
   CHECK(Text(dom, "straggler-3") ==
         "rank 3 on node \"b\"\\x: 380 ms/step against its peers' median of 150 ms (2.5x; flagged above 1.5x and 20 ms "
