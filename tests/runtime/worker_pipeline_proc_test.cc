@@ -3,16 +3,23 @@
 // model into stages and over tensor ranks, each rank says where it sits, and the losses are the
 // data-parallel run's of the same global batch (to the last printed digit with stages alone,
 // within fp32 reassociation with tensor ranks).
+#include <signal.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "launcher/status/job_state_file.h"
+#include "launcher/status/status_client.h"
 #include "runtime/data/token_shard.h"
 #include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
@@ -36,7 +43,8 @@ struct Job {
   // `pipeline` is the section's JSON ("" for none), or sections of their own (starting with a
   // quote); `batch` the global batch (micro-batch 2).
   std::string Config(const std::string& name, const std::string& pipeline, int batch,
-                     const std::string& model = R"("n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 32)") {
+                     const std::string& model = R"("n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 32)",
+                     int steps = 6) {
     const std::string path = dir.path() + "/" + name + ".json";
     std::ofstream(path) << R"({"train_batch_size": )" << batch << R"(, "train_micro_batch_size_per_gpu": 2,
       "steps_per_print": 1, "gradient_clipping": 1.0, "seed": 3,
@@ -44,7 +52,7 @@ struct Job {
       "zero_optimization": {"stage": 1},
       "model": {"type": "gpt", )" << model << R"(},
       "data": {"train": "train.bin", "val": "val.bin"},
-      "train": {"steps": 6, "eval_interval": 0, "eval_steps": 2, "sample_tokens": 0})"
+      "train": {"steps": )" << steps << R"(, "eval_interval": 0, "eval_steps": 2, "sample_tokens": 0})"
                         << (pipeline.empty()       ? ""
                             : pipeline[0] == '"' ? ", " + pipeline
                                                  : R"(, "pipeline": )" + pipeline)
@@ -207,6 +215,43 @@ TEST_CASE("A checkpoint of 2 stages x 2 copies x 2 tensor ranks resumes on 2 dat
   std::ifstream config_json(job.dir.path() + "/out/config.json");
   const std::string text{std::istreambuf_iterator<char>(config_json), std::istreambuf_iterator<char>()};
   CHECK_MESSAGE(Contains(text, "\"n_head\": 2"), text);
+}
+
+TEST_CASE("The status page of a job of 2 stages x 2 tensor ranks gives the grid and each rank's place in it") {
+  Job job;
+  const std::string config = job.Config("page", R"("pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})",
+                                        2, R"("n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 32)",
+                                        1000000);
+  Subprocess launcher({kLauncher, "--job_id", "grid-page", "--status_port", "0", "--nproc_per_node", "4", config},
+                      {"TMPDIR=" + job.dir.path(), "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"});
+  std::optional<launcher::JobStateRecord> record;
+  REQUIRE(WaitFor([&] {
+    auto records = launcher::ReadJobStates(launcher::JobStateDir(job.dir.path(), ::getuid()));
+    if (records.ok() && !records->empty()) record = records->front();
+    return record.has_value();
+  }, kJobTimeout));
+  nlohmann::json view;
+  const bool shown = WaitFor([&] {
+    auto got = launcher::HttpGet(record->url, record->token, "/api/job");
+    if (!got.ok() || got->status != 200) return false;
+    view = nlohmann::json::parse(got->body);
+    // Every rank past its second step: each printed its grid line before its first.
+    if (view["ranks"].size() != 4) return false;
+    for (const auto& rank : view["ranks"]) {
+      if (!rank["last_step"].is_number_integer() || rank["last_step"].get<int64_t>() < 2) return false;
+    }
+    return true;
+  }, kJobTimeout);
+  launcher.Signal(SIGTERM);
+  const ProcessResult end = launcher.Wait(kJobTimeout);
+  REQUIRE_MESSAGE(shown, view.dump() << end.out << end.err);
+  CHECK(view["grid"] == nlohmann::json({{"pipeline", 2}, {"data", 1}, {"tensor", 2}}));
+  // As the workers print it: rank 1 is stage 0, tensor 1; rank 2 stage 1, tensor 0.
+  CHECK(view["ranks"][1]["grid"] == nlohmann::json({{"stage", 0}, {"data", 0}, {"tensor", 1}}));
+  CHECK(view["ranks"][2]["grid"] == nlohmann::json({{"stage", 1}, {"data", 0}, {"tensor", 0}}));
+  const auto grid = GridLines(end.out);
+  REQUIRE_MESSAGE(grid.count(2) == 1, end.out << end.err);
+  CHECK(grid.at(2).starts_with("grid: stage 1/2 (blocks 2-3 of 4), data 0/1, tensor 0/2"));
 }
 
 TEST_CASE("A tensor split that does not fit the model or the job is refused before training, naming the key") {
