@@ -17,11 +17,11 @@ void AppendPiece(std::vector<WholePiece>& pieces, const WholePiece& piece) {
       return;
     }
     if (p.run == q.run) {
-      // The stride the two would share: given by either one that has more than one run, else by
-      // the distance between their starts.
+      // The stride the two would share: the last one's when it has more than one run, else the
+      // new one's, else the distance between their starts.
       const uint64_t stride = q.count > 1 ? q.stride : p.count > 1 ? p.stride : p.begin - q.begin;
-      const bool fits = p.begin > q.begin && stride >= q.run && (q.count == 1 || q.stride == stride) &&
-                        (p.count == 1 || p.stride == stride) && p.begin == q.begin + q.count * stride;
+      const bool fits = p.begin > q.begin && stride >= q.run && (p.count == 1 || p.stride == stride) &&
+                        p.begin == q.begin + q.count * stride;
       if (fits) {
         q.stride = stride;
         q.count += p.count;

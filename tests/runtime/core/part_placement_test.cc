@@ -28,10 +28,11 @@ TEST_CASE("AppendPiece merges a run right after a single run, and runs one strid
   AppendPiece(p, {30, 0, 6, 1});
   AppendPiece(p, {50, 0, 6, 1});
   CHECK(p == std::vector<WholePiece>{{10, 20, 6, 3}});
-  // A strided piece of the same stride continues it; one of another stride does not.
+  // A strided piece of the same stride continues it; one of another stride does not, even where
+  // its first run would continue it.
   AppendPiece(p, {70, 20, 6, 2});
   CHECK(p == std::vector<WholePiece>{{10, 20, 6, 5}});
-  AppendPiece(p, {120, 30, 6, 2});
+  AppendPiece(p, {110, 30, 6, 2});
   CHECK(p.size() == 2);
   // Nothing is merged backwards, nor a run of another length, nor an empty piece kept.
   AppendPiece(p, {0, 0, 6, 1});
