@@ -67,10 +67,11 @@ function renderJob(v) {
   $('job-command').textContent = v.command.join(' ');
   $('job-hosts').textContent = [...new Set(v.nodes.map((n) => n.host))].join(', ');
   $('job-generation').textContent = v.generation + (v.restarts ? ' (' + v.restarts + ' restarts)' : '');
-  // A model split into stages or over tensor ranks (docs/parallelism.md): the grid, as --dry-run says it.
+  // A model split into stages or over tensor ranks (docs/parallelism.md): its grid.
   const grid = v.grid || null;
   $('job-grid-label').hidden = $('job-grid').hidden = !grid;
-  $('job-grid').textContent = grid ? grid.pipeline + ' stages x ' + grid.data + ' data x ' + grid.tensor + ' tensor' : '';
+  $('job-grid').textContent =
+      grid ? grid.pipeline + ' stages x ' + grid.data + ' data x ' + grid.tensor + ' tensor' : '';
   $('job-stragglers').textContent = v.stragglers_total;
   const cause = $('job-root-cause');
   cause.hidden = !v.root_cause;
