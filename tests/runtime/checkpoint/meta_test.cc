@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,26 @@ namespace {
 
 using Json = nlohmann::json;
 
+
+// A damage done to a valid meta.json, and the error that names it.
+struct Damage {
+  const char* what;
+  std::function<void(Json&)> damage;
+  std::string error;  // after "ck/meta.json: "
+};
+
+// Each damage done to `valid`'s meta.json is refused as data loss with its error.
+void CheckRefused(const CheckpointMeta& valid, std::span<const Damage> damages) {
+  for (const Damage& c : damages) {
+    CAPTURE(c.what);
+    Json j = Json::parse(CheckpointMetaToJson(valid));
+    c.damage(j);
+    auto r = CheckpointMetaFromJson(j.dump(1), "ck/meta.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(r.status().message() == "ck/meta.json: " + c.error);
+  }
+}
 
 TEST_CASE("meta.json holds the documented fields, with the derived ones worked out") {
   const Json j = Json::parse(CheckpointMetaToJson(SampleCheckpointMeta()));
@@ -80,12 +101,7 @@ TEST_CASE("meta.json round-trips every field") {
 }
 
 TEST_CASE("CheckpointMetaFromJson refuses a damaged meta.json as data loss, naming the file and the JSON path") {
-  struct Case {
-    const char* what;
-    std::function<void(Json&)> damage;
-    std::string error;  // after "ck/meta.json: "
-  };
-  const Case cases[] = {
+  const Damage cases[] = {
       {"another format", [](Json& j) { j["format"] = "zip"; }, "$.format is \"zip\", not a dslaunch checkpoint"},
       {"a later version", [](Json& j) { j["version"] = 3; },
        "$.version 3 is not supported by this build (it reads versions 1 and 2)"},
@@ -140,15 +156,7 @@ TEST_CASE("CheckpointMetaFromJson refuses a damaged meta.json as data loss, nami
       {"a loss scaler without its iteration", [](Json& j) { j["loss_scaler"].erase("iteration"); },
        "$.loss_scaler.iteration missing"},
   };
-  for (const Case& c : cases) {
-    CAPTURE(c.what);
-    Json j = Json::parse(CheckpointMetaToJson(SampleCheckpointMeta()));
-    c.damage(j);
-    auto r = CheckpointMetaFromJson(j.dump(1), "ck/meta.json");
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.status().code() == StatusCode::kDataLoss);
-    CHECK(r.status().message() == "ck/meta.json: " + c.error);
-  }
+  CheckRefused(SampleCheckpointMeta(), cases);
   for (const char* text : {"", "{\"format\": \"dslaunch-checkpoint\", \"vers", "[1, 2]"}) {
     CAPTURE(text);
     auto r = CheckpointMetaFromJson(text, "ck/meta.json");
@@ -194,12 +202,7 @@ TEST_CASE("A grid's meta.json is version 2: the grid, and each partition's eleme
 }
 
 TEST_CASE("A damaged version 2 meta.json is refused, naming the file and the JSON path") {
-  struct Case {
-    const char* what;
-    std::function<void(Json&)> damage;
-    std::string error;  // after "ck/meta.json: "
-  };
-  const Case cases[] = {
+  const Damage cases[] = {
       {"a grid of another world", [](Json& j) { j["grid"]["data"] = 2; },
        "$.grid must be three sizes of at least 1 whose product is $.world_size 4"},
       {"a grid of no stages", [](Json& j) { j["grid"]["pipeline"] = 0; },
@@ -236,15 +239,7 @@ TEST_CASE("A damaged version 2 meta.json is refused, naming the file and the JSO
       {"fewer partitions than ranks", [](Json& j) { j["partitions"].erase(3); },
        "$.partitions must be 4 partitions, one per rank"},
   };
-  for (const Case& c : cases) {
-    CAPTURE(c.what);
-    Json j = Json::parse(CheckpointMetaToJson(SampleGridCheckpointMeta()));
-    c.damage(j);
-    auto r = CheckpointMetaFromJson(j.dump(1), "ck/meta.json");
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.status().code() == StatusCode::kDataLoss);
-    CHECK(r.status().message() == "ck/meta.json: " + c.error);
-  }
+  CheckRefused(SampleGridCheckpointMeta(), cases);
 }
 
 }  // namespace

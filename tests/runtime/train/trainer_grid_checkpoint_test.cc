@@ -20,6 +20,7 @@
 #include "runtime/train/pipeline_stage.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/train/grid_gpt_config.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::runtime {
@@ -36,26 +37,11 @@ struct Shape {
   }
 };
 
-// 4 blocks and 4 heads (2 and 4 stages or tensor ranks exist); a global batch of 16 sequences in
-// micro-batches of 2, whatever the grid; 6 steps, saved every 3.
+// The grid GPT (tests/runtime/train/grid_gpt_config.h) on `shape`, clipped at every step (the
+// whole model's norm decides it), saved every 3 steps into `dir`.
 TrainConfig Config(const Shape& shape, const std::string& dir) {
-  TrainConfig c;
-  const int data = shape.world / (shape.stages * shape.tensor);
-  c.batch.micro_batch_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 16 / (2 * data);
-  c.batch.train_batch_size = 16;
-  c.engine.zero.stage = shape.zero;
-  c.engine.optimizer.lr = 3e-3;
-  c.engine.optimizer.weight_decay = 0.01;
+  TrainConfig c = GridGptConfig(shape.stages, shape.tensor, shape.world / (shape.stages * shape.tensor), shape.zero);
   c.engine.gradient_clipping = 0.05;
-  c.model = GptConfig{4, 4, 16, 8, 32};
-  c.data.seq_len = 8;
-  c.train.steps = 6;
-  c.train.eval_steps = 2;
-  c.steps_per_print = 3;
-  c.seed = 5;
-  c.pipeline.stages = shape.stages;
-  c.tensor_parallel.size = shape.tensor;
   c.checkpoint.dir = dir;
   c.checkpoint.interval = 3;
   return c;

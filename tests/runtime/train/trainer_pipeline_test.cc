@@ -10,30 +10,13 @@
 #include <vector>
 
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/train/grid_gpt_config.h"
 
 namespace dslaunch::runtime {
 namespace {
 
-// 4 blocks, so that 2 and 4 stages exist; 4 heads, so that 2 and 4 tensor ranks exist; 2
-// data-parallel copies of 2 sequences per micro-batch, 4 micro-batches a step.
-TrainConfig Config(int stages, int zero_stage, int tensor = 1) {
-  TrainConfig c;
-  c.batch.micro_batch_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 4;
-  c.batch.train_batch_size = 2 * 4 * 2;
-  c.engine.zero.stage = zero_stage;
-  c.engine.optimizer.lr = 3e-3;
-  c.engine.optimizer.weight_decay = 0.01;
-  c.model = GptConfig{4, 4, 16, 8, 32};
-  c.data.seq_len = 8;
-  c.train.steps = 6;
-  c.train.eval_steps = 2;
-  c.steps_per_print = 3;
-  c.seed = 5;
-  c.pipeline.stages = stages;
-  c.tensor_parallel.size = tensor;
-  return c;
-}
+// The grid GPT on 2 data-parallel copies: 4 micro-batches of 2 sequences a step.
+TrainConfig Config(int stages, int zero_stage, int tensor = 1) { return GridGptConfig(stages, tensor, 2, zero_stage); }
 
 // Trains `config` on stages x 2 x tensor ranks threads, each rank with its grid's groups.
 std::vector<Result<TrainResult>> TrainPipelined(const TrainConfig& config, std::vector<std::string>* rank0_lines) {
