@@ -100,7 +100,6 @@ TEST_CASE("A checkpoint saved on a grid resumes on every other grid, world size 
     CHECK(meta->grid.pipeline == saved.shape.stages);
     CHECK(meta->grid.tensor == saved.shape.tensor);
     CHECK(meta->version == (saved.shape.stages * saved.shape.tensor > 1 ? 2 : 1));
-    const std::vector<std::vector<float>> state = WholeState(config.checkpoint.dir + "/global_step3");
 
     for (const Shape& into : {saved.shape, Shape{1, 1, 2, 0}, Shape{1, 1, 4, 2}, Shape{1, 4, 4, 3},
                               Shape{4, 1, 4, 1}, Shape{2, 2, 4, 0}, Shape{1, 1, 1, 0}}) {
@@ -123,7 +122,6 @@ TEST_CASE("A checkpoint saved on a grid resumes on every other grid, world size 
       CHECK(fs::exists(resumed.checkpoint.dir + "/global_step6/meta.json"));  // and saved by the new grid
       fs::remove_all(resumed.checkpoint.dir);
     }
-
     fs::remove_all(config.checkpoint.dir);
   }
 }
