@@ -159,7 +159,7 @@ std::string CheckpointMetaToJson(const CheckpointMeta& m) {
   j["world_size"] = m.world_size;
   if (grid) {
     j["grid"] = {{"pipeline", m.grid.pipeline},
-                 {"data", m.world_size / (m.grid.pipeline * m.grid.tensor)},
+                 {"data", m.grid.data(m.world_size)},
                  {"tensor", m.grid.tensor}};
   }
   j["zero_stage"] = m.zero_stage;

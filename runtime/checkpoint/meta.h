@@ -56,6 +56,7 @@ struct CheckpointGrid {
   int pipeline = 1;
   int tensor = 1;
   bool trivial() const { return pipeline == 1 && tensor == 1; }
+  int data(int world_size) const { return world_size / (pipeline * tensor); }
 };
 
 struct CheckpointMeta {

@@ -152,8 +152,8 @@ void RunReport::Resumed(const std::string& path, const LoadResult& loaded, bool 
     std::snprintf(size, sizeof(size), "; %.1f MB in %.2f s", static_cast<double>(loaded.bytes) / 1e6, loaded.seconds);
     const CheckpointGrid& g = loaded.meta.grid;
     const std::string grid = g.trivial() ? "" : " as " + std::to_string(g.pipeline) + " stages x " +
-                                                   std::to_string(loaded.meta.world_size / (g.pipeline * g.tensor)) +
-                                                   " data x " + std::to_string(g.tensor) + " tensor";
+                                                   std::to_string(g.data(loaded.meta.world_size)) + " data x " +
+                                                   std::to_string(g.tensor) + " tensor";
     Print(std::string(restart ? "restart: " : "") + "resumed from " + path + " at step " +
           std::to_string(loaded.meta.step) + " (saved by " + std::to_string(loaded.meta.world_size) + " ranks" + grid +
           " at ZeRO stage " + std::to_string(loaded.meta.zero_stage) + ", " + loaded.meta.precision + size + ")" +
@@ -167,7 +167,7 @@ void RunReport::Resumed(const std::string& path, const LoadResult& loaded, bool 
     r["saved_zero_stage"] = loaded.meta.zero_stage;
     if (!loaded.meta.grid.trivial()) {
       r["saved_grid"] = {{"pipeline", loaded.meta.grid.pipeline},
-                         {"data", loaded.meta.world_size / (loaded.meta.grid.pipeline * loaded.meta.grid.tensor)},
+                         {"data", loaded.meta.grid.data(loaded.meta.world_size)},
                          {"tensor", loaded.meta.grid.tensor}};
     }
     r["load_seconds"] = loaded.seconds;

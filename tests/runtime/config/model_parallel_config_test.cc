@@ -4,6 +4,7 @@
 // refused before it starts, naming the key.
 #include <doctest/doctest.h>
 
+#include <span>
 #include <string>
 
 #include "runtime/config/train_config.h"
@@ -25,6 +26,26 @@ Result<TrainConfig> Parse(const std::string& text, int world) {
   return ParseTrainConfig(text, "train.json", world, [](const std::string& path) -> Result<std::string> {
     return NotFoundError(path + ": no such file");
   });
+}
+
+// Sections appended to the valid train.json (of the mlp with `mlp`) on `world` ranks, and the
+// error that refuses them.
+struct Refusal {
+  std::string extra;
+  int world;
+  std::string error;
+  bool mlp = false;
+};
+
+// Each refusal's train.json fails to parse with kInvalidArgument and its error.
+void CheckRefused(std::span<const Refusal> refusals) {
+  for (const Refusal& c : refusals) {
+    CAPTURE(c.extra);
+    auto parsed = Parse(Config(c.extra, c.mlp), c.world);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(parsed.status().message().find(c.error) != std::string::npos, parsed.status().message());
+  }
 }
 
 TEST_CASE("The pipeline section sets stages, partition method and schedule, with DeepSpeed's defaults") {
@@ -58,13 +79,7 @@ TEST_CASE("The pipeline section sets stages, partition method and schedule, with
 }
 
 TEST_CASE("A pipeline the job, the model or the other sections cannot take is refused, naming the key") {
-  struct Case {
-    std::string extra;
-    int world;
-    std::string error;
-    bool mlp = false;
-  };
-  const Case cases[] = {
+  const Refusal cases[] = {
       {R"(, "pipeline": {"stages": 3})", 4,
        "train.json: $.pipeline.stages: 3 does not divide the 4 ranks of the job: give the job a multiple of 3 ranks "
        "(each stage has world / stages data-parallel copies)"},
@@ -81,13 +96,7 @@ TEST_CASE("A pipeline the job, the model or the other sections cannot take is re
        "train.json: $.pipeline.partition_method: expected one of parameters, uniform, got \"type:transformer\""},
       {R"(, "pipeline": {"stages": 0})", 4, "train.json: $.pipeline.stages: expected an integer"},
   };
-  for (const Case& c : cases) {
-    CAPTURE(c.extra);
-    auto parsed = Parse(Config(c.extra, c.mlp), c.world);
-    REQUIRE_FALSE(parsed.ok());
-    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
-    CHECK_MESSAGE(parsed.status().message().find(c.error) != std::string::npos, parsed.status().message());
-  }
+  CheckRefused(cases);
 }
 
 TEST_CASE("tensor_parallel.autotp_size sets the tensor ranks, and DeepSpeed's 0 or an absent section is 1") {
@@ -127,13 +136,7 @@ TEST_CASE("tensor_parallel.autotp_size sets the tensor ranks, and DeepSpeed's 0 
 }
 
 TEST_CASE("A tensor split the job, the model or the other sections cannot take is refused, naming the key") {
-  struct Case {
-    std::string extra;
-    int world;
-    std::string error;
-    bool mlp = false;
-  };
-  const Case cases[] = {
+  const Refusal cases[] = {
       {R"(, "tensor_parallel": {"autotp_size": 3})", 3,
        "train.json: $.tensor_parallel.autotp_size: 3 tensor ranks cannot share model.n_head 4 heads evenly; choose a "
        "size that divides n_head"},
@@ -149,13 +152,7 @@ TEST_CASE("A tensor split the job, the model or the other sections cannot take i
       {R"(, "tensor_parallel": {"autotp_size": -1})", 4, "train.json: $.tensor_parallel.autotp_size:"},
       {R"(, "tensor_parallel": {"autotp_size": "auto"})", 4, "train.json: $.tensor_parallel.autotp_size:"},
   };
-  for (const Case& c : cases) {
-    CAPTURE(c.extra);
-    auto parsed = Parse(Config(c.extra, c.mlp), c.world);
-    REQUIRE_FALSE(parsed.ok());
-    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
-    CHECK_MESSAGE(parsed.status().message().find(c.error) != std::string::npos, parsed.status().message());
-  }
+  CheckRefused(cases);
 }
 
 }  // namespace
