@@ -23,7 +23,9 @@
 # DistributedDataParallel over gloo (benchmarks/torch/gpt_ddp.py; Debian's python3-torch), the
 # same batch, AdamW and OpenBLAS kernels (the runtime's choice, given to PyTorch as
 # OPENBLAS_CORETYPE), both launched by dslaunch, the two alternating `repeats` times; the best of
-# each counts and the ratio is printed.
+# each counts and the ratio is printed. Every sgemm call of those runs is timed
+# (build/lib/libdslaunch-blas-time.so through LD_PRELOAD), which splits each program's step into
+# the products and the rest, and bounds the ratio any work outside the products could reach.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --bench >/dev/null
@@ -79,6 +81,8 @@ sgemm_both = max((both_cores() for _ in range(repeats)), key=sum)
 sgemm = max(sgemm, max(sgemm_both) * 1e9)
 
 torch_script = os.path.abspath("benchmarks/torch/gpt_ddp.py")
+# Times every sgemm call of a run through LD_PRELOAD (benchmarks/blas_time.cc).
+blas_time_library = os.path.join(build_dir, "lib", "libdslaunch-blas-time.so")
 # Debian's python3-torch is for /usr/bin/python3, which a pyenv or venv python3 may hide.
 def find_torch_python():
     for py in ("python3", "/usr/bin/python3"):
@@ -87,7 +91,7 @@ def find_torch_python():
     sys.exit("no python3 imports torch: install python3-torch (scripts/setup.sh --bench)")
 torch_python = find_torch_python()
 
-def measure(config_path, ranks, torch=False, zero=None, checkpoint=None):
+def measure(config_path, ranks, torch=False, zero=None, checkpoint=None, blas_time=None):
     with open(config_path) as f:
         config = json.load(f)
     if zero:
@@ -103,14 +107,17 @@ def measure(config_path, ranks, torch=False, zero=None, checkpoint=None):
         json.dump(config, f)
     launcher = [os.path.join(build_dir, "bin", "dslaunch"), "--log_dir", os.path.join(work, "logs"),
                 "--nproc_per_node", str(ranks)]
+    run_env = dict(env)
+    if blas_time:
+        run_env.update(LD_PRELOAD=blas_time_library, DSLAUNCH_BLAS_TIME_FILE=blas_time)
     if torch:
-        out = run(launcher + [torch_script, tmp], dict(env, PYTHON_EXEC=torch_python,
+        out = run(launcher + [torch_script, tmp], dict(run_env, PYTHON_EXEC=torch_python,
                                                        OPENBLAS_CORETYPE=best_core or ""))
         lines = re.findall(r"\[rank 0\] step (\d+) \| .*\| ([0-9.]+) tokens/s \| ([0-9.]+) ms/step", out)
         if len(lines) < 2:
             sys.exit(f"unexpected PyTorch output for {config_path} x {ranks}:\n{out}")
         return (*weighted(lines), None)
-    out = run(launcher + [tmp])
+    out = run(launcher + [tmp], run_env)
     kernels.add(re.search(r"\[rank 0\] sgemm: OpenBLAS (\S+) kernels", out).group(1))
     flops = re.search(r"\[rank 0\] model gpt: .*?([0-9.e+]+) FLOPs per token", out)
     lines = re.findall(r"\[rank 0\] step (\d+) \| .*\| ([0-9.]+) tokens/s \| ([0-9.]+) ms/step", out)
@@ -187,11 +194,24 @@ for interval in (0, 1):
     print(f"| {interval} | {', '.join(f'{t:.0f}' for t in snap[interval])} | {max(snap[interval]):.0f} |")
 print(f"\nevery step / none: {max(snap[1]) / max(snap[0]):.3f}x tokens/s (best against best)")
 
-# The yardstick, alternating so that both see the same machine load.
+# The yardstick, alternating so that both see the same machine load. Every run's sgemm calls are
+# timed (benchmarks/blas_time.cc: two clock reads per call, a few thousand calls per step).
+def blas_totals(path):
+    # Rank 0's line; the worker's kernel probes (sgemm-probe) write their own lines.
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if fields[1] == "0" and "sgemm-probe" not in line:
+                values = dict(zip(fields[0::2], fields[1::2]))
+                return float(values["flops"]), float(values["sgemm_s"]), float(values["span_s"])
+    sys.exit(f"no rank 0 line in {path}")
+
 ours, theirs = [], []
-for _ in range(repeats):
-    ours.append(measure("configs/gpt-bench.json", 2))
-    theirs.append(measure("configs/gpt-bench.json", 2, torch=True))
+for i in range(repeats):
+    for program, results, torch in (("ours", ours, False), ("theirs", theirs, True)):
+        path = os.path.join(work, f"blas-time-{program}-{i}")
+        tps, ms, _ = measure("configs/gpt-bench.json", 2, torch=torch, blas_time=path)
+        results.append((tps, ms, *blas_totals(path)))
 best_ours = max(ours, key=lambda r: r[0])
 best_theirs = max(theirs, key=lambda r: r[0])
 print(f"\nconfigs/gpt-bench.json on 2 ranks against PyTorch {torch_version()} DDP (gloo, the same model, batch, AdamW "
@@ -201,4 +221,20 @@ print("|---|---|---|---|")
 print(f"| dslaunch-worker | {', '.join(f'{r[0]:.0f}' for r in ours)} | {best_ours[0]:.0f} | {best_ours[1]:.0f} |")
 print(f"| PyTorch DDP | {', '.join(f'{r[0]:.0f}' for r in theirs)} | {best_theirs[0]:.0f} | {best_theirs[1]:.0f} |")
 print(f"\ndslaunch-worker / PyTorch DDP: {best_ours[0] / best_theirs[0]:.2f}x tokens/s")
-PY
+
+# Where each best run's time went: sgemm against the rest, over rank 0's training span (its first
+# sgemm call to its last). The ceiling: dslaunch-worker with no time at all outside sgemm and
+# PyTorch's sgemm rate, against PyTorch as it ran. Our FLOPs per step include the one validation
+# batch, which lowers the ceiling by about 1/(3 x steps), never raises it.
+print("\nWhere rank 0's time went in the best runs (sgemm timed per call; the span is the first call's start to the "
+      "last call's end):\n")
+print("| program | GFLOP per step in sgemm | sgemm GFLOP/s | share of the span in sgemm | ms per step outside sgemm |")
+print("|---|---|---|---|---|")
+for name, (tps, ms, flops, sgemm_s, span_s) in (("dslaunch-worker", best_ours), ("PyTorch DDP", best_theirs)):
+    outside_ms = (span_s - sgemm_s) / steps * 1e3
+    print(f"| {name} | {flops / steps / 1e9:.1f} | {flops / sgemm_s / 1e9:.1f} | {100 * sgemm_s / span_s:.1f}% | "
+          f"{outside_ms:.0f} |")
+flops_theirs, sgemm_theirs, span_theirs = best_theirs[2:]
+ceiling = span_theirs / sgemm_theirs * flops_theirs / best_ours[2]
+print(f"\nceiling: with nothing outside sgemm and PyTorch's sgemm rate, dslaunch-worker would reach {ceiling:.2f}x "
+      f"PyTorch's tokens/s")
