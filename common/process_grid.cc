@@ -16,6 +16,11 @@ const char* GridAxisName(GridAxis axis) {
   return "?";
 }
 
+std::string DescribeGridShape(const GridShape& shape) {
+  return std::to_string(shape.pipeline) + (shape.pipeline == 1 ? " stage x " : " stages x ") +
+         std::to_string(shape.data) + " data x " + std::to_string(shape.tensor) + " tensor";
+}
+
 int GridCoordinates::Along(GridAxis axis) const {
   switch (axis) {
     case GridAxis::kPipeline:

@@ -34,6 +34,10 @@ struct GridShape {
   friend bool operator==(const GridShape&, const GridShape&) = default;
 };
 
+// "2 stages x 2 data x 2 tensor", "1 stage x 4 data x 2 tensor": the grid as `--dry-run`, the
+// resume line and the status page write it.
+std::string DescribeGridShape(const GridShape& shape);
+
 struct GridCoordinates {
   int pipeline = 0;
   int data = 0;

@@ -238,3 +238,4 @@ flops_theirs, sgemm_theirs, span_theirs = best_theirs[2:]
 ceiling = span_theirs / sgemm_theirs * flops_theirs / best_ours[2]
 print(f"\nceiling: with nothing outside sgemm and PyTorch's sgemm rate, dslaunch-worker would reach {ceiling:.2f}x "
       f"PyTorch's tokens/s")
+PY

@@ -56,12 +56,7 @@ std::string ExportLines(const LaunchPlan& plan) {
   return out;
 }
 
-// "2 stages x 2 data x 2 tensor" and "stage 1, data 0, tensor 1"-like cells of the grid.
-std::string GridSizes(const ProcessGrid& grid) {
-  const GridShape& s = grid.shape();
-  return std::to_string(s.pipeline) + " stage(s) x " + std::to_string(s.data) + " data x " +
-         std::to_string(s.tensor) + " tensor";
-}
+// "1/0/1"-like cells of the grid: stage/data/tensor.
 std::string GridCell(const ProcessGrid& grid, int rank) {
   const GridCoordinates at = grid.CoordinatesOf(rank);
   return std::to_string(at.pipeline) + "/" + std::to_string(at.data) + "/" + std::to_string(at.tensor);
@@ -94,7 +89,7 @@ std::string FormatPlanTable(const LaunchPlan& plan) {
            (plan.bind_core_list.empty() ? std::string("each node's CPU affinity") : FormatCpuList(plan.bind_core_list)) +
            "\n";
   }
-  if (plan.grid) out += "grid " + GridSizes(*plan.grid) + " (train.json's pipeline and tensor_parallel)\n";
+  if (plan.grid) out += "grid " + DescribeGridShape(plan.grid->shape()) + " (train.json's pipeline and tensor_parallel)\n";
   if (!plan.grid_error.empty()) out += "grid: none: " + plan.grid_error + "\n";
   out += ExportLines(plan);
 

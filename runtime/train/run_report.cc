@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/display_text.h"
+#include "common/process_grid.h"
 #include "runtime/train/progress_bar.h"
 
 namespace dslaunch::runtime {
@@ -151,9 +152,8 @@ void RunReport::Resumed(const std::string& path, const LoadResult& loaded, bool 
     char size[96];
     std::snprintf(size, sizeof(size), "; %.1f MB in %.2f s", static_cast<double>(loaded.bytes) / 1e6, loaded.seconds);
     const CheckpointGrid& g = loaded.meta.grid;
-    const std::string grid = g.trivial() ? "" : " as " + std::to_string(g.pipeline) + " stages x " +
-                                                   std::to_string(g.data(loaded.meta.world_size)) + " data x " +
-                                                   std::to_string(g.tensor) + " tensor";
+    const std::string grid =
+        g.trivial() ? "" : " as " + DescribeGridShape({g.pipeline, g.data(loaded.meta.world_size), g.tensor});
     Print(std::string(restart ? "restart: " : "") + "resumed from " + path + " at step " +
           std::to_string(loaded.meta.step) + " (saved by " + std::to_string(loaded.meta.world_size) + " ranks" + grid +
           " at ZeRO stage " + std::to_string(loaded.meta.zero_stage) + ", " + loaded.meta.precision + size + ")" +

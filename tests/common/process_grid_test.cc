@@ -83,5 +83,10 @@ TEST_CASE("ProcessGrid refuses sizes that do not divide the world, naming the ke
   CHECK(ProcessGrid::DataParallel(5).shape() == GridShape{1, 5, 1});
 }
 
+TEST_CASE("DescribeGridShape writes the three sizes, one stage in the singular") {
+  CHECK(DescribeGridShape({2, 2, 2}) == "2 stages x 2 data x 2 tensor");
+  CHECK(DescribeGridShape({1, 4, 2}) == "1 stage x 4 data x 2 tensor");
+}
+
 }  // namespace
 }  // namespace dslaunch::runtime

@@ -179,7 +179,7 @@ TEST_CASE("--dry-run gives each rank of a pipelined, tensor-parallel train.json 
   const ProcessResult plan =
       RunProcess({kLauncher, "--dry-run", "--nproc_per_node", "8", config}, kJobTimeout);
   REQUIRE_MESSAGE(plan.exit_code == 0, plan.out << plan.err);
-  CHECK(Contains(plan.out, "grid 2 stage(s) x 2 data x 2 tensor (train.json's pipeline and tensor_parallel)\n"));
+  CHECK(Contains(plan.out, "grid 2 stages x 2 data x 2 tensor (train.json's pipeline and tensor_parallel)\n"));
   // Rank 5: stage 1, data 0, tensor 1, as its worker's line says in the run above.
   CHECK(Contains(plan.out, "5     5      1/0/1              "));
   CHECK_FALSE(Contains(plan.out, "[rank"));  // nothing started

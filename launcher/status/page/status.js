@@ -71,7 +71,8 @@ function renderJob(v) {
   const grid = v.grid || null;
   $('job-grid-label').hidden = $('job-grid').hidden = !grid;
   $('job-grid').textContent =
-      grid ? grid.pipeline + ' stages x ' + grid.data + ' data x ' + grid.tensor + ' tensor' : '';
+      grid ? grid.pipeline + (grid.pipeline === 1 ? ' stage x ' : ' stages x ') + grid.data + ' data x ' + grid.tensor +
+      ' tensor' : '';
   $('job-stragglers').textContent = v.stragglers_total;
   const cause = $('job-root-cause');
   cause.hidden = !v.root_cause;

@@ -99,7 +99,7 @@ TEST_CASE("The printed plan gives each rank its stage, data and tensor coordinat
   CHECK_FALSE(doc.contains("grid_error"));
 
   const std::string table = FormatPlanTable(plan);
-  CHECK(table.find("grid 2 stage(s) x 2 data x 2 tensor (train.json's pipeline and tensor_parallel)\n") !=
+  CHECK(table.find("grid 2 stages x 2 data x 2 tensor (train.json's pipeline and tensor_parallel)\n") !=
         std::string::npos);
   CHECK(table.find("node  host  slots  rank  local  stage/data/tensor  argv\n") != std::string::npos);
   CHECK(table.find("\n1     b     0-3    4     0      1/0/0              dslaunch-worker train /cfg/train.json\n") !=
