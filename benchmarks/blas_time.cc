@@ -1,9 +1,9 @@
 // libdslaunch-blas-time.so: how much of a process's time goes to single-precision matrix products.
 // Loaded with LD_PRELOAD, it stands in front of the BLAS library for `cblas_sgemm` (the bundled
 // runtime's call) and `sgemm_` (the Fortran entry PyTorch calls), forwards each call to the real
-// one and times it. A call made from inside another (a cblas_sgemm that calls
-// sgemm_) is counted once. At exit it appends one line to the file named by
-// DSLAUNCH_BLAS_TIME_FILE (nothing without it):
+// one and times it. A call made from inside another (a cblas_sgemm that calls sgemm_) is counted
+// once. At exit it appends one line to the file named by DSLAUNCH_BLAS_TIME_FILE (nothing without
+// it):
 //
 //   rank 0 pid 123 calls 1234 flops 1.6e11 sgemm_s 2.41 span_s 2.73 program dslaunch-worker train
 //
