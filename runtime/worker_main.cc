@@ -98,8 +98,6 @@ int64_t SnapshotIntervalFor(const std::map<std::string, std::string>& env, const
   int max_restarts = 0;
   if (auto it = env.find(env::kTorchElasticMaxRestarts); it != env.end()) max_restarts = std::atoi(it->second.c_str());
   const bool offloaded = config.engine.offload_optimizer.device == swap::OffloadDevice::kNvme;
-  // A pipelined or tensor-parallel run's state is not snapshotted yet (docs/parallelism.md).
-  if (RanksPerModelCopy(config) > 1) return 0;
   return ResolveSnapshotInterval(config.checkpoint.snapshot_interval, env.count(env::kSnapshotFds) > 0, max_restarts,
                                  offloaded);
 }
@@ -167,12 +165,7 @@ Status SetUpSnapshots(const std::map<std::string, std::string>& env, const Train
                 "(no %s): no in-memory snapshots\n",
                 static_cast<long long>(configured), env::kSnapshotFds);
   }
-  if (interval == 0) {
-    if (rank == 0 && RanksPerModelCopy(config) > 1 && fds != env.end()) {
-      std::printf("snapshots: none: a pipelined or tensor-parallel run is not snapshotted yet (docs/parallelism.md)\n");
-    }
-    return Status::Ok();
-  }
+  if (interval == 0) return Status::Ok();
   const auto copies = env.find(env::kSnapshotReplicaFds);
   DSLAUNCH_ASSIGN_OR_RETURN(
       MemorySnapshots mine,

@@ -309,9 +309,15 @@ Result<SaveResult> CompleteCheckpoint(const std::string& dir, const std::string&
 
 }  // namespace
 
-CheckpointMeta MetaOfSnapshot(int64_t step, int world, const EngineSnapshot& snap, const CheckpointRun& run) {
-  DSLAUNCH_CHECK(run.part == nullptr) << "an in-memory snapshot of a model split over ranks";
-  return MetaOf(step, world, CountersOf(snap), run, std::vector<ShardReport>(static_cast<size_t>(world)));
+Result<std::vector<std::vector<WholePiece>>> GatherShardPieces(Communicator& comm, const CheckpointRun& run,
+                                                               ShardRange range) {
+  DSLAUNCH_CHECK(run.part != nullptr) << "the shard pieces of a model that is not split";
+  return GatherPieces(comm, PlanShard(run, comm.rank(), range).partition.pieces);
+}
+
+CheckpointMeta MetaOfSnapshot(int64_t step, int world, const EngineSnapshot& snap, const CheckpointRun& run,
+                              const std::vector<std::vector<WholePiece>>& pieces) {
+  return MetaOf(step, world, CountersOf(snap), run, std::vector<ShardReport>(static_cast<size_t>(world)), pieces);
 }
 
 Result<SaveResult> SaveCheckpoint(const std::string& dir, int64_t step, const Engine& engine, Communicator& comm,

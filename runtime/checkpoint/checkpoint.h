@@ -125,9 +125,17 @@ class AsyncCheckpoint {
   std::unique_ptr<State> state_;
 };
 
+// Collective, for a model split over ranks (run.part set): every rank's pieces of the whole model
+// as its shard of a save records them, in rank order, where the engine holds `range` of its part
+// (EngineSnapshot::range). What MetaOfSnapshot needs; the same at every step, so gathered once.
+Result<std::vector<std::vector<WholePiece>>> GatherShardPieces(Communicator& comm, const CheckpointRun& run,
+                                                               ShardRange range);
+
 // meta.json's record of a save of `snap` after `step` steps on `world` ranks, without the shards'
 // sizes and checksums: what an in-memory snapshot carries (runtime/checkpoint/memory_snapshot.h).
-CheckpointMeta MetaOfSnapshot(int64_t step, int world, const EngineSnapshot& snap, const CheckpointRun& run);
+// A model split over ranks needs `pieces`, GatherShardPieces' answer (version 2); else empty.
+CheckpointMeta MetaOfSnapshot(int64_t step, int world, const EngineSnapshot& snap, const CheckpointRun& run,
+                              const std::vector<std::vector<WholePiece>>& pieces = {});
 
 // Whether the checkpoint `meta` fits this run: the model, its parameters, the optimizer's state
 // tensors, the global batch and the seed. The error, prefixed with `what` ("checkpoint P"), says

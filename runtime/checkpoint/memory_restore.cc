@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/check.h"
+#include "common/process_grid.h"
 #include "runtime/checkpoint/meta.h"
 #include "runtime/comm/agreement.h"
 #include "runtime/core/partition.h"
@@ -49,9 +50,30 @@ ShardRange Intersect(const ShardRange& a, const ShardRange& b) {
   return end > begin ? ShardRange{begin, end} : ShardRange{begin, begin};
 }
 
-// The range of the state rank `rank` of this run holds (ZeroEngine's owned slice).
-ShardRange HeldRange(size_t numel, int world, int rank, int zero_stage) {
-  return zero_stage == 0 ? ShardRange{0, numel} : ShardFor(numel, world, rank);
+// Where a rank's state lies in a run of `world` ranks on `grid`: the part of the model it holds
+// (its pipeline stage and tensor rank; one part when the model is not split) and its place among
+// that part's data-parallel copies, over which the engine partitions the part.
+struct Seat {
+  int part = 0;
+  int copy = 0;
+  int copies = 1;
+};
+
+Seat SeatOf(const CheckpointGrid& grid, int world, int rank) {
+  if (grid.trivial()) return {0, rank, world};
+  const Result<ProcessGrid> g = ProcessGrid::Create(world, grid.pipeline, grid.tensor);
+  DSLAUNCH_CHECK(g.ok()) << g.status().ToString();
+  const GridCoordinates at = g->CoordinatesOf(rank);
+  return {at.pipeline * grid.tensor + at.tensor, at.data, g->shape().data};
+}
+
+// The slice of its part the snapshot of a rank holds: its engine's (ShardFor over the copies, at
+// every ZeRO stage).
+ShardRange SliceOf(const Seat& seat, size_t part_numel) { return ShardFor(part_numel, seat.copies, seat.copy); }
+
+// The range of its part a rank of this run holds (ZeroEngine's owned slice).
+ShardRange HeldRange(const Seat& seat, size_t part_numel, int zero_stage) {
+  return zero_stage == 0 ? ShardRange{0, part_numel} : SliceOf(seat, part_numel);
 }
 
 }  // namespace
@@ -155,25 +177,75 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
   }();
   DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, fits, "restore the " + what));
   const CheckpointMeta& meta = result.meta;
-  const size_t numel = meta.numel, tensors = meta.state_tensors.size();
+  const size_t tensors = meta.state_tensors.size();
+  if (meta.grid.pipeline != run.grid.pipeline || meta.grid.tensor != run.grid.tensor) {
+    // Parts of another split are pieces of the whole model: checkpoint.dir's loader maps them.
+    return NotFoundError("the newest, of step " + std::to_string(plan->step) + ", splits the model as " +
+                         DescribeGridShape({meta.grid.pipeline, meta.grid.data(plan->world), meta.grid.tensor}) +
+                         ", this run as " +
+                         DescribeGridShape({run.grid.pipeline, run.grid.data(world), run.grid.tensor}));
+  }
+
+  // Each part's elements, from a rank of this run that holds it (every part has one).
+  const int64_t my_numel = static_cast<int64_t>(run.part != nullptr ? run.part->numel() : run.layout->numel());
+  std::vector<int64_t> numels(static_cast<size_t>(world));
+  DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const int64_t>(&my_numel, 1), std::span<int64_t>(numels),
+                                          std::vector<size_t>(static_cast<size_t>(world), 1))
+                               .WithContext(what));
+  std::vector<Seat> seats;  // this run's ranks
+  std::map<int, size_t> part_numel;
+  for (int r = 0; r < world; ++r) {
+    seats.push_back(SeatOf(run.grid, world, r));
+    part_numel[seats.back().part] = static_cast<size_t>(numels[static_cast<size_t>(r)]);
+  }
+  std::vector<Seat> saved_seats;  // the saving run's ranks
+  std::vector<ShardRange> slices;
+  for (int k = 0; k < plan->world; ++k) {
+    saved_seats.push_back(SeatOf(meta.grid, plan->world, k));
+    slices.push_back(SliceOf(saved_seats.back(), part_numel.at(saved_seats.back().part)));
+  }
+  auto held_range = [&](int r) {
+    return HeldRange(seats[static_cast<size_t>(r)], part_numel.at(seats[static_cast<size_t>(r)].part), run.zero_stage);
+  };
+  // The part of saving rank k's slice rank r needs: empty unless they hold the same part.
+  auto needs = [&](int r, int k) {
+    if (seats[static_cast<size_t>(r)].part != saved_seats[static_cast<size_t>(k)].part) return ShardRange{0, 0};
+    return Intersect(held_range(r), slices[static_cast<size_t>(k)]);
+  };
+
+  // Every slot this rank reads holds what its saving rank's slice should: a slot of the right
+  // step and rank but another size is damage, not a snapshot to read past its end.
+  std::vector<int> local_slot(static_cast<size_t>(plan->world), -1);  // this rank's slot with saving rank k's
+  Status sizes;
+  for (int k = 0; k < plan->world && sizes.ok(); ++k) {
+    local_slot[static_cast<size_t>(k)] =
+        SlotHolding(held[static_cast<size_t>(me)], plan->step, plan->world, k).value_or(-1);
+    if (local_slot[static_cast<size_t>(k)] < 0) continue;
+    const SnapshotSlot& slot = *slots[static_cast<size_t>(local_slot[static_cast<size_t>(k)])];
+    for (size_t t = 0; t < tensors && sizes.ok(); ++t) {
+      if (slot.tensors() != tensors || slot.tensor(t).size() != slices[static_cast<size_t>(k)].size()) {
+        sizes = DataLossError(what + ": " + slot.name() + " holds " + std::to_string(slot.tensors()) +
+                              " tensors of " + std::to_string(slot.tensors() > 0 ? slot.tensor(0).size() : 0) +
+                              " elements, rank " + std::to_string(k) + "'s slice is " + std::to_string(tensors) +
+                              " of " + std::to_string(slices[static_cast<size_t>(k)].size()));
+      }
+    }
+  }
+  DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, sizes, "read the " + what));
 
   // Each saving rank's slice: read in place where every rank that needs part of it holds it, else
   // broadcast by its holder and kept where this rank needs it.
-  const ShardRange mine_range = HeldRange(numel, world, me, run.zero_stage);
-  std::vector<int> local_slot(static_cast<size_t>(plan->world), -1);  // this rank's slot with saving rank k's
-  std::map<std::pair<int, size_t>, std::vector<float>> received;      // (k, tensor) -> my part of k's slice
+  std::map<std::pair<int, size_t>, std::vector<float>> received;  // (k, tensor) -> my part of k's slice
   for (int k = 0; k < plan->world; ++k) {
-    const ShardRange slice = ShardFor(numel, plan->world, k);
-    local_slot[static_cast<size_t>(k)] =
-        SlotHolding(held[static_cast<size_t>(me)], plan->step, plan->world, k).value_or(-1);
+    const ShardRange slice = slices[static_cast<size_t>(k)];
     bool everyone_local = true;
     for (int r = 0; r < world && everyone_local; ++r) {
-      if (Intersect(HeldRange(numel, world, r, run.zero_stage), slice).size() == 0) continue;
+      if (needs(r, k).size() == 0) continue;
       everyone_local = SlotHolding(held[static_cast<size_t>(r)], plan->step, plan->world, k).has_value();
     }
     if (everyone_local) continue;
     const SnapshotSource source = plan->sources[static_cast<size_t>(k)];
-    const ShardRange part = Intersect(mine_range, slice);
+    const ShardRange part = needs(me, k);
     for (size_t t = 0; t < tensors; ++t) {
       std::vector<float> buffer(slice.size());
       if (me == source.holder) {
@@ -195,7 +267,8 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
     if (it == index.end()) return InternalError(what + ": no state tensor " + name);
     const size_t t = it->second;
     for (int k = 0; k < plan->world; ++k) {
-      const ShardRange slice = ShardFor(numel, plan->world, k);
+      if (saved_seats[static_cast<size_t>(k)].part != seats[static_cast<size_t>(me)].part) continue;
+      const ShardRange slice = slices[static_cast<size_t>(k)];
       const ShardRange piece = Intersect(ShardRange{begin, end}, slice);
       if (piece.size() == 0) continue;
       float* to = out + (piece.begin - begin);
@@ -205,7 +278,7 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
         continue;
       }
       auto got = received.find({k, t});
-      const ShardRange part = Intersect(mine_range, slice);
+      const ShardRange part = needs(me, k);
       if (got == received.end() || piece.begin < part.begin || piece.end > part.end) {
         return InternalError(what + ": elements [" + std::to_string(piece.begin) + ", " + std::to_string(piece.end) +
                              ") of " + name + " were neither held nor received by this rank");
@@ -222,7 +295,8 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
   DSLAUNCH_RETURN_IF_ERROR(
       engine.Restore(guarded, meta.optimizer_step, meta.applied_steps, meta.loss_scaler).WithContext(what));
   DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, read_status, "read the " + what));
-  result.bytes = numel * tensors * sizeof(float);
+  result.bytes = 0;
+  for (const ShardRange& slice : slices) result.bytes += slice.size() * tensors * sizeof(float);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

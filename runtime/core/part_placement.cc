@@ -6,6 +6,12 @@
 
 namespace dslaunch::runtime {
 
+uint64_t PartPlacement::numel() const {
+  uint64_t n = 0;
+  for (const WholePiece& p : pieces) n += p.numel();
+  return n;
+}
+
 void AppendPiece(std::vector<WholePiece>& pieces, const WholePiece& piece) {
   if (piece.numel() == 0) return;
   WholePiece p = piece;

@@ -32,6 +32,8 @@ struct PartPlacement {
   // Ranges of the part's flat buffer another rank saves: the tensors every tensor rank holds
   // whole, saved by the first tensor rank only (sorted, disjoint). Empty on the first.
   std::vector<ShardRange> saved_elsewhere;
+  // The part's elements: its flat buffer's size.
+  uint64_t numel() const;
 };
 
 // Appends `piece` to `pieces`, merged into the last one where it continues it: a run right after

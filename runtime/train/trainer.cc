@@ -88,6 +88,9 @@ struct Loop {
   TrainTask& task;
   Engine& engine;
   RunReport& report;
+  // A model split over ranks: every rank's pieces of the whole model, for its snapshots'
+  // meta.json (GatherShardPieces). Empty otherwise.
+  std::vector<std::vector<WholePiece>> snapshot_pieces;
 
   // The step's outcome after the all-reduce that ends it.
   struct StepOutcome {
@@ -164,7 +167,8 @@ struct Loop {
   bool TakeSnapshot(int64_t step, const CheckpointRun& run, double* seconds) {
     const auto start = Clock::now();
     const EngineSnapshot snap = engine.Snapshot();
-    const std::string meta = CheckpointMetaToJson(MetaOfSnapshot(step, comm.world_size(), snap, run));
+    const std::string meta =
+        CheckpointMetaToJson(MetaOfSnapshot(step, comm.world_size(), snap, run, snapshot_pieces));
     const Status written = hooks.snapshots->Write(SnapshotInfo{step, comm.rank(), comm.world_size()}, meta, snap);
     *seconds = SecondsSince(start);
     if (!written.ok() && hooks.print) {
@@ -394,6 +398,9 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   if (hooks.snapshots != nullptr) {
     hooks.snapshots->KeepOnly(resumed.from_memory ? std::optional<int64_t>(result.first_step) : std::nullopt);
     hooks.snapshots->DropReplicas();
+  }
+  if (snapshot_interval > 0 && run.part != nullptr) {
+    DSLAUNCH_ASSIGN_OR_RETURN(loop.snapshot_pieces, GatherShardPieces(comm, run, engine->Snapshot().range));
   }
   int64_t snapshot_step = -1;  // the step of this rank's latest snapshot, written
   report.TrainingStarts(result.first_step, Clock::now());

@@ -99,7 +99,6 @@ TEST_CASE("pipeline.stages and schedule: 2 stages x 2 copies and 4 stages print 
   REQUIRE(grid2.size() == 4);
   CHECK(grid2.at(0) == "grid: stage 0/2 (blocks 0-1 of 4), data 0/2, tensor 0/1, 1f1b schedule");
   CHECK(grid2.at(3) == "grid: stage 1/2 (blocks 2-3 of 4), data 1/2, tensor 0/1, 1f1b schedule");
-  CHECK(Contains(pp2.out, "[rank 0] snapshots: none: a pipelined or tensor-parallel run is not snapshotted yet"));
   CHECK_FALSE(Contains(dp2.out, "grid:"));
 
   const ProcessResult dp1 = job.Run(job.Config("dp1", "", 8), 1);
@@ -144,6 +143,30 @@ void CheckLossesClose(const std::vector<std::string>& got, const std::vector<std
     CAPTURE(i);
     CHECK(std::stod(got[i]) == doctest::Approx(std::stod(want[i])).epsilon(tolerance));
   }
+}
+
+TEST_CASE("A worker of 2 stages x 2 tensor ranks killed after step 4 comes back from the agents' memory with no "
+          "step lost") {
+  Job job;
+  const std::string config =
+      job.Config("snap", R"("pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": 2})", 4);
+  const ProcessResult whole = job.Run(config, 4);
+  REQUIRE_MESSAGE(whole.exit_code == 0, whole.out << whole.err);
+  const std::vector<std::string> want = Losses(whole.out);
+  REQUIRE(want.size() == 7);
+  // Rank 1 (stage 0, tensor rank 1) killed once step 4 is done: snapshots every step, the key left out.
+  const ProcessResult r = RunProcess({kLauncher, "--log_dir", job.dir.path() + "/logs", "--nproc_per_node", "4",
+                                      "--max_restarts", "1", "--grace_period", "2", "--export",
+                                      "DSLAUNCH_CRASH_AFTER_STEP=1@4", config},
+                                     kJobTimeout, {"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"});
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(Contains(r.err, "rank 1 on host localhost exited with signal 9 (SIGKILL); restarting"));
+  CHECK(Contains(r.out, "[rank 0] snapshots: every step into the agent's memory"));
+  CHECK(Contains(r.out, "[rank 0] restart: resumed from the in-memory snapshot at step 4 (saved by 4 ranks as 2 "
+                        "stages x 1 data x 2 tensor at ZeRO stage 1, fp32; "));
+  CHECK(Losses(r.out) == want);  // steps 1-4, then 5-6 and the validation: none run twice
 }
 
 TEST_CASE("tensor_parallel.autotp_size: 2 tensor ranks x 2 copies, and 2 stages x 2 copies x 2 tensor ranks on 8 "

@@ -17,6 +17,7 @@
 #include "runtime/checkpoint/memory_snapshot.h"
 #include "runtime/train/trainer.h"
 #include "tests/fakes/train_on_threads.h"
+#include "tests/runtime/train/grid_gpt_config.h"
 #include "tests/runtime/tiny_gpt_config.h"
 #include "tests/support/proc_checks.h"
 #include "tests/support/subprocess.h"
@@ -83,7 +84,8 @@ void AnswerCopies(const std::vector<const AgentMemory*>& memory) {
   }
 }
 
-// `config` on one rank per entry of `memory` (null: no snapshots), each snapshotting every step.
+// `config` on one rank per entry of `memory` (null: no snapshots), each snapshotting every step;
+// split over the grid of its pipeline.stages and tensor_parallel.autotp_size.
 Outcome Run(const TrainConfig& config, const std::vector<std::vector<const AgentMemory*>>& memory,
             const Peers& peers = {}) {
   const int world = static_cast<int>(memory.size());
@@ -107,7 +109,7 @@ Outcome Run(const TrainConfig& config, const std::vector<std::vector<const Agent
   }
   Outcome out;
   out.lines.resize(static_cast<size_t>(world));
-  auto results = testing::TrainOnThreads(world, config, testing::PatternTokens(true), [&](int rank) {
+  auto results = testing::TrainOnGrid(world, config, testing::PatternTokens(true), [&](int rank) {
     TrainHooks hooks;
     hooks.print = [&out, rank](const std::string& line) { out.lines[static_cast<size_t>(rank)].push_back(line); };
     if (mine[static_cast<size_t>(rank)]) {
@@ -255,6 +257,51 @@ TEST_CASE("At another world size the snapshots are re-partitioned: 2 ranks to 1,
     CHECK(MaxRelativeDifference(two.results[0].losses, std::vector<double>(expected.begin() + 4, expected.end())) <=
           1e-5);
   }
+}
+
+TEST_CASE("A model split into stages and tensor ranks restarts from its snapshots: bitwise on the same ranks, and "
+          "on fewer data-parallel copies") {
+  // 2 stages x 2 copies x 2 tensor ranks; rank = (stage x 2 + copy) x 2 + tensor.
+  for (int zero : {0, 1}) {
+    CAPTURE(zero);
+    TrainConfig config = GridGptConfig(2, 2, 2, zero);
+    const std::vector<double> expected = Run(config, std::vector<std::vector<const AgentMemory*>>(8)).results[0].losses;
+    REQUIRE(expected.size() == 6);
+    std::vector<AgentMemory> memory(8);
+    std::vector<std::vector<const AgentMemory*>> own;
+    for (const AgentMemory& m : memory) own.push_back({&m});
+    TrainConfig first = config;
+    first.train.steps = 4;
+    Run(first, own);  // then "killed"
+    const Outcome same = Run(Restart(config), own);
+    INFO(same.Text());
+    CHECK(same.results[0].first_step == 4);
+    CHECK(same.results[0].losses == std::vector<double>(expected.begin() + 4, expected.end()));
+    CHECK(same.Text().find("restart: resumed from the in-memory snapshot at step 4 (saved by 8 ranks as 2 stages x 2 "
+                           "data x 2 tensor at ZeRO stage " + std::to_string(zero)) != std::string::npos);
+  }
+  // On 4 ranks, one copy: each rank's node held the memory of both copies of its stage and tensor rank.
+  const std::vector<double> expected =
+      Run(GridGptConfig(2, 2, 2, 1), std::vector<std::vector<const AgentMemory*>>(8)).results[0].losses;
+  std::vector<AgentMemory> memory(8);
+  std::vector<std::vector<const AgentMemory*>> own;
+  for (const AgentMemory& m : memory) own.push_back({&m});
+  TrainConfig first = GridGptConfig(2, 2, 2, 1);
+  first.train.steps = 4;
+  Run(first, own);
+  std::vector<std::vector<const AgentMemory*>> both(4);
+  for (int stage = 0; stage < 2; ++stage) {
+    for (int tensor = 0; tensor < 2; ++tensor) {
+      for (int copy = 0; copy < 2; ++copy) both[stage * 2 + tensor].push_back(&memory[(stage * 2 + copy) * 2 + tensor]);
+    }
+  }
+  const Outcome fewer = Run(Restart(GridGptConfig(2, 2, 1, 1)), both);
+  INFO(fewer.Text());
+  CHECK(fewer.results[0].first_step == 4);
+  CHECK(fewer.Text().find("restart: resumed from the in-memory snapshot at step 4 (saved by 8 ranks as 2 stages x 2 "
+                          "data x 2 tensor at ZeRO stage 1") != std::string::npos);
+  CHECK(MaxRelativeDifference(fewer.results[0].losses, std::vector<double>(expected.begin() + 4, expected.end())) <=
+        1e-5);
 }
 
 // Flips the last byte of whichever of `memory`'s files holds the snapshot of `step`.
