@@ -48,9 +48,13 @@ struct MemoryRestoreResult {
 // Collective: restores `engine` from the newest snapshot every rank of its saving run has in
 // `mine` on some rank of this run. Each rank checks its own slots first; one that is incomplete
 // or corrupt is not used, and a line naming it and why goes to `notes` (this rank's). Ranges a rank
-// needs from another's slots are broadcast by the lowest rank holding them. kNotFound on every
-// rank when no such snapshot exists (DescribeMissingSnapshots says why); a snapshot that does not
-// fit the run, or a failed collective, is the error of the lowest rank that failed.
+// needs from another's slots are broadcast by the lowest rank holding them. A model split over
+// ranks (run.part) is restored part by part: each stage and tensor rank's part from the saving
+// ranks of the same stage and tensor rank, over any number of data-parallel copies. kNotFound on
+// every rank when no such snapshot exists (DescribeMissingSnapshots says why) or when it splits the
+// model another way (checkpoint.dir maps that); a snapshot that does not fit the run, a slot whose
+// sizes are not its rank's slice, or a failed collective, is the error of the lowest rank that
+// failed.
 Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& engine, Communicator& comm,
                                               const CheckpointRun& run, std::vector<std::string>& notes);
 

@@ -377,29 +377,35 @@ std::map<std::string, std::string> ShardFiles(const std::string& step_dir) {
 }
 
 TEST_CASE("An asynchronous checkpoint of a step with a snapshot is written from the snapshot, the same bytes as from "
-          "the engine") {
-  dslaunch::testing::TempDir dir;
-  TrainConfig c = Config(2, 1, Precision::kFp32, 6);
-  c.checkpoint.interval = 2;
-  c.checkpoint.async = true;
-  c.checkpoint.dir = dir.path() + "/engine";
-  const Outcome plain = Run(c, {{}, {}});
-  c.checkpoint.dir = dir.path() + "/snapshot";
-  const AgentMemory m0, m1;
-  const Outcome from_memory = Run(c, {{&m0}, {&m1}});
-  INFO(from_memory.Text());
-  CHECK(from_memory.results[0].losses == plain.results[0].losses);
-  CHECK(from_memory.Text().find("step 2 | checkpoint (async, from the in-memory snapshot) " + c.checkpoint.dir +
-                                "/global_step2: ") != std::string::npos);
-  CHECK(plain.Text().find("step 2 | checkpoint (async) ") != std::string::npos);
-  for (const char* step : {"/global_step2", "/global_step4"}) {
-    CAPTURE(step);
-    const auto expected = ShardFiles(dir.path() + "/engine" + step);
-    REQUIRE(expected.size() >= 2);
-    CHECK(ShardFiles(c.checkpoint.dir + step) == expected);
+          "the engine, also of a model split into stages and tensor ranks") {
+  for (const bool split : {false, true}) {
+    CAPTURE(split);
+    dslaunch::testing::TempDir dir;
+    TrainConfig c = split ? GridGptConfig(2, 2, 2, 1) : Config(2, 1, Precision::kFp32, 6);
+    const int world = split ? 8 : 2;
+    c.checkpoint.interval = 2;
+    c.checkpoint.async = true;
+    c.checkpoint.dir = dir.path() + "/engine";
+    const Outcome plain = Run(c, std::vector<std::vector<const AgentMemory*>>(static_cast<size_t>(world)));
+    c.checkpoint.dir = dir.path() + "/snapshot";
+    std::vector<AgentMemory> memory(static_cast<size_t>(world));
+    std::vector<std::vector<const AgentMemory*>> own;
+    for (const AgentMemory& m : memory) own.push_back({&m});
+    const Outcome from_memory = Run(c, own);
+    INFO(from_memory.Text());
+    CHECK(from_memory.results[0].losses == plain.results[0].losses);
+    CHECK(from_memory.Text().find("step 2 | checkpoint (async, from the in-memory snapshot) " + c.checkpoint.dir +
+                                  "/global_step2: ") != std::string::npos);
+    CHECK(plain.Text().find("step 2 | checkpoint (async) ") != std::string::npos);
+    for (const char* step : {"/global_step2", "/global_step4"}) {
+      CAPTURE(step);
+      const auto expected = ShardFiles(dir.path() + "/engine" + step);
+      REQUIRE(expected.size() >= 2);
+      CHECK(ShardFiles(c.checkpoint.dir + step) == expected);
+    }
+    // The snapshots went on meanwhile: the newest is of the last step.
+    CHECK(StepsHeld(memory[0]).back() == 6);
   }
-  // The snapshots went on meanwhile: the newest is of the last step.
-  CHECK(StepsHeld(m0).back() == 6);
 }
 
 }  // namespace
