@@ -1,8 +1,9 @@
 // In-memory snapshots through the training loop, on in-process ranks with real memory files as
 // their agents would hold them: a restart restores the newest complete snapshot and continues
 // bitwise as the uninterrupted run, at every ZeRO stage, in fp32 and fp16; at another world size
-// the state is re-partitioned; a corrupt snapshot is refused by name for the older one, and with
-// none complete the restart resumes from checkpoint.dir, saying so.
+// the state is re-partitioned; a model split into stages and tensor ranks restarts part by part; a
+// corrupt snapshot is refused by name for the older one, and with none complete the restart
+// resumes from checkpoint.dir, saying so.
 #include <doctest/doctest.h>
 #include <sys/mman.h>
 #include <unistd.h>
