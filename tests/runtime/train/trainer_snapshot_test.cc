@@ -53,6 +53,7 @@ TrainConfig Config(int world, int stage, Precision precision, int steps) {
 
 struct Outcome {
   std::vector<TrainResult> results;
+  std::vector<Status> failures;  // per rank, with Run's `expect_ok` false
   std::vector<std::vector<std::string>> lines;  // per rank
   std::string Text(int rank = 0) const {
     std::string all;
@@ -88,7 +89,7 @@ void AnswerCopies(const std::vector<const AgentMemory*>& memory) {
 // `config` on one rank per entry of `memory` (null: no snapshots), each snapshotting every step;
 // split over the grid of its pipeline.stages and tensor_parallel.autotp_size.
 Outcome Run(const TrainConfig& config, const std::vector<std::vector<const AgentMemory*>>& memory,
-            const Peers& peers = {}) {
+            const Peers& peers = {}, bool expect_ok = true) {
   const int world = static_cast<int>(memory.size());
   std::vector<std::optional<MemorySnapshots>> mine(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
@@ -123,6 +124,10 @@ Outcome Run(const TrainConfig& config, const std::vector<std::vector<const Agent
     return hooks;
   });
   for (auto& r : results) {
+    if (!expect_ok) {
+      out.failures.push_back(r.status());
+      continue;
+    }
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
     out.results.push_back(*r);
   }
@@ -303,6 +308,35 @@ TEST_CASE("A model split into stages and tensor ranks restarts from its snapshot
                           "data x 2 tensor at ZeRO stage 1") != std::string::npos);
   CHECK(MaxRelativeDifference(fewer.results[0].losses, std::vector<double>(expected.begin() + 4, expected.end())) <=
         1e-5);
+}
+
+TEST_CASE("A snapshot whose tensors are not its rank's slice is refused as damage on every rank, naming the slot") {
+  const AgentMemory m0, m1;
+  Run(Config(2, 1, Precision::kFp32, 4), {{&m0}, {&m1}});
+  // Rank 1's snapshot of step 4 rewritten one element short per tensor, its header and CRC whole.
+  bool rewritten = false;
+  for (const UniqueFd& f : m1.files) {
+    SnapshotSlot slot(UniqueFd(::dup(f.get())), "rank 1's slot");
+    Result<SnapshotInfo> info = slot.Check();
+    if (!info.ok() || info->step != 4) continue;
+    const std::string meta(slot.meta());
+    std::vector<std::vector<float>> data;
+    for (size_t t = 0; t < slot.tensors(); ++t) data.emplace_back(slot.tensor(t).begin(), slot.tensor(t).end() - 1);
+    EngineSnapshot short_snap;
+    short_snap.range = {0, data[0].size()};
+    for (const auto& d : data) short_snap.tensors.emplace_back("state", std::span<const float>(d));
+    REQUIRE(slot.Write(*info, meta, short_snap).ok());
+    rewritten = true;
+  }
+  REQUIRE(rewritten);
+  const Outcome restart = Run(Restart(Config(2, 1, Precision::kFp32, 6)), {{&m0}, {&m1}}, {}, /*expect_ok=*/false);
+  for (const Status& failure : restart.failures) {
+    CHECK(failure.code() == StatusCode::kDataLoss);
+    CHECK(failure.message().find("in-memory snapshot of step 4: ") != std::string::npos);
+    INFO(failure.ToString());
+    CHECK(failure.message().find(": slot ") != std::string::npos);
+    CHECK(failure.message().find("holds 3 tensors of ") != std::string::npos);
+  }
 }
 
 // Flips the last byte of whichever of `memory`'s files holds the snapshot of `step`.
