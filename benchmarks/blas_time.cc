@@ -98,6 +98,8 @@ Fn Next(const char* name) {
     if (void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD)) symbol = dlsym(handle, name);
   }
   if (symbol == nullptr) {
+    // An interposed sgemm has no way to report an error, and one that computed nothing would be
+    // silent: the process stops here, saying why.
     std::fprintf(stderr, "libdslaunch-blas-time: no %s in the libraries this process loaded\n", name);
     std::abort();
   }

@@ -59,12 +59,16 @@ struct Seat {
   int copies = 1;
 };
 
-Seat SeatOf(const CheckpointGrid& grid, int world, int rank) {
-  if (grid.trivial()) return {0, rank, world};
+// Every rank's seat in a run of `world` ranks on `grid` (which fits: meta.json's is checked).
+std::vector<Seat> SeatsOf(const CheckpointGrid& grid, int world) {
   const Result<ProcessGrid> g = ProcessGrid::Create(world, grid.pipeline, grid.tensor);
   DSLAUNCH_CHECK(g.ok()) << g.status().ToString();
-  const GridCoordinates at = g->CoordinatesOf(rank);
-  return {at.pipeline * grid.tensor + at.tensor, at.data, g->shape().data};
+  std::vector<Seat> seats;
+  for (int rank = 0; rank < world; ++rank) {
+    const GridCoordinates at = g->CoordinatesOf(rank);
+    seats.push_back({at.pipeline * grid.tensor + at.tensor, at.data, g->shape().data});
+  }
+  return seats;
 }
 
 // The slice of its part the snapshot of a rank holds: its engine's (ShardFor over the copies, at
@@ -192,18 +196,14 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
   DSLAUNCH_RETURN_IF_ERROR(comm.AllGather(std::span<const int64_t>(&my_numel, 1), std::span<int64_t>(numels),
                                           std::vector<size_t>(static_cast<size_t>(world), 1))
                                .WithContext(what));
-  std::vector<Seat> seats;  // this run's ranks
+  const std::vector<Seat> seats = SeatsOf(run.grid, world);               // this run's ranks
+  const std::vector<Seat> saved_seats = SeatsOf(meta.grid, plan->world);  // the saving run's
   std::map<int, size_t> part_numel;
   for (int r = 0; r < world; ++r) {
-    seats.push_back(SeatOf(run.grid, world, r));
-    part_numel[seats.back().part] = static_cast<size_t>(numels[static_cast<size_t>(r)]);
+    part_numel[seats[static_cast<size_t>(r)].part] = static_cast<size_t>(numels[static_cast<size_t>(r)]);
   }
-  std::vector<Seat> saved_seats;  // the saving run's ranks
-  std::vector<ShardRange> slices;
-  for (int k = 0; k < plan->world; ++k) {
-    saved_seats.push_back(SeatOf(meta.grid, plan->world, k));
-    slices.push_back(SliceOf(saved_seats.back(), part_numel.at(saved_seats.back().part)));
-  }
+  std::vector<ShardRange> slices;  // per saving rank
+  for (const Seat& seat : saved_seats) slices.push_back(SliceOf(seat, part_numel.at(seat.part)));
   auto held_range = [&](int r) {
     return HeldRange(seats[static_cast<size_t>(r)], part_numel.at(seats[static_cast<size_t>(r)].part), run.zero_stage);
   };
@@ -222,13 +222,14 @@ Result<MemoryRestoreResult> RestoreFromMemory(MemorySnapshots& mine, Engine& eng
         SlotHolding(held[static_cast<size_t>(me)], plan->step, plan->world, k).value_or(-1);
     if (local_slot[static_cast<size_t>(k)] < 0) continue;
     const SnapshotSlot& slot = *slots[static_cast<size_t>(local_slot[static_cast<size_t>(k)])];
-    for (size_t t = 0; t < tensors && sizes.ok(); ++t) {
-      if (slot.tensors() != tensors || slot.tensor(t).size() != slices[static_cast<size_t>(k)].size()) {
-        sizes = DataLossError(what + ": " + slot.name() + " holds " + std::to_string(slot.tensors()) +
-                              " tensors of " + std::to_string(slot.tensors() > 0 ? slot.tensor(0).size() : 0) +
-                              " elements, rank " + std::to_string(k) + "'s slice is " + std::to_string(tensors) +
-                              " of " + std::to_string(slices[static_cast<size_t>(k)].size()));
-      }
+    const size_t want = slices[static_cast<size_t>(k)].size();
+    bool fits = slot.tensors() == tensors;
+    for (size_t t = 0; t < tensors && fits; ++t) fits = slot.tensor(t).size() == want;
+    if (!fits) {
+      sizes = DataLossError(what + ": " + slot.name() + " holds " + std::to_string(slot.tensors()) + " tensors of " +
+                            std::to_string(slot.tensors() > 0 ? slot.tensor(0).size() : 0) + " elements, rank " +
+                            std::to_string(k) + "'s slice is " + std::to_string(tensors) + " of " +
+                            std::to_string(want));
     }
   }
   DSLAUNCH_RETURN_IF_ERROR(AgreeOnFailureWithReason(comm, sizes, "read the " + what));
