@@ -45,6 +45,7 @@ namespace {
 using dslaunch::Result;
 using dslaunch::Status;
 using dslaunch::runtime::GptConfig;
+using dslaunch::runtime::FlatDeviceParameters;
 using dslaunch::runtime::GptCuda;
 using dslaunch::runtime::GptModel;
 namespace cu = dslaunch::runtime::ops::cuda;
@@ -118,8 +119,9 @@ struct Training {
   Status Step(const int* tokens, const int* targets, int b, int t, cudaStream_t stream) {
     DSLAUNCH_RETURN_IF_ERROR(
         cu::CudaStatus(cudaMemsetAsync(grads, 0, numel * sizeof(Bf16), stream), "Step", "cudaMemsetAsync grads"));
-    DSLAUNCH_RETURN_IF_ERROR(model->Forward(params, tokens, targets, b, t, stream));
-    DSLAUNCH_RETURN_IF_ERROR(model->Backward(params, grads, 1.0f, stream));
+    FlatDeviceParameters<Bf16> flat(model->layout(), params, grads);
+    DSLAUNCH_RETURN_IF_ERROR(model->Forward(flat, tokens, targets, b, t, stream));
+    DSLAUNCH_RETURN_IF_ERROR(model->Backward(flat, 1.0f, stream));
     DSLAUNCH_RETURN_IF_ERROR(cu::Float16To32(grads_f32, grads, dslaunch::runtime::DType::kBFloat16, static_cast<long>(numel), stream));
     cu::AdamParams adam;
     adam.decoupled = true;

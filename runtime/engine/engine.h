@@ -44,7 +44,6 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/core/initial_values.h"
 #include "runtime/core/param_layout.h"
-#include "runtime/core/partition.h"
 #include "runtime/core/parameter_access.h"
 #include "runtime/core/partition.h"
 #include "runtime/engine/engine_options.h"
@@ -107,6 +106,9 @@ class Engine {
   // The same from values in memory (layout.numel() of them).
   static Result<std::unique_ptr<Engine>> Create(const ParameterLayout& layout, Communicator& comm,
                                                 const EngineOptions& options, std::span<const float> initial);
+  // The checks of Create on the options alone (every engine makes them): kInvalidArgument naming
+  // the train.json key.
+  static Status Validate(const EngineOptions& options);
   virtual ~Engine() = default;
 
   virtual ParameterAccess& access() = 0;

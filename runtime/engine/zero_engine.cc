@@ -17,28 +17,12 @@
 #include "runtime/engine/parameter_store.h"
 #include "runtime/engine/scratch_buffers.h"
 #include "runtime/engine/shard_map.h"
+#include "runtime/engine/step_rules.h"
 #include "runtime/engine/storage_type.h"
 #include "runtime/swap/swap_directory.h"
 
 namespace dslaunch::runtime {
 namespace {
-
-// Added to the norm before dividing, as DeepSpeed and PyTorch's clip_grad_norm_ do.
-constexpr double kClipEpsilon = 1e-6;
-
-// Weight-decay segments of the owned slice (relative to its start): the tensors of the layout
-// that fall in it, decayed or not.
-std::vector<DecaySegment> OwnedSegments(const ParameterLayout& layout, const ShardRange& own) {
-  std::vector<DecaySegment> segments;
-  for (const auto& group : layout.groups()) {
-    for (const auto& t : group.tensors) {
-      if (auto slice = IntersectParam(t.offset, t.numel, own)) {
-        segments.push_back({slice->shard_begin, slice->shard_begin + slice->numel, t.decay});
-      }
-    }
-  }
-  return segments;
-}
 
 // The optimizer state over the owned slice: with fp32 storage the master weights are the owned
 // parameters themselves, updated in place; with 16-bit storage, or parameters offloaded to disk,
@@ -234,27 +218,6 @@ class ZeroEngine final : public Engine, private ParameterAccess {
 
   // ---- The step ----
 
-  // Whether to skip the update: fp16 asks the loss scaler about a non-finite norm (and fails when
-  // it overflows at the minimum scale); fp32 and bf16 fail on one (the model diverged).
-  Result<bool> DecideOnOverflow(StepStats& stats) {
-    const bool overflow = !std::isfinite(stats.grad_norm);
-    if (options_.precision != Precision::kFp16) {
-      if (!overflow) return false;
-      return FailedPreconditionError("gradient norm is " + std::to_string(stats.grad_norm) + " in " +
-                                     std::string(PrecisionName(options_.precision)) +
-                                     " training: the model diverged (lower the learning rate)");
-    }
-    StepDecision decision = scaler_.Update(overflow);
-    if (decision.skip_step || decision.change != ScaleChange::kNone) stats.scale_event = decision.Describe();
-    if (decision.fatal) {
-      return FailedPreconditionError(decision.Describe() +
-                                     ": fp16 gradients overflow even at fp16.min_loss_scale; lower the learning "
-                                     "rate, or use bf16");
-    }
-    stats.skipped = decision.skip_step;
-    return decision.skip_step;
-  }
-
   // The norm of `gradient`, the decision on overflow, and the update unless the step is skipped;
   // fills `stats`.
   Status UpdateWith(StepGradient& gradient, StepStats& stats) {
@@ -268,19 +231,9 @@ class ZeroEngine final : public Engine, private ParameterAccess {
     }
     stats.grad_norm = std::sqrt(sum) / stats.loss_scale;
     stats.lr = LearningRateForAppliedSteps(options_.schedule, options_.optimizer.lr, applied_);
-    DSLAUNCH_ASSIGN_OR_RETURN(const bool skip, DecideOnOverflow(stats));
+    DSLAUNCH_ASSIGN_OR_RETURN(const bool skip, DecideOnOverflow(options_.precision, scaler_, stats));
     if (skip) return Status::Ok();
-    return Update(stats.lr, UnscaleCoefficient(stats), gradient);
-  }
-
-  // What the gradient is multiplied by before the update: 1 / loss scale, and the clipping to
-  // gradient_clipping (DeepSpeed's max_norm / (norm + 1e-6)).
-  double UnscaleCoefficient(const StepStats& stats) const {
-    double coef = 1.0 / stats.loss_scale;
-    if (options_.gradient_clipping > 0 && stats.grad_norm > options_.gradient_clipping) {
-      coef *= options_.gradient_clipping / (stats.grad_norm + kClipEpsilon);
-    }
-    return coef;
+    return Update(stats.lr, UnscaleCoefficient(options_.gradient_clipping, stats), gradient);
   }
 
   // The optimizer update, sub-group by sub-group of the owned state, each with its range of the
@@ -351,8 +304,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Co
   return Create(layout, comm, options, InitialValuesIn(initial));
 }
 
-Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Communicator& comm,
-                                               const EngineOptions& options, const InitialValues& initial) {
+Status Engine::Validate(const EngineOptions& options) {
   if (options.zero.stage < 0 || options.zero.stage > kMaxZeroStage) {
     return InvalidArgumentError("zero_optimization.stage " + std::to_string(options.zero.stage) +
                                 " does not exist; use 0, 1, 2 or 3");
@@ -365,6 +317,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Co
     return InvalidArgumentError("zero_optimization.sub_group_size: must be >= 1, got " +
                                 std::to_string(options.zero.sub_group_size));
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(const ParameterLayout& layout, Communicator& comm,
+                                               const EngineOptions& options, const InitialValues& initial) {
+  DSLAUNCH_RETURN_IF_ERROR(Validate(options));
   switch (options.precision) {
     case Precision::kFp32: return MakeEngine<float>(layout, comm, options, initial);
     case Precision::kFp16: return MakeEngine<Half>(layout, comm, options, initial);

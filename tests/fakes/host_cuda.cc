@@ -1,8 +1,11 @@
-// A host stand-in for what runtime/models/cuda/gpt.cc calls: the CUDA runtime's memory calls on
-// host memory, and the layer ops of runtime/ops/cuda/ops.h as the CPU ops of runtime/ops/cpu/ (fp32
-// only; bf16 and fp16 return an error). Linked instead of libcudart and runtime_ops_cuda, it lets
-// the unit tier run GptCuda's order of operations against GptModel on a machine without a GPU
-// (tests/runtime/models/cuda/gpt_cuda_host_test.cc). The kernels themselves are the gpu tier's.
+// A host stand-in for what runtime/models/cuda/gpt.cc and runtime/engine/cuda/device_engine.cc
+// call: the CUDA runtime's memory calls on host memory, and the ops of runtime/ops/cuda/ops.h as
+// their CPU twins: the layer ops of runtime/ops/cpu/ (fp32 only; bf16 and fp16 return an error),
+// the optimizer update, conversions, accumulation and the norm as the CPU engine computes them
+// (runtime/engine/). Linked instead of libcudart and runtime_ops_cuda, it lets the unit tier run
+// GptCuda's order of operations against GptModel, and the device engine against ZeroEngine, on a
+// machine without a GPU (tests/runtime/models/cuda/gpt_cuda_host_test.cc,
+// tests/runtime/engine/cuda/device_engine_host_test.cc). The kernels themselves are the gpu tier's.
 //
 // Fresh allocations are filled with 0xff bytes (NaN as floats), so a buffer read before it is
 // written shows up in the loss or the gradients.
@@ -10,9 +13,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <span>
+#include <vector>
 #include <string>
 #include <type_traits>
 
+#include "runtime/core/sixteen_bit_float.h"
+#include "runtime/engine/optimizer.h"
+#include "runtime/engine/storage_type.h"
 #include "runtime/ops/cpu/ops.h"
 #include "runtime/ops/cuda/cublaslt_context.h"
 #include "runtime/ops/cuda/cuda_status.h"
@@ -39,6 +47,7 @@ cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpy
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+const char* cudaGetErrorString(cudaError_t) { return "host stand-in CUDA error"; }
 
 }  // extern "C"
 
@@ -161,13 +170,77 @@ Status ResidualAdd(T* acc, const T* x, long count, cudaStream_t) {
   }
   return Status::Ok();
 }
+// The CPU engine's AddInto: one rounding to the storage type per element.
 template <typename T>
 Status AddFloat(T* acc, const float* x, long count, cudaStream_t) {
-  DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("AddFloat"));
+  const std::span<const float> in(x, static_cast<size_t>(count));
   if constexpr (std::is_same_v<T, float>) {
-    for (long i = 0; i < count; ++i) acc[i] += x[i];
+    AddInto<float>(in, std::span<float>(acc, in.size()));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    AddInto<BFloat16>(in, std::span<BFloat16>(reinterpret_cast<BFloat16*>(acc), in.size()));
+  } else {
+    AddInto<Half>(in, std::span<Half>(reinterpret_cast<Half*>(acc), in.size()));
   }
   return Status::Ok();
+}
+
+Status FloatTo16(void* out, DType out_dtype, const float* in, long count, cudaStream_t) {
+  const std::span<const float> from(in, static_cast<size_t>(count));
+  if (out_dtype == DType::kBFloat16) {
+    FromFloat(from, std::span<BFloat16>(static_cast<BFloat16*>(out), from.size()));
+  } else if (out_dtype == DType::kFloat16) {
+    FromFloat(from, std::span<Half>(static_cast<Half*>(out), from.size()));
+  } else {
+    return InvalidArgumentError("FloatTo16: output type " + std::string(DTypeName(out_dtype)) + " is not supported");
+  }
+  return Status::Ok();
+}
+
+Status Float16To32(float* out, const void* in, DType in_dtype, long count, cudaStream_t) {
+  const std::span<float> to(out, static_cast<size_t>(count));
+  if (in_dtype == DType::kBFloat16) {
+    ToFloat(std::span<const BFloat16>(static_cast<const BFloat16*>(in), to.size()), to);
+  } else if (in_dtype == DType::kFloat16) {
+    ToFloat(std::span<const Half>(static_cast<const Half*>(in), to.size()), to);
+  } else {
+    return InvalidArgumentError("Float16To32: input type " + std::string(DTypeName(in_dtype)) + " is not supported");
+  }
+  return Status::Ok();
+}
+
+// StepGradient::SumOfSquares: element order, in double.
+Status SumOfSquares(const float* x, long count, double* out, cudaStream_t) {
+  double sum = 0.0;
+  for (long i = 0; i < count; ++i) sum += static_cast<double>(x[i]) * x[i];
+  *out = sum;
+  return Status::Ok();
+}
+
+// OptimizerUpdate on grads * grad_scale (ZeroEngine's order: the gradient scaled first), then the
+// rounded copy.
+Status AdamUpdate(const AdamParams& hyper, float* params, const float* grads, float* m, float* v, long n, bool decay,
+                  void* param_copy, DType copy_dtype, cudaStream_t stream) {
+  const size_t count = static_cast<size_t>(n);
+  std::vector<float> scaled(grads, grads + count);
+  if (hyper.grad_scale != 1.0f) {
+    for (float& g : scaled) g *= hyper.grad_scale;
+  }
+  OptimizerParams p;
+  p.kind = hyper.decoupled ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
+  p.lr = hyper.lr;
+  p.beta1 = hyper.beta1;
+  p.beta2 = hyper.beta2;
+  p.eps = hyper.eps;
+  p.weight_decay = hyper.weight_decay;
+  p.bias_correction = hyper.bias_correction;
+  OptimizerUpdate(p, hyper.lr, hyper.step, std::span<float>(params, count), scaled, {{0, count, decay}},
+                  std::span<float>(m, count), std::span<float>(v, count));
+  if (param_copy == nullptr) return Status::Ok();
+  if (copy_dtype == DType::kFloat32) {
+    std::memcpy(param_copy, params, count * sizeof(float));
+    return Status::Ok();
+  }
+  return FloatTo16(param_copy, copy_dtype, params, n, stream);
 }
 
 // GptCuda is instantiated for the three element types, so each op is needed for each.

@@ -91,12 +91,13 @@ ncclResult_t EachBlockInGroup(const std::vector<size_t>& counts, Call call) {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(int rank, int world, NcclOptions options, ncclComm_t comm, cudaStream_t stream,
-                                   cudaEvent_t order_event, float* barrier_scratch)
+                                   cudaEvent_t order_event, cudaEvent_t done_event, float* barrier_scratch)
     : Communicator(rank, world),
       options_(options),
       comm_(comm),
       stream_(stream),
       order_event_(order_event),
+      done_event_(done_event),
       barrier_scratch_(barrier_scratch) {}
 
 Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(StoreClient& store, int rank, int world,
@@ -166,20 +167,22 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(StoreClient& 
   }
 
   cudaStream_t stream = nullptr;
-  cudaEvent_t order_event = nullptr;
+  cudaEvent_t order_event = nullptr, done_event = nullptr;
   float* scratch = nullptr;
   cudaError_t crc = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   if (crc == cudaSuccess) crc = cudaEventCreateWithFlags(&order_event, cudaEventDisableTiming);
+  if (crc == cudaSuccess) crc = cudaEventCreateWithFlags(&done_event, cudaEventDisableTiming);
   if (crc == cudaSuccess) crc = cudaMalloc(&scratch, sizeof(float));
   if (crc != cudaSuccess) {
     ncclCommAbort(comm);
     if (scratch != nullptr) cudaFree(scratch);
+    if (done_event != nullptr) cudaEventDestroy(done_event);
     if (order_event != nullptr) cudaEventDestroy(order_event);
     if (stream != nullptr) cudaStreamDestroy(stream);
     return UnavailableError(who + ": creating the stream and scratch: " + CudaText(crc));
   }
   return std::unique_ptr<NcclCommunicator>(
-      new NcclCommunicator(rank, world, options, comm, stream, order_event, scratch));
+      new NcclCommunicator(rank, world, options, comm, stream, order_event, done_event, scratch));
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -206,6 +209,7 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   cudaFree(barrier_scratch_);
+  cudaEventDestroy(done_event_);
   cudaEventDestroy(order_event_);
   cudaStreamDestroy(stream_);
 }
@@ -298,6 +302,14 @@ Status NcclCommunicator::OrderAfter(cudaStream_t producer) {
   cudaError_t rc = cudaEventRecord(order_event_, producer);
   if (rc == cudaSuccess) rc = cudaStreamWaitEvent(stream_, order_event_, 0);
   if (rc != cudaSuccess) return Fail(AbortedError(Who() + ": ordering after the compute stream: " + CudaText(rc)));
+  return Status::Ok();
+}
+
+Status NcclCommunicator::OrderBefore(cudaStream_t consumer) {
+  DSLAUNCH_RETURN_IF_ERROR(Usable());
+  cudaError_t rc = cudaEventRecord(done_event_, stream_);
+  if (rc == cudaSuccess) rc = cudaStreamWaitEvent(consumer, done_event_, 0);
+  if (rc != cudaSuccess) return Fail(AbortedError(Who() + ": ordering the compute stream after the collectives: " + CudaText(rc)));
   return Status::Ok();
 }
 

@@ -40,6 +40,7 @@
 
 #include "common/store/store_client.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/device_collectives.h"
 #include "runtime/comm/nccl/poll.h"
 #include "runtime/comm/nccl/unique_id_exchange.h"
 
@@ -60,7 +61,7 @@ struct NcclOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
-class NcclCommunicator : public Communicator {
+class NcclCommunicator : public Communicator, public DeviceCollectives {
  public:
   // Forms the group. kInvalidArgument for a bad rank, world or device; kUnavailable when the id
   // exchange or NCCL's initialisation fails or does not finish within init_timeout (the NCCL
@@ -79,11 +80,15 @@ class NcclCommunicator : public Communicator {
   void RequestAbort(const std::string& reason);
 
   void SetCollectiveTimeout(std::chrono::milliseconds timeout) { options_.collective_timeout = timeout; }
-  cudaStream_t stream() const { return stream_; }
   int device() const { return options_.device; }
 
+  // DeviceCollectives (runtime/comm/device_collectives.h): the device engine's calls.
+  Communicator& communicator() override { return *this; }
+  cudaStream_t stream() const override { return stream_; }
   // Makes the collectives enqueued from now on wait for the work enqueued so far on `producer`.
-  Status OrderAfter(cudaStream_t producer);
+  Status OrderAfter(cudaStream_t producer) override;
+  // Makes the work enqueued from now on on `consumer` wait for the collectives enqueued so far.
+  Status OrderBefore(cudaStream_t consumer) override;
 
   // The asynchronous form, for buckets: collectives enqueued between BeginGroup and EndGroup are
   // launched together; Synchronize waits (with the same stop, abort and timeout checks) until the
@@ -91,11 +96,11 @@ class NcclCommunicator : public Communicator {
   // theirs. Like every collective, these must be called in the same order on every rank.
   Status BeginGroup();
   Status EndGroup();
-  Status EnqueueAllReduce(BufferView data, ReduceOp op);
+  Status EnqueueAllReduce(BufferView data, ReduceOp op) override;
   Status EnqueueReduceScatter(ConstBufferView input, BufferView output, const std::vector<size_t>& counts,
-                              ReduceOp op);
-  Status EnqueueAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts);
-  Status Synchronize(std::string_view what);
+                              ReduceOp op) override;
+  Status EnqueueAllGather(ConstBufferView input, BufferView output, const std::vector<size_t>& counts) override;
+  Status Synchronize(std::string_view what) override;
 
  protected:
   Status DoAllReduce(BufferView data, ReduceOp op) override;
@@ -112,7 +117,7 @@ class NcclCommunicator : public Communicator {
 
  private:
   NcclCommunicator(int rank, int world, NcclOptions options, ncclComm_t comm, cudaStream_t stream,
-                   cudaEvent_t order_event, float* barrier_scratch);
+                   cudaEvent_t order_event, cudaEvent_t done_event, float* barrier_scratch);
 
   // Checks that `data` is device memory of this device (kInvalidArgument otherwise).
   Status CheckDevicePointer(const void* data, std::string_view what) const;
@@ -135,7 +140,8 @@ class NcclCommunicator : public Communicator {
   NcclOptions options_;
   ncclComm_t comm_;
   cudaStream_t stream_;
-  cudaEvent_t order_event_;
+  cudaEvent_t order_event_;  // OrderAfter: recorded on the producer, waited for by stream_
+  cudaEvent_t done_event_;   // OrderBefore: recorded on stream_, waited for by the consumer
   float* barrier_scratch_;  // one float of device memory: Barrier is an all-reduce of it
   bool aborted_ = false;    // ncclCommAbort was called
   int group_depth_ = 0;     // BeginGroup calls not yet ended

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <climits>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,30 @@ Status CopyOnDevice(U* to, const U* from, size_t count, cudaStream_t stream, con
   return cu::CudaStatus(cudaMemcpyAsync(to, from, count * sizeof(U), cudaMemcpyDeviceToDevice, stream),
                         "cudaMemcpyAsync", what);
 }
+
+// A group acquired for the scope of one use: released however the scope is left.
+template <typename T>
+class Acquired {
+ public:
+  explicit Acquired(DeviceParameterAccess<T>& params, int group) : params_(params), group_(group) {
+    Result<const T*> p = params.Acquire(group);
+    status_ = p.status();
+    if (p.ok()) data_ = *p;
+  }
+  ~Acquired() {
+    if (status_.ok()) params_.Release(group_);
+  }
+  Acquired(const Acquired&) = delete;
+  Acquired& operator=(const Acquired&) = delete;
+  const Status& status() const { return status_; }
+  const T* data() const { return data_; }
+
+ private:
+  DeviceParameterAccess<T>& params_;
+  int group_;
+  Status status_;
+  const T* data_ = nullptr;
+};
 
 }  // namespace
 
@@ -79,17 +104,20 @@ Status GptCuda<T>::FindOffsets() {
     *offset = info->offset;
     return Status::Ok();
   };
-  DSLAUNCH_RETURN_IF_ERROR(find("wte.weight", &wte_offset_));
-  DSLAUNCH_RETURN_IF_ERROR(find("wpe.weight", &wpe_offset_));
-  DSLAUNCH_RETURN_IF_ERROR(find("ln_f.weight", &lnf_offset_));
-  size_t lnf_bias = 0;
+  size_t wte = 0, wpe = 0, lnf = 0, lnf_bias = 0;
+  DSLAUNCH_RETURN_IF_ERROR(find("wte.weight", &wte));
+  DSLAUNCH_RETURN_IF_ERROR(find("wpe.weight", &wpe));
+  DSLAUNCH_RETURN_IF_ERROR(find("ln_f.weight", &lnf));
   DSLAUNCH_RETURN_IF_ERROR(find("ln_f.bias", &lnf_bias));
-  // Backward adds the embedding op's float gradients of wte and wpe as one range, and reads
-  // ln_f's bias right after its weight.
+  // The embeddings are group 0, wte first and wpe right after it (Backward adds the embedding op's
+  // float gradients of both as one range); ln_f's bias follows its weight in the last group.
   const size_t c = cfg.n_embd;
-  if (wpe_offset_ != wte_offset_ + static_cast<size_t>(cfg.vocab_size) * c || lnf_bias != lnf_offset_ + c) {
-    return InternalError("GptModel's layout no longer has wpe right after wte and ln_f.bias right after ln_f.weight");
+  const size_t last_group = layout.groups().back().offset;
+  if (wte != 0 || wpe != static_cast<size_t>(cfg.vocab_size) * c || lnf < last_group || lnf_bias != lnf + c) {
+    return InternalError("GptModel's layout no longer has wte then wpe first and ln_f.weight then ln_f.bias last");
   }
+  wpe_offset_ = wpe;
+  lnf_offset_ = lnf - last_group;
   const size_t block0 = layout.groups()[1].offset;
   for (int k = 0; k < kBlockTensors; ++k) {
     size_t offset = 0;
@@ -140,9 +168,11 @@ Status GptCuda<T>::AllocateAll() {
     const char* name;
   } f_buffers[] = {{&ln1_mean_, l * n, "ln1_mean"}, {&ln1_rstd_, l * n, "ln1_rstd"}, {&ln2_mean_, l * n, "ln2_mean"},
                    {&ln2_rstd_, l * n, "ln2_rstd"}, {&lnf_mean_, n, "lnf_mean"},     {&lnf_rstd_, n, "lnf_rstd"},
-                   {&losses_, n, "losses"},
-                   {&demb_, (v + cfg.block_size) * c, "embedding gradient scratch"}};
+                   {&losses_, n, "losses"}};
   for (const auto& b : f_buffers) DSLAUNCH_RETURN_IF_ERROR(Allocate(b.out, b.count, b.name));
+  if constexpr (!std::is_same_v<T, float>) {
+    DSLAUNCH_RETURN_IF_ERROR(Allocate(&demb_, (v + cfg.block_size) * c, "embedding gradient scratch"));
+  }
   DSLAUNCH_RETURN_IF_ERROR(Allocate(&tokens_, n, "tokens"));
   return Allocate(&targets_, n, "targets");
 }
@@ -184,7 +214,7 @@ Status GptCuda<T>::BlockForward(const T* g, int l, cudaStream_t stream) {
 }
 
 template <typename T>
-Status GptCuda<T>::Forward(const T* params, const int* tokens, const int* targets, int b, int t,
+Status GptCuda<T>::Forward(DeviceParameterAccess<T>& params, const int* tokens, const int* targets, int b, int t,
                            cudaStream_t stream) {
   constexpr char kOp[] = "GptCuda::Forward";
   const GptConfig& cfg = shape_.config();
@@ -193,29 +223,46 @@ Status GptCuda<T>::Forward(const T* params, const int* tokens, const int* target
                                 " outside 1.." + std::to_string(max_batch_) + " x 1.." +
                                 std::to_string(cfg.block_size));
   }
-  if (params == nullptr || tokens == nullptr || targets == nullptr) {
-    return InvalidArgumentError(std::string(kOp) + ": null pointer");
-  }
+  if (tokens == nullptr || targets == nullptr) return InvalidArgumentError(std::string(kOp) + ": null pointer");
   b_ = 0, t_ = 0;  // no Backward after a Forward that failed half-way
   const int n = b * t, c = cfg.n_embd, v = cfg.vocab_size, L = cfg.n_layer;
   const size_t x_stride = static_cast<size_t>(max_batch_) * cfg.block_size * c;
   DSLAUNCH_RETURN_IF_ERROR(CopyOnDevice(tokens_, tokens, n, stream, "tokens").WithContext(kOp));
   DSLAUNCH_RETURN_IF_ERROR(CopyOnDevice(targets_, targets, n, stream, "targets").WithContext(kOp));
   b_ = b, t_ = t;
-  DSLAUNCH_RETURN_IF_ERROR(
-      cu::EmbeddingForward(x_, tokens_, params + wte_offset_, params + wpe_offset_, b, t, c, v, stream)
-          .WithContext(kOp));
+  Status s = [&] {
+    Acquired<T> emb(params, 0);
+    DSLAUNCH_RETURN_IF_ERROR(emb.status());
+    return cu::EmbeddingForward(x_, tokens_, emb.data(), emb.data() + wpe_offset_, b, t, c, v, stream);
+  }();
+  if (!s.ok()) {
+    b_ = 0;
+    return s.WithContext(std::string(kOp) + ": embeddings");
+  }
   for (int l = 0; l < L; ++l) {
-    const Status s = BlockForward(params + shape_.layout().groups()[1 + l].offset, l, stream);
+    s = [&] {
+      Acquired<T> block(params, 1 + l);
+      DSLAUNCH_RETURN_IF_ERROR(block.status());
+      return BlockForward(block.data(), l, stream);
+    }();
     if (!s.ok()) {
       b_ = 0;
       return s.WithContext(std::string(kOp) + ": " + LayerName(l));
     }
   }
-  const T* lnf = params + lnf_offset_;
-  Status s = cu::LayerNormForward(lnf_, lnf_mean_, lnf_rstd_, x_ + L * x_stride, lnf, lnf + c, n, c, stream);
-  if (s.ok()) s = cu::LinearForward<T>(*ctx_, logits_, lnf_, params + wte_offset_, nullptr, n, c, v, stream);
-  if (s.ok()) s = cu::CrossEntropyForward(losses_, probs_, logits_, targets_, n, v, stream);
+  s = [&] {
+    {
+      Acquired<T> lnf(params, 1 + L);
+      DSLAUNCH_RETURN_IF_ERROR(lnf.status());
+      const T* w = lnf.data() + lnf_offset_;
+      DSLAUNCH_RETURN_IF_ERROR(
+          cu::LayerNormForward(lnf_, lnf_mean_, lnf_rstd_, x_ + L * x_stride, w, w + c, n, c, stream));
+    }
+    Acquired<T> emb(params, 0);
+    DSLAUNCH_RETURN_IF_ERROR(emb.status());
+    DSLAUNCH_RETURN_IF_ERROR(cu::LinearForward<T>(*ctx_, logits_, lnf_, emb.data(), nullptr, n, c, v, stream));
+    return cu::CrossEntropyForward(losses_, probs_, logits_, targets_, n, v, stream);
+  }();
   if (!s.ok()) {
     b_ = 0;
     return s.WithContext(std::string(kOp) + ": head");
@@ -277,44 +324,68 @@ Status GptCuda<T>::BlockBackward(const T* g, T* dg, int l, cudaStream_t stream) 
 }
 
 template <typename T>
-Status GptCuda<T>::Backward(const T* params, T* grads, float loss_scale, cudaStream_t stream) {
+Status GptCuda<T>::Backward(DeviceParameterAccess<T>& params, float loss_scale, cudaStream_t stream) {
   constexpr char kOp[] = "GptCuda::Backward";
   if (b_ == 0) return FailedPreconditionError(std::string(kOp) + ": no successful Forward to go back through");
-  if (params == nullptr || grads == nullptr) return InvalidArgumentError(std::string(kOp) + ": null pointer");
   const GptConfig& cfg = shape_.config();
   const int b = b_, t = t_, n = b * t, c = cfg.n_embd, v = cfg.vocab_size, L = cfg.n_layer;
   const size_t nc = static_cast<size_t>(n) * c;
   const size_t x_stride = static_cast<size_t>(max_batch_) * cfg.block_size * c;
 
-  // Loss -> logits -> final layer norm (mean loss: each row's share is 1/n).
-  Status s = Zero(dlogits_, static_cast<size_t>(n) * v, stream, "dlogits");
-  if (s.ok()) s = cu::CrossEntropyBackward(dlogits_, probs_, targets_, loss_scale / n, n, v, stream);
-  if (s.ok()) s = Zero(dlnf_, nc, stream, "dlnf");
-  if (s.ok()) {
-    s = cu::LinearBackward<T>(*ctx_, dlnf_, grads + wte_offset_, nullptr, dlogits_, lnf_, params + wte_offset_, n, c, v,
-                           stream);
-  }
-  if (s.ok()) s = Zero(dx_, nc, stream, "dx");
-  if (s.ok()) {
-    s = cu::LayerNormBackward(dx_, grads + lnf_offset_, grads + lnf_offset_ + c, dlnf_, x_ + L * x_stride,
-                              params + lnf_offset_, lnf_mean_, lnf_rstd_, n, c, stream);
-  }
+  // Loss -> logits -> final layer norm (mean loss: each row's share is 1/n). The head's term of
+  // the tied embedding's gradient comes first, as in GptModel.
+  Status s = [&] {
+    DSLAUNCH_RETURN_IF_ERROR(Zero(dlogits_, static_cast<size_t>(n) * v, stream, "dlogits"));
+    DSLAUNCH_RETURN_IF_ERROR(cu::CrossEntropyBackward(dlogits_, probs_, targets_, loss_scale / n, n, v, stream));
+    DSLAUNCH_RETURN_IF_ERROR(Zero(dlnf_, nc, stream, "dlnf"));
+    {
+      Acquired<T> emb(params, 0);
+      DSLAUNCH_RETURN_IF_ERROR(emb.status());
+      DSLAUNCH_ASSIGN_OR_RETURN(T* demb, params.Gradient(0));
+      DSLAUNCH_RETURN_IF_ERROR(
+          cu::LinearBackward<T>(*ctx_, dlnf_, demb, nullptr, dlogits_, lnf_, emb.data(), n, c, v, stream));
+    }
+    DSLAUNCH_RETURN_IF_ERROR(Zero(dx_, nc, stream, "dx"));
+    {
+      Acquired<T> lnf(params, 1 + L);
+      DSLAUNCH_RETURN_IF_ERROR(lnf.status());
+      DSLAUNCH_ASSIGN_OR_RETURN(T* dlnf, params.Gradient(1 + L));
+      const T* w = lnf.data() + lnf_offset_;
+      DSLAUNCH_RETURN_IF_ERROR(cu::LayerNormBackward(dx_, dlnf + lnf_offset_, dlnf + lnf_offset_ + c, dlnf_,
+                                                     x_ + L * x_stride, w, lnf_mean_, lnf_rstd_, n, c, stream));
+    }
+    return params.GradientReady(1 + L);
+  }();
   if (!s.ok()) return s.WithContext(std::string(kOp) + ": head");
 
   for (int l = L - 1; l >= 0; --l) {
-    const size_t group = shape_.layout().groups()[1 + l].offset;
-    s = BlockBackward(params + group, grads + group, l, stream);
+    s = [&] {
+      {
+        Acquired<T> block(params, 1 + l);
+        DSLAUNCH_RETURN_IF_ERROR(block.status());
+        DSLAUNCH_ASSIGN_OR_RETURN(T* dblock, params.Gradient(1 + l));
+        DSLAUNCH_RETURN_IF_ERROR(BlockBackward(block.data(), dblock, l, stream));
+      }
+      return params.GradientReady(1 + l);
+    }();
     if (!s.ok()) return s.WithContext(std::string(kOp) + ": " + LayerName(l));
   }
 
-  // The embeddings: the op's float gradients of wte and wpe (adjacent in the layout, so one
-  // scratch of (vocab + block_size) x C), then added into `grads` in one pass.
-  const size_t emb = (static_cast<size_t>(v) + cfg.block_size) * c;
-  s = Zero(demb_, emb, stream, "embedding gradient scratch");
-  if (s.ok()) {
-    s = cu::EmbeddingBackward(demb_, demb_ + (wpe_offset_ - wte_offset_), dx_, tokens_, b, t, c, v, stream);
-  }
-  if (s.ok()) s = cu::AddFloat(grads + wte_offset_, demb_, static_cast<long>(emb), stream);
+  // The embeddings: the op's float gradients of wte and wpe (adjacent in the layout). An fp32
+  // gradient takes them directly; a 16-bit one through one scratch of (vocab + block_size) x C,
+  // added in one pass.
+  s = [&] {
+    DSLAUNCH_ASSIGN_OR_RETURN(T* demb, params.Gradient(0));
+    if constexpr (std::is_same_v<T, float>) {
+      DSLAUNCH_RETURN_IF_ERROR(cu::EmbeddingBackward(demb, demb + wpe_offset_, dx_, tokens_, b, t, c, v, stream));
+    } else {
+      const size_t emb = (static_cast<size_t>(v) + cfg.block_size) * c;
+      DSLAUNCH_RETURN_IF_ERROR(Zero(demb_, emb, stream, "embedding gradient scratch"));
+      DSLAUNCH_RETURN_IF_ERROR(cu::EmbeddingBackward(demb_, demb_ + wpe_offset_, dx_, tokens_, b, t, c, v, stream));
+      DSLAUNCH_RETURN_IF_ERROR(cu::AddFloat(demb, demb_, static_cast<long>(emb), stream));
+    }
+    return params.GradientReady(0);
+  }();
   if (!s.ok()) return s.WithContext(std::string(kOp) + ": embeddings");
   return Status::Ok();
 }

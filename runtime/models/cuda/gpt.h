@@ -2,17 +2,20 @@
 // through the layer kernels of runtime/ops/cuda/ops.h, the same operations in the same order as
 // GptModel::Forward and GptModel::Backward (docs/model.md), so that GptModel is its reference.
 //
-// Parameters: one flat device buffer of T in GptModel's ParameterLayout (the layout is taken from
-// a GptModel of the same config, so names, order and offsets are the CPU's: a buffer initialised
-// by GptModel::InitParameters and copied to the device is a valid model). The model never owns
-// parameters or gradients; the caller passes them to each call.
+// Parameters: GptModel's ParameterLayout (the layout is taken from a GptModel of the same config, so
+// names, order and offsets are the CPU's: a buffer initialised by GptModel::InitParameters and
+// copied to the device is a valid model), reached group by group through DeviceParameterAccess
+// (runtime/models/cuda/device_parameter_access.h) in GptModel's order of Acquire, Gradient and
+// GradientReady calls, so that the device engine's ZeRO stages work as the CPU engine's do. The
+// model never owns parameters or gradients.
 //
 // Element type T (float, __nv_bfloat16, __half; explicitly instantiated in gpt.cc): parameters,
 // gradients and activations are stored in T, arithmetic is fp32 (the ops' convention). Side arrays
 // keep their types: layer-norm statistics and per-row losses are float, tokens int. The tied
 // token embedding gets its gradient from two places: the language-model head's matmul (in T,
-// straight into the gradient buffer) and the embedding op (fp32 atomics into a float scratch of
-// the model's, added into the gradient buffer once at the end of Backward).
+// straight into the gradient buffer) and the embedding op (fp32 atomics), which adds straight into
+// an fp32 gradient (GptModel's order: the head's term first) and otherwise into a float scratch of
+// the model's, added into the gradient buffer once at the end of Backward.
 //
 // Activations live in device memory the model owns, sized at Create for max_batch x block_size
 // tokens (all layers' internals are kept: no recomputation, so recompute_blocks must be 0).
@@ -36,6 +39,7 @@
 
 #include "common/status.h"
 #include "runtime/core/param_layout.h"
+#include "runtime/models/cuda/device_parameter_access.h"
 #include "runtime/models/gpt.h"
 #include "runtime/ops/cuda/cublaslt_context.h"
 
@@ -62,11 +66,12 @@ class GptCuda {
   double FlopsPerToken(int t) const { return shape_.FlopsPerToken(t); }
 
   // Runs the model on tokens[b][t] against targets[b][t] (device ints, copied on the stream, so
-  // the caller may reuse them once the stream has passed this call), with `params` the device flat
-  // buffer (layout().numel() elements of T), and keeps what Backward needs. Writes the per-row
-  // losses (losses(), b*t floats). kInvalidArgument for b outside [1, max_batch], t outside
-  // [1, block_size] or a null pointer; a token or target outside [0, vocab_size) gives NaN losses.
-  Status Forward(const T* params, const int* tokens, const int* targets, int b, int t, cudaStream_t stream);
+  // the caller may reuse them once the stream has passed this call), with the parameters from
+  // `params`, and keeps what Backward needs. Writes the per-row losses (losses(), b*t floats).
+  // kInvalidArgument for b outside [1, max_batch], t outside [1, block_size] or a null pointer; a
+  // token or target outside [0, vocab_size) gives NaN losses; a failed Acquire is returned.
+  Status Forward(DeviceParameterAccess<T>& params, const int* tokens, const int* targets, int b, int t,
+                 cudaStream_t stream);
 
   // Device array of the last Forward's per-row cross-entropies, b*t floats.
   const float* losses() const { return losses_; }
@@ -76,11 +81,11 @@ class GptCuda {
   // kernel of the step shows up).
   Result<float> MeanLoss(cudaStream_t stream) const;
 
-  // Accumulates (+=) d(mean loss)/d(parameters) x loss_scale into `grads` (device, flat, the
-  // layout's order, layout().numel() elements of T) for the last Forward, whose `params` must be
-  // passed again unchanged. The caller zeroes `grads` at the start of a step. kFailedPrecondition
-  // before any Forward; kInvalidArgument for a null pointer.
-  Status Backward(const T* params, T* grads, float loss_scale, cudaStream_t stream);
+  // Accumulates (+=) d(mean loss)/d(parameters) x loss_scale into params.Gradient(group) for the
+  // last Forward, whose parameters must be unchanged, group by group from the head to the
+  // embeddings, calling GradientReady after each. The access zeroes gradients at the start of a
+  // step. kFailedPrecondition before any Forward; the access's failures are returned.
+  Status Backward(DeviceParameterAccess<T>& params, float loss_scale, cudaStream_t stream);
 
  private:
   // A block's tensors, in layout order (as GptModel's); their offsets relative to the block's
@@ -106,7 +111,8 @@ class GptCuda {
   int max_batch_;
   const ops::cuda::CublasLtContext* ctx_;
   size_t block_offset_[kBlockTensors] = {};  // relative to the block's group
-  size_t wte_offset_ = 0, wpe_offset_ = 0, lnf_offset_ = 0;  // absolute
+  size_t wpe_offset_ = 0;  // in group 0 (the embeddings), after wte at 0
+  size_t lnf_offset_ = 0;  // ln_f.weight in the last group (ln_f.bias follows it)
   int b_ = 0, t_ = 0;  // of the last Forward; 0 before any
 
   std::vector<void*> allocations_;  // every cudaMalloc of Create, freed by the destructor
@@ -124,7 +130,8 @@ class GptCuda {
   // Backward scratch (activation gradients), reused by every layer.
   T *dx_ = nullptr, *dres_ = nullptr, *dtmp_c_ = nullptr, *dtmp_c2_ = nullptr, *dqkv_ = nullptr, *dfch_ = nullptr,
     *dfch_gelu_ = nullptr, *dlnf_ = nullptr, *dlogits_ = nullptr, *att_scratch_ = nullptr;
-  // The embedding op's float gradients of group 0 (wte then wpe, as in the layout).
+  // The embedding op's float gradients of group 0 (wte then wpe, as in the layout); T = float
+  // adds them straight into the gradient and has none.
   float* demb_ = nullptr;
 };
 

@@ -173,6 +173,14 @@ Status AdamUpdate(const AdamParams& hyper, float* params, const float* grads, fl
 Status HasInfOrNaN(const void* data, long count, DType dtype, int* flag, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------
+// Sum of squares (norm.cu): *out (one device double) = the sum of x[i]^2 over `count` floats, in
+// double: the square of the gradient norm. Deterministic (a fixed split into blocks, summed in a
+// fixed order), but not the CPU's element-order sum, so its last bits differ from
+// StepGradient::SumOfSquares. Count 0 writes 0. Uses one device scratch of the module: one stream
+// at a time.
+Status SumOfSquares(const float* x, long count, double* out, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------
 // 16-bit conversions (convert.cu), rounding as runtime/core/sixteen_bit_float.h: fp32 -> 16 bit to
 // nearest even (subnormals, overflow to infinity, signs kept); 16 bit -> fp32 exact. NaN stays NaN
 // but its payload is the hardware's (canonical) one, not the CPU's. The 16-bit side is kBFloat16 or

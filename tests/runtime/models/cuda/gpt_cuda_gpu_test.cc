@@ -147,10 +147,11 @@ TEST_CASE("GptCuda<float> gives GptModel's loss and every parameter's gradient w
   DeviceArray<float> d_params(numel), d_grads(numel);
   d_params.Put(params);
   d_grads.Zero();
-  RequireOk(run.model->Forward(d_params.data(), run.tokens.data(), run.targets.data(), batch.b, batch.t, nullptr));
+  FlatDeviceParameters<float> flat(run.model->layout(), d_params.data(), d_grads.data());
+  RequireOk(run.model->Forward(flat, run.tokens.data(), run.targets.data(), batch.b, batch.t, nullptr));
   Result<float> gpu_loss = run.model->MeanLoss(nullptr);
   RequireOk(gpu_loss.status());
-  RequireOk(run.model->Backward(d_params.data(), d_grads.data(), 1.0f, nullptr));
+  RequireOk(run.model->Backward(flat, 1.0f, nullptr));
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   const std::vector<float> gpu_grads = d_grads.Get();
 
@@ -189,11 +190,14 @@ TEST_CASE("GptCuda::Backward accumulates into the gradients and scales them by t
   DeviceArray<float> d_params(numel), once(numel), twice(numel), scaled(numel);
   d_params.Put(params);
   once.Zero(), twice.Zero(), scaled.Zero();
-  RequireOk(run.model->Forward(d_params.data(), run.tokens.data(), run.targets.data(), batch.b, batch.t, nullptr));
-  RequireOk(run.model->Backward(d_params.data(), once.data(), 1.0f, nullptr));
-  RequireOk(run.model->Backward(d_params.data(), twice.data(), 1.0f, nullptr));
-  RequireOk(run.model->Backward(d_params.data(), twice.data(), 1.0f, nullptr));
-  RequireOk(run.model->Backward(d_params.data(), scaled.data(), 2.0f, nullptr));
+  FlatDeviceParameters<float> into_once(run.model->layout(), d_params.data(), once.data());
+  FlatDeviceParameters<float> into_twice(run.model->layout(), d_params.data(), twice.data());
+  FlatDeviceParameters<float> into_scaled(run.model->layout(), d_params.data(), scaled.data());
+  RequireOk(run.model->Forward(into_once, run.tokens.data(), run.targets.data(), batch.b, batch.t, nullptr));
+  RequireOk(run.model->Backward(into_once, 1.0f, nullptr));
+  RequireOk(run.model->Backward(into_twice, 1.0f, nullptr));
+  RequireOk(run.model->Backward(into_twice, 1.0f, nullptr));
+  RequireOk(run.model->Backward(into_scaled, 2.0f, nullptr));
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   const std::vector<float> g1 = once.Get(), g2 = twice.Get(), gs = scaled.Get();
   // Doubling is exact in fp32; only the order of the embedding op's atomic adds differs between
@@ -246,11 +250,12 @@ std::vector<float> TrainOnGpu(const GptConfig& config, const std::vector<float>&
   std::vector<float> losses;
   for (int step = 1; step <= kTrainSteps; ++step) {
     grads.Zero();
-    RequireOk(run.model->Forward(params.data(), run.tokens.data(), run.targets.data(), batch.b, batch.t, nullptr));
+    FlatDeviceParameters<T> flat(run.model->layout(), params.data(), grads.data());
+    RequireOk(run.model->Forward(flat, run.tokens.data(), run.targets.data(), batch.b, batch.t, nullptr));
     Result<float> loss = run.model->MeanLoss(nullptr);
     RequireOk(loss.status());
     losses.push_back(*loss);
-    RequireOk(run.model->Backward(params.data(), grads.data(), 1.0f, nullptr));
+    RequireOk(run.model->Backward(flat, 1.0f, nullptr));
     const float* g = nullptr;
     if constexpr (std::is_same_v<T, float>) {
       g = grads.data();
@@ -328,16 +333,18 @@ TEST_CASE("GptCuda refuses bad configs, batches and call orders, naming the call
   GptCuda<float>& model = **created;
   DeviceArray<float> params(model.layout().numel()), grads(model.layout().numel());
   DeviceArray<int> tokens(3 * 32);
-  const Status early = model.Backward(params.data(), grads.data(), 1.0f, nullptr);
+  FlatDeviceParameters<float> flat(model.layout(), params.data(), grads.data());
+  const Status early = model.Backward(flat, 1.0f, nullptr);
   CHECK(early.code() == StatusCode::kFailedPrecondition);
   CHECK(early.message().find("GptCuda::Backward") != std::string::npos);
   CHECK(model.MeanLoss(nullptr).status().code() == StatusCode::kFailedPrecondition);
-  const Status too_big = model.Forward(params.data(), tokens.data(), tokens.data(), 3, 32, nullptr);
+  const Status too_big = model.Forward(flat, tokens.data(), tokens.data(), 3, 32, nullptr);
   CHECK(too_big.code() == StatusCode::kInvalidArgument);
   CHECK(too_big.message().find("GptCuda::Forward") != std::string::npos);
-  CHECK(model.Forward(params.data(), tokens.data(), tokens.data(), 1, 33, nullptr).code() ==
+  CHECK(model.Forward(flat, tokens.data(), tokens.data(), 1, 33, nullptr).code() ==
         StatusCode::kInvalidArgument);
-  CHECK(model.Forward(nullptr, tokens.data(), tokens.data(), 1, 8, nullptr).code() == StatusCode::kInvalidArgument);
+  FlatDeviceParameters<float> none(model.layout(), nullptr, nullptr);
+  CHECK(model.Forward(none, tokens.data(), tokens.data(), 1, 8, nullptr).code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace
