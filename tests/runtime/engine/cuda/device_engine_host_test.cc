@@ -5,180 +5,25 @@
 // the wrong range, a rounding in the wrong place, a step that skips or clips otherwise, state
 // saved from the wrong slice): the losses, the norms and every byte of the state a checkpoint
 // saves must be ZeroEngine's with GptModel, for every ZeRO stage and precision.
-#include "runtime/engine/cuda/device_engine.h"
-
 #include <doctest/doctest.h>
 
-#include <cstring>
-#include <map>
 #include <memory>
-#include <string>
-#include <thread>
 #include <vector>
 
-#include "runtime/core/random.h"
-#include "runtime/engine/engine.h"
-#include "runtime/models/cuda/gpt.h"
-#include "runtime/models/gpt.h"
 #include "tests/fakes/host_collectives.h"
-#include "tests/fakes/thread_communicator.h"
+#include "tests/runtime/engine/cuda/engine_runs.h"
 
 namespace dslaunch::runtime {
 namespace {
 
-constexpr uint64_t kInitSeed = 31337;
-constexpr int kBatch = 2;
-constexpr int kSeq = 8;
-
-GptConfig TinyConfig() {
-  GptConfig config;
-  config.n_layer = 2;
-  config.n_head = 2;
-  config.n_embd = 16;
-  config.block_size = kSeq;
-  config.vocab_size = 40;
-  return config;
-}
-
-EngineOptions OptionsFor(int stage, Precision precision) {
-  EngineOptions options;
-  options.zero.stage = stage;
-  options.zero.reduce_bucket_size = 700;  // runs of several groups, cut inside others
-  options.zero.stage3_param_persistence_threshold = 300;  // the CPU keeps the small groups whole
-  options.precision = precision;
-  options.loss_scaler.initial_scale_power = 20;  // fp16: the first steps overflow and are skipped
-  options.loss_scaler.hysteresis = 1;
-  options.optimizer.kind = OptimizerKind::kAdamW;
-  options.optimizer.lr = 3e-2;
-  options.optimizer.weight_decay = 0.1;
-  options.gradient_clipping = 0.5;  // clips on most steps
-  return options;
-}
-
-// What a run leaves on one rank: per step the loss of each micro-step and the norm, then the saved
-// state (its range and every tensor) and the counters.
-struct RankRun {
-  std::vector<float> losses;
-  std::vector<double> norms;
-  std::vector<int> skipped;
-  ShardRange range;
-  std::vector<std::vector<float>> state;
-  int64_t optimizer_step = 0;
-};
-
-// This rank's micro-batch of a step: tokens and targets from the rank, step and micro-step.
-void FillBatch(int rank, int step, int micro, std::vector<int>& tokens, std::vector<int>& targets) {
-  uint64_t state = 1000003ULL * rank + 7919ULL * step + 104729ULL * micro + 1;
-  for (int& t : tokens) t = static_cast<int>(SplitMix64(state) % TinyConfig().vocab_size);
-  for (int& t : targets) t = static_cast<int>(SplitMix64(state) % TinyConfig().vocab_size);
-}
-
-void SaveState(const Engine& engine, RankRun& run) {
-  const EngineSnapshot snap = engine.Snapshot();
-  run.range = snap.range;
-  run.optimizer_step = snap.optimizer_step;
-  for (size_t i = 0; i < snap.tensors.size(); ++i) {
-    std::vector<float> values(snap.tensors[i].second.begin(), snap.tensors[i].second.end());
-    if (snap.stream) {
-      REQUIRE(snap.stream(i, [&](std::span<const float> piece) {
-                values.insert(values.end(), piece.begin(), piece.end());
-                return Status::Ok();
-              }).ok());
-    }
-    REQUIRE(values.size() == snap.range.size());
-    run.state.push_back(std::move(values));
-  }
-}
-
-// Steps of `accumulation` micro-steps; `micro_step(engine, step, micro)` runs one forward and
-// backward and returns its loss.
-template <class MicroStep>
-void Train(Engine& engine, int first_step, int steps, int accumulation, RankRun& run, const MicroStep& micro_step) {
-  for (int step = first_step; step < first_step + steps; ++step) {
-    engine.BeginStep(accumulation);
-    for (int micro = 0; micro < accumulation; ++micro) run.losses.push_back(micro_step(step, micro));
-    Result<StepStats> stats = engine.Step();
-    REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
-    run.norms.push_back(stats->grad_norm);
-    run.skipped.push_back(stats->skipped ? 1 : 0);
-  }
-}
-
-InitialValues InitialOf(const GptModel& shape) {
-  return [&shape](size_t begin, std::span<float> out) { shape.InitRange(begin, out, kInitSeed); };
-}
-
-// The CPU engine with GptModel, one thread per rank.
-struct CpuRank {
-  GptModel model{TinyConfig(), kBatch};
-  std::unique_ptr<Engine> engine;
-
-  CpuRank(Communicator& comm, const EngineOptions& options) {
-    auto created = Engine::Create(model.layout(), comm, options, InitialOf(model));
-    REQUIRE_MESSAGE(created.ok(), created.status().ToString());
-    engine = std::move(*created);
-  }
-  float MicroStep(int rank, int step, int micro, int accumulation) {
-    std::vector<int> tokens(kBatch * kSeq), targets(kBatch * kSeq);
-    FillBatch(rank, step, micro, tokens, targets);
-    const float loss = model.Forward(engine->access(), tokens.data(), targets.data(), kBatch, kSeq);
-    model.Backward(engine->access(), static_cast<float>(engine->loss_scale() / accumulation));
-    return loss;
-  }
-};
-
-// The device engine with GptCuda<float>, on the stand-ins.
-struct DeviceRank {
-  GptModel shape{TinyConfig(), 0};
-  ops::cuda::CublasLtContext ctx = std::move(*ops::cuda::CublasLtContext::Create());
-  std::unique_ptr<GptCuda<float>> model;
-  testing::HostCollectives collectives;
-  std::unique_ptr<DeviceEngine> engine;
-
-  DeviceRank(Communicator& comm, const EngineOptions& options) : collectives(comm) {
-    auto made = GptCuda<float>::Create(TinyConfig(), kBatch, ctx);
-    REQUIRE_MESSAGE(made.ok(), made.status().ToString());
-    model = std::move(*made);
-    auto created = DeviceEngine::Create(model->layout(), collectives, options, InitialOf(shape), nullptr);
-    REQUIRE_MESSAGE(created.ok(), created.status().ToString());
-    engine = std::move(*created);
-  }
-  float MicroStep(int rank, int step, int micro, int accumulation) {
-    std::vector<int> tokens(kBatch * kSeq), targets(kBatch * kSeq);
-    FillBatch(rank, step, micro, tokens, targets);
-    DeviceParameterAccess<float>& access = engine->device_access();
-    const Status forward = model->Forward(access, tokens.data(), targets.data(), kBatch, kSeq, nullptr);
-    REQUIRE_MESSAGE(forward.ok(), forward.ToString());
-    Result<float> loss = model->MeanLoss(nullptr);
-    REQUIRE(loss.ok());
-    const Status backward = model->Backward(access, static_cast<float>(engine->loss_scale() / accumulation), nullptr);
-    REQUIRE_MESSAGE(backward.ok(), backward.ToString());
-    return *loss;
-  }
-};
-
-// `steps` steps on `world` ranks of engine kind Rank (CpuRank or DeviceRank); every rank's run.
-template <class Rank>
-std::vector<RankRun> RunOn(int world, const EngineOptions& options, int steps, int accumulation) {
-  std::vector<RankRun> runs(world);
-  testing::ThreadCommunicatorGroup group(world, std::chrono::seconds(20));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      Rank rank(group.Get(r), options);
-      Train(*rank.engine, 0, steps, accumulation, runs[r],
-            [&](int step, int micro) { return rank.MicroStep(r, step, micro, accumulation); });
-      SaveState(*rank.engine, runs[r]);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return runs;
-}
-
-template <class T>
-bool SameBits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
+using testing::CpuRank;
+using testing::DeviceRank;
+using testing::OptionsFor;
+using testing::RankRun;
+using testing::RunOn;
+using testing::SameBits;
+using testing::Whole;
+using testing::WholeState;
 
 TEST_CASE("the device engine on the stand-ins gives ZeroEngine's losses, norms and saved state to the bit") {
   for (int stage = 0; stage <= 3; ++stage) {
@@ -189,8 +34,14 @@ TEST_CASE("the device engine on the stand-ins gives ZeroEngine's losses, norms a
         CAPTURE(world);
         const EngineOptions options = OptionsFor(stage, precision);
         const int steps = 4, accumulation = 2;
-        const std::vector<RankRun> cpu = RunOn<CpuRank>(world, options, steps, accumulation);
-        const std::vector<RankRun> device = RunOn<DeviceRank>(world, options, steps, accumulation);
+        const std::vector<RankRun> cpu = RunOn(world, steps, accumulation, [&](int, Communicator& comm) {
+          return std::make_unique<CpuRank>(comm, options);
+        });
+        std::vector<std::unique_ptr<testing::HostCollectives>> collectives(world);
+        const std::vector<RankRun> device = RunOn(world, steps, accumulation, [&](int r, Communicator& comm) {
+          collectives[r] = std::make_unique<testing::HostCollectives>(comm);
+          return std::make_unique<DeviceRank>(*collectives[r], options, nullptr);
+        });
         for (int r = 0; r < world; ++r) {
           CAPTURE(r);
           CHECK(SameBits(device[r].losses, cpu[r].losses));
@@ -216,6 +67,48 @@ TEST_CASE("the device engine on the stand-ins gives ZeroEngine's losses, norms a
         }
       }
     }
+  }
+}
+
+// The state a run on the device saved resumes on the CPU engine, and the CPU's on the device: the
+// steps after it are those of the run that never stopped, to the bit. A checkpoint holds exactly
+// this state (runtime/checkpoint/: every rank's range of every tensor and the counters).
+TEST_CASE("state the device engine saved resumes on ZeroEngine and back, and on another number of ranks") {
+  for (auto [stage, precision] : {std::pair{2, Precision::kBf16}, {3, Precision::kFp16}, {1, Precision::kFp32}}) {
+    CAPTURE(stage);
+    CAPTURE(PrecisionName(precision));
+    const EngineOptions options = OptionsFor(stage, precision);
+    const int world = 2, accumulation = 2;
+    std::vector<std::unique_ptr<testing::HostCollectives>> collectives(3);
+    auto cpu = [&](int, Communicator& comm) { return std::make_unique<CpuRank>(comm, options); };
+    auto device = [&](int r, Communicator& comm) {
+      collectives[r] = std::make_unique<testing::HostCollectives>(comm);
+      return std::make_unique<DeviceRank>(*collectives[r], options, nullptr);
+    };
+    const size_t numel = GptModel(testing::TinyConfig(), 0).layout().numel();
+    const WholeState device_whole = Whole(RunOn(world, 5, accumulation, device), options, numel);
+    const WholeState cpu_whole = Whole(RunOn(world, 5, accumulation, cpu), options, numel);
+    REQUIRE(device_whole.tensors == cpu_whole.tensors);
+
+    const WholeState device_3 = Whole(RunOn(world, 3, accumulation, device), options, numel);
+    const WholeState cpu_3 = Whole(RunOn(world, 3, accumulation, cpu), options, numel);
+    const std::vector<RankRun> on_cpu = RunOn(world, 2, accumulation, cpu, &device_3);
+    const std::vector<RankRun> on_device = RunOn(world, 2, accumulation, device, &cpu_3);
+    const WholeState after_cpu = Whole(on_cpu, options, numel), after_device = Whole(on_device, options, numel);
+    for (size_t i = 0; i < cpu_whole.tensors.size(); ++i) {
+      CAPTURE(cpu_whole.names[i]);
+      CHECK(SameBits(after_cpu.tensors[i], cpu_whole.tensors[i]));
+      CHECK(SameBits(after_device.tensors[i], cpu_whole.tensors[i]));
+    }
+    CHECK(after_cpu.optimizer_step == cpu_whole.optimizer_step);
+    CHECK(after_device.optimizer_step == cpu_whole.optimizer_step);
+    CHECK(after_device.loss_scaler.scale == cpu_whole.loss_scaler.scale);
+
+    // Three ranks take the two-rank state: each restores its own slice, and the state they save
+    // straight away is the one they read.
+    const std::vector<RankRun> on_three = RunOn(3, 0, accumulation, device, &device_3);
+    const WholeState three = Whole(on_three, options, numel);
+    for (size_t i = 0; i < three.tensors.size(); ++i) CHECK(SameBits(three.tensors[i], device_3.tensors[i]));
   }
 }
 
