@@ -47,6 +47,7 @@
 #include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/generation.h"
 #include "runtime/train/kernel_choice.h"
+#include "runtime/worker_device.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/pipeline_stage.h"
 #include "runtime/train/offload_sizing.h"
@@ -399,6 +400,12 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   if (!config.ok()) return FailConfig(config.status());
   // The node's matrix kernels, before anything else: applying them re-executes this process
   // (runtime/train/kernel_choice.h).
+  // The device first: a worker without CUDA hands a GPU run to the CUDA worker here
+  // (runtime/worker_device.h), before it times kernels or forms groups.
+  std::vector<std::string> device_lines;
+  if (Status prepared = PrepareDevice(*config, *id, env, command, device_lines); !prepared.ok()) {
+    return prepared.code() == StatusCode::kFailedPrecondition ? FailConfig(prepared) : FailTraining(prepared, env);
+  }
   auto kernel = ChooseNodeKernel(env, *config, "/proc/self/exe");
   if (!kernel.ok()) {
     return kernel.status().code() == StatusCode::kInvalidArgument ? FailConfig(kernel.status())
@@ -474,15 +481,28 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
     std::printf("%s\n", GridLine(*config, *grid, id->rank).c_str());
     std::fflush(stdout);
   }
+  // This rank's device (runtime/worker_device.h): null trains on the CPU.
+  auto device = StartDevice(*config, *id, env, **store, **comm, device_lines);
+  if (!device.ok()) {
+    return device.status().code() == StatusCode::kFailedPrecondition ? FailConfig(device.status())
+                                                                     : FailTraining(device.status(), env);
+  }
+  for (const std::string& line : device_lines) std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
   double estimate = 0;
-  if (Status fits = FitMemory(&*config, *id, **comm, config_path, footprint, &estimate); !fits.ok()) {
-    return FailTraining(fits, env);
+  // The memory check counts host memory for the CPU engine; a device run's state is in device
+  // memory (its check is not done yet: docs/gpu.md).
+  if (!*device) {
+    if (Status fits = FitMemory(&*config, *id, **comm, config_path, footprint, &estimate); !fits.ok()) {
+      return FailTraining(fits, env);
+    }
   }
 
   auto metrics = OpenMetrics(env, *id);
   if (!metrics.ok()) return Fail(metrics.status());
   TrainHooks output = OutputHooks(env, metrics->get());
   output.reporter = &reporter;
+  output.device = device->get();
   if (grid_comms) output.model_parallel = &model_parallel;
   output.origin = RunOrigin{std::move(command), FileText(config_path), started_ms, kernel->choice.kernel,
                             kernel->choice.gflops, kernel->choice.default_kernel, kernel->choice.default_gflops};
@@ -517,7 +537,7 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   output.metrics(ExitRecordJson(UnixMillis()));
   if (*metrics) WriteReport(env.at(env::kJobDir));
   if (!result.ok()) return FailTraining(result.status().WithContext("rank " + std::to_string(id->rank)), env);
-  PrintPeakMemory(estimate);
+  if (!*device) PrintPeakMemory(estimate);
   return result->stopped ? 128 + SIGTERM : 0;
 }
 

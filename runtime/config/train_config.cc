@@ -190,6 +190,9 @@ void ParseRoot(Section& root, int world_size, int generation, const std::string&
   int64_t seed = static_cast<int64_t>(config.seed);
   root.Int("seed", 0, kNoMax, &seed);
   config.seed = static_cast<uint64_t>(seed);
+  size_t device = static_cast<size_t>(config.device);
+  root.Choice("device", {"auto", "cpu", "cuda"}, /*ignore_case=*/false, &device);
+  config.device = static_cast<TrainDevice>(device);
   internal::CollectUnimplementedTopLevel(root);
 
   const size_t errors_before_model = root.ErrorCount();
@@ -317,6 +320,15 @@ std::string DefaultOptimizerNote(const TrainConfig& config) {
                 "weight_decay %g), DeepSpeed's defaults for {\"type\": \"AdamW\"}",
                 o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
   return line;
+}
+
+std::string_view TrainDeviceName(TrainDevice device) {
+  switch (device) {
+    case TrainDevice::kAuto: return "auto";
+    case TrainDevice::kCpu: return "cpu";
+    case TrainDevice::kCuda: return "cuda";
+  }
+  return "?";
 }
 
 std::string_view OptimizerTypeName(OptimizerKind type) {

@@ -92,7 +92,13 @@ struct TrainLoopConfig {
 
 // The checkpoint section, CheckpointConfig, and CheckpointLoad: runtime/config/checkpoint_config.h.
 
+// Where the bundled runtime trains: train.json's top-level "device" (docs/gpu.md, "Training on the
+// device"). kAuto: on the rank's GPU where one is visible and the worker was built with CUDA, else
+// on the CPU; kCuda: on the GPU, an error where there is none; kCpu: on the CPU.
+enum class TrainDevice { kAuto, kCpu, kCuda };
+
 struct TrainConfig {
+  TrainDevice device = TrainDevice::kAuto;
   BatchConfig batch;
   ElasticityConfig elasticity;
   std::optional<ElasticBatch> elastic_batch;  // what elasticity chose, when enabled
@@ -197,6 +203,8 @@ std::string DefaultOptimizerNote(const TrainConfig& config);
 // Stable lower-case names, for logs: "adamw", "warmup_cosine_lr", ... (PrecisionName is the
 // engine's: runtime/engine/engine_options.h).
 std::string_view OptimizerTypeName(OptimizerKind type);
+std::string_view TrainDeviceName(TrainDevice device);  // "auto", "cpu", "cuda"
+
 std::string_view SchedulerTypeName(LrScheduleKind type);
 
 }  // namespace dslaunch::runtime

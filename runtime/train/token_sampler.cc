@@ -28,4 +28,21 @@ std::vector<int> TokenSampler::PromptTokens(const std::string& prompt) {
   return tokens;
 }
 
+Result<std::string> SampleText(const std::string& prompt, int count, uint64_t seed, int block,
+                               const LastLogits& last_logits) {
+  std::vector<int> context = TokenSampler::PromptTokens(prompt);
+  TokenSampler sampler(seed);
+  std::string out;
+  std::vector<int> window;
+  for (int k = 0; k < count; ++k) {
+    const size_t len = std::min<size_t>(context.size(), static_cast<size_t>(block));
+    window.assign(context.end() - static_cast<std::ptrdiff_t>(len), context.end());
+    DSLAUNCH_ASSIGN_OR_RETURN(std::span<const float> logits, last_logits(window));
+    const int next = sampler.Draw(logits);
+    context.push_back(next);
+    out.push_back(TokenSampler::TokenText(next));
+  }
+  return out;
+}
+
 }  // namespace dslaunch::runtime

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "common/status.h"
 
 namespace dslaunch::runtime {
 
@@ -25,5 +28,13 @@ class TokenSampler {
   uint64_t state_;
   std::vector<double> p_;
 };
+
+// The logits of a window's last position (vocab values), from whichever model runs it.
+using LastLogits = std::function<Result<std::span<const float>>(const std::vector<int>& window)>;
+
+// `count` tokens after `prompt` (empty: "\n") as text, each drawn by a TokenSampler seeded with
+// `seed` from the logits of the window of the last at most `block` tokens.
+Result<std::string> SampleText(const std::string& prompt, int count, uint64_t seed, int block,
+                               const LastLogits& last_logits);
 
 }  // namespace dslaunch::runtime

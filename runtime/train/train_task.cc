@@ -97,21 +97,24 @@ class GptTask final : public TrainTask {
   // Each next token drawn from the last position's logits (TokenSampler), over a window of at most
   // block_size tokens.
   Result<std::string> Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) override {
-    std::vector<int> context = TokenSampler::PromptTokens(prompt);
-    const int block = model_.config().block_size, vocab = model_.config().vocab_size;
-    TokenSampler sampler(seed);
-    std::string out;
-    std::vector<int> window, dummy_targets;
-    for (int k = 0; k < count; ++k) {
-      const size_t len = std::min<size_t>(context.size(), static_cast<size_t>(block));
-      window.assign(context.end() - static_cast<std::ptrdiff_t>(len), context.end());
-      dummy_targets.assign(len, 0);
-      model_.Forward(params, window.data(), dummy_targets.data(), 1, static_cast<int>(len));
-      const int next = sampler.Draw(model_.logits().subspan((len - 1) * static_cast<size_t>(vocab), vocab));
-      context.push_back(next);
-      out.push_back(TokenSampler::TokenText(next));
-    }
-    return out;
+    const int vocab = model_.config().vocab_size;
+    std::vector<int> dummy_targets;
+    return SampleText(prompt, count, seed, model_.config().block_size,
+                      [&](const std::vector<int>& window) -> Result<std::span<const float>> {
+                        const int len = static_cast<int>(window.size());
+                        dummy_targets.assign(window.size(), 0);
+                        model_.Forward(params, window.data(), dummy_targets.data(), 1, len);
+                        return model_.logits().subspan(static_cast<size_t>(len - 1) * vocab, vocab);
+                      });
+  }
+
+  Result<TokenBatch> TrainBatch(int64_t step, int micro_step) override {
+    Fill(data_.train, WindowsForMicroStep(config_.seed, train_, step, micro_step, rank_));
+    return TokenBatch{inputs_, targets_, micro_, seq_len_};
+  }
+  Result<TokenBatch> ValidationBatch(int64_t batch) override {
+    Fill(data_.val, WindowsForMicroStep(config_.seed, val_, batch, 0, rank_));
+    return TokenBatch{inputs_, targets_, micro_, seq_len_};
   }
 
  private:
@@ -331,6 +334,14 @@ Result<double> TrainTask::TrainMicroSteps(ParameterAccess& params, int64_t step,
     Backward(params, scale);
   }
   return sum;
+}
+
+Result<TrainTask::TokenBatch> TrainTask::TrainBatch(int64_t, int) {
+  return FailedPreconditionError("the " + std::string(name()) + " task has no token batches for a model on the device");
+}
+
+Result<TrainTask::TokenBatch> TrainTask::ValidationBatch(int64_t) {
+  return FailedPreconditionError("the " + std::string(name()) + " task has no token batches for a model on the device");
 }
 
 Result<double> TrainTask::ValidationLossSum(ParameterAccess& params, int64_t batches, int64_t* correct,

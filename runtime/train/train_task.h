@@ -112,6 +112,18 @@ class TrainTask {
   // stage samples with the other stages (collective over the pipeline group; every stage gets the
   // text) and fails as its messages do.
   virtual Result<std::string> Sample(ParameterAccess& params, const std::string& prompt, int count, uint64_t seed) = 0;
+
+  // A micro-batch of tokens (rows x seq each), for a model that runs elsewhere than the task's own
+  // (the device: runtime/train/device_training.h).
+  struct TokenBatch {
+    std::vector<int> tokens, targets;
+    int rows = 0, seq = 0;
+  };
+  // This rank's micro-batch `micro_step` of `step`, the one ForwardTrain reads; and its validation
+  // batch `batch`, ForwardValidation's. kFailedPrecondition for a task without token batches (mlp,
+  // a model split into parts).
+  virtual Result<TokenBatch> TrainBatch(int64_t step, int micro_step);
+  virtual Result<TokenBatch> ValidationBatch(int64_t batch);
 };
 
 }  // namespace dslaunch::runtime

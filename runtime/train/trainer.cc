@@ -12,6 +12,7 @@
 #include "runtime/checkpoint/saver.h"
 #include "runtime/engine/engine.h"
 #include "runtime/train/checkpoint_schedule.h"
+#include "runtime/train/device_training.h"
 #include "runtime/train/run_report.h"
 #include "runtime/train/timed_communicator.h"
 #include "runtime/train/train_task.h"
@@ -56,7 +57,11 @@ RunStart StartOf(const TrainConfig& config, const TrainTask& task, int world, co
 // own initialisation is read a range at a time by the engine's parts (no whole fp32 copy); an
 // imported model is read into memory first.
 Result<std::unique_ptr<Engine>> CreateEngine(const TrainConfig& config, const TrainTask& task, bool resuming,
-                                             Communicator& comm, RunReport& report) {
+                                             Communicator& comm, RunReport& report, DeviceTraining* device) {
+  auto create = [&](const InitialValues& initial) {
+    return device != nullptr ? device->CreateEngine(task.layout(), config.engine, initial)
+                             : Engine::Create(task.layout(), comm, config.engine, initial);
+  };
   if (!resuming && !config.model_init_from.empty()) {
     // The file holds the whole model; a part takes its pieces of it.
     const PartPlacement* part = task.placement();
@@ -73,11 +78,14 @@ Result<std::unique_ptr<Engine>> CreateEngine(const TrainConfig& config, const Tr
       imported = std::move(mine);
     }
     report.ModelInitialisedFrom(config.model_init_from);
-    return Engine::Create(task.layout(), comm, config.engine, imported);
+    if (imported.size() != task.layout().numel()) {
+      return InvalidArgumentError("initial parameters: " + std::to_string(imported.size()) + " values for a model of " +
+                                  std::to_string(task.layout().numel()));
+    }
+    return create(InitialValuesIn(imported));
   }
   const uint64_t seed = config.seed;
-  return Engine::Create(task.layout(), comm, config.engine,
-                        [&task, seed](size_t begin, std::span<float> out) { task.InitRange(begin, out, seed); });
+  return create([&task, seed](size_t begin, std::span<float> out) { task.InitRange(begin, out, seed); });
 }
 
 // The loop's shared state: one object per run, the phases as methods.
@@ -185,7 +193,9 @@ struct Loop {
     engine.BeginStep(accumulation);
     const float backward_scale = static_cast<float>(engine.loss_scale() / accumulation);
     DSLAUNCH_ASSIGN_OR_RETURN(const double loss_sum,
-                              task.TrainMicroSteps(engine.access(), step, accumulation, backward_scale));
+                              hooks.device != nullptr
+                                  ? hooks.device->TrainMicroSteps(task, step, accumulation, backward_scale)
+                                  : task.TrainMicroSteps(engine.access(), step, accumulation, backward_scale));
     StepOutcome outcome;
     DSLAUNCH_ASSIGN_OR_RETURN(outcome.step.stats, engine.Step());
     // The step's loss, averaged over ranks; whether any rank was told to stop; how many ranks have
@@ -250,9 +260,19 @@ struct Loop {
     const auto start = Clock::now();
     int64_t correct = 0;
     const int64_t batches = std::max<int64_t>(1, config.train.eval_steps);
-    DSLAUNCH_ASSIGN_OR_RETURN(const double sum, task.ValidationLossSum(engine.access(), batches, &correct, [this] {
+    auto still_working = [this] {
       if (hooks.reporter != nullptr) hooks.reporter->StillWorking();
-    }));
+    };
+    double sum = 0.0;
+    if (hooks.device != nullptr) {
+      for (int64_t batch = 0; batch < batches; ++batch) {
+        DSLAUNCH_ASSIGN_OR_RETURN(const float loss, hooks.device->ValidationLoss(task, batch));
+        sum += loss;
+        still_working();
+      }
+    } else {
+      DSLAUNCH_ASSIGN_OR_RETURN(sum, task.ValidationLossSum(engine.access(), batches, &correct, still_working));
+    }
     DSLAUNCH_RETURN_IF_ERROR(engine.status());
     float reduced[2] = {static_cast<float>(sum / static_cast<double>(batches)), static_cast<float>(correct)};
     DSLAUNCH_RETURN_IF_ERROR(
@@ -293,7 +313,9 @@ struct Loop {
       ScopedSlowPhase slow(hooks.reporter);
       DSLAUNCH_ASSIGN_OR_RETURN(
           const std::string text,
-          task.Sample(engine.access(), config.train.sample_prompt, config.train.sample_tokens, config.seed));
+          hooks.device != nullptr
+              ? hooks.device->Sample(config.train.sample_prompt, config.train.sample_tokens, config.seed)
+              : task.Sample(engine.access(), config.train.sample_prompt, config.train.sample_tokens, config.seed));
       DSLAUNCH_RETURN_IF_ERROR(engine.status());
       report.Sample(text);
     }
@@ -348,13 +370,14 @@ Result<TrainResult> Train(const TrainConfig& config, const TrainData& data, Comm
   DSLAUNCH_ASSIGN_OR_RETURN(const ResumePlan plan, PlanCheckpointResume(config.checkpoint));
   Communicator& engine_comm = parallel != nullptr ? static_cast<Communicator&>(*data_comm) : comm;
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                            CreateEngine(config, *task, plan.mode != ResumeMode::kFresh, engine_comm, report));
+                            CreateEngine(config, *task, plan.mode != ResumeMode::kFresh, engine_comm, report, hooks.device));
   if (parallel != nullptr) {
     // The whole tensors every tensor rank holds count once in the norm: on the first tensor rank.
     engine->SetModelParallelGroups({&*tensor_comm, &*pipeline_comm},
                                    tensor_comm->rank() == 0 ? std::vector<ShardRange>{} : task->ReplicatedRanges());
   }
-  if (hooks.print) {  // every rank's own (its swap files); the launcher prefixes the rank
+  if (hooks.print) {  // every rank's own (its device, its swap files); the launcher prefixes the rank
+    if (hooks.device != nullptr) hooks.print(hooks.device->Describe());
     for (const std::string& note : engine->notes()) hooks.print(note);
   }
   report.Start(StartOf(config, *task, world, engine->memory(), hooks.origin));

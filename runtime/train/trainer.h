@@ -20,6 +20,8 @@
 
 namespace dslaunch::runtime {
 
+class DeviceTraining;
+
 struct TrainResult {
   int64_t first_step = 0;      // steps done before this run (from a checkpoint)
   std::vector<double> losses;  // mean training loss of each step run, averaged over ranks
@@ -65,6 +67,9 @@ struct TrainHooks {
   // A model split into pipeline stages (config.pipeline.stages > 1): this rank's groups. Null:
   // data parallel over Train's communicator. Must outlive Train.
   const ModelParallelRun* model_parallel = nullptr;
+  // Training on an accelerator (runtime/train/device_training.h): the engine, the micro-steps, the
+  // validation and the sample on the device. Null: on the CPU. Must outlive Train.
+  DeviceTraining* device = nullptr;
 };
 
 // Runs config.train.steps optimizer steps of the configured model (gpt or mlp, runtime/train/train_task.h)

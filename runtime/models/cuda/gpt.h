@@ -75,6 +75,8 @@ class GptCuda {
 
   // Device array of the last Forward's per-row cross-entropies, b*t floats.
   const float* losses() const { return losses_; }
+  // Device array of the last Forward's logits, [b*t][vocab_size] in T (for sampling).
+  const T* logits() const { return logits_; }
   // The mean of the last Forward's per-row losses, as GptModel::Forward returns it (summed in
   // double on the host). Copies them to the host and synchronizes `stream`; kFailedPrecondition
   // before any Forward, kInternal naming the CUDA call on a copy error (which is where a failed

@@ -1,0 +1,43 @@
+#include "runtime/train/device_plan.h"
+
+#include <variant>
+
+#include "runtime/core/device_choice.h"
+
+namespace dslaunch::runtime {
+namespace {
+
+// What the device does not train yet, as the train.json key that asks for it; empty when nothing.
+std::string Unsupported(const TrainConfig& config) {
+  if (!std::holds_alternative<GptConfig>(config.model)) return "model.type (the device trains the gpt model only)";
+  if (config.pipeline.stages > 1) return "pipeline.stages (no pipeline parallelism on the device yet)";
+  if (config.tensor_parallel.size > 1) return "tensor_parallel (no tensor parallelism on the device yet)";
+  return "";
+}
+
+}  // namespace
+
+Result<DevicePlan> PlanDevice(const TrainConfig& config, const WorkerIdentity& id, int visible_devices,
+                              const std::string& count_error, const std::optional<std::string>& cuda_visible_devices) {
+  DevicePlan plan;
+  if (config.device == TrainDevice::kCpu) return plan;
+  const bool asked = config.device == TrainDevice::kCuda;
+  if (visible_devices <= 0) {
+    const std::string why = "no CUDA device visible" + (count_error.empty() ? "" : " (" + count_error + ")") +
+                            ", CUDA_VISIBLE_DEVICES " +
+                            (cuda_visible_devices ? "\"" + *cuda_visible_devices + "\"" : std::string("unset"));
+    if (asked) return FailedPreconditionError("device \"cuda\": " + why + "; \"device\": \"cpu\" trains on the CPU");
+    if (id.local_rank == 0) plan.line = "device: auto: " + why + "; training on the CPU";
+    return plan;
+  }
+  if (const std::string key = Unsupported(config); !key.empty()) {
+    if (asked) return FailedPreconditionError("device \"cuda\": " + key + "; \"device\": \"cpu\" trains it on the CPU");
+    if (id.local_rank == 0) plan.line = "device: auto: " + key + "; training on the CPU";
+    return plan;
+  }
+  DSLAUNCH_ASSIGN_OR_RETURN(plan.device,
+                            DeviceForLocalRank({id.local_rank, id.local_world_size, visible_devices, cuda_visible_devices}));
+  return plan;
+}
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,28 @@
+// Where a worker built with CUDA trains, from train.json's "device" and the devices it sees: the
+// rules of docs/gpu.md, "Training on the device", as a pure function (the CUDA worker and its host
+// stand-in both call it; tests/runtime/train/device_plan_test.cc).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "common/worker_identity.h"
+#include "runtime/config/train_config.h"
+
+namespace dslaunch::runtime {
+
+struct DevicePlan {
+  std::optional<int> device;  // the CUDA ordinal to train on; nullopt: the CPU
+  std::string line;           // why the CPU where "auto" could have meant the GPU; else empty
+};
+
+// "cpu": the CPU. No device visible (`visible_devices` 0, `count_error` CUDA's reason or empty):
+// "auto" the CPU with a line, "cuda" kFailedPrecondition naming the reason and
+// CUDA_VISIBLE_DEVICES. A run the device does not train yet (the mlp model, pipeline or tensor
+// parallelism): "auto" the CPU with a line, "cuda" kFailedPrecondition naming the key. Otherwise
+// the local rank's device (DeviceForLocalRank: one GPU per local rank, its errors as they are).
+Result<DevicePlan> PlanDevice(const TrainConfig& config, const WorkerIdentity& id, int visible_devices,
+                              const std::string& count_error, const std::optional<std::string>& cuda_visible_devices);
+
+}  // namespace dslaunch::runtime

@@ -1,0 +1,114 @@
+// `dslaunch train.json` with "device": "cuda", end to end without a GPU: the real launcher, agents and
+// dslaunch-worker, which hands the run to the CUDA worker (DSLAUNCH_CUDA_WORKER, exported by the
+// launcher) as it would to dslaunch-worker-cuda; here that is its host stand-in
+// (tests/programs/worker_device_stand_in.cc: the device engine and the device GPT on the host
+// stand-ins of CUDA, the collectives on the world's Gloo group). Since the stand-in's engine is
+// ZeroEngine's to the bit, every printed figure of the run on the "device" must be the CPU run's, and
+// checkpoints must move between the two.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/subprocess.h"
+
+namespace dslaunch::testing {
+namespace {
+
+const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
+const std::string kStandIn = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch-worker-cuda-stand-in";
+
+// Rank 0's lines with the figures a run prints: steps (loss, norm), the validation and the sample.
+std::vector<std::string> Figures(const std::string& out) {
+  std::vector<std::string> lines;
+  std::regex keep(R"(\[rank 0\] (step \d+ \| (loss [0-9.]+ \| lr \S+ \| loss scale \S+ \| grad norm \S+)|step \d+ \| validation.*|sample:.*))");
+  std::smatch m;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_search(line, m, keep)) lines.push_back(m[2].matched ? m[2].str() : m[1].str());
+  }
+  return lines;
+}
+
+// A 2-layer gpt on the bundled fortunes, with `extra` keys.
+std::string Config(const std::string& extra) {
+  return std::string(R"({
+    "train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.01}},
+    "gradient_clipping": 1.0, "steps_per_print": 1, "seed": 3,
+    "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 8},
+    "data": {"train": ")") + DSLAUNCH_SOURCE_DIR + R"(/data/fortunes.train.bin", "val": ")" + DSLAUNCH_SOURCE_DIR +
+         R"(/data/fortunes.val.bin", "seq_len": 8},
+    "train": {"steps": 5, "eval_interval": 5, "eval_steps": 2, "sample_tokens": 12},
+    )" + extra + "}";
+}
+
+ProcessResult Launch(const TempDir& dir, const std::string& name, const std::string& text,
+                     const std::string& cuda_worker = kStandIn) {
+  std::ofstream(dir.path() + "/" + name) << text;
+  return RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", "--export",
+                     "DSLAUNCH_CUDA_WORKER=" + cuda_worker, dir.path() + "/" + name},
+                    std::chrono::seconds(120));
+}
+
+TEST_CASE("\"device\": \"cuda\" trains through the CUDA worker's path and prints the CPU run's figures") {
+  TempDir dir;
+  for (const std::string precision : {R"("bf16": {"enabled": true}, "zero_optimization": {"stage": 2, "reduce_bucket_size": 1500},)",
+                                      R"("fp16": {"enabled": true, "initial_scale_power": 12}, "zero_optimization": {"stage": 3},)",
+                                      R"("zero_optimization": {"stage": 1},)"}) {
+    CAPTURE(precision);
+    auto cpu = Launch(dir, "cpu.json", Config(precision + R"("device": "cpu")"));
+    INFO(cpu.err);
+    REQUIRE(cpu.exit_code == 0);
+    auto device = Launch(dir, "cuda.json", Config(precision + R"("device": "cuda")"));
+    INFO(device.out);
+    INFO(device.err);
+    REQUIRE(device.exit_code == 0);
+    CHECK(device.out.find("[rank 1] device: cuda:1 (host stand-in)") != std::string::npos);
+    CHECK(cpu.out.find("device: cuda") == std::string::npos);
+    const std::vector<std::string> want = Figures(cpu.out), got = Figures(device.out);
+    CHECK(want.size() == 7);  // 5 steps, the validation, the sample
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE("a checkpoint the device run saved resumes on the CPU with the figures of a run that never stopped") {
+  TempDir dir;
+  const std::string bf16 = R"("bf16": {"enabled": true}, "zero_optimization": {"stage": 2},)";
+  const std::string ckpt = R"("checkpoint": {"dir": ")" + dir.path() + R"(/ckpt", "load": "auto"},)";
+  auto whole = Launch(dir, "whole.json", Config(bf16 + R"("device": "cpu")"));
+  REQUIRE(whole.exit_code == 0);
+  std::string three = Config(bf16 + ckpt + R"("device": "cuda")");
+  three.replace(three.find(R"("steps": 5)"), 10, R"("steps": 3)");
+  auto first = Launch(dir, "first.json", three);
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  auto rest = Launch(dir, "rest.json", Config(bf16 + ckpt + R"("device": "cpu")"));
+  INFO(rest.err);
+  REQUIRE(rest.exit_code == 0);
+  CHECK(rest.out.find("resumed from") != std::string::npos);
+  const std::vector<std::string> want = Figures(whole.out), got = Figures(rest.out);
+  REQUIRE(want.size() == 7);
+  REQUIRE(got.size() == 4);  // steps 4 and 5, the validation, the sample
+  CHECK(std::vector<std::string>(want.begin() + 3, want.end()) == got);
+}
+
+TEST_CASE("\"device\" refuses what cannot be, naming the key and what to do") {
+  TempDir dir;
+  auto missing = Launch(dir, "cuda.json", Config(R"("device": "cuda")"), dir.path() + "/no-such-worker");
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.err.find("device \"cuda\": no CUDA worker at " + dir.path() + "/no-such-worker") != std::string::npos);
+  auto bogus = Launch(dir, "bogus.json", Config(R"("device": "tpu")"));
+  CHECK(bogus.exit_code != 0);
+  CHECK(bogus.err.find(R"x($.device: expected one of auto, cpu, cuda, got "tpu")x") != std::string::npos);
+  const std::string split = Config(R"("pipeline": {"stages": 2}, "device": "cuda")");
+  auto pipeline = Launch(dir, "pipeline.json", split);
+  CHECK(pipeline.exit_code != 0);
+  CHECK(pipeline.err.find("device \"cuda\": pipeline.stages") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace dslaunch::testing
