@@ -19,7 +19,7 @@ Status PrepareDevice(const TrainConfig&, const WorkerIdentity&, const std::map<s
 
 Result<std::unique_ptr<DeviceTraining>> StartDevice(const TrainConfig& config, const WorkerIdentity& id,
                                                     const std::map<std::string, std::string>& env, StoreClient& store,
-                                                    Communicator&, std::vector<std::string>& lines) {
+                                                    Communicator& world, std::vector<std::string>& lines) {
   int count = 0;
   std::string count_error;
   if (const cudaError_t rc = cudaGetDeviceCount(&count); rc != cudaSuccess) {
@@ -29,6 +29,7 @@ Result<std::unique_ptr<DeviceTraining>> StartDevice(const TrainConfig& config, c
   std::optional<std::string> visible;
   if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) visible = it->second;
   DSLAUNCH_ASSIGN_OR_RETURN(DevicePlan plan, PlanDevice(config, id, count, count_error, visible));
+  DSLAUNCH_ASSIGN_OR_RETURN(plan, AgreeOnDevice(world, std::move(plan)));
   if (!plan.line.empty()) lines.push_back(plan.line);
   if (!plan.device) return std::unique_ptr<DeviceTraining>();
   if (const cudaError_t rc = cudaSetDevice(*plan.device); rc != cudaSuccess) {

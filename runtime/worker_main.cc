@@ -47,10 +47,10 @@
 #include "runtime/train/checkpoint_schedule.h"
 #include "runtime/train/generation.h"
 #include "runtime/train/kernel_choice.h"
-#include "runtime/worker_device.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/pipeline_stage.h"
 #include "runtime/train/offload_sizing.h"
+#include "runtime/worker_device.h"
 #include "runtime/train/progress_file.h"
 #include "runtime/train/progress_report.h"
 #include "runtime/train/trainer.h"
@@ -398,14 +398,14 @@ int RunTrain(const std::string& config_path, std::vector<std::string> command) {
   if (!watchdog_env.ok()) return Fail(watchdog_env.status());
   auto config = ReadTrainConfig(config_path, id->world_size, id->generation);
   if (!config.ok()) return FailConfig(config.status());
-  // The node's matrix kernels, before anything else: applying them re-executes this process
-  // (runtime/train/kernel_choice.h).
   // The device first: a worker without CUDA hands a GPU run to the CUDA worker here
   // (runtime/worker_device.h), before it times kernels or forms groups.
   std::vector<std::string> device_lines;
   if (Status prepared = PrepareDevice(*config, *id, env, command, device_lines); !prepared.ok()) {
     return prepared.code() == StatusCode::kFailedPrecondition ? FailConfig(prepared) : FailTraining(prepared, env);
   }
+  // The node's matrix kernels, before anything else: applying them re-executes this process
+  // (runtime/train/kernel_choice.h).
   auto kernel = ChooseNodeKernel(env, *config, "/proc/self/exe");
   if (!kernel.ok()) {
     return kernel.status().code() == StatusCode::kInvalidArgument ? FailConfig(kernel.status())

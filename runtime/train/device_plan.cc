@@ -40,4 +40,18 @@ Result<DevicePlan> PlanDevice(const TrainConfig& config, const WorkerIdentity& i
   return plan;
 }
 
+Result<DevicePlan> AgreeOnDevice(Communicator& world, DevicePlan plan) {
+  float on_device = plan.device ? 1.0f : 0.0f;
+  DSLAUNCH_RETURN_IF_ERROR(world.AllReduce(std::span<float>(&on_device, 1), ReduceOp::kSum)
+                               .WithContext("agreeing on the device"));
+  const int ranks = static_cast<int>(on_device);
+  if (ranks == world.world_size() || !plan.device) return plan;
+  plan.device.reset();
+  if (world.rank() == 0) {
+    plan.line = "device: auto: " + std::to_string(world.world_size() - ranks) + " of " +
+                std::to_string(world.world_size()) + " ranks have no device; every rank trains on the CPU";
+  }
+  return plan;
+}
+
 }  // namespace dslaunch::runtime

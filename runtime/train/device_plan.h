@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "common/worker_identity.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/config/train_config.h"
 
 namespace dslaunch::runtime {
@@ -24,5 +25,11 @@ struct DevicePlan {
 // the local rank's device (DeviceForLocalRank: one GPU per local rank, its errors as they are).
 Result<DevicePlan> PlanDevice(const TrainConfig& config, const WorkerIdentity& id, int visible_devices,
                               const std::string& count_error, const std::optional<std::string>& cuda_visible_devices);
+
+// Collective over the whole world, after each rank's PlanDevice: every rank trains on its device,
+// or every rank on the CPU (the engines must match, and NCCL needs every rank). `plan` is this
+// rank's; where some rank has no device, a rank that has one gives it up with a line (rank 0's
+// only). Fails as the all-reduce does.
+Result<DevicePlan> AgreeOnDevice(Communicator& world, DevicePlan plan);
 
 }  // namespace dslaunch::runtime

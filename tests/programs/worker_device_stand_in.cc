@@ -23,6 +23,7 @@ Result<std::unique_ptr<DeviceTraining>> StartDevice(const TrainConfig& config, c
   std::optional<std::string> visible;
   if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) visible = it->second;
   DSLAUNCH_ASSIGN_OR_RETURN(DevicePlan plan, PlanDevice(config, id, id.local_world_size, "", visible));
+  DSLAUNCH_ASSIGN_OR_RETURN(plan, AgreeOnDevice(world, std::move(plan)));
   if (!plan.line.empty()) lines.push_back(plan.line);
   if (!plan.device) return std::unique_ptr<DeviceTraining>();
   const auto& gpt = std::get<GptConfig>(config.model);

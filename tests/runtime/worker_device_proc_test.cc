@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/data/token_shard.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -33,29 +34,40 @@ std::vector<std::string> Figures(const std::string& out) {
   return lines;
 }
 
-// A 2-layer gpt on the bundled fortunes, with `extra` keys.
+// Token shards of a repeating pattern with some noise in DIR: train.bin and val.bin.
+void WriteShards(const TempDir& dir) {
+  std::vector<uint16_t> train, val;
+  for (int i = 0; i < 4000; ++i) train.push_back(static_cast<uint16_t>((i * 7 + i / 13) % 64));
+  for (int i = 0; i < 800; ++i) val.push_back(static_cast<uint16_t>((i * 5 + i / 11) % 64));
+  REQUIRE(runtime::WriteTokenShard(dir.path() + "/train.bin", train).ok());
+  REQUIRE(runtime::WriteTokenShard(dir.path() + "/val.bin", val).ok());
+}
+
+// A 2-layer gpt on DIR's shards (WriteShards; paths relative to the config), with `extra` keys.
 std::string Config(const std::string& extra) {
-  return std::string(R"({
+  return R"({
     "train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
     "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "weight_decay": 0.01}},
     "gradient_clipping": 1.0, "steps_per_print": 1, "seed": 3,
-    "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 8},
-    "data": {"train": ")") + DSLAUNCH_SOURCE_DIR + R"(/data/fortunes.train.bin", "val": ")" + DSLAUNCH_SOURCE_DIR +
-         R"(/data/fortunes.val.bin", "seq_len": 8},
+    "model": {"type": "gpt", "n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 8, "vocab_size": 64},
+    "data": {"train": "train.bin", "val": "val.bin", "seq_len": 8},
     "train": {"steps": 5, "eval_interval": 5, "eval_steps": 2, "sample_tokens": 12},
     )" + extra + "}";
 }
 
 ProcessResult Launch(const TempDir& dir, const std::string& name, const std::string& text,
-                     const std::string& cuda_worker = kStandIn) {
+                     const std::string& cuda_worker = kStandIn, const std::string& more_env = "") {
   std::ofstream(dir.path() + "/" + name) << text;
-  return RunProcess({kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2", "--export",
-                     "DSLAUNCH_CUDA_WORKER=" + cuda_worker, dir.path() + "/" + name},
-                    std::chrono::seconds(120));
+  std::vector<std::string> command = {kLauncher, "--log_dir", dir.path() + "/logs", "--nproc_per_node", "2",
+                                      "--export", "DSLAUNCH_CUDA_WORKER=" + cuda_worker};
+  if (!more_env.empty()) command.insert(command.end(), {"--export", more_env});
+  command.push_back(dir.path() + "/" + name);
+  return RunProcess(command, std::chrono::seconds(120));
 }
 
 TEST_CASE("\"device\": \"cuda\" trains through the CUDA worker's path and prints the CPU run's figures") {
   TempDir dir;
+  WriteShards(dir);
   for (const std::string precision : {R"("bf16": {"enabled": true}, "zero_optimization": {"stage": 2, "reduce_bucket_size": 1500},)",
                                       R"("fp16": {"enabled": true, "initial_scale_power": 12}, "zero_optimization": {"stage": 3},)",
                                       R"("zero_optimization": {"stage": 1},)"}) {
@@ -77,6 +89,7 @@ TEST_CASE("\"device\": \"cuda\" trains through the CUDA worker's path and prints
 
 TEST_CASE("a checkpoint the device run saved resumes on the CPU with the figures of a run that never stopped") {
   TempDir dir;
+  WriteShards(dir);
   const std::string bf16 = R"("bf16": {"enabled": true}, "zero_optimization": {"stage": 2},)";
   const std::string ckpt = R"("checkpoint": {"dir": ")" + dir.path() + R"(/ckpt", "load": "auto"},)";
   auto whole = Launch(dir, "whole.json", Config(bf16 + R"("device": "cpu")"));
@@ -98,6 +111,7 @@ TEST_CASE("a checkpoint the device run saved resumes on the CPU with the figures
 
 TEST_CASE("\"device\" refuses what cannot be, naming the key and what to do") {
   TempDir dir;
+  WriteShards(dir);
   auto missing = Launch(dir, "cuda.json", Config(R"("device": "cuda")"), dir.path() + "/no-such-worker");
   CHECK(missing.exit_code != 0);
   CHECK(missing.err.find("device \"cuda\": no CUDA worker at " + dir.path() + "/no-such-worker") != std::string::npos);
@@ -108,6 +122,17 @@ TEST_CASE("\"device\" refuses what cannot be, naming the key and what to do") {
   auto pipeline = Launch(dir, "pipeline.json", split);
   CHECK(pipeline.exit_code != 0);
   CHECK(pipeline.err.find("device \"cuda\": pipeline.stages") != std::string::npos);
+  // A "device" of 64 KiB: the engine's 7,744 parameters with AdamW do not fit; refused before
+  // anything is allocated, by part.
+  auto small = Launch(dir, "small.json", Config(R"("device": "cuda")"), kStandIn, "DSLAUNCH_STAND_IN_DEVICE_BYTES=65536");
+  CHECK(small.exit_code != 0);
+  // fp32 at stage 0: 7,744 parameters of 4 bytes each, their gradients, master weights in place
+  // and two moments, no buffers.
+  INFO(small.err);
+  CHECK(small.err.find("device memory: the engine needs 121.0 KiB (parameters 30.2 KiB, gradients 30.2 KiB, "
+                       "optimizer state 60.5 KiB, buffers 0.0 KiB)") != std::string::npos);
+  CHECK(small.err.find("the device has 64.0 KiB free of 64.0 KiB: use a higher zero_optimization.stage") !=
+        std::string::npos);
 }
 
 }  // namespace

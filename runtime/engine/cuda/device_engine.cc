@@ -32,6 +32,48 @@ constexpr size_t kStagingElements = size_t{1} << 20;
 
 Status Cuda(cudaError_t rc, std::string_view what) { return cu::CudaStatus(rc, "DeviceEngine", what); }
 
+// Elements of each buffer the engine allocates for storage S (Initialise allocates exactly these;
+// DeviceEngine::PlanBytes counts them before anything is allocated).
+struct BufferSizes {
+  size_t parameters = 0;    // S: whole (stages 0-2) or the owned slice (stage 3)
+  size_t working_copy = 0;  // fp32: stages 0-2 with 16-bit storage
+  size_t master = 0;        // fp32: 16-bit storage, the owned slice
+  size_t moment = 0;        // fp32, each of Adam's two: the owned slice
+  size_t gradients = 0;     // S: whole (stages 0-1) or the owned slice (stages 2-3)
+  size_t micro = 0;         // fp32 micro-step gradient, whole, unless the model writes the gradients
+  size_t reduced = 0;       // fp32: stages 1-3, the owned slice
+  size_t gather = 0;        // stage 3: the one group GptCuda holds at a time, fp32 (and S for 16-bit)
+};
+
+template <class S>
+BufferSizes SizesFor(const ParameterLayout& layout, const EngineOptions& options, int world, int rank) {
+  const ZeroPartitioning parts = PartitioningFor(options.zero.stage);
+  const ShardMap shards(layout.numel(), world, rank, parts.optimizer_state);
+  const size_t numel = shards.numel(), own = shards.own().size();
+  size_t largest = 0;
+  for (const auto& g : layout.groups()) largest = std::max(largest, g.numel);
+  BufferSizes n;
+  n.parameters = parts.parameters ? own : numel;
+  n.working_copy = !kIsFp32Storage<S> && !parts.parameters ? numel : 0;
+  n.master = kIsFp32Storage<S> ? 0 : own;
+  n.moment = own;
+  n.gradients = parts.gradients ? own : numel;
+  n.micro = kIsFp32Storage<S> && !parts.gradients ? 0 : numel;
+  n.reduced = shards.partitioned() ? own : 0;
+  n.gather = parts.parameters ? largest : 0;
+  return n;
+}
+
+template <class S>
+MemoryStats BytesOf(const BufferSizes& n) {
+  MemoryStats m;
+  m.parameters = n.parameters * sizeof(S) + n.working_copy * sizeof(float);
+  m.gradients = n.gradients * sizeof(S);
+  m.optimizer_state = (n.master + 2 * n.moment) * sizeof(float);
+  m.working = (n.micro + n.reduced) * sizeof(float) + n.gather * (sizeof(float) + (kIsFp32Storage<S> ? 0 : sizeof(S)));
+  return m;
+}
+
 template <class S>
 class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAccess<float> {
  public:
@@ -54,24 +96,16 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
 
   // Allocates the buffers and fills parameters and master weights from `initial`.
   Status Initialise(const InitialValues& initial) {
-    const size_t numel = shards_.numel(), own = shards_.own().size();
-    const size_t held = partitioning_.parameters ? own : numel;
-    DSLAUNCH_ASSIGN_OR_RETURN(params_, DeviceBuffer<D>::Allocate(held, "parameters"));
-    if (!kIsFp32Storage<S>) {
-      DSLAUNCH_ASSIGN_OR_RETURN(master_, DeviceBuffer<float>::Allocate(own, "fp32 master weights"));
-      if (!partitioning_.parameters) {
-        DSLAUNCH_ASSIGN_OR_RETURN(work_, DeviceBuffer<float>::Allocate(numel, "fp32 copy of the parameters"));
-      }
-    }
-    DSLAUNCH_ASSIGN_OR_RETURN(m_, DeviceBuffer<float>::Allocate(own, "exp_avg"));
-    DSLAUNCH_ASSIGN_OR_RETURN(v_, DeviceBuffer<float>::Allocate(own, "exp_avg_sq"));
-    DSLAUNCH_ASSIGN_OR_RETURN(grads_, DeviceBuffer<D>::Allocate(partitioning_.gradients ? own : numel, "gradients"));
-    if (!ModelWritesGradients()) {
-      DSLAUNCH_ASSIGN_OR_RETURN(micro_, DeviceBuffer<float>::Allocate(numel, "fp32 micro-step gradients"));
-    }
-    if (shards_.partitioned()) {
-      DSLAUNCH_ASSIGN_OR_RETURN(reduced_, DeviceBuffer<float>::Allocate(own, "reduced gradients"));
-    }
+    const BufferSizes n = SizesFor<S>(layout_, options_, comm_.world_size(), comm_.rank());
+    const size_t own = shards_.own().size(), held = n.parameters;
+    DSLAUNCH_ASSIGN_OR_RETURN(params_, DeviceBuffer<D>::Allocate(n.parameters, "parameters"));
+    DSLAUNCH_ASSIGN_OR_RETURN(master_, DeviceBuffer<float>::Allocate(n.master, "fp32 master weights"));
+    DSLAUNCH_ASSIGN_OR_RETURN(work_, DeviceBuffer<float>::Allocate(n.working_copy, "fp32 copy of the parameters"));
+    DSLAUNCH_ASSIGN_OR_RETURN(m_, DeviceBuffer<float>::Allocate(n.moment, "exp_avg"));
+    DSLAUNCH_ASSIGN_OR_RETURN(v_, DeviceBuffer<float>::Allocate(n.moment, "exp_avg_sq"));
+    DSLAUNCH_ASSIGN_OR_RETURN(grads_, DeviceBuffer<D>::Allocate(n.gradients, "gradients"));
+    DSLAUNCH_ASSIGN_OR_RETURN(micro_, DeviceBuffer<float>::Allocate(n.micro, "fp32 micro-step gradients"));
+    DSLAUNCH_ASSIGN_OR_RETURN(reduced_, DeviceBuffer<float>::Allocate(n.reduced, "reduced gradients"));
     DSLAUNCH_ASSIGN_OR_RETURN(sum_, DeviceBuffer<double>::Allocate(1, "gradient norm"));
     DSLAUNCH_ASSIGN_OR_RETURN(partial_, DeviceBuffer<float>::Allocate(1, "gradient norm partial"));
     DSLAUNCH_RETURN_IF_ERROR(Cuda(cudaMemsetAsync(m_.data(), 0, m_.bytes(), compute_), "zero exp_avg"));
@@ -549,6 +583,15 @@ Result<std::unique_ptr<DeviceEngine>> MakeDeviceEngine(const ParameterLayout& la
 }
 
 }  // namespace
+
+MemoryStats DeviceEngine::PlanBytes(const ParameterLayout& layout, const EngineOptions& options, int world, int rank) {
+  switch (options.precision) {
+    case Precision::kFp32: return BytesOf<float>(SizesFor<float>(layout, options, world, rank));
+    case Precision::kFp16: return BytesOf<Half>(SizesFor<Half>(layout, options, world, rank));
+    case Precision::kBf16: return BytesOf<BFloat16>(SizesFor<BFloat16>(layout, options, world, rank));
+  }
+  return {};
+}
 
 Result<std::unique_ptr<DeviceEngine>> DeviceEngine::Create(const ParameterLayout& layout, DeviceCollectives& comm,
                                                            const EngineOptions& options, const InitialValues& initial,

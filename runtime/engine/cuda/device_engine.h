@@ -53,6 +53,12 @@ class DeviceEngine : public Engine {
                                                       const EngineOptions& options, const InitialValues& initial,
                                                       cudaStream_t compute);
 
+  // The device bytes Create allocates for rank `rank` of `world`, by part, counted without
+  // allocating (the memory check before it, runtime/train/cuda/gpt_device_training.h). `working`
+  // includes stage 3's gather buffers for one group at a time, which Acquire allocates on first
+  // use (GptCuda holds one group at a time).
+  static MemoryStats PlanBytes(const ParameterLayout& layout, const EngineOptions& options, int world, int rank);
+
   // The parameters and gradients for the model on the device, in fp32.
   virtual DeviceParameterAccess<float>& device_access() = 0;
   // Device bytes the engine holds now (parameters, gradients, optimizer state, buffers).

@@ -1,5 +1,6 @@
 #include "runtime/train/cuda/gpt_device_training.h"
 
+#include <cstdio>
 #include <utility>
 
 #include "common/check.h"
@@ -41,10 +42,40 @@ Result<std::unique_ptr<GptDeviceTraining>> GptDeviceTraining::Create(const GptCo
 Result<std::unique_ptr<Engine>> GptDeviceTraining::CreateEngine(const ParameterLayout& layout,
                                                                 const EngineOptions& options,
                                                                 const InitialValues& initial) {
+  DSLAUNCH_RETURN_IF_ERROR(CheckDeviceMemory(layout, options));
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<DeviceEngine> engine,
                             DeviceEngine::Create(layout, *collectives_, options, initial, compute_));
   engine_ = engine.get();
   return std::unique_ptr<Engine>(std::move(engine));
+}
+
+// What the engine will allocate against what the device has free, the model's activations already
+// allocated (Create): a clear refusal before anything is allocated, as the CPU's memory check.
+Status GptDeviceTraining::CheckDeviceMemory(const ParameterLayout& layout, const EngineOptions& options) const {
+  const Communicator& comm = collectives_->communicator();
+  const MemoryStats plan = DeviceEngine::PlanBytes(layout, options, comm.world_size(), comm.rank());
+  const size_t need = plan.parameters + plan.gradients + plan.optimizer_state + plan.working;
+  size_t free = 0, total = 0;
+  DSLAUNCH_RETURN_IF_ERROR(TrainingCuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo"));
+  if (need <= free) return Status::Ok();
+  auto mib = [](size_t bytes) {
+    char text[32];
+    const double b = static_cast<double>(bytes);
+    if (b >= 1024.0 * 1024 * 1024) {
+      std::snprintf(text, sizeof(text), "%.1f GiB", b / (1024.0 * 1024 * 1024));
+    } else if (b >= 1024.0 * 1024) {
+      std::snprintf(text, sizeof(text), "%.1f MiB", b / (1024.0 * 1024));
+    } else {
+      std::snprintf(text, sizeof(text), "%.1f KiB", b / 1024.0);
+    }
+    return std::string(text);
+  };
+  return FailedPreconditionError(
+      "device memory: the engine needs " + mib(need) + " (parameters " + mib(plan.parameters) + ", gradients " +
+      mib(plan.gradients) + ", optimizer state " + mib(plan.optimizer_state) + ", buffers " + mib(plan.working) +
+      ") beside the model's activations (" + mib(model_->activation_bytes()) + "), and the device has " + mib(free) +
+      " free of " + mib(total) +
+      ": use a higher zero_optimization.stage, more GPUs, or a smaller train_micro_batch_size_per_gpu");
 }
 
 DeviceEngine& GptDeviceTraining::engine() {

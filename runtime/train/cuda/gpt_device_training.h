@@ -32,6 +32,8 @@ class GptDeviceTraining final : public DeviceTraining {
   ~GptDeviceTraining() override;
 
   std::string Describe() const override { return description_; }
+  // The device engine, after checking that what it allocates (DeviceEngine::PlanBytes) fits the
+  // device's free memory: kFailedPrecondition naming the bytes by part and what to change.
   Result<std::unique_ptr<Engine>> CreateEngine(const ParameterLayout& layout, const EngineOptions& options,
                                                const InitialValues& initial) override;
   Result<double> TrainMicroSteps(TrainTask& task, int64_t step, int micro_steps, float scale) override;
@@ -43,6 +45,7 @@ class GptDeviceTraining final : public DeviceTraining {
   // Forward on `tokens` and `targets` (rows x seq), copied to the device first; the mean loss.
   Result<float> Forward(const std::vector<int>& tokens, const std::vector<int>& targets, int rows, int seq);
   DeviceEngine& engine();
+  Status CheckDeviceMemory(const ParameterLayout& layout, const EngineOptions& options) const;
 
   std::unique_ptr<DeviceCollectives> collectives_;
   std::string description_;

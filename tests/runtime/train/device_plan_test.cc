@@ -4,6 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <thread>
+#include <vector>
+
+#include "tests/fakes/thread_communicator.h"
+
 namespace dslaunch::runtime {
 namespace {
 
@@ -75,6 +80,36 @@ TEST_CASE("PlanDevice refuses more local ranks than devices, as DeviceForLocalRa
   auto crowded = PlanDevice(GptRun(TrainDevice::kAuto), LocalRank(2, 3), 2, "", std::string("0,1"));
   CHECK(crowded.status().code() == StatusCode::kFailedPrecondition);
   CHECK(crowded.status().message().find("LOCAL_RANK") != std::string::npos);
+}
+
+// `devices[r]`: whether rank r planned a device; every rank's agreed plan.
+std::vector<DevicePlan> Agree(const std::vector<bool>& devices) {
+  testing::ThreadCommunicatorGroup group(static_cast<int>(devices.size()));
+  std::vector<DevicePlan> agreed(devices.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    threads.emplace_back([&, r] {
+      DevicePlan plan;
+      if (devices[r]) plan.device = static_cast<int>(r);
+      auto result = AgreeOnDevice(group.Get(static_cast<int>(r)), plan);
+      REQUIRE(result.ok());
+      agreed[r] = *result;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return agreed;
+}
+
+TEST_CASE("AgreeOnDevice: every rank on its device, or every rank on the CPU when one has none") {
+  const std::vector<DevicePlan> all = Agree({true, true, true});
+  for (size_t r = 0; r < all.size(); ++r) {
+    CHECK(all[r].device == static_cast<int>(r));
+    CHECK(all[r].line.empty());
+  }
+  const std::vector<DevicePlan> one_short = Agree({true, false, true});
+  for (const DevicePlan& plan : one_short) CHECK(!plan.device);
+  CHECK(one_short[0].line == "device: auto: 1 of 3 ranks have no device; every rank trains on the CPU");
+  CHECK(one_short[2].line.empty());
 }
 
 }  // namespace

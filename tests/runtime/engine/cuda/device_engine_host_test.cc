@@ -50,6 +50,13 @@ TEST_CASE("the device engine on the stand-ins gives ZeroEngine's losses, norms a
           CHECK(device[r].optimizer_step == cpu[r].optimizer_step);
           CHECK(device[r].range.begin == cpu[r].range.begin);
           CHECK(device[r].range.end == cpu[r].range.end);
+          // What it allocated is what PlanBytes counts before allocating (the memory check's figure).
+          const MemoryStats plan =
+              DeviceEngine::PlanBytes(GptModel(testing::TinyConfig(), 0).layout(), options, world, r);
+          CHECK(device[r].memory.parameters == plan.parameters);
+          CHECK(device[r].memory.gradients == plan.gradients);
+          CHECK(device[r].memory.optimizer_state == plan.optimizer_state);
+          CHECK(device[r].memory.working == plan.working);
           REQUIRE(device[r].state.size() == cpu[r].state.size());
           for (size_t i = 0; i < cpu[r].state.size(); ++i) {
             CAPTURE(i);

@@ -63,6 +63,7 @@ struct RankRun {
   int64_t optimizer_step = 0;
   int64_t applied_steps = 0;
   LossScaler::State loss_scaler;
+  MemoryStats memory;  // the engine's own count at the end
 };
 
 // The whole state of a run, put together from every rank's saved range, as a checkpoint holds it:
@@ -117,6 +118,7 @@ void SaveState(const Engine& engine, RankRun& run) {
   run.optimizer_step = snap.optimizer_step;
   run.applied_steps = snap.applied_steps;
   run.loss_scaler = snap.loss_scaler;
+  run.memory = engine.memory();
   for (size_t i = 0; i < snap.tensors.size(); ++i) {
     std::vector<float> values(snap.tensors[i].second.begin(), snap.tensors[i].second.end());
     if (snap.stream) {
