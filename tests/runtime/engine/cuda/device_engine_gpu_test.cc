@@ -53,18 +53,7 @@ struct GpuRun {
     cudaStreamDestroy(compute);
   }
   RankRun Train(int steps, int accumulation, const WholeState* from = nullptr) {
-    RankRun run;
-    int first = 0;
-    if (from != nullptr) {
-      const Status restored =
-          rank->engine->Restore(from->Reader(), from->optimizer_step, from->applied_steps, from->loss_scaler);
-      REQUIRE_MESSAGE(restored.ok(), restored.ToString());
-      first = from->step;
-    }
-    testing::Train(*rank->engine, first, steps, accumulation, run,
-                   [&](int step, int micro) { return rank->MicroStep(0, step, micro, accumulation); });
-    testing::SaveState(*rank->engine, run);
-    return run;
+    return testing::TrainRank(*rank, 0, steps, accumulation, from);
   }
 };
 

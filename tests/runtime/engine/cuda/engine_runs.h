@@ -199,6 +199,24 @@ struct DeviceRank {
   }
 };
 
+// Rank `r` of a run (a CpuRank or a DeviceRank): with `from`, it restores that state first and goes
+// on from its step; then `steps` steps, and its saved state.
+template <class Rank>
+RankRun TrainRank(Rank& rank, int r, int steps, int accumulation, const WholeState* from = nullptr) {
+  RankRun run;
+  int first = 0;
+  if (from != nullptr) {
+    const Status restored =
+        rank.engine->Restore(from->Reader(), from->optimizer_step, from->applied_steps, from->loss_scaler);
+    REQUIRE_MESSAGE(restored.ok(), restored.ToString());
+    first = from->step;
+  }
+  Train(*rank.engine, first, steps, accumulation, run,
+        [&](int step, int micro) { return rank.MicroStep(r, step, micro, accumulation); });
+  SaveState(*rank.engine, run);
+  return run;
+}
+
 // `steps` steps of the ranks of `world`, one thread each: `make(rank, comm)` makes a CpuRank or a
 // DeviceRank on the rank's thread communicator. With `from`, every rank restores it first and the
 // run goes on from its step. Every rank's run.
@@ -210,16 +228,7 @@ std::vector<RankRun> RunOn(int world, int steps, int accumulation, const Make& m
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       auto rank = make(r, group.Get(r));
-      int first = 0;
-      if (from != nullptr) {
-        const Status restored =
-            rank->engine->Restore(from->Reader(), from->optimizer_step, from->applied_steps, from->loss_scaler);
-        REQUIRE_MESSAGE(restored.ok(), restored.ToString());
-        first = from->step;
-      }
-      Train(*rank->engine, first, steps, accumulation, runs[r],
-            [&](int step, int micro) { return rank->MicroStep(r, step, micro, accumulation); });
-      SaveState(*rank->engine, runs[r]);
+      runs[r] = TrainRank(*rank, r, steps, accumulation, from);
     });
   }
   for (auto& t : threads) t.join();
