@@ -3,11 +3,13 @@
 // launcher) as it would to dslaunch-worker-cuda; here that is its host stand-in
 // (tests/programs/worker_device_stand_in.cc: the device engine and the device GPT on the host
 // stand-ins of CUDA, the collectives on the world's Gloo group). Since the stand-in's engine is
-// ZeroEngine's to the bit, every printed figure of the run on the "device" must be the CPU run's, and
-// checkpoints must move between the two.
+// ZeroEngine's to the bit, every printed figure of the run on the "device" and every byte of its
+// checkpoint's shard files must be the CPU run's, and checkpoints must move between the two.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -32,6 +34,11 @@ std::vector<std::string> Figures(const std::string& out) {
     if (std::regex_search(line, m, keep)) lines.push_back(m[2].matched ? m[2].str() : m[1].str());
   }
   return lines;
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // Token shards of a repeating pattern with some noise in DIR: train.bin and val.bin.
@@ -72,10 +79,14 @@ TEST_CASE("\"device\": \"cuda\" trains through the CUDA worker's path and prints
                                       R"("fp16": {"enabled": true, "initial_scale_power": 12}, "zero_optimization": {"stage": 3},)",
                                       R"("zero_optimization": {"stage": 1},)"}) {
     CAPTURE(precision);
-    auto cpu = Launch(dir, "cpu.json", Config(precision + R"("device": "cpu")"));
+    // Each saves its final checkpoint (the state, as each rank's shard file) in a directory of its own.
+    auto saved_in = [&](const std::string& name) { return R"("checkpoint": {"dir": ")" + dir.path() + "/" + name + R"("},)"; };
+    std::filesystem::remove_all(dir.path() + "/ckpt-cpu");
+    std::filesystem::remove_all(dir.path() + "/ckpt-cuda");
+    auto cpu = Launch(dir, "cpu.json", Config(precision + saved_in("ckpt-cpu") + R"("device": "cpu")"));
     INFO(cpu.err);
     REQUIRE(cpu.exit_code == 0);
-    auto device = Launch(dir, "cuda.json", Config(precision + R"("device": "cuda")"));
+    auto device = Launch(dir, "cuda.json", Config(precision + saved_in("ckpt-cuda") + R"("device": "cuda")"));
     INFO(device.out);
     INFO(device.err);
     REQUIRE(device.exit_code == 0);
@@ -84,6 +95,13 @@ TEST_CASE("\"device\": \"cuda\" trains through the CUDA worker's path and prints
     const std::vector<std::string> want = Figures(cpu.out), got = Figures(device.out);
     CHECK(want.size() == 7);  // 5 steps, the validation, the sample
     CHECK(got == want);
+    // The checkpoints' shard files are the same bytes (meta.json differs: it records train.json's hash).
+    for (const std::string shard : {"rank00000.safetensors", "rank00001.safetensors"}) {
+      CAPTURE(shard);
+      const std::string a = FileBytes(dir.path() + "/ckpt-cpu/global_step5/" + shard);
+      CHECK(!a.empty());
+      CHECK(a == FileBytes(dir.path() + "/ckpt-cuda/global_step5/" + shard));
+    }
   }
 }
 
