@@ -90,14 +90,13 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
         compute_(compute),
         scaler_(options.precision == Precision::kFp16 ? options.loss_scaler : LossScalerConfig{}),
         segments_(OwnedSegments(layout, shards_.own())),
-        groups_(layout.groups().size()) {
-    for (const auto& g : layout.groups()) largest_group_ = std::max(largest_group_, g.numel);
-  }
+        groups_(layout.groups().size()) {}
 
   // Allocates the buffers and fills parameters and master weights from `initial`.
   Status Initialise(const InitialValues& initial) {
     const BufferSizes n = SizesFor<S>(layout_, options_, comm_.world_size(), comm_.rank());
-    const size_t own = shards_.own().size(), held = n.parameters;
+    const size_t own = shards_.own().size();
+    gather_elements_ = n.gather;
     DSLAUNCH_ASSIGN_OR_RETURN(params_, DeviceBuffer<D>::Allocate(n.parameters, "parameters"));
     DSLAUNCH_ASSIGN_OR_RETURN(master_, DeviceBuffer<float>::Allocate(n.master, "fp32 master weights"));
     DSLAUNCH_ASSIGN_OR_RETURN(work_, DeviceBuffer<float>::Allocate(n.working_copy, "fp32 copy of the parameters"));
@@ -114,7 +113,7 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
     // The parameters rounded to S on the host, as ParameterStore rounds them; the master weights
     // (16-bit storage) the owned values themselves.
     const size_t first = partitioning_.parameters ? shards_.own().begin : 0;
-    DSLAUNCH_RETURN_IF_ERROR(CopyIn(first, held, initial, [&](size_t at, std::span<const float> values) -> Status {
+    DSLAUNCH_RETURN_IF_ERROR(CopyIn(first, n.parameters, initial, [&](size_t at, std::span<const float> values) -> Status {
       std::vector<S> rounded(values.size());
       FromFloat(values, std::span<S>(rounded));
       return ToDevice(params_.data() + at, rounded.data(), rounded.size() * sizeof(S));
@@ -361,7 +360,7 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
     return cu::Float16To32(st.values.data(), st.gathered.data(), kStorageDType<S>, static_cast<long>(hi - lo), compute_);
   }
 
-  // A buffer of the largest group's size, reused or allocated.
+  // A gather buffer (the largest group's size), reused or allocated.
   template <typename U>
   Result<DeviceBuffer<U>> TakeFromPool(std::vector<DeviceBuffer<U>>& pool, const char* what) {
     if (!pool.empty()) {
@@ -369,7 +368,7 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
       pool.pop_back();
       return b;
     }
-    DSLAUNCH_ASSIGN_OR_RETURN(DeviceBuffer<U> b, DeviceBuffer<U>::Allocate(largest_group_, what));
+    DSLAUNCH_ASSIGN_OR_RETURN(DeviceBuffer<U> b, DeviceBuffer<U>::Allocate(gather_elements_, what));
     pool_bytes_ += b.bytes();
     return b;
   }
@@ -549,7 +548,7 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
   LossScaler scaler_;
   const std::vector<DecaySegment> segments_;  // of the owned slice, relative to its start
   std::vector<GroupState> groups_;
-  size_t largest_group_ = 0;
+  size_t gather_elements_ = 0;  // stage 3: a gather buffer's elements (the largest group)
 
   DeviceBuffer<D> params_;       // whole (stages 0-2) or the owned slice (stage 3)
   DeviceBuffer<float> work_;     // stages 0-2, 16-bit: the parameters in fp32 for the model
