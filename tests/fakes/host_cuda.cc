@@ -8,11 +8,17 @@
 // tests/runtime/engine/cuda/device_engine_host_test.cc). The kernels themselves are the gpu tier's.
 //
 // Fresh allocations are filled with 0xff bytes (NaN as floats), so a buffer read before it is
-// written shows up in the loss or the gradients.
+// written shows up in the loss or the gradients. Every op, copy and memset is work on its stream,
+// run when the stream's order says (tests/fakes/host_streams.h).
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
 #include <span>
 #include <vector>
 #include <string>
@@ -25,6 +31,71 @@
 #include "runtime/ops/cuda/cublaslt_context.h"
 #include "runtime/ops/cuda/cuda_status.h"
 #include "runtime/ops/cuda/ops.h"
+#include "tests/fakes/host_streams.h"
+
+namespace dslaunch::runtime::testing {
+namespace {
+
+struct HostStream {
+  bool communication = false;
+  std::deque<std::function<void()>> queue;
+  uint64_t enqueued = 0, done = 0;
+};
+
+std::atomic<HostStreamOrder> order{HostStreamOrder::kImmediate};
+thread_local std::map<uintptr_t, HostStream> streams;
+thread_local uintptr_t next_stream = 1;
+
+HostStream& StreamOf(cudaStream_t stream) { return streams[reinterpret_cast<uintptr_t>(stream)]; }
+
+// Runs `stream`'s work up to its `upto`-th item.
+void RunUpTo(cudaStream_t stream, uint64_t upto) {
+  HostStream& st = StreamOf(stream);
+  while (st.done < upto) {
+    std::function<void()> work = std::move(st.queue.front());
+    st.queue.pop_front();
+    ++st.done;
+    work();
+  }
+}
+
+bool RunsAtOnce(const HostStream& st, cudaStream_t stream) {
+  switch (order.load()) {
+    case HostStreamOrder::kImmediate: return true;
+    case HostStreamOrder::kCommFirst: return stream == nullptr || st.communication;
+    case HostStreamOrder::kComputeFirst: return stream == nullptr || !st.communication;
+  }
+  return true;
+}
+
+}  // namespace
+
+void SetHostStreamOrder(HostStreamOrder o) { order.store(o); }
+
+cudaStream_t NewHostStream(bool communication) {
+  const uintptr_t id = next_stream++;
+  streams[id].communication = communication;
+  return reinterpret_cast<cudaStream_t>(id);
+}
+
+void RunOnHostStream(cudaStream_t stream, std::function<void()> work) {
+  HostStream& st = StreamOf(stream);
+  st.queue.push_back(std::move(work));
+  ++st.enqueued;
+  if (RunsAtOnce(st, stream)) RunUpTo(stream, st.enqueued);
+}
+
+void DrainHostStream(cudaStream_t stream) { RunUpTo(stream, StreamOf(stream).enqueued); }
+
+void HostOrderAfter(cudaStream_t consumer, cudaStream_t producer) {
+  const uint64_t upto = StreamOf(producer).enqueued;
+  RunOnHostStream(consumer, [producer, upto] { RunUpTo(producer, upto); });
+}
+
+}  // namespace dslaunch::runtime::testing
+
+using dslaunch::runtime::testing::DrainHostStream;
+using dslaunch::runtime::testing::RunOnHostStream;
 
 extern "C" {
 
@@ -38,21 +109,27 @@ cudaError_t cudaFree(void* p) {
   std::free(p);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
-  std::memset(p, value, bytes);
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  RunOnHostStream(stream, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpyKind, cudaStream_t) {
-  std::memmove(to, from, bytes);
+cudaError_t cudaMemcpyAsync(void* to, const void* from, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  RunOnHostStream(stream, [=] { std::memmove(to, from, bytes); });
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  DrainHostStream(stream);
+  return cudaSuccess;
+}
 const char* cudaGetErrorString(cudaError_t) { return "host stand-in CUDA error"; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  *stream = nullptr;  // every "kernel" runs when launched: one stream is all streams
+  *stream = dslaunch::runtime::testing::NewHostStream(/*communication=*/false);
   return cudaSuccess;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  DrainHostStream(stream);
+  return cudaSuccess;
+}
 // The "device" has DSLAUNCH_STAND_IN_DEVICE_BYTES free (the memory check's tests), else 80 GiB.
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   const char* bytes = std::getenv("DSLAUNCH_STAND_IN_DEVICE_BYTES");
@@ -93,137 +170,153 @@ long AttentionBackwardScratchElements(int t, int nh) { return static_cast<long>(
 
 template <typename T>
 Status LinearForward(const CublasLtContext&, T* out, const T* in, const T* weight, const T* bias, int n, int in_dim,
-                     int out_dim, cudaStream_t) {
+                     int out_dim, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("LinearForward"));
-  if constexpr (std::is_same_v<T, float>) cpu::LinearForward(out, in, weight, bias, n, in_dim, out_dim);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::LinearForward(out, in, weight, bias, n, in_dim, out_dim); });
   return Status::Ok();
 }
 template <typename T>
 Status LinearBackward(const CublasLtContext&, T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight,
-                      int n, int in_dim, int out_dim, cudaStream_t) {
+                      int n, int in_dim, int out_dim, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("LinearBackward"));
-  if constexpr (std::is_same_v<T, float>) cpu::LinearBackward(din, dweight, dbias, dout, in, weight, n, in_dim, out_dim);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::LinearBackward(din, dweight, dbias, dout, in, weight, n, in_dim, out_dim); });
   return Status::Ok();
 }
 template <typename T>
 Status LayerNormForward(T* out, float* mean, float* rstd, const T* in, const T* weight, const T* bias, int n, int c,
-                        cudaStream_t) {
+                        cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("LayerNormForward"));
-  if constexpr (std::is_same_v<T, float>) cpu::LayerNormForward(out, mean, rstd, in, weight, bias, n, c);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::LayerNormForward(out, mean, rstd, in, weight, bias, n, c); });
   return Status::Ok();
 }
 template <typename T>
 Status LayerNormBackward(T* din, T* dweight, T* dbias, const T* dout, const T* in, const T* weight, const float* mean,
-                         const float* rstd, int n, int c, cudaStream_t) {
+                         const float* rstd, int n, int c, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("LayerNormBackward"));
-  if constexpr (std::is_same_v<T, float>) cpu::LayerNormBackward(din, dweight, dbias, dout, in, weight, mean, rstd, n, c);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::LayerNormBackward(din, dweight, dbias, dout, in, weight, mean, rstd, n, c); });
   return Status::Ok();
 }
 template <typename T>
-Status GeluForward(T* out, const T* in, long count, cudaStream_t) {
+Status GeluForward(T* out, const T* in, long count, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("GeluForward"));
-  if constexpr (std::is_same_v<T, float>) cpu::GeluForward(out, in, count);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::GeluForward(out, in, count); });
   return Status::Ok();
 }
 template <typename T>
-Status GeluBackward(T* din, const T* dout, const T* in, long count, cudaStream_t) {
+Status GeluBackward(T* din, const T* dout, const T* in, long count, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("GeluBackward"));
-  if constexpr (std::is_same_v<T, float>) cpu::GeluBackward(din, dout, in, count);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::GeluBackward(din, dout, in, count); });
   return Status::Ok();
 }
 template <typename T>
 Status EmbeddingForward(T* out, const int* tokens, const T* wte, const T* wpe, int b, int t, int c, int,
-                        cudaStream_t) {
+                        cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("EmbeddingForward"));
-  if constexpr (std::is_same_v<T, float>) cpu::EmbeddingForward(out, tokens, wte, wpe, b, t, c);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::EmbeddingForward(out, tokens, wte, wpe, b, t, c); });
   return Status::Ok();
 }
 template <typename T>
 Status EmbeddingBackward(float* dwte, float* dwpe, const T* dout, const int* tokens, int b, int t, int c, int,
-                         cudaStream_t) {
+                         cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("EmbeddingBackward"));
-  if constexpr (std::is_same_v<T, float>) cpu::EmbeddingBackward(dwte, dwpe, dout, tokens, b, t, c);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::EmbeddingBackward(dwte, dwpe, dout, tokens, b, t, c); });
   return Status::Ok();
 }
 template <typename T>
 Status AttentionForward(const CublasLtContext&, T* out, T* att, const T* qkv, int b, int t, int c, int nh,
-                        cudaStream_t) {
+                        cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("AttentionForward"));
-  if constexpr (std::is_same_v<T, float>) cpu::AttentionForward(out, att, qkv, b, t, c, nh);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::AttentionForward(out, att, qkv, b, t, c, nh); });
   return Status::Ok();
 }
 template <typename T>
 Status AttentionBackward(const CublasLtContext&, T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int b,
-                         int t, int c, int nh, cudaStream_t) {
+                         int t, int c, int nh, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("AttentionBackward"));
-  // The scratch is the kernel's own: poison it, so that nothing may count on its contents.
-  std::memset(static_cast<void*>(scratch), 0xff, sizeof(T) * AttentionBackwardScratchElements(t, nh));
-  if constexpr (std::is_same_v<T, float>) cpu::AttentionBackward(dqkv, dout, qkv, att, b, t, c, nh);
+  if constexpr (std::is_same_v<T, float>) {
+    RunOnHostStream(stream, [=] {
+      // The scratch is the kernel's own: poison it, so that nothing may count on its contents.
+      std::memset(static_cast<void*>(scratch), 0xff, sizeof(T) * AttentionBackwardScratchElements(t, nh));
+      cpu::AttentionBackward(dqkv, dout, qkv, att, b, t, c, nh);
+    });
+  }
   return Status::Ok();
 }
 template <typename T>
-Status CrossEntropyForward(float* losses, T* probs, const T* logits, const int* targets, int n, int v, cudaStream_t) {
+Status CrossEntropyForward(float* losses, T* probs, const T* logits, const int* targets, int n, int v, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("CrossEntropyForward"));
-  if constexpr (std::is_same_v<T, float>) cpu::CrossEntropyForward(losses, probs, logits, targets, n, v);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::CrossEntropyForward(losses, probs, logits, targets, n, v); });
   return Status::Ok();
 }
 template <typename T>
-Status CrossEntropyBackward(T* dlogits, const T* probs, const int* targets, float dloss, int n, int v, cudaStream_t) {
+Status CrossEntropyBackward(T* dlogits, const T* probs, const int* targets, float dloss, int n, int v, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("CrossEntropyBackward"));
-  if constexpr (std::is_same_v<T, float>) cpu::CrossEntropyBackward(dlogits, probs, targets, dloss, n, v);
+  if constexpr (std::is_same_v<T, float>) RunOnHostStream(stream, [=] { cpu::CrossEntropyBackward(dlogits, probs, targets, dloss, n, v); });
   return Status::Ok();
 }
 template <typename T>
-Status ResidualAdd(T* acc, const T* x, long count, cudaStream_t) {
+Status ResidualAdd(T* acc, const T* x, long count, cudaStream_t stream) {
   DSLAUNCH_RETURN_IF_ERROR(Fp32Only<T>("ResidualAdd"));
   if constexpr (std::is_same_v<T, float>) {
-    for (long i = 0; i < count; ++i) acc[i] += x[i];
+    RunOnHostStream(stream, [=] {
+      for (long i = 0; i < count; ++i) acc[i] += x[i];
+    });
   }
   return Status::Ok();
 }
 // The CPU engine's AddInto: one rounding to the storage type per element.
 template <typename T>
-Status AddFloat(T* acc, const float* x, long count, cudaStream_t) {
-  const std::span<const float> in(x, static_cast<size_t>(count));
-  if constexpr (std::is_same_v<T, float>) {
-    AddInto<float>(in, std::span<float>(acc, in.size()));
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    AddInto<BFloat16>(in, std::span<BFloat16>(reinterpret_cast<BFloat16*>(acc), in.size()));
-  } else {
-    AddInto<Half>(in, std::span<Half>(reinterpret_cast<Half*>(acc), in.size()));
-  }
+Status AddFloat(T* acc, const float* x, long count, cudaStream_t stream) {
+  RunOnHostStream(stream, [=] {
+    const std::span<const float> in(x, static_cast<size_t>(count));
+    if constexpr (std::is_same_v<T, float>) {
+      AddInto<float>(in, std::span<float>(acc, in.size()));
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      AddInto<BFloat16>(in, std::span<BFloat16>(reinterpret_cast<BFloat16*>(acc), in.size()));
+    } else {
+      AddInto<Half>(in, std::span<Half>(reinterpret_cast<Half*>(acc), in.size()));
+    }
+  });
   return Status::Ok();
 }
 
-Status FloatTo16(void* out, DType out_dtype, const float* in, long count, cudaStream_t) {
-  const std::span<const float> from(in, static_cast<size_t>(count));
-  if (out_dtype == DType::kBFloat16) {
-    FromFloat(from, std::span<BFloat16>(static_cast<BFloat16*>(out), from.size()));
-  } else if (out_dtype == DType::kFloat16) {
-    FromFloat(from, std::span<Half>(static_cast<Half*>(out), from.size()));
-  } else {
+Status FloatTo16(void* out, DType out_dtype, const float* in, long count, cudaStream_t stream) {
+  if (out_dtype != DType::kBFloat16 && out_dtype != DType::kFloat16) {
     return InvalidArgumentError("FloatTo16: output type " + std::string(DTypeName(out_dtype)) + " is not supported");
   }
+  RunOnHostStream(stream, [=] {
+    const std::span<const float> from(in, static_cast<size_t>(count));
+    if (out_dtype == DType::kBFloat16) {
+      FromFloat(from, std::span<BFloat16>(static_cast<BFloat16*>(out), from.size()));
+    } else {
+      FromFloat(from, std::span<Half>(static_cast<Half*>(out), from.size()));
+    }
+  });
   return Status::Ok();
 }
 
-Status Float16To32(float* out, const void* in, DType in_dtype, long count, cudaStream_t) {
-  const std::span<float> to(out, static_cast<size_t>(count));
-  if (in_dtype == DType::kBFloat16) {
-    ToFloat(std::span<const BFloat16>(static_cast<const BFloat16*>(in), to.size()), to);
-  } else if (in_dtype == DType::kFloat16) {
-    ToFloat(std::span<const Half>(static_cast<const Half*>(in), to.size()), to);
-  } else {
+Status Float16To32(float* out, const void* in, DType in_dtype, long count, cudaStream_t stream) {
+  if (in_dtype != DType::kBFloat16 && in_dtype != DType::kFloat16) {
     return InvalidArgumentError("Float16To32: input type " + std::string(DTypeName(in_dtype)) + " is not supported");
   }
+  RunOnHostStream(stream, [=] {
+    const std::span<float> to(out, static_cast<size_t>(count));
+    if (in_dtype == DType::kBFloat16) {
+      ToFloat(std::span<const BFloat16>(static_cast<const BFloat16*>(in), to.size()), to);
+    } else {
+      ToFloat(std::span<const Half>(static_cast<const Half*>(in), to.size()), to);
+    }
+  });
   return Status::Ok();
 }
 
 // StepGradient::SumOfSquares: element order, in double.
-Status SumOfSquares(const float* x, long count, double* out, cudaStream_t) {
-  double sum = 0.0;
-  for (long i = 0; i < count; ++i) sum += static_cast<double>(x[i]) * x[i];
-  *out = sum;
+Status SumOfSquares(const float* x, long count, double* out, cudaStream_t stream) {
+  RunOnHostStream(stream, [=] {
+    double sum = 0.0;
+    for (long i = 0; i < count; ++i) sum += static_cast<double>(x[i]) * x[i];
+    *out = sum;
+  });
   return Status::Ok();
 }
 
@@ -231,27 +324,37 @@ Status SumOfSquares(const float* x, long count, double* out, cudaStream_t) {
 // rounded copy.
 Status AdamUpdate(const AdamParams& hyper, float* params, const float* grads, float* m, float* v, long n, bool decay,
                   void* param_copy, DType copy_dtype, cudaStream_t stream) {
-  const size_t count = static_cast<size_t>(n);
-  std::vector<float> scaled(grads, grads + count);
-  if (hyper.grad_scale != 1.0f) {
-    for (float& g : scaled) g *= hyper.grad_scale;
+  if (param_copy != nullptr && copy_dtype != DType::kFloat32 && copy_dtype != DType::kBFloat16 &&
+      copy_dtype != DType::kFloat16) {
+    return InvalidArgumentError("AdamUpdate: copy type " + std::string(DTypeName(copy_dtype)) + " is not supported");
   }
-  OptimizerParams p;
-  p.kind = hyper.decoupled ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
-  p.lr = hyper.lr;
-  p.beta1 = hyper.beta1;
-  p.beta2 = hyper.beta2;
-  p.eps = hyper.eps;
-  p.weight_decay = hyper.weight_decay;
-  p.bias_correction = hyper.bias_correction;
-  OptimizerUpdate(p, hyper.lr, hyper.step, std::span<float>(params, count), scaled, {{0, count, decay}},
-                  std::span<float>(m, count), std::span<float>(v, count));
-  if (param_copy == nullptr) return Status::Ok();
-  if (copy_dtype == DType::kFloat32) {
-    std::memcpy(param_copy, params, count * sizeof(float));
-    return Status::Ok();
-  }
-  return FloatTo16(param_copy, copy_dtype, params, n, stream);
+  RunOnHostStream(stream, [=] {
+    const size_t count = static_cast<size_t>(n);
+    std::vector<float> scaled(grads, grads + count);
+    if (hyper.grad_scale != 1.0f) {
+      for (float& g : scaled) g *= hyper.grad_scale;
+    }
+    OptimizerParams p;
+    p.kind = hyper.decoupled ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
+    p.lr = hyper.lr;
+    p.beta1 = hyper.beta1;
+    p.beta2 = hyper.beta2;
+    p.eps = hyper.eps;
+    p.weight_decay = hyper.weight_decay;
+    p.bias_correction = hyper.bias_correction;
+    OptimizerUpdate(p, hyper.lr, hyper.step, std::span<float>(params, count), scaled, {{0, count, decay}},
+                    std::span<float>(m, count), std::span<float>(v, count));
+    if (param_copy == nullptr) return;
+    const std::span<const float> updated(params, count);
+    if (copy_dtype == DType::kFloat32) {
+      std::memcpy(param_copy, params, count * sizeof(float));
+    } else if (copy_dtype == DType::kBFloat16) {
+      FromFloat(updated, std::span<BFloat16>(static_cast<BFloat16*>(param_copy), count));
+    } else {
+      FromFloat(updated, std::span<Half>(static_cast<Half*>(param_copy), count));
+    }
+  });
+  return Status::Ok();
 }
 
 // GptCuda is instantiated for the three element types, so each op is needed for each.

@@ -353,9 +353,9 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
       DSLAUNCH_ASSIGN_OR_RETURN(st.gathered, TakeFromPool(pool_gathered_, "gathered 16-bit parameters"));
       output.data = st.gathered.data();
     }
-    DSLAUNCH_RETURN_IF_ERROR(dc_.OrderAfter(compute_));
+    DSLAUNCH_RETURN_IF_ERROR(dc_.OrderAfter(compute_));  // a reused buffer: after the compute stream's reads
     DSLAUNCH_RETURN_IF_ERROR(dc_.EnqueueAllGather(input, output, shards_.Counts(lo, hi)).WithContext("parameter gather"));
-    DSLAUNCH_RETURN_IF_ERROR(dc_.OrderBefore(compute_));
+    DSLAUNCH_RETURN_IF_ERROR(dc_.OrderBefore(compute_));  // the model reads the group on the compute stream
     if (kIsFp32Storage<S>) return Status::Ok();
     return cu::Float16To32(st.values.data(), st.gathered.data(), kStorageDType<S>, static_cast<long>(hi - lo), compute_);
   }
@@ -421,7 +421,7 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
     if (partitioning_.gradients) {
       // Stages 2-3: this micro-step's gradient reduce-scattered, this rank's part added to its slice.
       if (!active) return Status::Ok();
-      DSLAUNCH_RETURN_IF_ERROR(dc_.OrderAfter(compute_));
+      DSLAUNCH_RETURN_IF_ERROR(dc_.OrderAfter(compute_));  // the backward wrote micro_
       DSLAUNCH_RETURN_IF_ERROR(dc_.EnqueueReduceScatter(View(std::span<const float>(micro_.data() + lo, hi - lo)),
                                                         View(std::span<float>(reduced_.data() + at, part.size())),
                                                         shards_.Counts(lo, hi), ReduceOp::kAvg)
@@ -442,7 +442,7 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
           cu::Float16To32(micro_.data() + lo, grads_.data() + lo, kStorageDType<S>, static_cast<long>(hi - lo), compute_));
       values = micro_.data() + lo;
     }
-    DSLAUNCH_RETURN_IF_ERROR(dc_.OrderAfter(compute_));
+    DSLAUNCH_RETURN_IF_ERROR(dc_.OrderAfter(compute_));  // the group's final gradient
     return dc_.EnqueueReduceScatter(View(std::span<const float>(values, hi - lo)),
                                     View(std::span<float>(reduced_.data() + at, part.size())), shards_.Counts(lo, hi),
                                     ReduceOp::kAvg)

@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "tests/fakes/host_collectives.h"
+#include "tests/fakes/host_streams.h"
 #include "tests/runtime/engine/cuda/engine_runs.h"
 
 namespace dslaunch::runtime {
 namespace {
 
 using testing::CpuRank;
+using testing::HostStreamOrder;
 using testing::DeviceRank;
 using testing::OptionsFor;
 using testing::RankRun;
@@ -25,7 +27,22 @@ using testing::SameBits;
 using testing::Whole;
 using testing::WholeState;
 
+// The three orders of the stand-in's streams (tests/fakes/host_streams.h): at once, and the
+// collectives' stream ahead of the compute stream or behind it, as far as the engine's OrderAfter
+// and OrderBefore let them be. A missing order changes the bits under one of the latter two.
+const HostStreamOrder kOrders[] = {HostStreamOrder::kImmediate, HostStreamOrder::kCommFirst,
+                                   HostStreamOrder::kComputeFirst};
+
+// Sets the stand-in's stream order for a scope, and back to kImmediate after it.
+struct StreamOrder {
+  explicit StreamOrder(HostStreamOrder order) { testing::SetHostStreamOrder(order); }
+  ~StreamOrder() { testing::SetHostStreamOrder(HostStreamOrder::kImmediate); }
+};
+
 TEST_CASE("the device engine on the stand-ins gives ZeroEngine's losses, norms and saved state to the bit") {
+  for (HostStreamOrder order : kOrders) {
+  StreamOrder scope(order);
+  CAPTURE(static_cast<int>(order));
   for (int stage = 0; stage <= 3; ++stage) {
     for (Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
       for (int world = 1; world <= 3; ++world) {
@@ -40,7 +57,7 @@ TEST_CASE("the device engine on the stand-ins gives ZeroEngine's losses, norms a
         std::vector<std::unique_ptr<testing::HostCollectives>> collectives(world);
         const std::vector<RankRun> device = RunOn(world, steps, accumulation, [&](int r, Communicator& comm) {
           collectives[r] = std::make_unique<testing::HostCollectives>(comm);
-          return std::make_unique<DeviceRank>(*collectives[r], options, nullptr);
+          return std::make_unique<DeviceRank>(*collectives[r], options, testing::NewHostStream(false));
         });
         for (int r = 0; r < world; ++r) {
           CAPTURE(r);
@@ -75,12 +92,14 @@ TEST_CASE("the device engine on the stand-ins gives ZeroEngine's losses, norms a
       }
     }
   }
+  }
 }
 
 // The state a run on the device saved resumes on the CPU engine, and the CPU's on the device: the
 // steps after it are those of the run that never stopped, to the bit. A checkpoint holds exactly
 // this state (runtime/checkpoint/: every rank's range of every tensor and the counters).
 TEST_CASE("state the device engine saved resumes on ZeroEngine and back, and on another number of ranks") {
+  StreamOrder scope(HostStreamOrder::kCommFirst);
   for (auto [stage, precision] : {std::pair{2, Precision::kBf16}, {3, Precision::kFp16}, {1, Precision::kFp32}}) {
     CAPTURE(stage);
     CAPTURE(PrecisionName(precision));
@@ -90,7 +109,7 @@ TEST_CASE("state the device engine saved resumes on ZeroEngine and back, and on 
     auto cpu = [&](int, Communicator& comm) { return std::make_unique<CpuRank>(comm, options); };
     auto device = [&](int r, Communicator& comm) {
       collectives[r] = std::make_unique<testing::HostCollectives>(comm);
-      return std::make_unique<DeviceRank>(*collectives[r], options, nullptr);
+      return std::make_unique<DeviceRank>(*collectives[r], options, testing::NewHostStream(false));
     };
     const size_t numel = GptModel(testing::TinyConfig(), 0).layout().numel();
     const WholeState device_whole = Whole(RunOn(world, 5, accumulation, device), options, numel);
