@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/data/token_shard.h"
+#include "tests/support/skip.h"
 #include "tests/support/subprocess.h"
 
 namespace dslaunch::testing {
@@ -23,6 +24,15 @@ namespace {
 
 const std::string kLauncher = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch";
 const std::string kStandIn = std::string(DSLAUNCH_BIN_DIR) + "/dslaunch-worker-cuda-stand-in";
+
+// The stand-in is built with CUDA (its headers); a build without it has none to hand over to.
+#ifdef DSLAUNCH_CUDA_STAND_IN
+constexpr bool kHaveStandIn = true;
+#else
+constexpr bool kHaveStandIn = false;
+#endif
+#define REQUIRE_STAND_IN() \
+  DSLAUNCH_SKIP_UNLESS(kHaveStandIn, "gpu", "built without CUDA (DSLAUNCH_WITH_CUDA=OFF): no CUDA worker stand-in")
 
 // Rank 0's lines with the figures a run prints: steps (loss, norm), the validation and the sample.
 std::vector<std::string> Figures(const std::string& out) {
@@ -73,6 +83,7 @@ ProcessResult Launch(const TempDir& dir, const std::string& name, const std::str
 }
 
 TEST_CASE("\"device\": \"cuda\" trains through the CUDA worker's path and prints the CPU run's figures") {
+  REQUIRE_STAND_IN();
   TempDir dir;
   WriteShards(dir);
   for (const std::string precision : {R"("bf16": {"enabled": true}, "zero_optimization": {"stage": 2, "reduce_bucket_size": 1500},)",
@@ -106,6 +117,7 @@ TEST_CASE("\"device\": \"cuda\" trains through the CUDA worker's path and prints
 }
 
 TEST_CASE("a checkpoint the device run saved resumes on the CPU with the figures of a run that never stopped") {
+  REQUIRE_STAND_IN();
   TempDir dir;
   WriteShards(dir);
   const std::string bf16 = R"("bf16": {"enabled": true}, "zero_optimization": {"stage": 2},)";
@@ -127,7 +139,7 @@ TEST_CASE("a checkpoint the device run saved resumes on the CPU with the figures
   CHECK(std::vector<std::string>(want.begin() + 3, want.end()) == got);
 }
 
-TEST_CASE("\"device\" refuses what cannot be, naming the key and what to do") {
+TEST_CASE("\"device\": \"cuda\" without a CUDA worker, and a value that is no device, are refused naming the key") {
   TempDir dir;
   WriteShards(dir);
   auto missing = Launch(dir, "cuda.json", Config(R"("device": "cuda")"), dir.path() + "/no-such-worker");
@@ -136,6 +148,12 @@ TEST_CASE("\"device\" refuses what cannot be, naming the key and what to do") {
   auto bogus = Launch(dir, "bogus.json", Config(R"("device": "tpu")"));
   CHECK(bogus.exit_code != 0);
   CHECK(bogus.err.find(R"x($.device: expected one of auto, cpu, cuda, got "tpu")x") != std::string::npos);
+}
+
+TEST_CASE("the CUDA worker refuses a run the device does not train and one its memory cannot hold") {
+  REQUIRE_STAND_IN();
+  TempDir dir;
+  WriteShards(dir);
   const std::string split = Config(R"("pipeline": {"stages": 2}, "device": "cuda")");
   auto pipeline = Launch(dir, "pipeline.json", split);
   CHECK(pipeline.exit_code != 0);
