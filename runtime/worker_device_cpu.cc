@@ -45,10 +45,12 @@ Status PrepareDevice(const TrainConfig& config, const WorkerIdentity& id, const 
         " (dslaunch was built without CUDA: configure it where nvcc and NCCL are found, or point " +
         kCudaWorkerEnv + " at one); \"device\": \"cpu\" trains on the CPU");
   }
+  // The same arguments, argv[0] naming the program that runs them.
   std::vector<char*> argv;
   for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
+  if (argv.empty()) argv.push_back(nullptr);
+  argv.front() = const_cast<char*>(worker.c_str());
   argv.push_back(nullptr);
-  if (!argv.empty() && argv.size() > 1) argv[0] = const_cast<char*>(worker.c_str());
   execv(worker.c_str(), argv.data());
   return InternalError("device: could not execute the CUDA worker " + worker + ": " + std::strerror(errno));
 }
