@@ -9,7 +9,9 @@ namespace {
 
 // What the device does not train yet, as the train.json key that asks for it; empty when nothing.
 std::string Unsupported(const TrainConfig& config) {
-  if (!std::holds_alternative<GptConfig>(config.model)) return "model.type (the device trains the gpt model only)";
+  const auto* gpt = std::get_if<GptConfig>(&config.model);
+  if (gpt == nullptr) return "model.type (the device trains the gpt model only)";
+  if (gpt->recompute_blocks > 0) return "activation_checkpointing (no recomputation on the device yet)";
   if (config.pipeline.stages > 1) return "pipeline.stages (no pipeline parallelism on the device yet)";
   if (config.tensor_parallel.size > 1) return "tensor_parallel (no tensor parallelism on the device yet)";
   return "";

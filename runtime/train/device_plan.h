@@ -20,8 +20,8 @@ struct DevicePlan {
 
 // "cpu": the CPU. No device visible (`visible_devices` 0, `count_error` CUDA's reason or empty):
 // "auto" the CPU with a line, "cuda" kFailedPrecondition naming the reason and
-// CUDA_VISIBLE_DEVICES. A run the device does not train yet (the mlp model, pipeline or tensor
-// parallelism): "auto" the CPU with a line, "cuda" kFailedPrecondition naming the key. Otherwise
+// CUDA_VISIBLE_DEVICES. A run the device does not train yet (the mlp model, recomputation, pipeline
+// or tensor parallelism): "auto" the CPU with a line, "cuda" kFailedPrecondition naming the key. Otherwise
 // the local rank's device (DeviceForLocalRank: one GPU per local rank, its errors as they are).
 Result<DevicePlan> PlanDevice(const TrainConfig& config, const WorkerIdentity& id, int visible_devices,
                               const std::string& count_error, const std::optional<std::string>& cuda_visible_devices);

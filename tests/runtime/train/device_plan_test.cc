@@ -63,7 +63,10 @@ TEST_CASE("PlanDevice keeps on the CPU what the device does not train yet, namin
   pipelined.pipeline.stages = 2;
   TrainConfig split = GptRun(TrainDevice::kCuda);
   split.tensor_parallel.size = 2;
-  for (auto [config, key] : {std::pair{mlp, "model.type"}, {pipelined, "pipeline.stages"}, {split, "tensor_parallel"}}) {
+  TrainConfig recomputed = GptRun(TrainDevice::kCuda);
+  std::get<GptConfig>(recomputed.model).recompute_blocks = 1;
+  for (auto [config, key] : {std::pair{mlp, "model.type"}, {pipelined, "pipeline.stages"}, {split, "tensor_parallel"},
+                             {recomputed, "activation_checkpointing"}}) {
     CAPTURE(key);
     auto refused = PlanDevice(config, LocalRank(0, 1), 1, "", std::nullopt);
     CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
