@@ -26,32 +26,25 @@ Result<std::unique_ptr<DeviceTraining>> StartDevice(const TrainConfig& config, c
     count = 0;
     count_error = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(rc);
   }
-  std::optional<std::string> visible;
-  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) visible = it->second;
-  DSLAUNCH_ASSIGN_OR_RETURN(DevicePlan plan, PlanDevice(config, id, count, count_error, visible));
-  DSLAUNCH_ASSIGN_OR_RETURN(plan, AgreeOnDevice(world, std::move(plan)));
-  if (!plan.line.empty()) lines.push_back(plan.line);
-  if (!plan.device) return std::unique_ptr<DeviceTraining>();
-  if (const cudaError_t rc = cudaSetDevice(*plan.device); rc != cudaSuccess) {
-    return InternalError("cudaSetDevice(" + std::to_string(*plan.device) + "): " + cudaGetErrorString(rc));
+  DSLAUNCH_ASSIGN_OR_RETURN(const std::optional<int> device,
+                            ChooseDevice(config, id, env, count, count_error, world, lines));
+  if (!device) return std::unique_ptr<DeviceTraining>();
+  if (const cudaError_t rc = cudaSetDevice(*device); rc != cudaSuccess) {
+    return InternalError("cudaSetDevice(" + std::to_string(*device) + "): " + cudaGetErrorString(rc));
   }
   cudaDeviceProp prop{};
   const std::string name =
-      cudaGetDeviceProperties(&prop, *plan.device) == cudaSuccess ? std::string(prop.name) : std::string("?");
+      cudaGetDeviceProperties(&prop, *device) == cudaSuccess ? std::string(prop.name) : std::string("?");
   NcclOptions options;
-  options.device = *plan.device;
+  options.device = *device;
   DSLAUNCH_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> nccl,
                             NcclCommunicator::Create(store, id.rank, id.world_size, options));
   int version = 0;
   ncclGetVersion(&version);
-  const std::string description = "device: cuda:" + std::to_string(*plan.device) + " (" + name + "), NCCL " +
+  const std::string description = "device: cuda:" + std::to_string(*device) + " (" + name + "), NCCL " +
                                   std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
                                   std::to_string(version % 100);
-  const auto& gpt = std::get<GptConfig>(config.model);
-  DSLAUNCH_ASSIGN_OR_RETURN(
-      std::unique_ptr<GptDeviceTraining> training,
-      GptDeviceTraining::Create(gpt, static_cast<int>(config.batch.micro_batch_per_gpu), std::move(nccl), description));
-  return std::unique_ptr<DeviceTraining>(std::move(training));
+  return GptDeviceTraining::Create(config, std::move(nccl), description);
 }
 
 }  // namespace dslaunch::runtime

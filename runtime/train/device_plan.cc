@@ -56,4 +56,16 @@ Result<DevicePlan> AgreeOnDevice(Communicator& world, DevicePlan plan) {
   return plan;
 }
 
+Result<std::optional<int>> ChooseDevice(const TrainConfig& config, const WorkerIdentity& id,
+                                        const std::map<std::string, std::string>& env, int visible_devices,
+                                        const std::string& count_error, Communicator& world,
+                                        std::vector<std::string>& lines) {
+  std::optional<std::string> visible;
+  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) visible = it->second;
+  DSLAUNCH_ASSIGN_OR_RETURN(DevicePlan plan, PlanDevice(config, id, visible_devices, count_error, visible));
+  DSLAUNCH_ASSIGN_OR_RETURN(plan, AgreeOnDevice(world, std::move(plan)));
+  if (!plan.line.empty()) lines.push_back(plan.line);
+  return plan.device;
+}
+
 }  // namespace dslaunch::runtime

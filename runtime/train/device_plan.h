@@ -3,8 +3,10 @@
 // stand-in both call it; tests/runtime/train/device_plan_test.cc).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/worker_identity.h"
@@ -31,5 +33,14 @@ Result<DevicePlan> PlanDevice(const TrainConfig& config, const WorkerIdentity& i
 // rank's; where some rank has no device, a rank that has one gives it up with a line (rank 0's
 // only). Fails as the all-reduce does.
 Result<DevicePlan> AgreeOnDevice(Communicator& world, DevicePlan plan);
+
+// Collective: what a worker built with CUDA does, given the `visible_devices` it sees
+// (`count_error`: CUDA's reason when it sees none): PlanDevice with the worker's
+// CUDA_VISIBLE_DEVICES from `env`, then AgreeOnDevice. The plan's line, if any, goes to `lines`;
+// the CUDA ordinal to train on, or nullopt for the CPU.
+Result<std::optional<int>> ChooseDevice(const TrainConfig& config, const WorkerIdentity& id,
+                                        const std::map<std::string, std::string>& env, int visible_devices,
+                                        const std::string& count_error, Communicator& world,
+                                        std::vector<std::string>& lines);
 
 }  // namespace dslaunch::runtime

@@ -144,6 +144,15 @@ namespace {
 
 namespace cpu = dslaunch::runtime::ops;
 
+// runtime/core's rounding to bf16 or fp16 (`dtype`, checked by the caller) into `out`.
+void RoundTo16(std::span<const float> in, void* out, DType dtype) {
+  if (dtype == DType::kBFloat16) {
+    FromFloat(in, std::span<BFloat16>(static_cast<BFloat16*>(out), in.size()));
+  } else {
+    FromFloat(in, std::span<Half>(static_cast<Half*>(out), in.size()));
+  }
+}
+
 // The CPU ops are fp32: the stand-in runs GptCuda<float> only.
 template <typename T>
 Status Fp32Only(const char* op) {
@@ -284,14 +293,7 @@ Status FloatTo16(void* out, DType out_dtype, const float* in, long count, cudaSt
   if (out_dtype != DType::kBFloat16 && out_dtype != DType::kFloat16) {
     return InvalidArgumentError("FloatTo16: output type " + std::string(DTypeName(out_dtype)) + " is not supported");
   }
-  RunOnHostStream(stream, [=] {
-    const std::span<const float> from(in, static_cast<size_t>(count));
-    if (out_dtype == DType::kBFloat16) {
-      FromFloat(from, std::span<BFloat16>(static_cast<BFloat16*>(out), from.size()));
-    } else {
-      FromFloat(from, std::span<Half>(static_cast<Half*>(out), from.size()));
-    }
-  });
+  RunOnHostStream(stream, [=] { RoundTo16(std::span<const float>(in, static_cast<size_t>(count)), out, out_dtype); });
   return Status::Ok();
 }
 
@@ -345,13 +347,10 @@ Status AdamUpdate(const AdamParams& hyper, float* params, const float* grads, fl
     OptimizerUpdate(p, hyper.lr, hyper.step, std::span<float>(params, count), scaled, {{0, count, decay}},
                     std::span<float>(m, count), std::span<float>(v, count));
     if (param_copy == nullptr) return;
-    const std::span<const float> updated(params, count);
     if (copy_dtype == DType::kFloat32) {
       std::memcpy(param_copy, params, count * sizeof(float));
-    } else if (copy_dtype == DType::kBFloat16) {
-      FromFloat(updated, std::span<BFloat16>(static_cast<BFloat16*>(param_copy), count));
     } else {
-      FromFloat(updated, std::span<Half>(static_cast<Half*>(param_copy), count));
+      RoundTo16(std::span<const float>(params, count), param_copy, copy_dtype);
     }
   });
   return Status::Ok();

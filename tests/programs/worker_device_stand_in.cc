@@ -3,8 +3,6 @@
 // dslaunch-worker-cuda with device memory in host memory and the collectives on the world's Gloo
 // group (tests/fakes/host_collectives.h). Every local rank has a "device" of its own. The proc tier
 // runs `dslaunch` with "device": "cuda" through it (tests/runtime/worker_device_proc_test.cc).
-#include <variant>
-
 #include "runtime/train/cuda/gpt_device_training.h"
 #include "runtime/train/device_plan.h"
 #include "runtime/worker_device.h"
@@ -20,19 +18,11 @@ Status PrepareDevice(const TrainConfig&, const WorkerIdentity&, const std::map<s
 Result<std::unique_ptr<DeviceTraining>> StartDevice(const TrainConfig& config, const WorkerIdentity& id,
                                                     const std::map<std::string, std::string>& env, StoreClient&,
                                                     Communicator& world, std::vector<std::string>& lines) {
-  std::optional<std::string> visible;
-  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) visible = it->second;
-  DSLAUNCH_ASSIGN_OR_RETURN(DevicePlan plan, PlanDevice(config, id, id.local_world_size, "", visible));
-  DSLAUNCH_ASSIGN_OR_RETURN(plan, AgreeOnDevice(world, std::move(plan)));
-  if (!plan.line.empty()) lines.push_back(plan.line);
-  if (!plan.device) return std::unique_ptr<DeviceTraining>();
-  const auto& gpt = std::get<GptConfig>(config.model);
-  DSLAUNCH_ASSIGN_OR_RETURN(
-      std::unique_ptr<GptDeviceTraining> training,
-      GptDeviceTraining::Create(gpt, static_cast<int>(config.batch.micro_batch_per_gpu),
-                                std::make_unique<testing::HostCollectives>(world),
-                                "device: cuda:" + std::to_string(*plan.device) + " (host stand-in), host collectives"));
-  return std::unique_ptr<DeviceTraining>(std::move(training));
+  DSLAUNCH_ASSIGN_OR_RETURN(const std::optional<int> device,
+                            ChooseDevice(config, id, env, id.local_world_size, "", world, lines));
+  if (!device) return std::unique_ptr<DeviceTraining>();
+  return GptDeviceTraining::Create(config, std::make_unique<testing::HostCollectives>(world),
+                                   "device: cuda:" + std::to_string(*device) + " (host stand-in), host collectives");
 }
 
 }  // namespace dslaunch::runtime

@@ -263,9 +263,6 @@ class DeviceZeroEngine final : public DeviceEngine, private DeviceParameterAcces
     DeviceBuffer<D> gathered;     // stage 3, 16-bit: the gathered group before conversion
   };
 
-  // Whether the model accumulates straight into the S gradient (fp32 storage, not partitioned):
-  // then there is no fp32 micro-step buffer.
-  bool ModelWritesGradients() const { return kIsFp32Storage<S> && !partitioning_.gradients; }
   const ParameterGroup& Info(int g) const { return layout_.groups()[static_cast<size_t>(g)]; }
   void Record(const Status& s) {
     if (deferred_.ok() && !s.ok()) deferred_ = s;

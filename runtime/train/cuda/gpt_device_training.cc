@@ -1,6 +1,7 @@
 #include "runtime/train/cuda/gpt_device_training.h"
 
 #include <cstdio>
+#include <variant>
 #include <utility>
 
 #include "common/check.h"
@@ -24,9 +25,13 @@ GptDeviceTraining::~GptDeviceTraining() {
   if (compute_ != nullptr) (void)cudaStreamDestroy(compute_);
 }
 
-Result<std::unique_ptr<GptDeviceTraining>> GptDeviceTraining::Create(const GptConfig& config, int max_batch,
-                                                                     std::unique_ptr<DeviceCollectives> collectives,
-                                                                     std::string description) {
+Result<std::unique_ptr<DeviceTraining>> GptDeviceTraining::Create(const TrainConfig& run,
+                                                                  std::unique_ptr<DeviceCollectives> collectives,
+                                                                  std::string description) {
+  const auto* gpt = std::get_if<GptConfig>(&run.model);
+  if (gpt == nullptr) return InvalidArgumentError("GptDeviceTraining: the run's model is not gpt");
+  const GptConfig& config = *gpt;
+  const int max_batch = static_cast<int>(run.batch.micro_batch_per_gpu);
   std::unique_ptr<GptDeviceTraining> training(new GptDeviceTraining(std::move(collectives), std::move(description)));
   DSLAUNCH_RETURN_IF_ERROR(
       TrainingCuda(cudaStreamCreateWithFlags(&training->compute_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
@@ -36,7 +41,7 @@ Result<std::unique_ptr<GptDeviceTraining>> GptDeviceTraining::Create(const GptCo
   const size_t rows = static_cast<size_t>(max_batch) * config.block_size;
   DSLAUNCH_ASSIGN_OR_RETURN(training->tokens_, DeviceBuffer<int>::Allocate(rows, "tokens"));
   DSLAUNCH_ASSIGN_OR_RETURN(training->targets_, DeviceBuffer<int>::Allocate(rows, "targets"));
-  return training;
+  return std::unique_ptr<DeviceTraining>(std::move(training));
 }
 
 Result<std::unique_ptr<Engine>> GptDeviceTraining::CreateEngine(const ParameterLayout& layout,
@@ -90,8 +95,7 @@ Result<float> GptDeviceTraining::Forward(const std::vector<int>& tokens, const s
       TrainingCuda(cudaMemcpyAsync(tokens_.data(), tokens.data(), bytes, cudaMemcpyHostToDevice, compute_), "copy tokens"));
   DSLAUNCH_RETURN_IF_ERROR(
       TrainingCuda(cudaMemcpyAsync(targets_.data(), targets.data(), bytes, cudaMemcpyHostToDevice, compute_), "copy targets"));
-  // The host vectors may go once the copies are done.
-  DSLAUNCH_RETURN_IF_ERROR(TrainingCuda(cudaStreamSynchronize(compute_), "copy the batch"));
+  // No wait here: `tokens` and `targets` outlive MeanLoss, which synchronizes the stream.
   DSLAUNCH_RETURN_IF_ERROR(model_->Forward(engine().device_access(), tokens_.data(), targets_.data(), rows, seq, compute_));
   return model_->MeanLoss(compute_);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/comm/device_collectives.h"
+#include "runtime/config/train_config.h"
 #include "runtime/engine/cuda/device_buffer.h"
 #include "runtime/engine/cuda/device_engine.h"
 #include "runtime/models/cuda/gpt.h"
@@ -21,14 +22,13 @@ namespace dslaunch::runtime {
 
 class GptDeviceTraining final : public DeviceTraining {
  public:
-  // The model of `config` for micro-batches of up to `max_batch` sequences on the current device,
-  // reducing over `collectives` (this rank's data-parallel group on device memory; kept alive by
-  // the object). `description` is Describe()'s line. kInvalidArgument for a config GptCuda refuses
-  // (recomputation: activation_checkpointing is not done on the device yet); kInternal naming what
-  // failed to allocate.
-  static Result<std::unique_ptr<GptDeviceTraining>> Create(const GptConfig& config, int max_batch,
-                                                           std::unique_ptr<DeviceCollectives> collectives,
-                                                           std::string description);
+  // The run's gpt model (PlanDevice has checked it is one the device trains) for its micro-batch
+  // on the current device, reducing over `collectives` (this rank's data-parallel group on device
+  // memory; kept alive by the object). `description` is Describe()'s line. kInvalidArgument for a
+  // config GptCuda refuses; kInternal naming what failed to allocate.
+  static Result<std::unique_ptr<DeviceTraining>> Create(const TrainConfig& config,
+                                                        std::unique_ptr<DeviceCollectives> collectives,
+                                                        std::string description);
   ~GptDeviceTraining() override;
 
   std::string Describe() const override { return description_; }
