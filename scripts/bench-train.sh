@@ -23,7 +23,8 @@
 # DistributedDataParallel over gloo (benchmarks/torch/gpt_ddp.py; Debian's python3-torch), the
 # same batch, AdamW and OpenBLAS kernels (the runtime's choice, given to PyTorch as
 # OPENBLAS_CORETYPE), both launched by dslaunch, the two alternating `repeats` times; the best of
-# each counts and the ratio is printed. Every sgemm call of those runs is timed
+# each counts and the ratio is printed; then the same on 1 rank, where no collective and no wait for
+# the other rank enters the step. Every sgemm call of those runs is timed
 # (build/lib/libdslaunch-blas-time.so through LD_PRELOAD), which splits each program's step into
 # the products and the rest, and bounds the ratio any work outside the products could reach.
 set -euo pipefail
@@ -206,36 +207,44 @@ def blas_totals(path):
                 return float(values["flops"]), float(values["sgemm_s"]), float(values["span_s"])
     sys.exit(f"no rank 0 line in {path}")
 
-ours, theirs = [], []
-for i in range(repeats):
-    for program, results, torch in (("ours", ours, False), ("theirs", theirs, True)):
-        path = os.path.join(work, f"blas-time-{program}-{i}")
-        tps, ms, _ = measure("configs/gpt-bench.json", 2, torch=torch, blas_time=path)
-        results.append((tps, ms, *blas_totals(path)))
-best_ours = max(ours, key=lambda r: r[0])
-best_theirs = max(theirs, key=lambda r: r[0])
-print(f"\nconfigs/gpt-bench.json on 2 ranks against PyTorch {torch_version()} DDP (gloo, the same model, batch, AdamW "
-      f"and OpenBLAS {best_core or 'default'} kernels), {repeats} alternating runs each, best counts:\n")
-print("| program | tokens/s per run | best | ms/step |")
-print("|---|---|---|---|")
-print(f"| dslaunch-worker | {', '.join(f'{r[0]:.0f}' for r in ours)} | {best_ours[0]:.0f} | {best_ours[1]:.0f} |")
-print(f"| PyTorch DDP | {', '.join(f'{r[0]:.0f}' for r in theirs)} | {best_theirs[0]:.0f} | {best_theirs[1]:.0f} |")
-print(f"\ndslaunch-worker / PyTorch DDP: {best_ours[0] / best_theirs[0]:.2f}x tokens/s")
+def yardstick(ranks):
+    ours, theirs = [], []
+    for i in range(repeats):
+        for program, results, torch in (("ours", ours, False), ("theirs", theirs, True)):
+            path = os.path.join(work, f"blas-time-{program}-{ranks}-{i}")
+            tps, ms, _ = measure("configs/gpt-bench.json", ranks, torch=torch, blas_time=path)
+            results.append((tps, ms, *blas_totals(path)))
+    best_ours = max(ours, key=lambda r: r[0])
+    best_theirs = max(theirs, key=lambda r: r[0])
+    print(f"\nconfigs/gpt-bench.json on {ranks} rank{'s' if ranks > 1 else ''} against PyTorch {torch_version()} DDP "
+          f"(gloo, the same model, batch, AdamW and OpenBLAS {best_core or 'default'} kernels), {repeats} alternating "
+          f"runs each, best counts:\n")
+    print("| program | tokens/s per run | best | ms/step |")
+    print("|---|---|---|---|")
+    print(f"| dslaunch-worker | {', '.join(f'{r[0]:.0f}' for r in ours)} | {best_ours[0]:.0f} | {best_ours[1]:.0f} |")
+    print(f"| PyTorch DDP | {', '.join(f'{r[0]:.0f}' for r in theirs)} | {best_theirs[0]:.0f} | {best_theirs[1]:.0f} |")
+    print(f"\ndslaunch-worker / PyTorch DDP on {ranks} rank{'s' if ranks > 1 else ''}: "
+          f"{best_ours[0] / best_theirs[0]:.2f}x tokens/s")
 
-# Where each best run's time went: sgemm against the rest, over rank 0's training span (its first
-# sgemm call to its last). The ceiling: dslaunch-worker with no time at all outside sgemm and
-# PyTorch's sgemm rate, against PyTorch as it ran. Our FLOPs per step include the one validation
-# batch, which lowers the ceiling by about 1/(3 x steps), never raises it.
-print("\nWhere rank 0's time went in the best runs (sgemm timed per call; the span is the first call's start to the "
-      "last call's end):\n")
-print("| program | GFLOP per step in sgemm | sgemm GFLOP/s | share of the span in sgemm | ms per step outside sgemm |")
-print("|---|---|---|---|---|")
-for name, (tps, ms, flops, sgemm_s, span_s) in (("dslaunch-worker", best_ours), ("PyTorch DDP", best_theirs)):
-    outside_ms = (span_s - sgemm_s) / steps * 1e3
-    print(f"| {name} | {flops / steps / 1e9:.1f} | {flops / sgemm_s / 1e9:.1f} | {100 * sgemm_s / span_s:.1f}% | "
-          f"{outside_ms:.0f} |")
-flops_theirs, sgemm_theirs, span_theirs = best_theirs[2:]
-ceiling = span_theirs / sgemm_theirs * flops_theirs / best_ours[2]
-print(f"\nceiling: with nothing outside sgemm and PyTorch's sgemm rate, dslaunch-worker would reach {ceiling:.2f}x "
-      f"PyTorch's tokens/s")
+    # Where each best run's time went: sgemm against the rest, over rank 0's training span (its
+    # first sgemm call to its last). The ceiling: dslaunch-worker with no time at all outside sgemm
+    # and PyTorch's sgemm rate, against PyTorch as it ran. Our FLOPs per step include the one
+    # validation batch, which lowers the ceiling by about 1/(3 x steps), never raises it.
+    print("\nWhere rank 0's time went in the best runs (sgemm timed per call; the span is the first call's start to "
+          "the last call's end):\n")
+    print("| program | GFLOP per step in sgemm | sgemm GFLOP/s | share of the span in sgemm | ms per step outside sgemm |")
+    print("|---|---|---|---|---|")
+    for name, (tps, ms, flops, sgemm_s, span_s) in (("dslaunch-worker", best_ours), ("PyTorch DDP", best_theirs)):
+        outside_ms = (span_s - sgemm_s) / steps * 1e3
+        print(f"| {name} | {flops / steps / 1e9:.1f} | {flops / sgemm_s / 1e9:.1f} | {100 * sgemm_s / span_s:.1f}% | "
+              f"{outside_ms:.0f} |")
+    flops_theirs, sgemm_theirs, span_theirs = best_theirs[2:]
+    ceiling = span_theirs / sgemm_theirs * flops_theirs / best_ours[2]
+    print(f"\nceiling: with nothing outside sgemm and PyTorch's sgemm rate, dslaunch-worker would reach {ceiling:.2f}x "
+          f"PyTorch's tokens/s")
+
+# On 2 ranks (the issue's comparison), then on 1: no collectives and no waiting for the other rank,
+# so what is left of the ratio is the step's own compute.
+for ranks in (2, 1):
+    yardstick(ranks)
 PY
