@@ -243,7 +243,7 @@ def yardstick(ranks):
     print(f"\nceiling: with nothing outside sgemm and PyTorch's sgemm rate, dslaunch-worker would reach {ceiling:.2f}x "
           f"PyTorch's tokens/s")
 
-# On 2 ranks (the comparison), then on 1: no collectives and no waiting for the other rank,
+# On 2 ranks (the headline comparison), then on 1: no collectives and no waiting for the other rank,
 # so what is left of the ratio is the step's own compute.
 for ranks in (2, 1):
     yardstick(ranks)
